@@ -1,0 +1,99 @@
+// Package migrations holds Aegis's Postgres schema as golang-migrate SQL files,
+// embedded so that every binary can apply the schema it was built with.
+//
+// It is its own module because //go:embed cannot reach outside a module
+// (services cannot embed ../../migrations), and every service and tool
+// requires it through a replace directive.
+package migrations
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/golang-migrate/migrate/v4"
+	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// driver
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+)
+
+// FS holds the migration files, named NNNNNN_title.{up,down}.sql.
+//
+//go:embed *.sql
+var FS embed.FS
+
+// Up applies every migration not yet applied to the database at databaseURL
+// (a postgres:// URL) and reports the resulting version. golang-migrate holds
+// a Postgres advisory lock while it runs, so replicas starting together are safe.
+func Up(databaseURL string) (version uint, err error) {
+	m, err := open(databaseURL)
+	if err != nil {
+		return 0, err
+	}
+	defer closeMigrate(m, &err)
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return 0, fmt.Errorf("apply migrations: %w", err)
+	}
+	v, dirty, err := m.Version()
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if dirty {
+		return v, fmt.Errorf("schema version %d is dirty: a migration failed half-way; fix it by hand and force the version", v)
+	}
+	return v, nil
+}
+
+// Down reverts every migration. Production is forward-only; tests use this to
+// prove each migration reverses cleanly.
+func Down(databaseURL string) (err error) {
+	m, err := open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer closeMigrate(m, &err)
+	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("revert migrations: %w", err)
+	}
+	return nil
+}
+
+func open(databaseURL string) (*migrate.Migrate, error) {
+	src, err := iofs.New(FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	u, err := driverURL(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	m, err := migrate.NewWithSourceInstance("iofs", src, u)
+	if err != nil {
+		return nil, fmt.Errorf("connect for migrations: %w", err)
+	}
+	return m, nil
+}
+
+func closeMigrate(m *migrate.Migrate, err *error) {
+	srcErr, dbErr := m.Close()
+	if *err == nil {
+		*err = errors.Join(srcErr, dbErr)
+	}
+}
+
+// driverURL turns a postgres:// URL into the pgx5:// form golang-migrate's
+// pgx/v5 driver registers under.
+func driverURL(databaseURL string) (string, error) {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return "", fmt.Errorf("parse database URL: %w", err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql", "pgx5":
+		u.Scheme = "pgx5"
+	default:
+		return "", fmt.Errorf("database URL scheme %q: want postgres://", u.Scheme)
+	}
+	return u.String(), nil
+}

@@ -1,0 +1,60 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestUpDownUp(t *testing.T) {
+	admin := os.Getenv("TEST_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("aegis_migrations_test_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	dbURL := u.String()
+
+	v, err := Up(dbURL)
+	if err != nil || v == 0 {
+		t.Fatalf("Up: version %d, %v", v, err)
+	}
+	if v2, err := Up(dbURL); err != nil || v2 != v {
+		t.Fatalf("second Up must be a no-op: %d %v", v2, err)
+	}
+	if err := Down(dbURL); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	db, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables int
+	err = db.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'schema_migrations'`).Scan(&tables)
+	db.Close(ctx)
+	if err != nil || tables != 0 {
+		t.Fatalf("Down left %d tables (%v)", tables, err)
+	}
+	if _, err := Up(dbURL); err != nil {
+		t.Fatalf("Up after Down: %v", err)
+	}
+	if _, err := driverURL("mysql://x"); err == nil {
+		t.Fatal("non-postgres URL must be refused")
+	}
+}

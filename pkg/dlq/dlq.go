@@ -1,0 +1,222 @@
+package dlq
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+)
+
+// Sources of dead letters.
+const (
+	SourceRelay    = "relay"
+	SourceConsumer = "consumer"
+)
+
+// Header names on <topic>.dlq records, after Spring Kafka's DLT headers.
+const (
+	HeaderOriginalTopic     = "original_topic"
+	HeaderOriginalPartition = "original_partition"
+	HeaderOriginalOffset    = "original_offset"
+	HeaderConsumerGroup     = "consumer_group"
+	HeaderError             = "error"
+	HeaderErrorClass        = "error_class"
+	HeaderRetryCount        = "retry_count"
+	HeaderRetryHistory      = "retry_history"
+	HeaderFirstFailureAt    = "first_failure_at"
+	HeaderFailedAt          = "failed_at"
+	HeaderSource            = "dlq_source"
+	HeaderOutboxID          = "outbox_id"
+)
+
+// failureHeaders are replaced, never accumulated, when a replayed message
+// fails again.
+var failureHeaders = []string{
+	HeaderOriginalTopic, HeaderOriginalPartition, HeaderOriginalOffset, HeaderConsumerGroup,
+	HeaderError, HeaderErrorClass, HeaderRetryCount, HeaderRetryHistory,
+	HeaderFirstFailureAt, HeaderFailedAt, HeaderSource, HeaderOutboxID,
+}
+
+// Attempt is one failed try.
+type Attempt struct {
+	At    time.Time `json:"at"`
+	Error string    `json:"error"`
+	Class string    `json:"class"`
+}
+
+// Letter is one dead letter.
+type Letter struct {
+	Source            string
+	OriginalTopic     string
+	OriginalPartition *int32
+	OriginalOffset    *int64
+	ConsumerGroup     string
+	OutboxID          *int64
+	PartitionKey      string
+	EventType         string
+	Payload           []byte
+	// Headers are the original record's headers, failure headers removed.
+	Headers        map[string]string
+	Error          string
+	ErrorClass     string
+	RetryCount     int
+	RetryHistory   []Attempt
+	FirstFailureAt time.Time
+	FailedAt       time.Time
+	CorrelationID  string
+}
+
+// Topic is where the letter is published: <original>.dlq for consumer
+// failures, aegis.outbox.dlq for the relay's.
+func (l Letter) Topic() string {
+	if l.Source == SourceRelay {
+		return kafkax.TopicOutboxDLQ
+	}
+	return kafkax.DLQTopic(l.OriginalTopic)
+}
+
+// Record builds the dead-letter record: the original value and headers plus
+// the failure headers.
+func (l Letter) Record() (*kgo.Record, error) {
+	history, err := json.Marshal(nonNilHistory(l.RetryHistory))
+	if err != nil {
+		return nil, fmt.Errorf("encode retry history: %w", err)
+	}
+	r := &kgo.Record{Topic: l.Topic(), Key: []byte(l.PartitionKey), Value: l.Payload}
+	for k, v := range l.Headers {
+		if isFailureHeader(k) {
+			continue
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	add := func(k, v string) { kafkax.SetHeader(r, k, v) }
+	add(HeaderSource, l.Source)
+	add(HeaderOriginalTopic, l.OriginalTopic)
+	if l.OriginalPartition != nil {
+		add(HeaderOriginalPartition, strconv.FormatInt(int64(*l.OriginalPartition), 10))
+	}
+	if l.OriginalOffset != nil {
+		add(HeaderOriginalOffset, strconv.FormatInt(*l.OriginalOffset, 10))
+	}
+	if l.OutboxID != nil {
+		add(HeaderOutboxID, strconv.FormatInt(*l.OutboxID, 10))
+	}
+	add(HeaderConsumerGroup, l.ConsumerGroup)
+	add(HeaderError, l.Error)
+	add(HeaderErrorClass, l.ErrorClass)
+	add(HeaderRetryCount, strconv.Itoa(l.RetryCount))
+	add(HeaderRetryHistory, string(history))
+	add(HeaderFirstFailureAt, l.FirstFailureAt.UTC().Format(time.RFC3339Nano))
+	add(HeaderFailedAt, l.FailedAt.UTC().Format(time.RFC3339Nano))
+	add(kafkax.HeaderCorrelationID, l.CorrelationID)
+	if l.EventType != "" {
+		add(kafkax.HeaderEventType, l.EventType)
+	}
+	return r, nil
+}
+
+// FromRecord reads a dead letter back from a <topic>.dlq record.
+func FromRecord(r *kgo.Record) (Letter, error) {
+	h := make(map[string]string, len(r.Headers))
+	for _, hd := range r.Headers {
+		h[hd.Key] = string(hd.Value)
+	}
+	l := Letter{
+		Source:        h[HeaderSource],
+		OriginalTopic: h[HeaderOriginalTopic],
+		ConsumerGroup: h[HeaderConsumerGroup],
+		PartitionKey:  string(r.Key),
+		EventType:     h[kafkax.HeaderEventType],
+		Payload:       r.Value,
+		Error:         h[HeaderError],
+		ErrorClass:    h[HeaderErrorClass],
+		CorrelationID: h[kafkax.HeaderCorrelationID],
+		Headers:       map[string]string{},
+	}
+	if l.Source == "" {
+		l.Source = SourceConsumer
+	}
+	if l.OriginalTopic == "" {
+		l.OriginalTopic = strings.TrimSuffix(r.Topic, ".dlq")
+	}
+	if l.Payload == nil {
+		l.Payload = []byte{}
+	}
+	for k, v := range h {
+		if !isFailureHeader(k) {
+			l.Headers[k] = v
+		}
+	}
+	var err error
+	if v := h[HeaderOriginalPartition]; v != "" {
+		p, perr := strconv.ParseInt(v, 10, 32)
+		err = firstErr(err, perr)
+		p32 := int32(p)
+		l.OriginalPartition = &p32
+	}
+	if v := h[HeaderOriginalOffset]; v != "" {
+		o, perr := strconv.ParseInt(v, 10, 64)
+		err = firstErr(err, perr)
+		l.OriginalOffset = &o
+	}
+	if v := h[HeaderOutboxID]; v != "" {
+		o, perr := strconv.ParseInt(v, 10, 64)
+		err = firstErr(err, perr)
+		l.OutboxID = &o
+	}
+	if v := h[HeaderRetryCount]; v != "" {
+		n, perr := strconv.Atoi(v)
+		err = firstErr(err, perr)
+		l.RetryCount = n
+	}
+	if v := h[HeaderRetryHistory]; v != "" {
+		err = firstErr(err, json.Unmarshal([]byte(v), &l.RetryHistory))
+	}
+	l.FirstFailureAt = parseTime(h[HeaderFirstFailureAt], r.Timestamp)
+	l.FailedAt = parseTime(h[HeaderFailedAt], r.Timestamp)
+	if l.Error == "" {
+		l.Error = "dead letter without error header"
+	}
+	if l.ErrorClass == "" {
+		l.ErrorClass = "unknown"
+	}
+	if err != nil {
+		return l, fmt.Errorf("dead-letter record %s/%d/%d has malformed headers: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	return l, nil
+}
+
+func parseTime(s string, fallback time.Time) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t
+	}
+	return fallback
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func isFailureHeader(k string) bool {
+	for _, f := range failureHeaders {
+		if k == f {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNilHistory(h []Attempt) []Attempt {
+	if h == nil {
+		return []Attempt{}
+	}
+	return h
+}

@@ -1,0 +1,109 @@
+package dlq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+)
+
+func consumerLetter() dlq.Letter {
+	p, o := int32(2), int64(41)
+	first := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	return dlq.Letter{
+		Source: dlq.SourceConsumer, OriginalTopic: kafkax.TopicTransactions,
+		OriginalPartition: &p, OriginalOffset: &o, ConsumerGroup: "payout-worker",
+		PartitionKey: "user-1", EventType: "payout.requested",
+		Payload: []byte(`{"payout_id":"p1"}`),
+		Headers: map[string]string{"correlation_id": "corr-1", "event_type": "payout.requested",
+			// a previous failure's headers, as on a replayed message that fails again
+			dlq.HeaderError: "old error", dlq.HeaderRetryCount: "9"},
+		Error: "psp rejected: account_invalid", ErrorClass: "permanent", RetryCount: 2,
+		RetryHistory:   []dlq.Attempt{{At: first, Error: "timeout", Class: "transient"}, {At: first.Add(5 * time.Second), Error: "psp rejected: account_invalid", Class: "permanent"}},
+		FirstFailureAt: first, FailedAt: first.Add(5 * time.Second), CorrelationID: "corr-1",
+	}
+}
+
+func TestRecordRoundTripReplacesOldFailureHeaders(t *testing.T) {
+	t.Parallel()
+	l := consumerLetter()
+	rec, err := l.Record()
+	require.NoError(t, err)
+	require.Equal(t, "aegis.transactions.dlq", rec.Topic)
+	require.Equal(t, "user-1", string(rec.Key))
+
+	count := map[string]int{}
+	for _, h := range rec.Headers {
+		count[h.Key]++
+	}
+	for k, n := range count {
+		require.Equal(t, 1, n, "header %s appears %d times", k, n)
+	}
+	require.Equal(t, "psp rejected: account_invalid", kafkax.Header(rec, dlq.HeaderError))
+	require.Equal(t, "2", kafkax.Header(rec, dlq.HeaderRetryCount))
+	for _, k := range []string{"original_topic", "original_partition", "original_offset", "consumer_group", "error",
+		"error_class", "retry_count", "retry_history", "first_failure_at", "failed_at", "correlation_id"} {
+		require.NotEmpty(t, kafkax.Header(rec, k), "header %s missing", k)
+	}
+
+	rec.Partition, rec.Offset = 0, 7
+	back, err := dlq.FromRecord(rec)
+	require.NoError(t, err)
+	require.Equal(t, l.OriginalTopic, back.OriginalTopic)
+	require.Equal(t, *l.OriginalPartition, *back.OriginalPartition)
+	require.Equal(t, *l.OriginalOffset, *back.OriginalOffset)
+	require.Equal(t, l.RetryHistory, back.RetryHistory)
+	require.True(t, l.FirstFailureAt.Equal(back.FirstFailureAt))
+	require.Equal(t, map[string]string{"correlation_id": "corr-1", "event_type": "payout.requested"}, back.Headers)
+}
+
+func TestFromRecordToleratesBareRecords(t *testing.T) {
+	t.Parallel()
+	l, err := dlq.FromRecord(&kgo.Record{Topic: "aegis.webhook.pending.dlq", Value: []byte("garbage"), Timestamp: time.Now()})
+	require.NoError(t, err)
+	require.Equal(t, "aegis.webhook.pending", l.OriginalTopic)
+	require.Equal(t, dlq.SourceConsumer, l.Source)
+	require.Equal(t, "unknown", l.ErrorClass)
+
+	_, err = dlq.FromRecord(&kgo.Record{Topic: "x.dlq", Headers: []kgo.RecordHeader{{Key: dlq.HeaderOriginalOffset, Value: []byte("NaN")}}})
+	require.Error(t, err)
+}
+
+func TestInsertIsIdempotentOnOrigin(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := consumerLetter()
+
+	id, inserted, err := dlq.Insert(ctx, db.Pool, l)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	again, inserted, err := dlq.Insert(ctx, db.Pool, l)
+	require.NoError(t, err)
+	require.False(t, inserted, "the same origin must be stored once")
+	require.Zero(t, again)
+
+	outboxID := int64(99)
+	relay := dlq.Letter{Source: dlq.SourceRelay, OriginalTopic: kafkax.TopicWebhookPending, OutboxID: &outboxID,
+		Payload: []byte(`{}`), Error: "kafka unreachable", ErrorClass: "transient", RetryCount: 6,
+		FirstFailureAt: time.Now(), FailedAt: time.Now()}
+	_, inserted, err = dlq.Insert(ctx, db.Pool, relay)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	_, inserted, err = dlq.Insert(ctx, db.Pool, relay)
+	require.NoError(t, err)
+	require.False(t, inserted)
+
+	var n int
+	var history string
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM dead_letters").Scan(&n))
+	require.Equal(t, 2, n)
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT retry_history::text FROM dead_letters WHERE id = $1", id).Scan(&history))
+	require.Contains(t, history, "account_invalid")
+}

@@ -1,0 +1,84 @@
+package event
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Action is what a PSP event asks the ledger to do. webhook-api derives it
+// when it normalises the PSP's own event type; the worker acts on it alone.
+type Action string
+
+const (
+	// ActionCredit credits a wallet for a successful payment.
+	ActionCredit Action = "credit"
+	// ActionPayoutPaid finalises a payout as paid.
+	ActionPayoutPaid Action = "payout_paid"
+	// ActionPayoutFailed finalises a payout as failed (hold reversed).
+	ActionPayoutFailed Action = "payout_failed"
+	// ActionPayoutReversed is a paid payout coming back (Paystack transfer.reversed).
+	ActionPayoutReversed Action = "payout_reversed"
+	// ActionNone is stored and published for the record; no money moves.
+	ActionNone Action = "none"
+)
+
+// PSPEvent is a verified PSP webhook in one provider-neutral envelope,
+// published on aegis.webhook.pending.
+type PSPEvent struct {
+	Provider  string `json:"provider"`
+	EventID   string `json:"event_id"`
+	Type      string `json:"type"`
+	Action    Action `json:"action"`
+	UserID    string `json:"user_id,omitempty"`
+	Amount    int64  `json:"amount,omitempty"`
+	Currency  string `json:"currency,omitempty"`
+	// Reference is the PSP's id of the money movement the event is about: the
+	// payment (a Stripe PaymentIntent, or the charge when it has none; a
+	// Paystack transaction reference) or the payout/transfer. Two events about
+	// one payment (Stripe sends charge.succeeded and payment_intent.succeeded)
+	// share it, which is what keeps them from crediting twice.
+	Reference string `json:"reference,omitempty"`
+	// PayoutID is our payout id, for payout outcome events.
+	PayoutID string `json:"payout_id,omitempty"`
+	// ObjectStatus is the PSP object's status as the event reports it.
+	ObjectStatus string          `json:"object_status,omitempty"`
+	FailureCode  string          `json:"failure_code,omitempty"`
+	OccurredAt   time.Time       `json:"occurred_at"`
+	Raw          json.RawMessage `json:"raw"`
+}
+
+// MessageID is the event's stable identity for consumer idempotency.
+func (e PSPEvent) MessageID() string { return e.Provider + ":" + e.EventID }
+
+// Payout command and outcome event types.
+const (
+	TypePayoutRequested = "payout.requested"
+	TypePayoutSucceeded = "payout.succeeded"
+	TypePayoutFailed    = "payout.failed"
+)
+
+// PayoutRequested asks the worker to (re)attempt a payout, published on
+// aegis.transactions. The payouts row is the source of truth; the command
+// only names it and the attempt it stands for.
+type PayoutRequested struct {
+	PayoutID string `json:"payout_id"`
+	UserID   string `json:"user_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Provider string `json:"provider"`
+	// Attempt is 0 for the client's request and n for the nth scheduled retry.
+	Attempt int `json:"attempt"`
+}
+
+// PayoutOutcome reports a payout's final outcome on aegis.settlements.
+type PayoutOutcome struct {
+	PayoutID     string    `json:"payout_id"`
+	UserID       string    `json:"user_id"`
+	Status       string    `json:"status"`
+	Amount       int64     `json:"amount"`
+	Currency     string    `json:"currency"`
+	Provider     string    `json:"provider"`
+	PSPReference string    `json:"psp_reference,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	OccurredAt   time.Time `json:"occurred_at"`
+}

@@ -1,0 +1,116 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check is one readiness dependency: Postgres answers, Kafka answers, ...
+type Check struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// NewRegistry returns a fresh Prometheus registry with the Go runtime and
+// process collectors. Each service owns one; nothing uses the global default.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// NewRouter returns a chi router with recovery, correlation ids, access logs
+// and the operational endpoints mounted. Services add their routes to it.
+func NewRouter(logger *slog.Logger, reg *prometheus.Registry, checks ...Check) chi.Router {
+	r := chi.NewRouter()
+	r.Use(Recover(logger), Correlation, AccessLog(logger, NewMetrics(reg)))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, http.StatusNotFound, "not_found", "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", readyHandler(checks))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return r
+}
+
+func readyHandler(checks []Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		status := http.StatusOK
+		results := make(map[string]string, len(checks))
+		for _, c := range checks {
+			if err := c.Check(ctx); err != nil {
+				status = http.StatusServiceUnavailable
+				results[c.Name] = err.Error()
+				continue
+			}
+			results[c.Name] = "ok"
+		}
+		state := "ready"
+		if status != http.StatusOK {
+			state = "not_ready"
+		}
+		WriteJSON(w, status, map[string]any{"status": state, "checks": results})
+	}
+}
+
+// Run serves h on addr until ctx is done, then shuts down gracefully: it stops
+// accepting connections and waits up to grace for in-flight requests. The
+// listener is bound before Run returns control to the accept loop, so a bad
+// address fails fast.
+func Run(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, grace time.Duration) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return Serve(ctx, ln, h, logger, grace)
+}
+
+// Serve is Run on an existing listener (tests bind port 0 themselves).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, grace time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("http server listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	logger.Info("http server shutting down", "grace", grace.String())
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("http server shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package kafkax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Topics (CONTRACT.md).
+const (
+	TopicWebhookPending = "aegis.webhook.pending"
+	TopicTransactions   = "aegis.transactions"
+	TopicSettlements    = "aegis.settlements"
+	TopicOutboxDLQ      = "aegis.outbox.dlq"
+)
+
+// DLQTopic is the dead-letter topic of topic.
+func DLQTopic(topic string) string { return topic + ".dlq" }
+
+// AllTopics lists every topic Aegis uses, dead-letter topics included.
+func AllTopics() []string {
+	return []string{
+		TopicWebhookPending, DLQTopic(TopicWebhookPending),
+		TopicTransactions, DLQTopic(TopicTransactions),
+		TopicSettlements, DLQTopic(TopicSettlements),
+		TopicOutboxDLQ,
+	}
+}
+
+// Header names.
+const (
+	HeaderCorrelationID = "correlation_id"
+	HeaderEventType     = "event_type"
+	HeaderMessageID     = "message_id"
+)
+
+// Header returns the value of the last header named key, or "".
+func Header(r *kgo.Record, key string) string {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == key {
+			return string(r.Headers[i].Value)
+		}
+	}
+	return ""
+}
+
+// SetHeader replaces every header named key with one carrying value.
+func SetHeader(r *kgo.Record, key, value string) {
+	kept := r.Headers[:0]
+	for _, h := range r.Headers {
+		if h.Key != key {
+			kept = append(kept, h)
+		}
+	}
+	r.Headers = append(kept, kgo.RecordHeader{Key: key, Value: []byte(value)})
+}
+
+// NewClient builds a franz-go client for brokers with Aegis's logging. opts
+// add the producer or consumer settings of the caller.
+func NewClient(brokers []string, logger *slog.Logger, opts ...kgo.Opt) (*kgo.Client, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("no Kafka brokers configured (KAFKA_BROKERS)")
+	}
+	base := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.WithLogger(kgoLogger{logger.With("component", "kafka")}),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// EnsureTopics creates topics that do not exist yet, each with partitions
+// partitions and the broker's default replication factor.
+func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, topics ...string) error {
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for _, t := range resp.Sorted() {
+		if t.Err != nil && !errors.Is(t.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t.Topic, t.Err)
+		}
+	}
+	return nil
+}
+
+// Ping is a readiness check: the cluster answers a metadata request.
+func Ping(cl *kgo.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := cl.Ping(ctx); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		return nil
+	}
+}
+
+// kgoLogger adapts slog to franz-go, keeping only warnings and errors:
+// franz-go's info level narrates every metadata refresh.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lvl := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lvl = slog.LevelError
+	}
+	k.l.Log(context.Background(), lvl, msg, keyvals...)
+}

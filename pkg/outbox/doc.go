@@ -1,0 +1,21 @@
+// Package outbox is the transactional outbox: the one place that reads and
+// writes transaction_outbox.
+//
+// Writers call Insert with their own pgx.Tx, so the message commits or rolls
+// back with the business change it announces; nothing is published that did
+// not happen, and nothing that happened goes unpublished. The relay claims
+// due rows with Claim and settles them with MarkProcessed, Retry or
+// DeadLetter.
+//
+// Ordering. Ids from a sequence are not commit order: a transaction can take
+// id 10, stall, and commit after the one that took id 11 (watermill #311). For
+// rows of one partition key that would publish a wallet's events out of
+// order. Insert therefore takes a transaction-scoped advisory lock on the
+// partition key before it draws an id: two transactions writing the same key
+// serialize, so within a key id order is commit order. The lock is held only
+// until the writer commits and only contends between writes for the same
+// wallet. Claim then hands out a key's rows strictly in id order and never
+// while an earlier row of that key is unfinished (in flight, or failed and
+// waiting for its retry), so a failing row holds back the later rows of its
+// key and nothing else.
+package outbox

@@ -1,0 +1,280 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+)
+
+func msg(key string, n int) outbox.Message {
+	return outbox.Message{
+		Topic: "aegis.webhook.pending", EventType: "test.event", PartitionKey: key,
+		Payload: []byte(fmt.Sprintf(`{"n":%d}`, n)), Headers: map[string]string{"event_type": "test.event"},
+		CorrelationID: fmt.Sprintf("c-%s-%d", key, n),
+	}
+}
+
+func insert(t *testing.T, db *pgtest.DB, msgs ...outbox.Message) []int64 {
+	t.Helper()
+	var ids []int64
+	err := database.InTx(context.Background(), db.Pool, func(tx pgx.Tx) error {
+		for _, m := range msgs {
+			id, err := outbox.Insert(context.Background(), tx, m)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return ids
+}
+
+func ids(rows []outbox.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestInsertRollsBackWithTheBusinessWrite(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	boom := errors.New("business write failed")
+	err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+		if _, err := outbox.Insert(ctx, tx, msg("u1", 1)); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&n))
+	require.Zero(t, n, "a rolled-back transaction must leave no outbox row")
+
+	_, err = outbox.Insert(ctx, nil, outbox.Message{Topic: "t", EventType: "e", Payload: []byte("{not json")})
+	require.ErrorContains(t, err, "not valid JSON")
+}
+
+func TestClaimHandsOutOneKeyInOrderAndHoldsBackBehindFailures(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+
+	a := insert(t, db, msg("A", 1), msg("A", 2), msg("A", 3))
+	b := insert(t, db, msg("B", 1), msg("B", 2))
+	now := time.Now()
+
+	// One unfinished row per key at a time: the heads of A and B.
+	got, err := store.Claim(ctx, now, 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{a[0], b[0]}, ids(got))
+	require.Equal(t, "A", got[0].PartitionKey)
+	require.JSONEq(t, `{"n":1}`, string(got[0].Payload))
+	require.Equal(t, "test.event", got[0].Headers["event_type"])
+
+	// While they are in flight nothing else of A or B is due.
+	again, err := store.Claim(ctx, now, 100, time.Minute, "relay-2")
+	require.NoError(t, err)
+	require.Empty(t, again)
+
+	// A's head fails and waits for its retry: A stays blocked, B moves on.
+	n, err := store.Retry(ctx, a[0], "relay-1", errors.New("broker down"), now.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	processed, err := store.MarkProcessed(ctx, []int64{b[0]}, "relay-1", now)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, processed)
+
+	got, err = store.Claim(ctx, now, 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{b[1]}, ids(got), "B continues; A is held behind its failing head")
+	_, err = store.MarkProcessed(ctx, []int64{b[1]}, "relay-1", now)
+	require.NoError(t, err)
+
+	// When A's retry is due, A's head comes back first, with its count.
+	got, err = store.Claim(ctx, now.Add(2*time.Hour), 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{a[0]}, ids(got))
+	require.Equal(t, 1, got[0].RetryCount)
+}
+
+func TestExpiredLeaseIsReclaimedAndTheOldOwnerCannotSettle(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+	id := insert(t, db, msg("K", 1))[0]
+	now := time.Now()
+
+	got, err := store.Claim(ctx, now, 10, 30*time.Second, "dead-relay")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// Before the lease ends nobody else may take it; after, it is due again.
+	got, err = store.Claim(ctx, now.Add(10*time.Second), 10, 30*time.Second, "relay-2")
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = store.Claim(ctx, now.Add(31*time.Second), 10, 30*time.Second, "relay-2")
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, ids(got))
+
+	n, err := store.MarkProcessed(ctx, []int64{id}, "dead-relay", now)
+	require.NoError(t, err)
+	require.Zero(t, n, "the relay that lost its lease must not settle the row")
+	_, err = store.Retry(ctx, id, "dead-relay", errors.New("x"), now)
+	require.ErrorIs(t, err, outbox.ErrLeaseLost)
+	n, err = store.MarkProcessed(ctx, []int64{id}, "relay-2", now)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+
+	const keys, perKey = 20, 10
+	for k := range keys {
+		var ms []outbox.Message
+		for i := range perKey {
+			ms = append(ms, msg(fmt.Sprintf("key-%02d", k), i))
+		}
+		insert(t, db, ms...)
+	}
+
+	var (
+		mu      sync.Mutex
+		seen    = map[int64]int{}
+		order   = map[string][]int64{}
+		wg      sync.WaitGroup
+		failure error
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("relay-%d", w)
+			for idle := 0; idle < 20; {
+				rows, err := store.Claim(ctx, time.Now(), 7, time.Minute, owner)
+				if err != nil {
+					mu.Lock()
+					failure = err
+					mu.Unlock()
+					return
+				}
+				if len(rows) == 0 {
+					idle++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				idle = 0
+				mu.Lock()
+				keysInBatch := map[string]bool{}
+				for _, r := range rows {
+					seen[r.ID]++
+					if keysInBatch[r.PartitionKey] {
+						failure = fmt.Errorf("two rows of key %s in one batch", r.PartitionKey)
+					}
+					keysInBatch[r.PartitionKey] = true
+					order[r.PartitionKey] = append(order[r.PartitionKey], r.ID)
+				}
+				mu.Unlock()
+				if _, err := store.MarkProcessed(ctx, ids(rows), owner, time.Now()); err != nil {
+					mu.Lock()
+					failure = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, failure)
+	require.Len(t, seen, keys*perKey, "every row claimed")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "row %d claimed %d times", id, n)
+	}
+	for key, got := range order {
+		for i := 1; i < len(got); i++ {
+			require.Less(t, got[i-1], got[i], "key %s handed out out of order: %v", key, got)
+		}
+	}
+}
+
+func TestWritersOfOneKeySerializeSoIdOrderIsCommitOrder(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+
+	tx1, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx1.Rollback(ctx)
+	id1, err := outbox.Insert(ctx, tx1, msg("wallet-1", 1))
+	require.NoError(t, err)
+
+	// A second writer of the same key waits for the first to commit...
+	type result struct {
+		id  int64
+		err error
+	}
+	done := make(chan result, 1)
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	var pid uint32
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	go func() {
+		var id int64
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var err error
+			id, err = outbox.Insert(ctx, tx, msg("wallet-1", 2))
+			return err
+		})
+		done <- result{id, err}
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := db.Pool.QueryRow(ctx,
+			"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)", pid).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 10*time.Millisecond, "second writer of the key should wait on the key lock")
+
+	// ...while a writer of another key does not.
+	insert(t, db, msg("wallet-2", 1))
+
+	require.NoError(t, tx1.Commit(ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Greater(t, r.id, id1, "the later committer of a key gets the later id")
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+	st, err := store.Stats(ctx, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, st.Unfinished)
+	insert(t, db, msg("a", 1), msg("b", 1))
+	st, err = store.Stats(ctx, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.Unfinished)
+	require.InDelta(t, time.Minute.Seconds(), st.OldestAge.Seconds(), 5)
+}

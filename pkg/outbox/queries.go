@@ -1,0 +1,72 @@
+package outbox
+
+// All SQL on transaction_outbox lives here.
+
+const sqlLockKey = `SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))`
+
+const sqlInsert = `
+INSERT INTO transaction_outbox
+    (topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at)
+VALUES
+    ($1, $2, $3, $4, $5, $6, coalesce($7::int, 6), coalesce($8::timestamptz, now()))
+RETURNING id`
+
+const sqlNotify = `SELECT pg_notify($1, '')`
+
+// sqlClaim takes due rows in id order, at most one unfinished row per key at a
+// time: a row qualifies only if no earlier row of its key is still pending,
+// processing or failed. Rows another relay is claiming right now are skipped
+// (SKIP LOCKED), and because the earlier row is then still unfinished in this
+// snapshot, the later rows of its key are not taken either. A processing row
+// whose lease ran out (its relay died) is due again.
+const sqlClaim = `
+WITH due AS (
+    SELECT o.id
+    FROM transaction_outbox o
+    WHERE ((o.status IN ('pending', 'failed') AND o.next_retry_at <= $1)
+        OR (o.status = 'processing' AND o.locked_until < $1))
+      AND NOT EXISTS (
+            SELECT 1 FROM transaction_outbox e
+            WHERE e.partition_key = o.partition_key
+              AND e.id < o.id
+              AND e.status IN ('pending', 'processing', 'failed'))
+    ORDER BY o.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE transaction_outbox t
+SET status = 'processing', locked_by = $3, locked_until = $1 + $4::interval, updated_at = $1
+FROM due
+WHERE t.id = due.id
+RETURNING t.id, t.topic, t.event_type, t.partition_key, t.payload, t.headers, t.correlation_id,
+          t.retry_count, t.max_retries, t.created_at`
+
+const sqlMarkProcessed = `
+UPDATE transaction_outbox
+SET status = 'processed', processed_at = $2, updated_at = $2, locked_by = NULL, locked_until = NULL
+WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
+
+const sqlRetry = `
+UPDATE transaction_outbox
+SET status = 'failed', retry_count = retry_count + 1, last_error = $2, next_retry_at = $3,
+    updated_at = now(), locked_by = NULL, locked_until = NULL
+WHERE id = $1 AND status = 'processing' AND locked_by = $4
+RETURNING retry_count`
+
+const sqlRelease = `
+UPDATE transaction_outbox
+SET status = 'pending', next_retry_at = $2, updated_at = now(), locked_by = NULL, locked_until = NULL
+WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
+
+const sqlMarkDLQ = `
+UPDATE transaction_outbox
+SET status = 'dlq', retry_count = retry_count + 1, last_error = $2, updated_at = now(),
+    locked_by = NULL, locked_until = NULL
+WHERE id = $1 AND status = 'processing' AND locked_by = $3
+RETURNING retry_count, created_at`
+
+const sqlStats = `
+SELECT count(*) FILTER (WHERE status IN ('pending', 'failed', 'processing')),
+       coalesce(extract(epoch FROM $1 - min(created_at) FILTER (WHERE status IN ('pending', 'failed', 'processing'))), 0)
+FROM transaction_outbox
+WHERE status IN ('pending', 'failed', 'processing')`

@@ -1,0 +1,130 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrLeaseLost means the row is no longer claimed by this relay: its lease ran
+// out and another relay took it over. The other relay will publish it; this
+// one must not settle it.
+var ErrLeaseLost = errors.New("outbox row lease lost")
+
+// Row is a claimed outbox row.
+type Row struct {
+	ID            int64
+	Topic         string
+	EventType     string
+	PartitionKey  string
+	Payload       []byte
+	Headers       map[string]string
+	CorrelationID string
+	RetryCount    int
+	MaxRetries    int
+	CreatedAt     time.Time
+}
+
+// Store is the relay's side of the outbox.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Claim marks up to limit due rows as processing by owner until now+lease and
+// returns them in id order. See sqlClaim for the ordering rule.
+func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.Duration, owner string) ([]Row, error) {
+	rows, err := s.pool.Query(ctx, sqlClaim, now, limit, owner, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox batch: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var row Row
+		var headers []byte
+		if err := r.Scan(&row.ID, &row.Topic, &row.EventType, &row.PartitionKey, &row.Payload, &headers,
+			&row.CorrelationID, &row.RetryCount, &row.MaxRetries, &row.CreatedAt); err != nil {
+			return row, err
+		}
+		if err := json.Unmarshal(headers, &row.Headers); err != nil {
+			return row, fmt.Errorf("decode headers of outbox row %d: %w", row.ID, err)
+		}
+		return row, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox batch: %w", err)
+	}
+	// UPDATE ... RETURNING does not promise the CTE's order.
+	slices.SortFunc(claimed, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
+	return claimed, nil
+}
+
+// MarkProcessed settles published rows in one statement and returns how many
+// were still owned by owner.
+func (s *Store) MarkProcessed(ctx context.Context, ids []int64, owner string, now time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, sqlMarkProcessed, ids, now, owner)
+	if err != nil {
+		return 0, fmt.Errorf("mark outbox rows processed: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Retry records a failed publish attempt and schedules the next at next.
+func (s *Store) Retry(ctx context.Context, id int64, owner string, cause error, next time.Time) (retryCount int, err error) {
+	err = s.pool.QueryRow(ctx, sqlRetry, id, cause.Error(), next, owner).Scan(&retryCount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrLeaseLost
+	}
+	if err != nil {
+		return 0, fmt.Errorf("schedule outbox retry: %w", err)
+	}
+	return retryCount, nil
+}
+
+// Release hands rows back without spending an attempt (shutdown, breaker
+// open), due again at next.
+func (s *Store) Release(ctx context.Context, ids []int64, owner string, next time.Time) error {
+	if _, err := s.pool.Exec(ctx, sqlRelease, ids, next, owner); err != nil {
+		return fmt.Errorf("release outbox rows: %w", err)
+	}
+	return nil
+}
+
+// MarkDeadLetter marks a row dlq within tx, the transaction that also writes
+// its dead_letters row, and returns the attempts it took and when it was
+// first written.
+func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, cause error) (retryCount int, createdAt time.Time, err error) {
+	err = tx.QueryRow(ctx, sqlMarkDLQ, id, cause.Error(), owner).Scan(&retryCount, &createdAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, time.Time{}, ErrLeaseLost
+	}
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("mark outbox row dlq: %w", err)
+	}
+	return retryCount, createdAt, nil
+}
+
+// Stats is the outbox backlog.
+type Stats struct {
+	Unfinished int64
+	OldestAge  time.Duration
+}
+
+// Stats reports how many rows are unpublished and the age of the oldest.
+func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
+	var st Stats
+	var age float64
+	if err := s.pool.QueryRow(ctx, sqlStats, now).Scan(&st.Unfinished, &age); err != nil {
+		return st, fmt.Errorf("outbox stats: %w", err)
+	}
+	st.OldestAge = time.Duration(age * float64(time.Second))
+	return st, nil
+}

@@ -1,0 +1,159 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/migrations"
+)
+
+// DefaultURL is used when TEST_DATABASE_URL is unset.
+const DefaultURL = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+
+// AdminURL is the server tests create their databases on.
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// DB is a fresh migrated database.
+type DB struct {
+	// URL connects to the database (for binaries and migrations).
+	URL  string
+	Name string
+	// Pool is a small pool on it, closed when the test ends.
+	Pool *pgxpool.Pool
+}
+
+// New creates a migrated database for t and drops it when t ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s (is Postgres running? make test starts it): %v", AdminURL(), err)
+	}
+	defer admin.Close(context.Background())
+
+	tmpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	name := fmt.Sprintf("aegis_test_%d_%s", time.Now().UnixNano(), randSuffix(t.Name()))
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		t.Fatalf("pgtest: create database from template: %v", err)
+	}
+	dbURL := withDatabase(AdminURL(), name)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	cfg.MaxConns = 6
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgtest: open pool: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Logf("pgtest: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+			t.Logf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return &DB{URL: dbURL, Name: name, Pool: pool}
+}
+
+// ensureTemplate creates and migrates the template database for the current
+// migrations once per server, under an advisory lock so that test binaries
+// running in parallel do not race.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
+	h, err := migrationsHash()
+	if err != nil {
+		return "", err
+	}
+	tmpl := "aegis_template_" + h
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(424242)"); err != nil {
+		return "", fmt.Errorf("lock template creation: %w", err)
+	}
+	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock(424242)") }()
+
+	var ready bool
+	err = admin.QueryRow(ctx,
+		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", tmpl).Scan(&ready)
+	if err != nil {
+		return "", fmt.Errorf("look up template: %w", err)
+	}
+	if ready {
+		return tmpl, nil
+	}
+	// A half-built template (a run killed mid-migration) is rebuilt.
+	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", tmpl)); err != nil {
+		return "", fmt.Errorf("drop stale template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+tmpl); err != nil {
+		return "", fmt.Errorf("create template: %w", err)
+	}
+	if _, err := migrations.Up(withDatabase(AdminURL(), tmpl)); err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH IS_TEMPLATE true ALLOW_CONNECTIONS false", tmpl)); err != nil {
+		return "", fmt.Errorf("seal template: %w", err)
+	}
+	return tmpl, nil
+}
+
+func migrationsHash() (string, error) {
+	sum := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(sum, "%s\x00%d\x00", path, len(b))
+		sum.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash migrations: %w", err)
+	}
+	return hex.EncodeToString(sum.Sum(nil))[:12], nil
+}
+
+func withDatabase(rawURL, name string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randSuffix(testName string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s%d", testName, time.Now().UnixNano())))
+	return strings.ToLower(hex.EncodeToString(h[:4]))
+}

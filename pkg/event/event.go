@@ -25,13 +25,13 @@ const (
 // PSPEvent is a verified PSP webhook in one provider-neutral envelope,
 // published on aegis.webhook.pending.
 type PSPEvent struct {
-	Provider  string `json:"provider"`
-	EventID   string `json:"event_id"`
-	Type      string `json:"type"`
-	Action    Action `json:"action"`
-	UserID    string `json:"user_id,omitempty"`
-	Amount    int64  `json:"amount,omitempty"`
-	Currency  string `json:"currency,omitempty"`
+	Provider string `json:"provider"`
+	EventID  string `json:"event_id"`
+	Type     string `json:"type"`
+	Action   Action `json:"action"`
+	UserID   string `json:"user_id,omitempty"`
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
 	// Reference is the PSP's id of the money movement the event is about: the
 	// payment (a Stripe PaymentIntent, or the charge when it has none; a
 	// Paystack transaction reference) or the payout/transfer. Two events about

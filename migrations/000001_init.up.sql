@@ -216,11 +216,13 @@ CREATE TABLE processed_events (
     PRIMARY KEY (consumer_group, event_id)
 );
 
--- Dead letters from the relay (Kafka unreachable for good) and from consumers
--- (retries spent, permanent errors, poison messages). Nothing is deleted.
+-- Dead letters from ingest (a verified event we cannot act on, such as a
+-- payment without metadata.user_id), from the relay (Kafka unreachable for
+-- good) and from consumers (retries spent, permanent errors, poison
+-- messages). Nothing is deleted.
 CREATE TABLE dead_letters (
     id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    source             text        NOT NULL CHECK (source IN ('relay', 'consumer')),
+    source             text        NOT NULL CHECK (source IN ('ingest', 'relay', 'consumer')),
     original_topic     text        NOT NULL,
     original_partition integer,
     original_offset    bigint,

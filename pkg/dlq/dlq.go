@@ -14,6 +14,7 @@ import (
 
 // Sources of dead letters.
 const (
+	SourceIngest   = "ingest"
 	SourceRelay    = "relay"
 	SourceConsumer = "consumer"
 )

@@ -28,7 +28,7 @@ RETURNING id`
 // Insert stores l unless a letter with the same origin is already stored, and
 // reports the row id and whether this call inserted it.
 func Insert(ctx context.Context, q Querier, l Letter) (id int64, inserted bool, err error) {
-	if l.Source != SourceRelay && l.Source != SourceConsumer {
+	if l.Source != SourceIngest && l.Source != SourceRelay && l.Source != SourceConsumer {
 		return 0, false, fmt.Errorf("dead letter source %q", l.Source)
 	}
 	headers, err := json.Marshal(l.Headers)

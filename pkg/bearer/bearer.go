@@ -1,0 +1,96 @@
+package bearer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Token is one configured credential.
+type Token struct {
+	Name string
+	Role string
+	hash [32]byte
+}
+
+// Set is the configured tokens.
+type Set struct {
+	tokens []Token
+}
+
+// Parse reads "name:token,…" (roles == nil) or "name:role:token,…" with role
+// one of roles. Empty spec yields an empty Set, which refuses everyone.
+func Parse(spec string, roles []string) (*Set, error) {
+	s := &Set{}
+	seen := map[string]bool{}
+	for i, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		want := 2
+		if roles != nil {
+			want = 3
+		}
+		parts := strings.SplitN(item, ":", want)
+		if len(parts) != want || parts[0] == "" || parts[want-1] == "" {
+			if roles != nil {
+				return nil, fmt.Errorf("token %d: want name:role:token", i+1)
+			}
+			return nil, fmt.Errorf("token %d: want name:token", i+1)
+		}
+		t := Token{Name: parts[0]}
+		secret := parts[want-1]
+		if roles != nil {
+			t.Role = parts[1]
+			if !contains(roles, t.Role) {
+				return nil, fmt.Errorf("token %q: role %q, want one of %s", t.Name, t.Role, strings.Join(roles, ", "))
+			}
+		}
+		if len(secret) < 16 {
+			return nil, fmt.Errorf("token %q: secret must be at least 16 characters", t.Name)
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("token name %q used twice", t.Name)
+		}
+		seen[t.Name] = true
+		t.hash = sha256.Sum256([]byte(secret))
+		s.tokens = append(s.tokens, t)
+	}
+	return s, nil
+}
+
+// Len is the number of configured tokens.
+func (s *Set) Len() int { return len(s.tokens) }
+
+// Authenticate returns the token presented in r's Authorization header.
+func (s *Set) Authenticate(r *http.Request) (Token, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return Token{}, false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	var match Token
+	found := 0
+	for _, t := range s.tokens {
+		// Every token is compared; no early exit.
+		eq := subtle.ConstantTimeCompare(got[:], t.hash[:])
+		if eq == 1 {
+			match = t
+		}
+		found |= eq
+	}
+	return match, found == 1
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,96 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/logging"
+)
+
+// DefaultDatabaseURL is CONTRACT.md's default.
+const DefaultDatabaseURL = "postgres://localhost:5432/aegis?sslmode=disable"
+
+// Base holds the settings every service reads.
+type Base struct {
+	Name          string
+	DatabaseURL   string
+	HTTPAddr      string
+	LogLevel      slog.Level
+	ShutdownGrace time.Duration
+}
+
+// ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
+// default from CONTRACT.md.
+func ReadBase(env *config.Env, name, defaultAddr string) Base {
+	b := Base{
+		Name:          name,
+		DatabaseURL:   env.String("DATABASE_URL", DefaultDatabaseURL),
+		HTTPAddr:      env.String("HTTP_ADDR", defaultAddr),
+		ShutdownGrace: env.Duration("SHUTDOWN_GRACE", 20*time.Second),
+	}
+	if _, _, err := net.SplitHostPort(b.HTTPAddr); err != nil {
+		env.Errorf("HTTP_ADDR must be host:port or :port, got %q", b.HTTPAddr)
+	}
+	lvl, err := logging.ParseLevel(env.String("LOG_LEVEL", "info"))
+	if err != nil {
+		env.Errorf("LOG_LEVEL: %v", err)
+	}
+	b.LogLevel = lvl
+	if b.ShutdownGrace <= 0 {
+		env.Errorf("SHUTDOWN_GRACE must be positive")
+	}
+	return b
+}
+
+// Logger returns the service's JSON logger on w.
+func (b Base) Logger(w io.Writer) *slog.Logger {
+	return logging.New(w, b.Name, b.LogLevel)
+}
+
+// RunFunc runs a service until ctx is done.
+type RunFunc func(ctx context.Context, getenv func(string) string, stdout io.Writer) error
+
+// Main runs run with a context cancelled on SIGINT or SIGTERM and exits 1 if
+// it fails. `<binary> migrate` applies the embedded migrations to
+// DATABASE_URL and exits instead.
+func Main(name string, run RunFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+		err = Migrate(os.Getenv, os.Stdout, name)
+	} else if len(os.Args) > 1 {
+		err = fmt.Errorf("unknown command %q (want no argument, or migrate)", os.Args[1])
+	} else {
+		err = run(ctx, os.Getenv, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Migrate applies the embedded migrations to DATABASE_URL.
+func Migrate(getenv func(string) string, stdout io.Writer, name string) error {
+	env := config.New(getenv)
+	base := ReadBase(env, name, ":0")
+	if err := env.Err(); err != nil {
+		return err
+	}
+	logger := base.Logger(stdout)
+	v, err := migrations.Up(base.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	logger.Info("schema migrated", "version", v)
+	return nil
+}

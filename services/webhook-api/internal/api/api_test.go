@@ -1,0 +1,373 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/bearer"
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
+)
+
+const (
+	stripeSecret   = "whsec_test_secret"
+	paystackSecret = "sk_test_paystack"
+	clientToken    = "client-token-0123456789"
+)
+
+type bundle struct {
+	db  *pgtest.DB
+	url string
+}
+
+func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	tokens, err := bearer.Parse("acme:"+clientToken+",other:other-token-0123456789", nil)
+	require.NoError(t, err)
+	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
+	api.Mount(r, api.Deps{
+		Logger: logger, Ingest: ingest.NewStore(pool, time.Now), Payouts: payouts.NewStore(pool),
+		Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
+		Paystack: verify.NewPaystack(paystackSecret), Tokens: tokens,
+		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
+	})
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	db := pgtest.New(t)
+	return bundle{db: db, url: newServer(t, db.Pool, []string{"whsec_previous", stripeSecret})}
+}
+
+type answer struct {
+	status int
+	body   map[string]any
+}
+
+func (a answer) errorCode() string {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func post(t *testing.T, url string, body []byte, headers map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(raw, &body), "every answer is JSON: %s", raw)
+	if resp.StatusCode >= 400 {
+		e, ok := body["error"].(map[string]any)
+		require.True(t, ok, "error answers use the contract shape: %s", raw)
+		require.NotEmpty(t, e["code"])
+		require.NotEmpty(t, e["message"])
+	}
+	return answer{resp.StatusCode, body}
+}
+
+func paymentIntent(eventID, userID string, amount int) []byte {
+	meta := `{}`
+	if userID != "" {
+		meta = fmt.Sprintf(`{"user_id":%q}`, userID)
+	}
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_%s","object":"payment_intent","amount":%d,"amount_received":%d,"currency":"usd","status":"succeeded","metadata":%s}}}`,
+		eventID, time.Now().Unix(), eventID, amount, amount, meta))
+}
+
+func stripeHeaders(body []byte, secret string, at time.Time) map[string]string {
+	return map[string]string{"Stripe-Signature": verify.SignStripe(secret, body, at), "Content-Type": "application/json"}
+}
+
+func count(t *testing.T, db *pgtest.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+func TestStripeWebhookIsCommittedWithItsOutboxRowOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := paymentIntent("evt_a1", "user-1", 5000)
+
+	a := post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+	require.Equal(t, 200, a.status, a.body)
+	require.Equal(t, "accepted", a.body["status"])
+
+	var topic, key, action, user, corr string
+	var amount int64
+	err := b.db.Pool.QueryRow(context.Background(), `
+		SELECT topic, partition_key, payload->>'action', payload->>'user_id', (payload->>'amount')::bigint, headers->>'correlation_id'
+		FROM transaction_outbox`).Scan(&topic, &key, &action, &user, &amount, &corr)
+	require.NoError(t, err)
+	require.Equal(t, "aegis.webhook.pending", topic)
+	require.Equal(t, "user-1", key)
+	require.Equal(t, "credit", action)
+	require.Equal(t, "user-1", user)
+	require.EqualValues(t, 5000, amount)
+	require.NotEmpty(t, corr)
+
+	// The PSP retries: 200 again, nothing new stored.
+	a = post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, "whsec_previous", time.Now()))
+	require.Equal(t, 200, a.status)
+	require.Equal(t, "duplicate", a.body["status"])
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM webhook_events"))
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
+}
+
+func TestStripeWebhookBadInputStoresNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := paymentIntent("evt_b1", "user-1", 100)
+	malformed := []byte(`{"id":"evt_b2","type":`)
+	huge := append([]byte(`{"id":"evt_b3","type":"x","data":{"object":{"pad":"`), bytes.Repeat([]byte("a"), api.MaxWebhookBody)...)
+	huge = append(huge, []byte(`"}}}`)...)
+
+	cases := []struct {
+		name    string
+		body    []byte
+		headers map[string]string
+		status  int
+		code    string
+	}{
+		{"no signature", body, nil, 401, "missing_signature"},
+		{"wrong secret", body, stripeHeaders(body, "whsec_attacker", time.Now()), 401, "invalid_signature"},
+		{"tampered", body, stripeHeaders(paymentIntent("evt_b1", "user-1", 999999), stripeSecret, time.Now()), 401, "invalid_signature"},
+		{"stale timestamp", body, stripeHeaders(body, stripeSecret, time.Now().Add(-10*time.Minute)), 401, "timestamp_out_of_tolerance"},
+		{"malformed but signed", malformed, stripeHeaders(malformed, stripeSecret, time.Now()), 400, "malformed_event"},
+		{"over 1 MiB", huge, stripeHeaders(huge, stripeSecret, time.Now()), 413, "payload_too_large"},
+	}
+	for _, tc := range cases {
+		a := post(t, b.url+"/webhooks/stripe", tc.body, tc.headers)
+		require.Equal(t, tc.status, a.status, tc.name)
+		require.Equal(t, tc.code, a.errorCode(), tc.name)
+	}
+	require.Zero(t, count(t, b.db, "SELECT count(*) FROM webhook_events"))
+	require.Zero(t, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
+}
+
+func TestWebhookWithoutSecretAnswers503(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	url := newServer(t, db.Pool, nil)
+	body := paymentIntent("evt_c1", "u", 1)
+	a := post(t, url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+	require.Equal(t, 503, a.status)
+	require.Equal(t, "provider_not_configured", a.errorCode())
+}
+
+func TestWebhookAnswers503WhenPostgresCannotCommit(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:5432/aegis_no_such_database?sslmode=disable")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	url := newServer(t, pool, []string{stripeSecret})
+	body := paymentIntent("evt_d1", "u", 1)
+	a := post(t, url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+	require.Equal(t, 503, a.status, "the PSP must retry: nothing was committed")
+	require.Equal(t, "unavailable", a.errorCode())
+}
+
+func TestPaymentWithoutUserIsStoredAndDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := paymentIntent("evt_e1", "", 2500)
+	a := post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+	require.Equal(t, 200, a.status, "never a 5xx the PSP would retry forever")
+	require.Equal(t, "dead_lettered", a.body["status"])
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM webhook_events"))
+	require.Zero(t, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
+	var source, class, reason string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		"SELECT source, error_class, error FROM dead_letters").Scan(&source, &class, &reason))
+	require.Equal(t, "ingest", source)
+	require.Equal(t, "permanent", class)
+	require.Contains(t, reason, "metadata.user_id")
+}
+
+func TestPaystackWebhook(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := []byte(`{"event":"charge.success","data":{"id":4099,"reference":"ref-1","amount":150000,"currency":"NGN","status":"success","metadata":{"user_id":"user-ng"}}}`)
+	sig := map[string]string{"x-paystack-signature": verify.SignPaystack(paystackSecret, body)}
+
+	a := post(t, b.url+"/webhooks/paystack", body, sig)
+	require.Equal(t, 200, a.status, a.body)
+	require.Equal(t, "charge.success:4099", a.body["event_id"])
+	// A captured Paystack webhook replayed later changes nothing.
+	a = post(t, b.url+"/webhooks/paystack", body, sig)
+	require.Equal(t, "duplicate", a.body["status"])
+
+	a = post(t, b.url+"/webhooks/paystack", body, map[string]string{"x-paystack-signature": verify.SignPaystack("sk_wrong", body)})
+	require.Equal(t, 401, a.status)
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM transaction_outbox WHERE partition_key = 'user-ng'"))
+}
+
+func payoutRequest(t *testing.T, url, token, key string, body string) answer {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	return post(t, url+"/v1/payouts", []byte(body), h)
+}
+
+const payoutBody = `{"user_id":"user-1","amount":1500,"currency":"USD","destination":"ba_123","provider":"stripe"}`
+
+func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := payoutRequest(t, b.url, clientToken, "key-1", payoutBody)
+	require.Equal(t, 202, a.status, a.body)
+	require.Equal(t, "INITIALIZED", a.body["status"])
+	id := a.body["payout_id"].(string)
+
+	again := payoutRequest(t, b.url, clientToken, "key-1", payoutBody)
+	require.Equal(t, 202, again.status)
+	require.Equal(t, id, again.body["payout_id"], "same key and body answers the same payout")
+
+	other := payoutRequest(t, b.url, clientToken, "key-1", strings.Replace(payoutBody, "1500", "1600", 1))
+	require.Equal(t, 422, other.status)
+	require.Equal(t, "idempotency_key_reused", other.errorCode())
+
+	// Keys are per client: another client's key-1 is its own payout.
+	mine := payoutRequest(t, b.url, "other-token-0123456789", "key-1", payoutBody)
+	require.Equal(t, 202, mine.status)
+	require.NotEqual(t, id, mine.body["payout_id"])
+
+	require.Equal(t, 2, count(t, b.db, "SELECT count(*) FROM payouts"))
+	require.Equal(t, 2, count(t, b.db, "SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.transactions' AND event_type = 'payout.requested'"))
+
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/payouts/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+clientToken)
+	got := do(t, req)
+	require.Equal(t, 200, got.status)
+	require.Equal(t, "usd", got.body["currency"])
+	require.Equal(t, "INITIALIZED", got.body["status"])
+	history := got.body["history"].([]any)
+	require.Len(t, history, 1)
+	require.Equal(t, "INITIALIZED", history[0].(map[string]any)["to"])
+
+	req, _ = http.NewRequest(http.MethodGet, b.url+"/v1/payouts/01930000-0000-7000-8000-000000000000", nil)
+	req.Header.Set("Authorization", "Bearer "+clientToken)
+	require.Equal(t, 404, do(t, req).status)
+}
+
+func TestConcurrentRequestsWithOneKeyMakeOnePayout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var wg sync.WaitGroup
+	ids := make(chan any, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := payoutRequest(t, b.url, clientToken, "race-key", payoutBody)
+			if a.status == 202 {
+				ids <- a.body["payout_id"]
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[any]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	require.Len(t, seen, 1)
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM payouts"))
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
+}
+
+func TestPayoutBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name, token, key, body string
+		status                 int
+		code                   string
+	}{
+		{"no token", "", "k", payoutBody, 401, "unauthorized"},
+		{"bad token", "nope-nope-nope-nope", "k", payoutBody, 401, "unauthorized"},
+		{"no key", clientToken, "", payoutBody, 400, "idempotency_key_required"},
+		{"not json", clientToken, "k", `{"user_id":`, 400, "invalid_json"},
+		{"unknown field", clientToken, "k", `{"user_id":"u","amount":1,"currency":"usd","destination":"d","provider":"stripe","ammount":2}`, 400, "invalid_json"},
+		{"negative amount", clientToken, "k", `{"user_id":"u","amount":-1,"currency":"usd","destination":"d","provider":"stripe"}`, 400, "invalid_request"},
+		{"bad currency", clientToken, "k", `{"user_id":"u","amount":1,"currency":"dollars","destination":"d","provider":"stripe"}`, 400, "invalid_request"},
+		{"disabled provider", clientToken, "k", `{"user_id":"u","amount":1,"currency":"ngn","destination":"RCP_1","provider":"paystack"}`, 400, "invalid_request"},
+		{"unknown provider", clientToken, "k", `{"user_id":"u","amount":1,"currency":"usd","destination":"d","provider":"paypal"}`, 400, "invalid_request"},
+	}
+	for _, tc := range cases {
+		a := payoutRequest(t, b.url, tc.token, tc.key, tc.body)
+		require.Equal(t, tc.status, a.status, tc.name)
+		require.Equal(t, tc.code, a.errorCode(), tc.name)
+	}
+	require.Zero(t, count(t, b.db, "SELECT count(*) FROM payouts"))
+}
+
+func TestGetWallet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func(path string) answer {
+		req, _ := http.NewRequest(http.MethodGet, b.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+clientToken)
+		return do(t, req)
+	}
+	require.Equal(t, 404, get("/v1/wallets/user-w").status)
+
+	ctx := context.Background()
+	_, err := b.db.Pool.Exec(ctx, `
+		WITH w AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'user-w', 'usd', 700) RETURNING id),
+		     s AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('system', 'psp_clearing:stripe', 'usd', -700) RETURNING id),
+		     t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
+		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+		SELECT t.id, w.id, 700, 'usd' FROM t, w UNION ALL SELECT t.id, s.id, -700, 'usd' FROM t, s`)
+	require.NoError(t, err)
+
+	a := get("/v1/wallets/user-w")
+	require.Equal(t, 200, a.status, a.body)
+	require.EqualValues(t, 700, a.body["balance"])
+	require.Equal(t, "usd", a.body["currency"])
+	entries := a.body["entries"].([]any)
+	require.Len(t, entries, 1)
+	require.Equal(t, "stripe:pi_1", entries[0].(map[string]any)["reference"])
+	require.Equal(t, 404, get("/v1/wallets/user-w?currency=eur").status)
+	require.Equal(t, 400, get("/v1/wallets/user-w?limit=0").status)
+}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
+)
+
+var (
+	errUnauthorized   = errors.New("missing or invalid bearer token")
+	errIdempotencyKey = errors.New("Idempotency-Key header is required (at most 255 characters)")
+	errBadJSON        = errors.New("request body is not valid JSON")
+)
+
+// fail answers err with the contract's status and error shape. It is the one
+// place status codes are chosen.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg := classify(err)
+	if status >= 500 {
+		a.Logger.ErrorContext(r.Context(), "request failed", "route", r.URL.Path, "error", err.Error())
+	}
+	httpserver.WriteError(w, status, code, msg)
+}
+
+func classify(err error) (status int, code, message string) {
+	var tooBig *http.MaxBytesError
+	var invalid *payouts.ValidationError
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
+	case errors.Is(err, verify.ErrNotConfigured):
+		return http.StatusServiceUnavailable, "provider_not_configured", "webhooks from this provider are not configured"
+	case errors.Is(err, verify.ErrMissingSignature):
+		return http.StatusUnauthorized, "missing_signature", "signature header is missing"
+	case errors.Is(err, verify.ErrStale):
+		return http.StatusUnauthorized, "timestamp_out_of_tolerance", "signature timestamp is outside the tolerance"
+	case errors.Is(err, verify.ErrBadSignature):
+		return http.StatusUnauthorized, "invalid_signature", "signature does not match the body"
+	case errors.Is(err, ingest.ErrMalformed), errors.Is(err, ingest.ErrUnstorable):
+		return http.StatusBadRequest, "malformed_event", err.Error()
+	case errors.Is(err, errBadJSON):
+		return http.StatusBadRequest, "invalid_json", err.Error()
+	case errors.As(err, &invalid):
+		return http.StatusBadRequest, "invalid_request", invalid.Error()
+	case errors.Is(err, errIdempotencyKey):
+		return http.StatusBadRequest, "idempotency_key_required", err.Error()
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized, "unauthorized", err.Error()
+	case errors.Is(err, payouts.ErrKeyReused):
+		return http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request"
+	case errors.Is(err, payouts.ErrNotFound):
+		return http.StatusNotFound, "payout_not_found", "no payout with this id"
+	case errors.Is(err, wallets.ErrNotFound):
+		return http.StatusNotFound, "wallet_not_found", "no wallet for this user"
+	default:
+		// Everything else is the database failing to commit: the caller
+		// (a PSP, a client with an Idempotency-Key) retries safely.
+		return http.StatusServiceUnavailable, "unavailable", "could not commit the request; retry later"
+	}
+}

@@ -1,0 +1,172 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/event"
+)
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func stripeEvent(id, typ, object string) []byte {
+	return []byte(`{"id":"` + id + `","object":"event","api_version":"2019-02-19","created":1763726400,"type":"` + typ + `","data":{"object":` + object + `}}`)
+}
+
+func TestNormalizeStripe(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		body    []byte
+		want    event.PSPEvent
+		problem string
+	}{
+		{
+			name: "payment intent credits amount_received",
+			body: stripeEvent("evt_1", "payment_intent.succeeded", `{"id":"pi_1","object":"payment_intent","amount":5000,"amount_received":4500,"currency":"USD","status":"succeeded","metadata":{"user_id":"u1"}}`),
+			want: event.PSPEvent{Action: event.ActionCredit, Reference: "pi_1", UserID: "u1", Amount: 4500, Currency: "usd"},
+		},
+		{
+			name: "captured charge credits under its payment intent",
+			body: stripeEvent("evt_2", "charge.succeeded", `{"id":"ch_1","object":"charge","amount":5000,"amount_captured":5000,"captured":true,"currency":"usd","payment_intent":"pi_1","metadata":{"user_id":"u1"}}`),
+			want: event.PSPEvent{Action: event.ActionCredit, Reference: "pi_1", UserID: "u1", Amount: 5000, Currency: "usd"},
+		},
+		{
+			name: "authorised-only charge credits nothing",
+			body: stripeEvent("evt_3", "charge.succeeded", `{"id":"ch_2","object":"charge","amount":5000,"captured":false,"currency":"usd","metadata":{"user_id":"u1"}}`),
+			want: event.PSPEvent{Action: event.ActionNone, Reference: "ch_2", UserID: "u1", Currency: "usd"},
+		},
+		{
+			name:    "payment without user is a problem, not an error",
+			body:    stripeEvent("evt_4", "payment_intent.succeeded", `{"id":"pi_2","amount":100,"currency":"usd","metadata":{}}`),
+			want:    event.PSPEvent{Action: event.ActionCredit, Reference: "pi_2", Amount: 100, Currency: "usd"},
+			problem: "metadata.user_id",
+		},
+		{
+			name: "payout paid matched by metadata.payout_id",
+			body: stripeEvent("evt_5", "payout.paid", `{"id":"po_1","object":"payout","amount":700,"currency":"usd","status":"paid","metadata":{"payout_id":"0193"}}`),
+			want: event.PSPEvent{Action: event.ActionPayoutPaid, Reference: "po_1", PayoutID: "0193", Amount: 700, Currency: "usd"},
+		},
+		{
+			name: "payout failed carries the failure code",
+			body: stripeEvent("evt_6", "payout.failed", `{"id":"po_2","object":"payout","amount":700,"currency":"usd","status":"failed","failure_code":"account_closed","metadata":{"payout_id":"0194"}}`),
+			want: event.PSPEvent{Action: event.ActionPayoutFailed, Reference: "po_2", PayoutID: "0194", Amount: 700, Currency: "usd", FailureCode: "account_closed"},
+		},
+		{
+			name: "unknown type is kept with no action",
+			body: stripeEvent("evt_7", "customer.created", `{"id":"cus_1"}`),
+			want: event.PSPEvent{Action: event.ActionNone},
+		},
+	}
+	for _, tc := range cases {
+		n, err := NormalizeStripe(tc.body, now)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := n.Event
+		if got.Provider != Stripe || got.EventID == "" || got.OccurredAt != time.Unix(1763726400, 0).UTC() || string(got.Raw) != string(tc.body) {
+			t.Errorf("%s: envelope header wrong: %+v", tc.name, got)
+		}
+		got.Provider, got.EventID, got.Type, got.OccurredAt, got.Raw, got.ObjectStatus = "", "", "", time.Time{}, nil, ""
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got  %+v\n want %+v", tc.name, got, tc.want)
+		}
+		if (tc.problem == "") != (n.Problem == "") || !strings.Contains(n.Problem, tc.problem) {
+			t.Errorf("%s: problem %q, want containing %q", tc.name, n.Problem, tc.problem)
+		}
+	}
+}
+
+func TestNormalizeStripeMalformed(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"not json":     `{"id":`,
+		"no id":        `{"type":"payment_intent.succeeded","data":{"object":{}}}`,
+		"no data":      `{"id":"evt_1","type":"payment_intent.succeeded"}`,
+		"object array": `{"id":"evt_1","type":"x","data":{"object":[]}}`,
+		"bad object":   `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"amount":"lots"}}}`,
+	} {
+		if _, err := NormalizeStripe([]byte(body), now); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: want ErrMalformed, got %v", name, err)
+		}
+	}
+}
+
+func TestNormalizePaystack(t *testing.T) {
+	t.Parallel()
+	charge := `{"event":"charge.success","data":{"id":302961,"reference":"ref_1","amount":150000,"currency":"NGN","status":"success","paid_at":"2026-11-21T10:00:00.000Z","metadata":{"user_id":"u9"}}}`
+	n, err := NormalizePaystack([]byte(charge), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := n.Event
+	if e.EventID != "charge.success:302961" || e.Action != event.ActionCredit || e.UserID != "u9" ||
+		e.Amount != 150000 || e.Currency != "ngn" || e.Reference != "ref_1" || n.Problem != "" ||
+		!e.OccurredAt.Equal(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("charge.success: %+v %q", e, n.Problem)
+	}
+
+	// Paystack sends metadata as a JSON string on some integrations, numbers as ids.
+	stringMeta := `{"event":"charge.success","data":{"id":1,"reference":"r","amount":1,"currency":"NGN","metadata":"{\"user_id\":42}"}}`
+	if n, err := NormalizePaystack([]byte(stringMeta), now); err != nil || n.Event.UserID != "42" {
+		t.Fatalf("string metadata: %+v %v", n.Event, err)
+	}
+	noMeta := `{"event":"charge.success","data":{"id":2,"reference":"r2","amount":1,"currency":"NGN","metadata":""}}`
+	if n, err := NormalizePaystack([]byte(noMeta), now); err != nil || !strings.Contains(n.Problem, "data.metadata.user_id") {
+		t.Fatalf("empty metadata must be a problem: %+v %v", n, err)
+	}
+
+	transfer := `{"event":"transfer.failed","data":{"id":77,"reference":"0193-payout","transfer_code":"TRF_1","amount":700,"currency":"NGN","status":"failed"}}`
+	n, err = NormalizePaystack([]byte(transfer), now)
+	if err != nil || n.Event.Action != event.ActionPayoutFailed || n.Event.PayoutID != "0193-payout" || n.Event.Reference != "TRF_1" {
+		t.Fatalf("transfer.failed: %+v %v", n.Event, err)
+	}
+	reversed := `{"event":"transfer.reversed","data":{"id":77,"reference":"0193-payout"}}`
+	if n, _ := NormalizePaystack([]byte(reversed), now); n.Event.EventID == "transfer.failed:77" || n.Event.Action != event.ActionPayoutReversed {
+		t.Fatalf("a different event about the same transfer needs its own identity: %+v", n.Event)
+	}
+
+	// Without id or reference, the body itself is the identity.
+	a, _ := NormalizePaystack([]byte(`{"event":"subscription.create","data":{"plan":1}}`), now)
+	b, _ := NormalizePaystack([]byte(`{"event":"subscription.create","data":{"plan":1}}`), now)
+	if a.Event.EventID != b.Event.EventID || !strings.HasPrefix(a.Event.EventID, "subscription.create:sha256-") {
+		t.Fatalf("body identity: %q %q", a.Event.EventID, b.Event.EventID)
+	}
+	for name, body := range map[string]string{"not json": `nope`, "no event": `{"data":{}}`, "no data": `{"event":"x"}`, "data string": `{"event":"x","data":"y"}`} {
+		if _, err := NormalizePaystack([]byte(body), now); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: want ErrMalformed, got %v", name, err)
+		}
+	}
+}
+
+// FuzzNormalize: any body either normalizes into an envelope that encodes,
+// or fails with ErrMalformed; never a panic, never another error.
+func FuzzNormalize(f *testing.F) {
+	f.Add([]byte(stripeEvent("evt_1", "payment_intent.succeeded", `{"id":"pi_1","amount":1,"currency":"usd","metadata":{"user_id":"u"}}`)), true)
+	f.Add([]byte(`{"event":"charge.success","data":{"id":1,"metadata":"{\"user_id\":1}"}}`), false)
+	f.Add([]byte(`{"event":"transfer.success","data":{"reference":"x"}}`), false)
+	f.Add([]byte(`{}`), true)
+	f.Fuzz(func(t *testing.T, body []byte, isStripe bool) {
+		normalize := NormalizePaystack
+		if isStripe {
+			normalize = NormalizeStripe
+		}
+		n, err := normalize(body, now)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+			return
+		}
+		if n.Event.EventID == "" || n.Event.Type == "" {
+			t.Fatalf("accepted event without identity: %+v", n.Event)
+		}
+		if _, err := json.Marshal(n.Event); err != nil {
+			t.Fatalf("envelope does not encode: %v", err)
+		}
+	})
+}

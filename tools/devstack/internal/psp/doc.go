@@ -1,0 +1,110 @@
+// Package psp is a local stand-in for the payment service providers Aegis
+// pays out through: a Stripe- and Paystack-compatible HTTP server used by
+// `make dev` and by the reliability/chaos tests instead of the real PSPs.
+//
+// # Why it exists
+//
+// The payout worker moves money through Stripe (stripe-go v76 payout.New and
+// transfer.New with an Idempotency-Key, backend URL pointed here) and
+// Paystack (plain JSON, reference as idempotency key). Whether Aegis ever
+// pays twice depends on how the PSP treats retries, so the stand-in
+// reproduces the PSPs' idempotency contract faithfully, lets tests switch
+// infrastructure and business faults on at run time, and records every call
+// and every created object so a test can assert "the PSP recorded at most
+// one successful payout per payout id".
+//
+// # Routes
+//
+// Stripe (form-encoded as stripe-go sends it, Authorization: Bearer sk_/rk_):
+//
+//	POST /v1/payouts          GET /v1/payouts/{id}
+//	POST /v1/transfers        GET /v1/transfers/{id}
+//
+// Paystack (JSON, Authorization: Bearer sk_):
+//
+//	POST /transfer            GET /transfer/verify/{reference}
+//	GET  /transfer/{id_or_code}
+//
+// Admin (no auth; loopback dev tool):
+//
+//	GET|PUT|DELETE /_psp/faults        fault configuration (FaultSpec)
+//	GET  /_psp/objects[?provider=&kind=&payout_id=]
+//	GET  /_psp/objects/{id}
+//	POST /_psp/objects/{id}/settle     {"outcome":"paid"|"failed","failure_code":".."}
+//	GET  /_psp/calls                   every PSP request, arrival order
+//	GET  /_psp/webhooks                every webhook delivery
+//	DELETE /_psp/state                 wipe everything (and faults), re-seed
+//	GET  /healthz
+//
+// # Environment (ConfigFromEnv; only cmd/aegis-psp reads the environment)
+//
+//	PSP_ADDR                  listen address (default 127.0.0.1:12111)
+//	PSP_SEED                  int64 seed of the fault source (default: time-based)
+//	PSP_FAULTS                initial FaultSpec JSON (same as PUT /_psp/faults)
+//	PSP_STRIPE_WEBHOOK_URL    where Stripe events go (none if empty)
+//	STRIPE_WEBHOOK_SECRET     signing secret; if comma-separated, the first signs
+//	PSP_PAYSTACK_WEBHOOK_URL  where Paystack events go (none if empty)
+//	PAYSTACK_SECRET_KEY       HMAC-SHA512 key for x-paystack-signature
+//	PSP_SETTLE_DELAY          auto-settle delay (default 2s; 0 = only via /settle)
+//	PSP_WEBHOOK_MAX_ATTEMPTS  delivery attempts per event (default 5)
+//	PSP_WEBHOOK_BACKOFF       delay before the 2nd attempt, doubled after (default 1s)
+//
+// # Faithful to the real PSPs
+//
+//   - Stripe idempotency: keys are scoped per API key (and Stripe-Account);
+//     the first request with a key that reaches execution stores its status
+//     and body; later requests with the same key and identical parameters
+//     (method, path and the full form) get that response replayed byte for
+//     byte with Idempotent-Replayed: true and Original-Request, creating
+//     nothing; different parameters give 400 idempotency_error; a key whose
+//     first request is still executing gives 409 idempotency_key_in_use.
+//     Validation errors and business rejections executed, so they are
+//     stored too. Replays return the response as it was, not the object's
+//     current state (GET does that).
+//   - Paystack references: one transfer per reference (per secret key);
+//     the same reference with the same parameters returns that transfer
+//     (current state, nothing new); different parameters give 400
+//     "Duplicate Transfer Reference". A reference whose create was rejected
+//     is not taken.
+//   - Infrastructure faults (5xx, 429 with Retry-After, timeout before
+//     processing) model a request that never reached execution, so they are
+//     never stored: a retry with the same key executes normally.
+//     timeout_after_create executes and stores the create, then hangs and
+//     answers 504: the classic unknown outcome, resolved by retrying with
+//     the same key (which replays) or by GET.
+//   - Payouts are created "pending" and later become "paid" or "failed"
+//     (failure_code, failure_message), announced by signed webhooks
+//     (Stripe-Signature t=..,v1=HMAC-SHA256 over "t.body";
+//     x-paystack-signature HMAC-SHA512 over the body), retried with
+//     exponential backoff on non-2xx or connection errors.
+//
+// # Simplified
+//
+//   - Idempotency keys never expire (Stripe: 24h); nothing is persisted.
+//   - Only the parameters listed in the routes are accepted; unknown Stripe
+//     parameters are rejected (parameter_unknown) as Stripe does, but the
+//     validation messages are approximations of Stripe's, and Paystack's
+//     error texts (other than the ones named in the brief) are guesses.
+//   - No balances: insufficient funds only happens when injected.
+//   - Objects are not scoped per API key for Stripe GETs; Paystack lookups
+//     are scoped per secret key.
+//   - Stripe transfers have no status in Stripe's API; the record shows
+//     pending→paid|failed, and a failed transfer is shown reversed and
+//     announced as transfer.reversed. transfer.created is sent on creation.
+//     Payouts send only payout.paid / payout.failed.
+//   - Magic values: Stripe destination ba_invalid*/acct_invalid* →
+//     account_invalid; ba_fail* (payout) / acct_fail* (transfer) → settles
+//     failed with account_closed. Paystack recipient RCP_invalid* → Invalid
+//     transfer recipient; RCP_fail* → transfer.failed.
+//   - Faults apply to money-moving POSTs only (latency to every PSP route).
+//     The Next queue is consumed head first: an infrastructure kind at the
+//     head is taken by the next create that arrives; an execution kind
+//     (invalid_account, insufficient_funds, timeout_after_create) by the
+//     next create that passes validation and actually executes (replays do
+//     not consume it). Rates are drawn from one math/rand/v2 PCG source
+//     seeded by Config.Seed, so a seeded server makes the same decisions for
+//     the same sequence of requests.
+//
+// Handler alone serves requests; Run is needed for auto-settlement and
+// webhook delivery, and releases hanging fault requests when it stops.
+package psp

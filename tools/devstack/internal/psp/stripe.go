@@ -1,0 +1,478 @@
+package psp
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StripeAPIVersion is the api_version stamped on events; it is the version
+// stripe-go v76 pins, so webhook.ConstructEvent accepts our events.
+const StripeAPIVersion = "2023-10-16"
+
+// stripePayout is Stripe's payout object (the fields Aegis can rely on).
+type stripePayout struct {
+	ID                        string            `json:"id"`
+	Object                    string            `json:"object"`
+	Amount                    int64             `json:"amount"`
+	ArrivalDate               int64             `json:"arrival_date"`
+	Automatic                 bool              `json:"automatic"`
+	BalanceTransaction        string            `json:"balance_transaction"`
+	Created                   int64             `json:"created"`
+	Currency                  string            `json:"currency"`
+	Description               *string           `json:"description"`
+	Destination               *string           `json:"destination"`
+	FailureBalanceTransaction *string           `json:"failure_balance_transaction"`
+	FailureCode               *string           `json:"failure_code"`
+	FailureMessage            *string           `json:"failure_message"`
+	Livemode                  bool              `json:"livemode"`
+	Metadata                  map[string]string `json:"metadata"`
+	Method                    string            `json:"method"`
+	OriginalPayout            *string           `json:"original_payout"`
+	ReconciliationStatus      string            `json:"reconciliation_status"`
+	ReversedBy                *string           `json:"reversed_by"`
+	SourceType                string            `json:"source_type"`
+	StatementDescriptor       *string           `json:"statement_descriptor"`
+	Status                    string            `json:"status"`
+	Type                      string            `json:"type"`
+}
+
+// stripeTransfer is Stripe's transfer object.
+type stripeTransfer struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	Amount             int64             `json:"amount"`
+	AmountReversed     int64             `json:"amount_reversed"`
+	BalanceTransaction string            `json:"balance_transaction"`
+	Created            int64             `json:"created"`
+	Currency           string            `json:"currency"`
+	Description        *string           `json:"description"`
+	Destination        string            `json:"destination"`
+	DestinationPayment string            `json:"destination_payment"`
+	Livemode           bool              `json:"livemode"`
+	Metadata           map[string]string `json:"metadata"`
+	Reversals          stripeList        `json:"reversals"`
+	Reversed           bool              `json:"reversed"`
+	SourceTransaction  *string           `json:"source_transaction"`
+	SourceType         string            `json:"source_type"`
+	TransferGroup      *string           `json:"transfer_group"`
+}
+
+type stripeList struct {
+	Object     string `json:"object"`
+	Data       []any  `json:"data"`
+	HasMore    bool   `json:"has_more"`
+	TotalCount int    `json:"total_count"`
+	URL        string `json:"url"`
+}
+
+// Stripe error envelope.
+type stripeErrorBody struct {
+	Error stripeErrorDetail `json:"error"`
+}
+
+type stripeErrorDetail struct {
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Param   string `json:"param,omitempty"`
+	Message string `json:"message"`
+}
+
+func stripeErr(typ, code, param, msg string) []byte {
+	return mustJSON(stripeErrorBody{Error: stripeErrorDetail{Type: typ, Code: code, Param: param, Message: msg}})
+}
+
+type stripeDialect struct{}
+
+func (stripeDialect) serverError(int) []byte {
+	return stripeErr("api_error", "", "", "An unknown error occurred while processing your request. (injected by the PSP stand-in)")
+}
+
+func (stripeDialect) rateLimited() []byte {
+	return stripeErr("rate_limit_error", "rate_limit", "", "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests. (injected by the PSP stand-in)")
+}
+
+func (stripeDialect) timedOut() []byte {
+	return stripeErr("api_error", "", "", "The request timed out. (injected by the PSP stand-in)")
+}
+
+func (stripeDialect) idempotencyMismatch(key string) []byte {
+	return stripeErr("idempotency_error", "", "", fmt.Sprintf(
+		"Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key))
+}
+
+func (stripeDialect) idempotencyInUse(key string) []byte {
+	return stripeErr("idempotency_error", "idempotency_key_in_use", "", fmt.Sprintf(
+		"There is currently another in-progress request using this Stripe API key (or connected account) and idempotency key: %s. Please try again later.", key))
+}
+
+// stripeAPIKey returns the API key, or the 401 body.
+func stripeAPIKey(r *http.Request) (string, []byte) {
+	auth := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(auth, " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return "", stripeErr("invalid_request_error", "", "",
+			"You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').")
+	}
+	if (!strings.HasPrefix(key, "sk_") && !strings.HasPrefix(key, "rk_")) || len(key) < 4 {
+		return "", stripeErr("invalid_request_error", "", "", "Invalid API Key provided: "+maskKey(key))
+	}
+	return key, nil
+}
+
+func maskKey(k string) string {
+	if len(k) <= 8 {
+		return strings.Repeat("*", len(k))
+	}
+	return k[:3] + strings.Repeat("*", len(k)-7) + k[len(k)-4:]
+}
+
+// paramError is a Stripe validation error.
+type paramError struct {
+	code, param, msg string
+}
+
+func (e *paramError) body() []byte {
+	return stripeErr("invalid_request_error", e.code, e.param, e.msg)
+}
+
+func missing(param string) *paramError {
+	return &paramError{code: "parameter_missing", param: param, msg: fmt.Sprintf("Missing required param: %s.", param)}
+}
+
+// stripeCommon are the parameters payouts and transfers share.
+type stripeCommon struct {
+	amount      int64
+	currency    string
+	description *string
+	destination string
+	metadata    map[string]string
+}
+
+func optional(form url.Values, key string) *string {
+	if _, ok := form[key]; !ok {
+		return nil
+	}
+	v := form.Get(key)
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *paramError) {
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch {
+		case slices.Contains(allowed, k), k == "metadata",
+			strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]"),
+			k == "expand[]", strings.HasPrefix(k, "expand["):
+		default:
+			return stripeCommon{}, &paramError{code: "parameter_unknown", param: k, msg: fmt.Sprintf("Received unknown parameter: %s", k)}
+		}
+	}
+
+	var c stripeCommon
+	raw := form.Get("amount")
+	if raw == "" {
+		return c, missing("amount")
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return c, &paramError{code: "parameter_invalid_integer", param: "amount", msg: fmt.Sprintf("Invalid integer: %s", raw)}
+	}
+	if n <= 0 {
+		return c, &paramError{code: "parameter_invalid_integer", param: "amount", msg: "This value must be greater than or equal to 1."}
+	}
+	c.amount = n
+
+	cur := strings.ToLower(form.Get("currency"))
+	if cur == "" {
+		return c, missing("currency")
+	}
+	if len(cur) != 3 || strings.Trim(cur, "abcdefghijklmnopqrstuvwxyz") != "" {
+		return c, &paramError{code: "parameter_invalid_string", param: "currency", msg: fmt.Sprintf("Invalid currency: %s.", cur)}
+	}
+	c.currency = cur
+	c.description = optional(form, "description")
+	c.destination = form.Get("destination")
+
+	c.metadata = map[string]string{}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]") {
+			name := k[len("metadata[") : len(k)-1]
+			if v := form.Get(k); v != "" && name != "" {
+				c.metadata[name] = v
+			}
+		}
+	}
+	return c, nil
+}
+
+func invalidDestination(dest string) bool {
+	return strings.HasPrefix(dest, "ba_invalid") || strings.HasPrefix(dest, "acct_invalid")
+}
+
+var (
+	stripeAccountInvalid = stripeErr("invalid_request_error", "account_invalid", "destination",
+		"The destination account is invalid or has been closed; payouts and transfers to it are not possible.")
+	stripeBalanceInsufficient = stripeErr("invalid_request_error", "balance_insufficient", "",
+		"You have insufficient funds in your Stripe account for this transfer. Your card balance is too low. You can use the /v1/balance endpoint to view your Stripe balance (for more details, see stripe.com/docs/api#balance).")
+)
+
+// beginStripeCreate does the common preamble of a Stripe create: call
+// record, auth, form parsing. ok is false if a response was written.
+func (s *Server) beginStripeCreate(w http.ResponseWriter, r *http.Request) (st *state, call *CallRecord, key string, form url.Values, ok bool) {
+	st, call = s.beginCall(r, ProviderStripe)
+	key, errBody := stripeAPIKey(r)
+	if errBody != nil {
+		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+		return nil, nil, "", nil, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		s.respond(w, call, response{status: http.StatusBadRequest, body: stripeErr("invalid_request_error", "", "", "Invalid request body: "+err.Error()), outcome: OutcomeInvalid})
+		return nil, nil, "", nil, false
+	}
+	if len(strings.TrimSpace(r.Header.Get("Idempotency-Key"))) > 255 {
+		s.respond(w, call, response{status: http.StatusBadRequest, body: stripeErr("invalid_request_error", "", "", "Idempotency-Key must be at most 255 characters long."), outcome: OutcomeInvalid})
+		return nil, nil, "", nil, false
+	}
+	s.setCallPayoutID(call, r.PostForm.Get("metadata[payout_id]"))
+	return st, call, key, r.PostForm, true
+}
+
+func stripeCreateOp(r *http.Request, st *state, call *CallRecord, key string, form url.Values) createOp {
+	idem := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	return createOp{
+		provider:    ProviderStripe,
+		d:           stripeDialect{},
+		st:          st,
+		call:        call,
+		idemKey:     idem,
+		idemScope:   strings.Join([]string{string(ProviderStripe), key, r.Header.Get("Stripe-Account"), idem}, "\x00"),
+		fingerprint: r.Method + " " + r.URL.Path + "?" + form.Encode(),
+	}
+}
+
+func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request) {
+	st, call, key, form, ok := s.beginStripeCreate(w, r)
+	if !ok {
+		return
+	}
+	op := stripeCreateOp(r, st, call, key, form)
+	op.exec = func(st *state, draw func() FaultKind) response {
+		c, perr := parseStripeCommon(form, "amount", "currency", "description", "destination", "method", "source_type", "statement_descriptor")
+		if perr != nil {
+			return response{status: http.StatusBadRequest, body: perr.body(), outcome: OutcomeInvalid}
+		}
+		method := form.Get("method")
+		switch method {
+		case "":
+			method = "standard"
+		case "standard", "instant":
+		default:
+			return response{status: http.StatusBadRequest, body: (&paramError{code: "parameter_invalid_string", param: "method", msg: "Invalid method: must be one of standard, instant"}).body(), outcome: OutcomeInvalid}
+		}
+		sourceType := form.Get("source_type")
+		switch sourceType {
+		case "":
+			sourceType = "card"
+		case "bank_account", "card", "fpx":
+		default:
+			return response{status: http.StatusBadRequest, body: (&paramError{code: "parameter_invalid_string", param: "source_type", msg: "Invalid source_type: must be one of bank_account, card, fpx"}).body(), outcome: OutcomeInvalid}
+		}
+		sd := optional(form, "statement_descriptor")
+		if sd != nil && len(*sd) > 22 {
+			return response{status: http.StatusBadRequest, body: (&paramError{code: "string_length_invalid", param: "statement_descriptor", msg: "Statement descriptor must be at most 22 characters."}).body(), outcome: OutcomeInvalid}
+		}
+
+		switch f := draw(); {
+		case f == FaultInvalidAccount || invalidDestination(c.destination):
+			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected}
+		case f == FaultInsufficientFunds:
+			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
+		}
+
+		now := time.Now()
+		p := &stripePayout{
+			ID:                   newID("po_", 24),
+			Object:               "payout",
+			Amount:               c.amount,
+			ArrivalDate:          now.Add(48 * time.Hour).Unix(),
+			BalanceTransaction:   newID("txn_", 24),
+			Created:              now.Unix(),
+			Currency:             c.currency,
+			Description:          c.description,
+			Metadata:             c.metadata,
+			Method:               method,
+			ReconciliationStatus: "not_applicable",
+			SourceType:           sourceType,
+			StatementDescriptor:  sd,
+			Status:               "pending",
+			Type:                 "bank_account",
+		}
+		if c.destination != "" {
+			d := c.destination
+			p.Destination = &d
+			if strings.HasPrefix(d, "card_") {
+				p.Type = "card"
+			}
+		}
+		o := &object{
+			rec: ObjectRecord{
+				Provider:       ProviderStripe,
+				Kind:           KindPayout,
+				ID:             p.ID,
+				IdempotencyKey: op.idemKey,
+				PayoutID:       c.metadata["payout_id"],
+				Amount:         p.Amount,
+				Currency:       p.Currency,
+				Destination:    c.destination,
+				Status:         p.Status,
+				CreatedAt:      now.UTC(),
+			},
+			stripePayout: p,
+		}
+		s.addObjectLocked(st, o, now)
+		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID}
+	}
+	s.runCreate(w, r, op)
+}
+
+func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Request) {
+	st, call, key, form, ok := s.beginStripeCreate(w, r)
+	if !ok {
+		return
+	}
+	op := stripeCreateOp(r, st, call, key, form)
+	op.exec = func(st *state, draw func() FaultKind) response {
+		c, perr := parseStripeCommon(form, "amount", "currency", "description", "destination", "source_transaction", "source_type", "transfer_group")
+		if perr == nil && c.destination == "" {
+			perr = missing("destination")
+		}
+		if perr != nil {
+			return response{status: http.StatusBadRequest, body: perr.body(), outcome: OutcomeInvalid}
+		}
+		sourceType := form.Get("source_type")
+		switch sourceType {
+		case "":
+			sourceType = "card"
+		case "bank_account", "card", "fpx":
+		default:
+			return response{status: http.StatusBadRequest, body: (&paramError{code: "parameter_invalid_string", param: "source_type", msg: "Invalid source_type: must be one of bank_account, card, fpx"}).body(), outcome: OutcomeInvalid}
+		}
+
+		switch f := draw(); {
+		case f == FaultInvalidAccount || invalidDestination(c.destination):
+			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected}
+		case f == FaultInsufficientFunds:
+			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
+		}
+
+		now := time.Now()
+		id := newID("tr_", 24)
+		t := &stripeTransfer{
+			ID:                 id,
+			Object:             "transfer",
+			Amount:             c.amount,
+			BalanceTransaction: newID("txn_", 24),
+			Created:            now.Unix(),
+			Currency:           c.currency,
+			Description:        c.description,
+			Destination:        c.destination,
+			DestinationPayment: newID("py_", 24),
+			Metadata:           c.metadata,
+			Reversals: stripeList{
+				Object: "list",
+				Data:   []any{},
+				URL:    "/v1/transfers/" + id + "/reversals",
+			},
+			SourceTransaction: optional(form, "source_transaction"),
+			SourceType:        sourceType,
+			TransferGroup:     optional(form, "transfer_group"),
+		}
+		o := &object{
+			rec: ObjectRecord{
+				Provider:       ProviderStripe,
+				Kind:           KindTransfer,
+				ID:             id,
+				IdempotencyKey: op.idemKey,
+				PayoutID:       c.metadata["payout_id"],
+				Amount:         t.Amount,
+				Currency:       t.Currency,
+				Destination:    t.Destination,
+				Status:         "pending",
+				CreatedAt:      now.UTC(),
+			},
+			stripeTransfer: t,
+		}
+		s.addObjectLocked(st, o, now)
+		s.enqueueEventLocked(st, o, "transfer.created", now)
+		return response{status: http.StatusOK, body: mustJSON(t), outcome: OutcomeCreated, objectID: id}
+	}
+	s.runCreate(w, r, op)
+}
+
+// addObjectLocked stores o and schedules its auto-settlement.
+func (s *Server) addObjectLocked(st *state, o *object, now time.Time) {
+	st.addObject(o)
+	if s.cfg.SettleDelay > 0 {
+		st.schedule(&task{due: now.Add(s.cfg.SettleDelay), settleID: o.rec.ID})
+		s.nudge()
+	}
+}
+
+func (s *Server) handleStripeGet(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, call := s.beginCall(r, ProviderStripe)
+		if _, errBody := stripeAPIKey(r); errBody != nil {
+			s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+			return
+		}
+		s.sleep(r.Context(), s.latency(ProviderStripe))
+		id := r.PathValue("id")
+		s.mu.Lock()
+		o := s.st.byID[id]
+		var body []byte
+		var payoutID string
+		if o != nil && o.rec.Provider == ProviderStripe && o.rec.Kind == kind {
+			payoutID = o.rec.PayoutID
+			if o.stripePayout != nil {
+				body = mustJSON(o.stripePayout)
+			} else {
+				body = mustJSON(o.stripeTransfer)
+			}
+		}
+		call.PayoutID = payoutID
+		s.mu.Unlock()
+		if body == nil {
+			s.respond(w, call, response{
+				status:  http.StatusNotFound,
+				body:    stripeErr("invalid_request_error", "resource_missing", "id", fmt.Sprintf("No such %s: '%s'", kind, id)),
+				outcome: OutcomeNotFound,
+			})
+			return
+		}
+		s.respond(w, call, response{status: http.StatusOK, body: body, outcome: OutcomeOK, objectID: id})
+	}
+}
+
+func (s *Server) handleStripeUnknown(w http.ResponseWriter, r *http.Request) {
+	_, call := s.beginCall(r, ProviderStripe)
+	s.respond(w, call, response{
+		status: http.StatusNotFound,
+		body: stripeErr("invalid_request_error", "", "", fmt.Sprintf(
+			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST /v1/payouts, GET /v1/payouts/{id}, POST /v1/transfers and GET /v1/transfers/{id}.", r.Method, r.URL.Path)),
+		outcome: OutcomeInvalid,
+	})
+}

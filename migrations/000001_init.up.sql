@@ -39,6 +39,7 @@ CREATE TABLE transaction_outbox (
     retry_count    integer     NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
     max_retries    integer     NOT NULL DEFAULT 6 CHECK (max_retries >= 0),
     last_error     text,
+    retry_history  jsonb       NOT NULL DEFAULT '[]'::jsonb,
     next_retry_at  timestamptz NOT NULL DEFAULT now(),
     locked_by      text,
     locked_until   timestamptz,

@@ -93,7 +93,7 @@ func TestClaimHandsOutOneKeyInOrderAndHoldsBackBehindFailures(t *testing.T) {
 	require.Empty(t, again)
 
 	// A's head fails and waits for its retry: A stays blocked, B moves on.
-	n, err := store.Retry(ctx, a[0], "relay-1", errors.New("broker down"), now.Add(time.Hour))
+	n, err := store.Retry(ctx, a[0], "relay-1", errors.New("broker down"), "transient", now.Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	processed, err := store.MarkProcessed(ctx, []int64{b[0]}, "relay-1", now)
@@ -136,7 +136,7 @@ func TestExpiredLeaseIsReclaimedAndTheOldOwnerCannotSettle(t *testing.T) {
 	n, err := store.MarkProcessed(ctx, []int64{id}, "dead-relay", now)
 	require.NoError(t, err)
 	require.Zero(t, n, "the relay that lost its lease must not settle the row")
-	_, err = store.Retry(ctx, id, "dead-relay", errors.New("x"), now)
+	_, err = store.Retry(ctx, id, "dead-relay", errors.New("x"), "transient", now)
 	require.ErrorIs(t, err, outbox.ErrLeaseLost)
 	n, err = store.MarkProcessed(ctx, []int64{id}, "relay-2", now)
 	require.NoError(t, err)

@@ -49,6 +49,7 @@ WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
 const sqlRetry = `
 UPDATE transaction_outbox
 SET status = 'failed', retry_count = retry_count + 1, last_error = $2, next_retry_at = $3,
+    retry_history = retry_history || jsonb_build_array(jsonb_build_object('at', now(), 'error', $2::text, 'class', $5::text)),
     updated_at = now(), locked_by = NULL, locked_until = NULL
 WHERE id = $1 AND status = 'processing' AND locked_by = $4
 RETURNING retry_count`
@@ -61,9 +62,16 @@ WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
 const sqlMarkDLQ = `
 UPDATE transaction_outbox
 SET status = 'dlq', retry_count = retry_count + 1, last_error = $2, updated_at = now(),
+    retry_history = retry_history || jsonb_build_array(jsonb_build_object('at', now(), 'error', $2::text, 'class', $4::text)),
     locked_by = NULL, locked_until = NULL
 WHERE id = $1 AND status = 'processing' AND locked_by = $3
-RETURNING retry_count, created_at`
+RETURNING retry_count, created_at, retry_history`
+
+const sqlPurgeProcessed = `
+DELETE FROM transaction_outbox
+WHERE id IN (SELECT id FROM transaction_outbox
+             WHERE status = 'processed' AND processed_at < $1
+             ORDER BY processed_at LIMIT $2)`
 
 const sqlStats = `
 SELECT count(*) FILTER (WHERE status IN ('pending', 'failed', 'processing')),

@@ -77,9 +77,10 @@ func (s *Store) MarkProcessed(ctx context.Context, ids []int64, owner string, no
 	return tag.RowsAffected(), nil
 }
 
-// Retry records a failed publish attempt and schedules the next at next.
-func (s *Store) Retry(ctx context.Context, id int64, owner string, cause error, next time.Time) (retryCount int, err error) {
-	err = s.pool.QueryRow(ctx, sqlRetry, id, cause.Error(), next, owner).Scan(&retryCount)
+// Retry records a failed publish attempt of class and schedules the next at
+// next.
+func (s *Store) Retry(ctx context.Context, id int64, owner string, cause error, class string, next time.Time) (retryCount int, err error) {
+	err = s.pool.QueryRow(ctx, sqlRetry, id, cause.Error(), next, owner, class).Scan(&retryCount)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrLeaseLost
 	}
@@ -98,19 +99,41 @@ func (s *Store) Release(ctx context.Context, ids []int64, owner string, next tim
 	return nil
 }
 
+// DeadLettered is what MarkDeadLetter reports about a row it gave up on.
+type DeadLettered struct {
+	RetryCount int
+	CreatedAt  time.Time
+	// History is every failed attempt: [{"at","error","class"}, ...].
+	History []byte
+}
+
 // MarkDeadLetter marks a row dlq within tx, the transaction that also writes
-// its dead_letters row, and returns the attempts it took and when it was
-// first written.
-func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, cause error) (retryCount int, createdAt time.Time, err error) {
-	err = tx.QueryRow(ctx, sqlMarkDLQ, id, cause.Error(), owner).Scan(&retryCount, &createdAt)
+// its dead_letters row, recording the final failure of class.
+func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, cause error, class string) (DeadLettered, error) {
+	var d DeadLettered
+	err := tx.QueryRow(ctx, sqlMarkDLQ, id, cause.Error(), owner, class).Scan(&d.RetryCount, &d.CreatedAt, &d.History)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, time.Time{}, ErrLeaseLost
+		return d, ErrLeaseLost
 	}
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("mark outbox row dlq: %w", err)
+		return d, fmt.Errorf("mark outbox row dlq: %w", err)
 	}
-	return retryCount, createdAt, nil
+	return d, nil
 }
+
+// PurgeProcessed deletes up to limit rows processed before cutoff and
+// reports how many it deleted (retention).
+func (s *Store) PurgeProcessed(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, sqlPurgeProcessed, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge processed outbox rows: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Pool is the store's pool, for callers that open their own transaction
+// around MarkDeadLetter.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Stats is the outbox backlog.
 type Stats struct {

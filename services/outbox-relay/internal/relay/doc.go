@@ -1,0 +1,26 @@
+// Package relay moves committed outbox rows to Kafka: promise 1 of
+// ARCHITECTURE.md ("nothing acknowledged is lost") from Postgres onwards.
+//
+// A cycle claims a batch (pkg/outbox: one statement, SKIP LOCKED, a lease),
+// produces every row asynchronously with franz-go's idempotent producer,
+// waits for every ack, and settles: published rows are marked processed in
+// one statement; a failed row gets its attempt recorded and its next try
+// scheduled with full-jitter backoff; a row out of attempts, or one Kafka
+// can never accept (too large), is marked dlq and written to dead_letters in
+// the same transaction — Kafka may be what is down — then published to
+// aegis.outbox.dlq on a best-effort basis.
+//
+// Any number of relays may run: claims never overlap, and a relay that dies
+// mid-batch leaves rows whose lease runs out and which another relay takes
+// over (at-least-once; consumers are idempotent). Per key, rows are claimed
+// one at a time in commit order (see pkg/outbox), so per-key order holds on
+// Kafka across retries and replicas.
+//
+// A gobreaker breaker guards Kafka: after consecutive failed batches it
+// opens and the relay stops claiming until a probe may go through, so it does
+// not hammer a broken broker nor spend the rows' attempts on it.
+//
+// The relay wakes on Postgres NOTIFY (writers signal on commit) and falls
+// back to polling; an idle relay sleeps. A SIGTERM lets the batch in flight
+// finish and settle before the relay exits.
+package relay

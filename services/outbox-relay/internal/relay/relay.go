@@ -1,0 +1,361 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/outbox"
+)
+
+// Config tunes a relay.
+type Config struct {
+	// Owner identifies this relay in leases (locked_by).
+	Owner        string
+	BatchSize    int
+	PollInterval time.Duration
+	// Lease is how long a claimed row stays this relay's before another may
+	// take it over. It must exceed PublishTimeout comfortably.
+	Lease          time.Duration
+	PublishTimeout time.Duration
+	Backoff        backoff.Policy
+	Retention      time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Owner == "" {
+		errs = append(errs, errors.New("relay owner must be set"))
+	}
+	if c.BatchSize < 1 {
+		errs = append(errs, errors.New("RELAY_BATCH_SIZE must be at least 1"))
+	}
+	if c.PollInterval <= 0 {
+		errs = append(errs, errors.New("RELAY_POLL_INTERVAL must be positive"))
+	}
+	if c.PublishTimeout <= 0 {
+		errs = append(errs, errors.New("RELAY_PUBLISH_TIMEOUT must be positive"))
+	}
+	if c.Lease < 2*c.PublishTimeout {
+		errs = append(errs, fmt.Errorf("RELAY_LEASE (%s) must be at least twice RELAY_PUBLISH_TIMEOUT (%s)", c.Lease, c.PublishTimeout))
+	}
+	if c.Retention <= 0 {
+		errs = append(errs, errors.New("RELAY_RETENTION must be positive"))
+	}
+	if err := c.Backoff.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("relay backoff: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Producer is the part of *kgo.Client the relay uses.
+type Producer interface {
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+}
+
+// Relay moves outbox rows to Kafka.
+type Relay struct {
+	cfg     Config
+	store   *outbox.Store
+	kafka   Producer
+	breaker *breaker.Breaker[struct{}]
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	wake    chan struct{}
+}
+
+// New returns a relay. Call Run to start it.
+func New(cfg Config, store *outbox.Store, kafka Producer, br *breaker.Breaker[struct{}], logger *slog.Logger, m *Metrics, now func() time.Time) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Relay{cfg: cfg, store: store, kafka: kafka, breaker: br, logger: logger, metrics: m, now: now,
+		wake: make(chan struct{}, 1)}, nil
+}
+
+// Wake makes an idle relay look for work now (a NOTIFY arrived).
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx is done. The batch in flight when ctx ends is
+// finished and settled first.
+func (r *Relay) Run(ctx context.Context) error {
+	idle := time.NewTimer(0)
+	defer idle.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-idle.C:
+		case <-r.wake:
+		}
+		n, err := r.Cycle(ctx)
+		wait := r.cfg.PollInterval
+		switch {
+		case err != nil && errclass.Of(err) == errclass.BreakerOpen:
+			// Nothing was claimed; look again when a probe may pass.
+		case err != nil:
+			failures++
+			wait = min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)
+			r.logger.Error("relay cycle failed", "error", err.Error(), "consecutive_failures", failures)
+		case n == r.cfg.BatchSize:
+			failures = 0
+			wait = 0 // a full batch: there is more waiting
+		default:
+			failures = 0
+		}
+		if !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		idle.Reset(wait)
+	}
+}
+
+// Cycle claims, publishes and settles one batch and reports its size. It is
+// exported for tests and benchmarks that drive the relay step by step.
+func (r *Relay) Cycle(ctx context.Context) (int, error) {
+	if r.breaker.State() == "open" {
+		return 0, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
+	}
+	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	r.metrics.batchSize.Observe(float64(len(rows)))
+	// From here the batch is finished even if ctx ends: rows already sent to
+	// Kafka must be settled, or they would be published twice after the lease.
+	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout+10*time.Second)
+	defer cancel()
+
+	var results []error
+	_, err = r.breaker.Execute(func() (struct{}, error) {
+		results = r.publish(work, rows)
+		// Kafka is down only if nothing got through: one record failing for
+		// its own reasons must not stop every other key.
+		var transient error
+		for _, e := range results {
+			if e == nil {
+				return struct{}{}, nil
+			}
+			if errclass.Of(e) == errclass.Transient {
+				transient = e
+			}
+		}
+		return struct{}{}, transient
+	})
+	if results == nil {
+		// The breaker refused the call (a probe is already in flight): hand
+		// the rows back without spending an attempt.
+		return 0, errors.Join(err, r.store.Release(work, ids(rows), r.cfg.Owner, r.now()))
+	}
+	return len(rows), r.settle(work, rows, results)
+}
+
+func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	results := make([]error, len(rows))
+	var wg sync.WaitGroup
+	wg.Add(len(rows))
+	for i, row := range rows {
+		rec := &kgo.Record{Topic: row.Topic, Key: []byte(row.PartitionKey), Value: row.Payload}
+		for k, v := range row.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		if row.CorrelationID != "" && kafkax.Header(rec, kafkax.HeaderCorrelationID) == "" {
+			kafkax.SetHeader(rec, kafkax.HeaderCorrelationID, row.CorrelationID)
+		}
+		r.kafka.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			results[i] = classifyProduce(err)
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// classifyProduce: a record Kafka will never accept is permanent; everything
+// else (timeouts, leader changes, an unreachable broker) is transient.
+func classifyProduce(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) {
+		return errclass.AsPermanent(err)
+	}
+	return errclass.AsTransient(err)
+}
+
+func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) error {
+	now := r.now()
+	var done []int64
+	var errs []error
+	for i, row := range rows {
+		if results[i] == nil {
+			done = append(done, row.ID)
+			r.metrics.published.WithLabelValues(row.Topic).Inc()
+			r.metrics.commitToAck.Observe(now.Sub(row.CreatedAt).Seconds())
+			continue
+		}
+		class := errclass.Of(results[i])
+		r.metrics.failures.WithLabelValues(string(class)).Inc()
+		attempt := row.RetryCount + 1
+		if class == errclass.Permanent || attempt >= row.MaxRetries {
+			errs = append(errs, r.deadLetter(ctx, row, results[i], class))
+			continue
+		}
+		next := now.Add(r.cfg.Backoff.Delay(attempt))
+		if _, err := r.store.Retry(ctx, row.ID, r.cfg.Owner, results[i], string(class), next); err != nil && !errors.Is(err, outbox.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+		r.logger.Warn("outbox publish failed; retry scheduled", "outbox_id", row.ID, "topic", row.Topic,
+			"attempt", attempt, "max_attempts", row.MaxRetries, "next_retry_at", next, "error", results[i].Error())
+	}
+	if len(done) > 0 {
+		if _, err := r.store.MarkProcessed(ctx, done, r.cfg.Owner, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deadLetter marks the row dlq and stores its dead letter in one transaction,
+// then publishes the letter to aegis.outbox.dlq if Kafka takes it.
+func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, class errclass.Class) error {
+	var letter dlq.Letter
+	err := database.InTx(ctx, r.store.Pool(), func(tx pgx.Tx) error {
+		d, err := outbox.MarkDeadLetter(ctx, tx, row.ID, r.cfg.Owner, cause, string(class))
+		if err != nil {
+			return err
+		}
+		var history []dlq.Attempt
+		if err := json.Unmarshal(d.History, &history); err != nil {
+			return fmt.Errorf("decode retry history of outbox row %d: %w", row.ID, err)
+		}
+		id := row.ID
+		now := r.now()
+		letter = dlq.Letter{
+			Source: dlq.SourceRelay, OriginalTopic: row.Topic, OutboxID: &id, PartitionKey: row.PartitionKey,
+			EventType: row.EventType, Payload: row.Payload, Headers: row.Headers, Error: cause.Error(),
+			ErrorClass: string(class), RetryCount: d.RetryCount, RetryHistory: history,
+			FirstFailureAt: firstFailure(history, now), FailedAt: now, CorrelationID: row.CorrelationID,
+		}
+		_, _, err = dlq.Insert(ctx, tx, letter)
+		return err
+	})
+	if errors.Is(err, outbox.ErrLeaseLost) {
+		return nil // another relay owns the row now
+	}
+	if err != nil {
+		return fmt.Errorf("dead-letter outbox row %d: %w", row.ID, err)
+	}
+	r.metrics.deadLettered.WithLabelValues(row.Topic).Inc()
+	lctx := logging.WithCorrelationID(ctx, row.CorrelationID)
+	r.logger.ErrorContext(lctx, "outbox row dead-lettered", "outbox_id", row.ID, "topic", row.Topic,
+		"error_class", string(class), "attempts", letter.RetryCount, "error", cause.Error())
+	if rec, err := letter.Record(); err == nil {
+		// Best effort: the row in dead_letters is the record of truth.
+		r.kafka.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				r.logger.Warn("dead letter not published to aegis.outbox.dlq; it is stored in dead_letters", "outbox_id", row.ID, "error", err.Error())
+			}
+		})
+	}
+	return nil
+}
+
+func firstFailure(h []dlq.Attempt, fallback time.Time) time.Time {
+	if len(h) > 0 {
+		return h[0].At
+	}
+	return fallback
+}
+
+func ids(rows []outbox.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Purge deletes processed rows older than the retention, in chunks, until
+// none are left or ctx ends.
+func (r *Relay) Purge(ctx context.Context) (int64, error) {
+	var total int64
+	cutoff := r.now().Add(-r.cfg.Retention)
+	for {
+		n, err := r.store.PurgeProcessed(ctx, cutoff, 5000)
+		total += n
+		if err != nil || n < 5000 {
+			return total, err
+		}
+	}
+}
+
+// RunRetention purges on every tick of interval until ctx is done.
+func (r *Relay) RunRetention(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := r.Purge(ctx)
+			if err != nil && ctx.Err() == nil {
+				r.logger.Error("outbox retention failed", "error", err.Error())
+			}
+			if n > 0 {
+				r.metrics.purged.Add(float64(n))
+			}
+		}
+	}
+}
+
+// RunStats refreshes the backlog gauges on every tick of interval.
+func (r *Relay) RunStats(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		st, err := r.store.Stats(ctx, r.now())
+		if err == nil {
+			r.metrics.pending.Set(float64(st.Unfinished))
+			r.metrics.oldestAge.Set(st.OldestAge.Seconds())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// clock is real time plus a settable offset, so tests jump over backoff
+// delays and leases while rows inserted "now" are always due.
+type clock struct{ offset atomic.Int64 }
+
+func newClock() *clock               { return &clock{} }
+func (c *clock) Now() time.Time      { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Add(d time.Duration) { c.offset.Add(int64(d)) }
+
+type bundle struct {
+	db      *pgtest.DB
+	cluster *kfake.Cluster
+	clock   *clock
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	return &bundle{db: pgtest.New(t), cluster: kafkatest.NewCluster(t), clock: newClock()}
+}
+
+type relayOpts struct {
+	owner           string
+	brokers         []string
+	publishTimeout  time.Duration
+	breakerFailures uint32
+	batch           int
+	now             func() time.Time
+}
+
+func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Breaker[struct{}]) {
+	t.Helper()
+	if o.owner == "" {
+		o.owner = "relay-test"
+	}
+	if o.brokers == nil {
+		o.brokers = b.cluster.ListenAddrs()
+	}
+	if o.publishTimeout == 0 {
+		o.publishTimeout = 5 * time.Second
+	}
+	if o.breakerFailures == 0 {
+		o.breakerFailures = 100
+	}
+	if o.batch == 0 {
+		o.batch = 100
+	}
+	if o.now == nil {
+		o.now = b.clock.Now
+	}
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	cl, err := kafkax.NewClient(o.brokers, logger, kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	reg := prometheus.NewRegistry()
+	br, err := breaker.New[struct{}](breaker.Config{Name: "kafka", ConsecutiveFailures: o.breakerFailures, OpenFor: time.Hour, HalfOpenProbes: 1}, logger, breaker.NewMetrics(reg))
+	require.NoError(t, err)
+	r, err := relay.New(relay.Config{
+		Owner: o.owner, BatchSize: o.batch, PollInterval: 20 * time.Millisecond, Lease: 4 * o.publishTimeout,
+		PublishTimeout: o.publishTimeout, Retention: time.Hour,
+		Backoff: backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6},
+	}, outbox.NewStore(b.db.Pool), cl, br, logger, relay.NewMetrics(reg), o.now)
+	require.NoError(t, err)
+	return r, br
+}
+
+func (b *bundle) insert(t *testing.T, key string, n int, maxRetries int) int64 {
+	t.Helper()
+	var id int64
+	err := database.InTx(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
+		var err error
+		id, err = outbox.Insert(context.Background(), tx, outbox.Message{
+			Topic: kafkax.TopicWebhookPending, EventType: "test.event", PartitionKey: key,
+			Payload: []byte(fmt.Sprintf(`{"key":%q,"n":%d}`, key, n)), CorrelationID: fmt.Sprintf("corr-%s-%d", key, n),
+			Headers:    map[string]string{kafkax.HeaderEventType: "test.event"},
+			MaxRetries: maxRetries,
+		})
+		return err
+	})
+	require.NoError(t, err)
+	return id
+}
+
+func (b *bundle) status(t *testing.T, id int64) (status string, retries int) {
+	t.Helper()
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		"SELECT status, retry_count FROM transaction_outbox WHERE id = $1", id).Scan(&status, &retries))
+	return status, retries
+}
+
+func drain(t *testing.T, r *relay.Relay) {
+	t.Helper()
+	for range 1000 {
+		n, err := r.Cycle(context.Background())
+		require.NoError(t, err)
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("relay never drained")
+}
+
+type payload struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
+func decode(t *testing.T, recs []*kgo.Record) []payload {
+	t.Helper()
+	out := make([]payload, len(recs))
+	for i, r := range recs {
+		require.NoError(t, json.Unmarshal(r.Value, &out[i]))
+		require.Equal(t, out[i].Key, string(r.Key), "record key is the partition key")
+	}
+	return out
+}
+
+func TestPublishesEveryRowWithKeyAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, _ := b.newRelay(t, relayOpts{})
+	var ids []int64
+	for k := range 5 {
+		for n := range 4 {
+			ids = append(ids, b.insert(t, fmt.Sprintf("user-%d", k), n, 0))
+		}
+	}
+	drain(t, r)
+
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 20, 10*time.Second)
+	require.Len(t, recs, 20)
+	for _, rec := range recs {
+		require.Equal(t, "test.event", kafkax.Header(rec, kafkax.HeaderEventType))
+		require.NotEmpty(t, kafkax.Header(rec, kafkax.HeaderCorrelationID))
+	}
+	for _, id := range ids {
+		st, _ := b.status(t, id)
+		require.Equal(t, "processed", st)
+	}
+}
+
+func TestKafkaUnreachableRetriesWithBackoffThenDeadLettersInTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A broker address nothing listens on: every publish times out.
+	r, _ := b.newRelay(t, relayOpts{brokers: []string{"127.0.0.1:1"}, publishTimeout: time.Second})
+	id := b.insert(t, "user-x", 1, 3)
+
+	var nextRetries []time.Time
+	for attempt := 1; attempt <= 3; attempt++ {
+		n, err := r.Cycle(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "attempt %d", attempt)
+		st, retries := b.status(t, id)
+		if attempt < 3 {
+			require.Equal(t, "failed", st)
+			require.Equal(t, attempt, retries)
+			var next time.Time
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT next_retry_at FROM transaction_outbox WHERE id = $1", id).Scan(&next))
+			ceiling := time.Duration(1<<(attempt-1)) * time.Second
+			require.False(t, next.Before(b.clock.Now()), "next retry is not in the past")
+			require.False(t, next.After(b.clock.Now().Add(ceiling)), "attempt %d waits at most %s", attempt, ceiling)
+			nextRetries = append(nextRetries, next)
+			if next.After(b.clock.Now()) {
+				// Not due yet: nothing to claim.
+				n, err = r.Cycle(context.Background())
+				require.NoError(t, err)
+				require.Zero(t, n, "a row waiting for its retry is not claimed early")
+			}
+			b.clock.Add(time.Minute)
+			continue
+		}
+		require.Equal(t, "dlq", st)
+		require.Equal(t, 3, retries)
+	}
+	var source, class, topic, errText, history string
+	var outboxID int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+		SELECT source, error_class, original_topic, error, retry_history::text, outbox_id FROM dead_letters`).
+		Scan(&source, &class, &topic, &errText, &history, &outboxID))
+	require.Equal(t, "relay", source)
+	require.Equal(t, "transient", class)
+	require.Equal(t, kafkax.TopicWebhookPending, topic)
+	require.Equal(t, id, outboxID)
+	var attempts []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(history), &attempts))
+	require.Len(t, attempts, 3, "every failed attempt is in the history")
+	require.Len(t, nextRetries, 2)
+}
+
+func TestMessageKafkaRejectsForGoodIsDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafkax.TopicWebhookPending, Err: kerr.MessageTooLarge, Count: 1})
+	r, _ := b.newRelay(t, relayOpts{})
+	id := b.insert(t, "user-big", 1, 0)
+	n, err := r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	st, retries := b.status(t, id)
+	require.Equal(t, "dlq", st, "a permanent error spends no further attempts")
+	require.Equal(t, 1, retries)
+	var class string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT error_class FROM dead_letters WHERE outbox_id = $1", id).Scan(&class))
+	require.Equal(t, "permanent", class)
+	// Best effort copy on aegis.outbox.dlq.
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicOutboxDLQ, 1, 10*time.Second)
+	require.Len(t, recs, 1)
+	require.Equal(t, strconv.FormatInt(id, 10), kafkax.Header(recs[0], "outbox_id"))
+}
+
+func TestBreakerStopsClaimingWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, br := b.newRelay(t, relayOpts{brokers: []string{"127.0.0.1:1"}, publishTimeout: time.Second, breakerFailures: 2})
+	id := b.insert(t, "user-b", 1, 6)
+
+	for range 2 {
+		_, err := r.Cycle(context.Background())
+		require.NoError(t, err)
+		b.clock.Add(time.Minute)
+	}
+	require.Equal(t, "open", br.State())
+	_, before := b.status(t, id)
+	require.Equal(t, 2, before)
+	for range 5 {
+		n, err := r.Cycle(context.Background())
+		require.Equal(t, errclass.BreakerOpen, errclass.Of(err))
+		require.Zero(t, n)
+		b.clock.Add(time.Minute)
+	}
+	st, after := b.status(t, id)
+	require.Equal(t, "failed", st)
+	require.Equal(t, before, after, "an open breaker spends no attempts")
+}
+
+func TestRowsOfADeadRelayAreTakenOverAfterTheLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.insert(t, "user-k", 1, 0)
+	// A relay claims and dies before publishing.
+	_, err := outbox.NewStore(b.db.Pool).Claim(context.Background(), b.clock.Now(), 10, time.Minute, "dead-relay")
+	require.NoError(t, err)
+
+	r, _ := b.newRelay(t, relayOpts{owner: "survivor"})
+	n, err := r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "a live lease is respected")
+	b.clock.Add(2 * time.Minute)
+	n, err = r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	st, _ := b.status(t, id)
+	require.Equal(t, "processed", st)
+	require.Len(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 1, 10*time.Second), 1)
+}
+
+func TestRunFinishesTheBatchInFlightOnShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, _ := b.newRelay(t, relayOpts{now: time.Now})
+	for n := range 50 {
+		b.insert(t, fmt.Sprintf("user-%d", n), n, 0)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		var processed int
+		_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status = 'processed'").Scan(&processed)
+		return processed > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	var stuck int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status = 'processing'").Scan(&stuck))
+	require.Zero(t, stuck, "no row is left claimed after a clean shutdown")
+}
+
+// TestPerKeyOrderWithThreeRelaysAndInjectedFailures is the ordering promise:
+// records of one key reach Kafka in commit order across retries and replicas.
+func TestPerKeyOrderWithThreeRelaysAndInjectedFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const keys, perKey = 12, 15
+	// Every 7th produce request fails; the relays retry those rows.
+	var produces atomic.Int64
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: -1,
+		When: func(kmsg.Request) bool { return produces.Add(1)%7 == 0 }})
+
+	fast := func() time.Time { return time.Now().Add(time.Hour) } // every backoff is already due
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 3 {
+		r, _ := b.newRelay(t, relayOpts{owner: fmt.Sprintf("relay-%d", i), batch: 5, now: fast})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	// Writers commit concurrently with the relays.
+	var writers sync.WaitGroup
+	for k := range keys {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for n := range perKey {
+				b.insert(t, fmt.Sprintf("user-%02d", k), n, 50)
+			}
+		}()
+	}
+	writers.Wait()
+	require.Eventually(t, func() bool {
+		var left int
+		_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left)
+		return left == 0
+	}, 60*time.Second, 20*time.Millisecond, "every row published despite failures")
+	cancel()
+	wg.Wait()
+	require.Greater(t, produces.Load()/7, int64(0), "faults were injected")
+
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, keys*perKey, 20*time.Second)
+	seen := map[string]map[int]bool{}
+	last := map[string]int{}
+	for _, p := range decode(t, recs) {
+		if seen[p.Key] == nil {
+			seen[p.Key] = map[int]bool{}
+			last[p.Key] = -1
+		}
+		if seen[p.Key][p.N] {
+			continue // an at-least-once duplicate of an earlier record
+		}
+		require.Equal(t, last[p.Key]+1, p.N, "key %s: record %d arrived after %d", p.Key, p.N, last[p.Key])
+		seen[p.Key][p.N] = true
+		last[p.Key] = p.N
+	}
+	require.Len(t, seen, keys)
+	for k, ns := range seen {
+		require.Len(t, ns, perKey, "key %s lost records", k)
+	}
+}

@@ -1,0 +1,8 @@
+// Command outbox-relay publishes committed transaction_outbox rows to Kafka.
+// Run as many replicas as you like; they share the outbox through SKIP
+// LOCKED claims. See CONTRACT.md for its settings.
+package main
+
+import "github.com/aegis-payments/aegis/pkg/service"
+
+func main() { service.Main("outbox-relay", run) }

@@ -63,9 +63,12 @@ CREATE INDEX transaction_outbox_processed_idx
     ON transaction_outbox (processed_at)
     WHERE status = 'processed';
 
--- Accounts of the double-entry ledger. kind 'user' is a customer's wallet and
--- can never go negative; kind 'system' accounts (PSP clearing, payout holds)
--- mirror money outside the wallets and may.
+-- Accounts of the double-entry ledger. kind 'user' is a customer's wallet:
+-- its balance is kept on the row (the row lock serializes its movements) and
+-- can never go negative. kind 'system' accounts (PSP clearing, payout holds)
+-- mirror money outside the wallets; every credit touches one, so keeping a
+-- running balance there would serialize all credits on one hot row. Their
+-- balance is the sum of their entries and the column stays 0.
 CREATE TABLE wallets (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind       text        NOT NULL CHECK (kind IN ('user', 'system')),
@@ -76,7 +79,8 @@ CREATE TABLE wallets (
     created_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT wallets_kind_owner_currency_key UNIQUE (kind, owner, currency),
-    CONSTRAINT wallets_user_balance_non_negative CHECK (kind <> 'user' OR balance >= 0)
+    CONSTRAINT wallets_user_balance_non_negative CHECK (kind <> 'user' OR balance >= 0),
+    CONSTRAINT wallets_system_balance_derived CHECK (kind = 'user' OR balance = 0)
 );
 
 -- One row per money movement. (kind, reference) makes every effect idempotent
@@ -90,10 +94,15 @@ CREATE TABLE ledger_transactions (
     CONSTRAINT ledger_transactions_kind_reference_key UNIQUE (kind, reference)
 );
 
+-- wallet_id deliberately has no foreign key: an FK check takes FOR KEY SHARE
+-- on the referenced row, and every credit references the same PSP clearing
+-- account, so concurrent credits would pile multixacts onto one hot row. The
+-- currency trigger below checks the wallet exists, and wallets are never
+-- deleted (trigger wallets_no_delete).
 CREATE TABLE ledger_entries (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     transaction_id uuid        NOT NULL REFERENCES ledger_transactions (id),
-    wallet_id      bigint      NOT NULL REFERENCES wallets (id),
+    wallet_id      bigint      NOT NULL,
     amount         bigint      NOT NULL CHECK (amount <> 0),
     currency       text        NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now()
@@ -160,6 +169,10 @@ CREATE TRIGGER ledger_entries_append_only
 
 CREATE TRIGGER ledger_transactions_append_only
     BEFORE UPDATE OR DELETE ON ledger_transactions
+    FOR EACH ROW EXECUTE FUNCTION ledger_forbid_change();
+
+CREATE TRIGGER wallets_no_delete
+    BEFORE DELETE ON wallets
     FOR EACH ROW EXECUTE FUNCTION ledger_forbid_change();
 
 -- Payout requests and their state machine (ARCHITECTURE.md). (client_id,

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 )
 
 // Sources of dead letters.
@@ -220,4 +221,31 @@ func nonNilHistory(h []Attempt) []Attempt {
 		return []Attempt{}
 	}
 	return h
+}
+
+// OutboxMessage turns the letter into an outbox message for its dead-letter
+// topic, so a consumer can dead-letter in the same transaction as the state
+// change that gave up (FAILED, NEEDS_REVIEW): a crash after the commit cannot
+// lose the dead letter. The payload must be JSON (the outbox stores jsonb);
+// an undecodable record is published directly instead (see Record).
+func (l Letter) OutboxMessage() (outbox.Message, error) {
+	if !json.Valid(l.Payload) {
+		return outbox.Message{}, fmt.Errorf("dead letter payload is not JSON; publish it directly")
+	}
+	rec, err := l.Record()
+	if err != nil {
+		return outbox.Message{}, err
+	}
+	headers := make(map[string]string, len(rec.Headers))
+	for _, h := range rec.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	eventType := l.EventType
+	if eventType == "" {
+		eventType = "dead_letter"
+	}
+	return outbox.Message{
+		Topic: rec.Topic, EventType: eventType, PartitionKey: l.PartitionKey, Payload: l.Payload,
+		Headers: headers, CorrelationID: l.CorrelationID,
+	}, nil
 }

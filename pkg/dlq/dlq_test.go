@@ -107,3 +107,17 @@ func TestInsertIsIdempotentOnOrigin(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT retry_history::text FROM dead_letters WHERE id = $1", id).Scan(&history))
 	require.Contains(t, history, "account_invalid")
 }
+
+func TestOutboxMessageCarriesTheDeadLetterHeaders(t *testing.T) {
+	t.Parallel()
+	m, err := consumerLetter().OutboxMessage()
+	require.NoError(t, err)
+	require.Equal(t, "aegis.transactions.dlq", m.Topic)
+	require.Equal(t, "user-1", m.PartitionKey)
+	require.Equal(t, "41", m.Headers[dlq.HeaderOriginalOffset])
+	require.Equal(t, "permanent", m.Headers[dlq.HeaderErrorClass])
+	bad := consumerLetter()
+	bad.Payload = []byte{0xff, 0x00}
+	_, err = bad.OutboxMessage()
+	require.Error(t, err)
+}

@@ -1,0 +1,172 @@
+package proctest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build compiles the main package at importPath (resolved through the
+// workspace) into dir and returns the binary's path. Go's build cache makes
+// repeated builds cheap. race builds it with the race detector.
+func Build(t testing.TB, dir, importPath string, race bool) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(importPath))
+	args := []string{"build", "-o", out}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, importPath)...)
+	cmd.Env = os.Environ()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("proctest: go build %s: %v\n%s", importPath, err, b)
+	}
+	return out
+}
+
+// FreePort returns a loopback port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proctest: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is a running binary.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// Start runs bin with env (added to a minimal environment) and streams its
+// output into the test log prefixed with name. The process is stopped with
+// SIGTERM when t ends.
+func Start(t testing.TB, name, bin string, env map[string]string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("proctest: start %s: %v", name, err)
+	}
+	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		pw.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop(t, 20*time.Second)
+		if t.Failed() || os.Getenv("PROCTEST_LOGS") != "" {
+			t.Logf("--- %s output ---\n%s", name, strings.Join(p.Lines(), "\n"))
+		}
+	})
+	return p
+}
+
+// Lines returns what the process printed so far.
+func (p *Proc) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// Stop sends SIGTERM and waits up to grace, then kills. It reports the exit
+// error (nil for a clean exit).
+func (p *Proc) Stop(t testing.TB, grace time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(grace):
+		t.Errorf("proctest: %s did not stop within %s of SIGTERM; killing it", p.Name, grace)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return p.err
+	}
+}
+
+// Kill sends SIGKILL (a crash) and waits for the process to go.
+func (p *Proc) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Exited reports whether the process has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitHTTP waits until GET url answers 200, or fails the test.
+func WaitHTTP(t testing.TB, url string, timeout time.Duration, procs ...*Proc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		for _, p := range procs {
+			if p.Exited() {
+				t.Fatalf("proctest: %s exited while waiting for %s:\n%s", p.Name, url, strings.Join(p.Lines(), "\n"))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("proctest: %s not ready after %s (last error: %v)", url, timeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Addr formats a loopback address.
+func Addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }

@@ -1,0 +1,237 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/logging"
+)
+
+// Handler applies one message.
+type Handler interface {
+	Handle(ctx context.Context, m Message) error
+}
+
+// Config tunes the consumer.
+type Config struct {
+	Group string
+	// MaxPollRecords bounds a batch; the batch must finish within the group's
+	// rebalance timeout.
+	MaxPollRecords int
+	// InfraBackoff spaces in-place retries while Postgres or Redis is down.
+	InfraBackoff backoff.Policy
+	// Grace is how long in-flight records may run after shutdown begins.
+	Grace time.Duration
+}
+
+// Consumer runs a handler over a consumer group.
+type Consumer struct {
+	cl      *kgo.Client
+	h       Handler
+	cfg     Config
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// New returns a consumer on cl, a client created with ConsumerGroup,
+// ConsumeTopics, DisableAutoCommit and BlockRebalanceOnPoll (see ClientOpts).
+func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics) *Consumer {
+	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m}
+}
+
+// ClientOpts are the franz-go options the consumer relies on.
+func ClientOpts(group string, topics ...string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.RebalanceTimeout(2 * time.Minute),
+	}
+}
+
+// Run consumes until ctx is done, then finishes the batch in flight (within
+// Grace), commits what was handled and returns.
+func (c *Consumer) Run(ctx context.Context) error {
+	for {
+		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.logger.Warn("kafka fetch error", "topic", topic, "partition", p, "error", err.Error())
+			}
+		})
+		if fetches.NumRecords() > 0 {
+			c.handleBatch(ctx, fetches)
+		}
+		c.cl.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
+	// Work outlives a shutdown signal by Grace so that a record half-way
+	// through (a PSP call made, its result not yet committed) can finish.
+	work, cancel := graceContext(ctx, c.cfg.Grace)
+	defer cancel()
+
+	var mu sync.Mutex
+	var done []*kgo.Record
+	var wg sync.WaitGroup
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, r := range p.Records {
+				if !c.handle(work, r) {
+					return // stopping: leave the rest uncommitted
+				}
+				mu.Lock()
+				done = append(done, r)
+				mu.Unlock()
+			}
+		}()
+	})
+	wg.Wait()
+	if len(done) == 0 {
+		return
+	}
+	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelCommit()
+	if err := c.cl.CommitRecords(commitCtx, done...); err != nil {
+		// The effects are committed and idempotent: a redelivery is harmless.
+		c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
+	}
+}
+
+// handle runs the handler for one record until it is done, dead-lettered or
+// the worker stops; it reports whether the record may be committed.
+func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
+	m := newMessage(r, c.cfg.Group)
+	ctx = logging.WithCorrelationID(ctx, m.CorrelationID())
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := c.h.Handle(ctx, m)
+		c.metrics.handled.WithLabelValues(m.Topic, string(outcome(err))).Inc()
+		c.metrics.duration.WithLabelValues(m.Topic).Observe(time.Since(start).Seconds())
+		switch errclass.Of(err) {
+		case "":
+			return true
+		case errclass.Canceled:
+			return false
+		case errclass.Poison, errclass.Permanent:
+			return c.deadLetter(ctx, m, err)
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		wait := c.cfg.InfraBackoff.Delay(attempt)
+		c.logger.WarnContext(ctx, "handling failed; retrying the record in place", "topic", m.Topic,
+			"partition", m.Partition, "offset", m.Offset, "attempt", attempt, "retry_in", wait.String(), "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// deadLetter publishes an undecodable (or otherwise unhandleable) record to
+// its dead-letter topic and waits for the ack; until Kafka takes it the
+// record is not committed.
+func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error) bool {
+	now := time.Now()
+	class := errclass.Of(cause)
+	l := m.Letter()
+	l.Error, l.ErrorClass, l.RetryCount = cause.Error(), string(class), 1
+	l.RetryHistory = []dlq.Attempt{{At: now, Error: cause.Error(), Class: string(class)}}
+	l.FirstFailureAt, l.FailedAt = now, now
+	rec, err := l.Record()
+	if err != nil {
+		c.logger.ErrorContext(ctx, "cannot build dead letter", "error", err.Error())
+		return false
+	}
+	for attempt := 1; ; attempt++ {
+		err := c.cl.ProduceSync(ctx, rec).FirstErr()
+		if err == nil {
+			c.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
+			c.logger.ErrorContext(ctx, "message dead-lettered", "topic", m.Topic, "partition", m.Partition,
+				"offset", m.Offset, "error_class", string(class), "error", cause.Error(), "dlq_topic", rec.Topic)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		wait := c.cfg.InfraBackoff.Delay(attempt)
+		c.logger.WarnContext(ctx, "dead-letter publish failed; retrying", "error", err.Error(), "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+type handledOutcome string
+
+func outcome(err error) handledOutcome {
+	if err == nil {
+		return "ok"
+	}
+	return handledOutcome(errclass.Of(err))
+}
+
+// graceContext is a context that ends Grace after parent does.
+func graceContext(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	stop := context.AfterFunc(parent, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	return ctx, func() { stop(); cancel() }
+}
+
+// Metrics are the consumer's Prometheus metrics.
+type Metrics struct {
+	handled      *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	deadLettered *prometheus.CounterVec
+}
+
+// NewMetrics registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_consumer_messages_total", Help: "Messages handled, by topic and outcome.",
+		}, []string{"topic", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aegis_consumer_handle_seconds", Help: "Time to handle one message.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
+		}, []string{"topic"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_consumer_dead_lettered_total", Help: "Messages published to a dead-letter topic by the consumer, by topic and class.",
+		}, []string{"topic", "class"}),
+	}
+	reg.MustRegister(m.handled, m.duration, m.deadLettered)
+	return m
+}

@@ -1,0 +1,23 @@
+// Package consume runs the payout worker's Kafka consumer group and decides
+// when an offset may be committed: only after the record's effect committed
+// in Postgres, or the record was handed to the retry path (an outbox row with
+// next_retry_at) or the dead-letter path. It never sleeps on a partition to
+// retry business work; the handler schedules retries through the outbox.
+//
+// What the handler returns decides the rest:
+//   - nil: done, the offset may move.
+//   - a Poison error: the record cannot be decoded; it is published to
+//     <topic>.dlq as it came, with the reason, and the offset moves.
+//   - a Transient error: nothing was committed (Postgres or Redis is down);
+//     the same record is retried in place with backoff, because with the
+//     database down there is no outbox to defer through either.
+//   - context cancellation: the worker is stopping; the record stays
+//     uncommitted and is redelivered to whoever owns the partition next.
+//
+// Records of one partition are handled in order, partitions in parallel.
+// Rebalances are blocked while a polled batch is in flight
+// (BlockRebalanceOnPoll) and offsets are committed before partitions are
+// released, so a rebalance neither loses nor re-applies work (re-delivery is
+// still possible after a crash; handlers are idempotent through
+// processed_events).
+package consume

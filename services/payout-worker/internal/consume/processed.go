@@ -1,0 +1,43 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// processed_events is the consumer's idempotency record: written in the same
+// transaction as the message's effect, so a redelivered or replayed message
+// finds it and changes nothing.
+
+const sqlClaim = `
+INSERT INTO processed_events (consumer_group, event_id) VALUES ($1, $2)
+ON CONFLICT DO NOTHING
+RETURNING true`
+
+const sqlProcessed = `SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)`
+
+// Claim records m as processed within tx and reports whether it was new. A
+// concurrent duplicate waits on the row until tx ends, then finds it.
+func Claim(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, sqlClaim, m.Group, m.ID()).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("record processed event: %w", err)
+	}
+	return true, nil
+}
+
+// Processed reports whether m was already processed.
+func Processed(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
+	var done bool
+	if err := tx.QueryRow(ctx, sqlProcessed, m.Group, m.ID()).Scan(&done); err != nil {
+		return false, fmt.Errorf("check processed event: %w", err)
+	}
+	return done, nil
+}

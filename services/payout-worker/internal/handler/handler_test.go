@@ -1,0 +1,289 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
+)
+
+func TestCreditAppliesOncePerPayment(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.credit("evt_pi", "pi_1", 5000)
+	w.credit("evt_pi", "pi_1", 5000) // redelivered
+	w.credit("evt_ch", "pi_1", 5000) // charge.succeeded for the same payment
+	w.credit("evt_other", "pi_2", 700)
+	w.waitProcessed("stripe:evt_other")
+	w.waitProcessed("stripe:evt_ch")
+	require.EqualValues(t, 5700, w.balance())
+	require.Equal(t, 2, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit'`))
+}
+
+func TestCreditWithoutUserIsDeadLetteredWithItsOrigin(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	e := event.PSPEvent{Provider: "stripe", EventID: "evt_nouser", Type: "payment_intent.succeeded", Action: event.ActionCredit,
+		Amount: 100, Currency: "usd", Reference: "pi_x", OccurredAt: time.Now()}
+	b, _ := json.Marshal(e)
+	w.produce(kafkax.TopicWebhookPending, "k", e.MessageID(), b)
+	w.waitProcessed(e.MessageID())
+	dls := w.deadLetters(kafkax.TopicWebhookPending)
+	require.Len(t, dls, 1)
+	require.Equal(t, "permanent", dls[0][dlq.HeaderErrorClass])
+	require.Equal(t, group, dls[0][dlq.HeaderConsumerGroup])
+	require.Contains(t, dls[0][dlq.HeaderError], "without a user id")
+}
+
+func TestPayoutHappyPathThenPaidWebhook(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(1500, "ba_123", "stripe")
+	w.requestPayout(pid, 1500, "stripe")
+	w.requestPayout(pid, 1500, "stripe") // redelivered command
+
+	p := w.waitStatus(pid, payout.Awaiting)
+	require.Equal(t, 1, p.Attempts)
+	require.NotEmpty(t, p.Reference)
+	require.EqualValues(t, 3500, w.balance(), "the hold is taken before the PSP is called")
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1, "one payout at the PSP despite the redelivery")
+	require.Equal(t, psp.IdempotencyKey(pid), objs[0].IdempotencyKey)
+	require.Equal(t, p.Reference, objs[0].ID)
+	w.waitProcessed("payout:" + pid + ":request")
+
+	w.pspOutcome("evt_paid_"+pid, pid, event.ActionPayoutPaid, time.Now())
+	w.waitStatus(pid, payout.Succeeded)
+	require.EqualValues(t, 3500, w.balance())
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_settle' AND reference = $1`, pid))
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.settlements' AND event_type = 'payout.succeeded'`))
+
+	// The history shows every step.
+	var steps []string
+	rows, _ := w.db.Pool.Query(context.Background(), `SELECT to_status FROM payout_transitions WHERE payout_id = $1 ORDER BY id`, pid)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		steps = append(steps, s)
+	}
+	require.Equal(t, []string{payout.Sending, payout.Sent, payout.Awaiting, payout.Succeeded}, steps)
+}
+
+func TestTransientBurstIsRetriedWithGrowingDelaysAndRecovers(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Next: []psptest.Fault{{Kind: "5xx", Count: 2}}})
+	pid := w.createPayout(1000, "ba_1", "stripe")
+	w.requestPayout(pid, 1000, "stripe")
+
+	var delays []time.Duration
+	for attempt := 1; attempt <= 2; attempt++ {
+		require.Eventually(t, func() bool { p := w.payout(pid); return p.Status == payout.Retrying && p.Attempts == attempt },
+			20*time.Second, 20*time.Millisecond, "attempt %d", attempt)
+		var next, created time.Time
+		require.NoError(t, w.db.Pool.QueryRow(context.Background(), `
+			SELECT next_retry_at, created_at FROM transaction_outbox
+			WHERE topic = 'aegis.transactions' AND status = 'pending' ORDER BY id DESC LIMIT 1`).Scan(&next, &created))
+		d := next.Sub(created)
+		ceiling := time.Duration(5<<(attempt-1)) * time.Second
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, ceiling+time.Second, "attempt %d waits within its ceiling %s", attempt, ceiling)
+		delays = append(delays, d)
+		require.Equal(t, 1, w.relay(kafkax.TopicTransactions))
+	}
+	p := w.waitStatus(pid, payout.Awaiting)
+	require.Equal(t, 3, p.Attempts)
+	require.Len(t, w.psp.Objects(t, pid), 1)
+	require.EqualValues(t, 4000, w.balance())
+}
+
+func TestRateLimitHonoursRetryAfterWithoutSpendingAnAttempt(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", RetryAfterSeconds: 42, Next: []psptest.Fault{{Kind: "429", Count: 1}}})
+	pid := w.createPayout(1000, "ba_1", "stripe")
+	w.requestPayout(pid, 1000, "stripe")
+	p := w.waitStatus(pid, payout.Retrying)
+	require.Zero(t, p.Attempts, "a 429 spends no attempt")
+	require.Equal(t, "rate_limited", p.Class)
+	var wait float64
+	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `
+		SELECT extract(epoch FROM next_retry_at - created_at) FROM transaction_outbox
+		WHERE topic = 'aegis.transactions' AND status = 'pending'`).Scan(&wait))
+	require.InDelta(t, 42, wait, 2, "Retry-After is honoured")
+	w.relay(kafkax.TopicTransactions)
+	p = w.waitStatus(pid, payout.Awaiting)
+	require.Equal(t, 1, p.Attempts)
+}
+
+func TestInvalidAccountFailsReleasesTheHoldOnceAndDeadLetters(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(1200, "ba_invalid_closed", "stripe")
+	w.requestPayout(pid, 1200, "stripe")
+	p := w.waitStatus(pid, payout.Finalized)
+	require.Equal(t, "permanent", p.Class)
+	require.Contains(t, p.LastError, "account_invalid")
+	require.EqualValues(t, 5000, w.balance(), "the hold is reversed")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_release' AND reference = $1`, pid))
+
+	dls := w.deadLetters(kafkax.TopicTransactions)
+	require.Len(t, dls, 1)
+	h := dls[0]
+	require.Equal(t, kafkax.TopicTransactions, h[dlq.HeaderOriginalTopic])
+	require.Equal(t, group, h[dlq.HeaderConsumerGroup])
+	require.Equal(t, "permanent", h[dlq.HeaderErrorClass])
+	require.Equal(t, "1", h[dlq.HeaderRetryCount])
+	require.Equal(t, "corr-payout:"+pid+":request", h[kafkax.HeaderCorrelationID])
+	for _, k := range []string{dlq.HeaderOriginalPartition, dlq.HeaderOriginalOffset, dlq.HeaderError,
+		dlq.HeaderRetryHistory, dlq.HeaderFirstFailureAt, dlq.HeaderFailedAt} {
+		require.NotEmpty(t, h[k], "dead letter header %s", k)
+	}
+	_, err := strconv.ParseInt(h[dlq.HeaderOriginalOffset], 10, 64)
+	require.NoError(t, err)
+	var history []dlq.Attempt
+	require.NoError(t, json.Unmarshal([]byte(h[dlq.HeaderRetryHistory]), &history))
+	require.NotEmpty(t, history)
+
+	// A replay of the same command changes nothing.
+	w.requestPayout(pid, 1200, "stripe")
+	w.relay(kafkax.TopicTransactions)
+	time.Sleep(200 * time.Millisecond)
+	require.EqualValues(t, 5000, w.balance())
+	require.Len(t, w.psp.Objects(t, pid), 0)
+}
+
+func TestTimeoutsToTheLastAttemptNeedReviewAndKeepTheHold(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{maxAttempts: 2, callTimeout: 300 * time.Millisecond})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Timeout: "3s", Next: []psptest.Fault{{Kind: "timeout", Count: 2}}})
+	pid := w.createPayout(800, "ba_1", "stripe")
+	w.requestPayout(pid, 800, "stripe")
+	w.waitStatus(pid, payout.Retrying)
+	w.relay(kafkax.TopicTransactions)
+	p := w.waitStatus(pid, payout.NeedsReview)
+	require.Equal(t, 2, p.Attempts)
+	require.EqualValues(t, 4200, w.balance(), "an unknown outcome is never auto-reversed")
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_release'`))
+	require.Len(t, w.deadLetters(kafkax.TopicTransactions), 1)
+}
+
+func TestCrashBetweenPSPCallAndCommitDoesNotPayTwice(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{callTimeout: 300 * time.Millisecond})
+	w.fundWallet(5000)
+	// The PSP creates the payout and the answer is lost: from the worker's
+	// side this is a crash after the call. The retry must find the same one.
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Timeout: "3s", Next: []psptest.Fault{{Kind: "timeout_after_create", Count: 1}}})
+	pid := w.createPayout(900, "ba_1", "stripe")
+	w.requestPayout(pid, 900, "stripe")
+	w.waitStatus(pid, payout.Retrying)
+	require.Len(t, w.psp.Objects(t, pid), 1, "the PSP did create it")
+	w.relay(kafkax.TopicTransactions)
+	p := w.waitStatus(pid, payout.Awaiting)
+	require.Len(t, w.psp.Objects(t, pid), 1, "the retry reused it")
+	require.Equal(t, w.psp.Objects(t, pid)[0].ID, p.Reference)
+
+	// A worker that died after its PSP call left the payout in
+	// SENDING_TO_GATEWAY with its message uncommitted: the redelivery resumes.
+	pid2 := w.createPayout(900, "ba_1", "stripe")
+	_, err := psp.NewStripe("sk_test_aegis", w.psp.URL, nil).CreatePayout(context.Background(),
+		psp.Request{PayoutID: pid2, Amount: 900, Currency: "usd", Destination: "ba_1"})
+	require.NoError(t, err)
+	_, err = w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SENDING_TO_GATEWAY' WHERE id = $1`, pid2)
+	require.NoError(t, err)
+	_, err = w.db.Pool.Exec(context.Background(), `
+		WITH t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('payout_hold', $1) RETURNING id)
+		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+		SELECT t.id, w.id, CASE WHEN w.kind = 'user' THEN -900 ELSE 900 END, 'usd'
+		FROM t, wallets w WHERE (w.kind = 'user' AND w.owner = $2) OR (w.kind = 'system' AND w.owner = 'payout_holds' AND w.currency = 'usd')`,
+		pid2, w.user)
+	if err != nil {
+		// The holds account may not exist yet in this database; create it by the book.
+		t.Fatalf("simulate the hold: %v", err)
+	}
+	_, err = w.db.Pool.Exec(context.Background(), `UPDATE wallets SET balance = balance - 900 WHERE kind = 'user' AND owner = $1`, w.user)
+	require.NoError(t, err)
+	w.requestPayout(pid2, 900, "stripe")
+	w.waitStatus(pid2, payout.Awaiting)
+	require.Len(t, w.psp.Objects(t, pid2), 1, "never two payouts for one payout id")
+}
+
+func TestBreakerOpensAndDefersWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{breakerFailures: 2})
+	w.fundWallet(10000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Next: []psptest.Fault{{Kind: "5xx", Count: 2}}})
+	a := w.createPayout(100, "ba_1", "stripe")
+	b := w.createPayout(100, "ba_1", "stripe")
+	w.requestPayout(a, 100, "stripe")
+	w.waitStatus(a, payout.Retrying)
+	w.requestPayout(b, 100, "stripe")
+	require.Eventually(t, func() bool { return w.payout(b).Attempts == 1 }, 20*time.Second, 20*time.Millisecond)
+	// Two consecutive transient failures: open. The next payout is deferred.
+	c := w.createPayout(100, "ba_1", "stripe")
+	calls := len(w.psp.Calls(t))
+	w.requestPayout(c, 100, "stripe")
+	p := w.waitStatus(c, payout.Retrying)
+	require.Zero(t, p.Attempts, "a deferral spends no attempt")
+	require.Equal(t, "breaker_open", p.Class)
+	require.Len(t, w.psp.Calls(t), calls, "no call while the breaker is open")
+}
+
+func TestInsufficientFundsEndsWithoutCallingThePSP(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(100)
+	pid := w.createPayout(1000, "ba_1", "stripe")
+	w.requestPayout(pid, 1000, "stripe")
+	p := w.waitStatus(pid, payout.Finalized)
+	require.Contains(t, p.LastError, "insufficient funds")
+	require.Empty(t, w.psp.Objects(t, pid))
+	require.EqualValues(t, 100, w.balance())
+}
+
+func TestStaleOutcomeIsIgnored(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(1000, "ba_1", "stripe")
+	w.requestPayout(pid, 1000, "stripe")
+	w.waitStatus(pid, payout.Awaiting)
+	now := time.Now()
+	w.pspOutcome("evt_failed", pid, event.ActionPayoutFailed, now)
+	w.waitStatus(pid, payout.Finalized)
+	// An older payout.paid delivered late must not resurrect or double-move it.
+	w.pspOutcome("evt_paid_old", pid, event.ActionPayoutPaid, now.Add(-time.Hour))
+	w.waitProcessed("stripe:evt_paid_old")
+	require.Equal(t, payout.Finalized, w.payout(pid).Status)
+	require.EqualValues(t, 5000, w.balance())
+}
+
+func TestPoisonMessageIsDeadLetteredAndDoesNotBlockThePartition(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.produce(kafkax.TopicWebhookPending, w.user, "poison-1", []byte("{not json"))
+	w.fundWallet(300) // same key, same partition, after the poison
+	require.EqualValues(t, 300, w.balance())
+	recs := kafkatest.ReadAll(t, w.kafka, kafkax.DLQTopic(kafkax.TopicWebhookPending), 1, 10*time.Second)
+	require.Len(t, recs, 1)
+	require.Equal(t, "{not json", string(recs[0].Value))
+	require.Equal(t, "poison", kafkax.Header(recs[0], dlq.HeaderErrorClass))
+	require.Equal(t, group, kafkax.Header(recs[0], dlq.HeaderConsumerGroup))
+}

@@ -1,0 +1,285 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/walletlock"
+)
+
+const group = "payout-worker"
+
+type world struct {
+	t        *testing.T
+	db       *pgtest.DB
+	kafka    *kfake.Cluster
+	producer *kgo.Client
+	psp      *psptest.StandIn
+	user     string
+}
+
+type options struct {
+	breakerFailures uint32
+	maxAttempts     int
+	callTimeout     time.Duration
+}
+
+// setup starts the worker's consumer over real Postgres, Redis, kfake and the
+// PSP stand-in. The test plays the relay: it moves outbox rows to Kafka
+// with relay(), ignoring next_retry_at so that backoff never makes it wait.
+func setup(t *testing.T, o options) *world {
+	t.Helper()
+	if o.breakerFailures == 0 {
+		o.breakerFailures = 100
+	}
+	if o.maxAttempts == 0 {
+		o.maxAttempts = 5
+	}
+	if o.callTimeout == 0 {
+		o.callTimeout = 5 * time.Second
+	}
+	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, nil),
+		user: "user-" + logging.NewCorrelationID()[:8]}
+	w.producer = kafkatest.NewClient(t, w.kafka)
+
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if os.Getenv("TEST_WORKER_LOGS") != "" {
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	ro, err := goredis.ParseURL(redisURL)
+	require.NoError(t, err)
+	rdb := goredis.NewClient(ro)
+	t.Cleanup(func() { _ = rdb.Close() })
+	locks, err := walletlock.New(rdb, walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger)
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	bm := breaker.NewMetrics(reg)
+	registry := psp.Registry{}
+	httpClient := &http.Client{}
+	for name, c := range map[string]psp.Client{
+		"stripe":   psp.NewStripe("sk_test_aegis", w.psp.URL, httpClient),
+		"paystack": psp.NewPaystack("sk_test_paystack", w.psp.URL, httpClient),
+	} {
+		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
+			OpenFor: time.Hour, HalfOpenProbes: 1}, logger, bm)
+		require.NoError(t, err)
+		registry[name] = psp.WithBreaker(c, br)
+	}
+	l := ledger.New()
+	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
+		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
+		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout,
+	}, logger, payout.NewMetrics(reg), time.Now)
+	require.NoError(t, err)
+	h := handler.New(w.db.Pool, l, proc, logger, reg, time.Now)
+
+	cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+	c := consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
+		InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
+		logger, consume.NewMetrics(reg))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		w.reconcile()
+	})
+	return w
+}
+
+func (w *world) produce(topic, key, messageID string, value []byte) {
+	w.t.Helper()
+	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: []kgo.RecordHeader{
+		{Key: kafkax.HeaderMessageID, Value: []byte(messageID)},
+		{Key: kafkax.HeaderCorrelationID, Value: []byte("corr-" + messageID)},
+	}}
+	require.NoError(w.t, w.producer.ProduceSync(context.Background(), rec).FirstErr())
+}
+
+// credit publishes a verified payment event, as webhook-api and the relay would.
+func (w *world) credit(eventID, reference string, amount int64) {
+	w.t.Helper()
+	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: "payment_intent.succeeded", Action: event.ActionCredit,
+		UserID: w.user, Amount: amount, Currency: "usd", Reference: reference, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	b, _ := json.Marshal(e)
+	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
+}
+
+// createPayout inserts the payout as webhook-api does and returns its id.
+func (w *world) createPayout(amount int64, destination, provider string) string {
+	w.t.Helper()
+	id := uuid.Must(uuid.NewV7()).String()
+	_, err := w.db.Pool.Exec(context.Background(), `
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, correlation_id)
+		VALUES ($1::uuid, 'test', $6, 'h', $2, $3, 'usd', $4, $5, $7)`, id, w.user, amount, destination, provider, id, "corr-"+id)
+	require.NoError(w.t, err)
+	return id
+}
+
+func (w *world) requestPayout(id string, amount int64, provider string) {
+	w.t.Helper()
+	b, _ := json.Marshal(event.PayoutRequested{PayoutID: id, UserID: w.user, Amount: amount, Currency: "usd", Provider: provider})
+	w.produce(kafkax.TopicTransactions, w.user, "payout:"+id+":request", b)
+}
+
+// pspOutcome publishes a payout outcome webhook event.
+func (w *world) pspOutcome(eventID, payoutID string, action event.Action, at time.Time) {
+	w.t.Helper()
+	typ := map[event.Action]string{event.ActionPayoutPaid: "payout.paid", event.ActionPayoutFailed: "payout.failed"}[action]
+	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: typ, Action: action, PayoutID: payoutID,
+		Reference: "po_x", OccurredAt: at, Raw: json.RawMessage(`{}`)}
+	b, _ := json.Marshal(e)
+	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
+}
+
+// relay publishes the worker's pending outbox rows for topic (retries,
+// dead letters, outcomes) and returns how many it moved.
+func (w *world) relay(topic string) int {
+	w.t.Helper()
+	ctx := context.Background()
+	rows, err := w.db.Pool.Query(ctx, `
+		UPDATE transaction_outbox SET status = 'processed', processed_at = now()
+		WHERE topic = $1 AND status = 'pending'
+		RETURNING partition_key, payload, headers`, topic)
+	require.NoError(w.t, err)
+	type row struct {
+		key     string
+		payload []byte
+		headers map[string]string
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.key, &x.payload, &x.headers)
+		return x, err
+	})
+	require.NoError(w.t, err)
+	for _, x := range got {
+		rec := &kgo.Record{Topic: topic, Key: []byte(x.key), Value: x.payload}
+		for k, v := range x.headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		require.NoError(w.t, w.producer.ProduceSync(ctx, rec).FirstErr())
+	}
+	return len(got)
+}
+
+type payoutRow struct {
+	Status    string
+	Attempts  int
+	Reference string
+	LastError string
+	Class     string
+}
+
+func (w *world) payout(id string) payoutRow {
+	w.t.Helper()
+	var p payoutRow
+	require.NoError(w.t, w.db.Pool.QueryRow(context.Background(), `
+		SELECT status, attempts, coalesce(psp_reference, ''), coalesce(last_error, ''), coalesce(error_class, '')
+		FROM payouts WHERE id = $1`, id).Scan(&p.Status, &p.Attempts, &p.Reference, &p.LastError, &p.Class))
+	return p
+}
+
+func (w *world) waitStatus(id string, statuses ...string) payoutRow {
+	w.t.Helper()
+	var p payoutRow
+	require.Eventually(w.t, func() bool {
+		p = w.payout(id)
+		for _, s := range statuses {
+			if p.Status == s {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "payout %s never reached %v", id, statuses)
+	return p
+}
+
+// waitProcessed waits until the consumer recorded messageID as processed.
+func (w *world) waitProcessed(messageID string) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool {
+		var ok bool
+		_ = w.db.Pool.QueryRow(context.Background(),
+			"SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)", group, messageID).Scan(&ok)
+		return ok
+	}, 20*time.Second, 20*time.Millisecond, "message %s never processed", messageID)
+}
+
+func (w *world) balance() int64 {
+	w.t.Helper()
+	b, err := ledger.Balance(context.Background(), w.db.Pool, w.user, "usd")
+	require.NoError(w.t, err)
+	return b
+}
+
+func (w *world) count(query string, args ...any) int {
+	w.t.Helper()
+	var n int
+	require.NoError(w.t, w.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+// reconcile asserts the ledger invariants: every transaction sums to zero,
+// every user balance equals its entries and none is negative.
+func (w *world) reconcile() {
+	w.t.Helper()
+	require.Zero(w.t, w.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))
+	require.Zero(w.t, w.count(`SELECT count(*) FROM wallets w WHERE kind = 'user'
+		AND balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.wallet_id = w.id), 0)`))
+	require.Zero(w.t, w.count(`SELECT count(*) FROM wallets WHERE kind = 'user' AND balance < 0`))
+}
+
+// deadLetter returns the dead-letter outbox row for topic's DLQ.
+func (w *world) deadLetters(topic string) []map[string]string {
+	w.t.Helper()
+	rows, err := w.db.Pool.Query(context.Background(),
+		`SELECT headers FROM transaction_outbox WHERE topic = $1 ORDER BY id`, kafkax.DLQTopic(topic))
+	require.NoError(w.t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[map[string]string])
+	require.NoError(w.t, err)
+	return out
+}
+
+func (w *world) fundWallet(amount int64) {
+	w.t.Helper()
+	ev := "evt_fund_" + logging.NewCorrelationID()[:8]
+	w.credit(ev, "pi_"+ev, amount)
+	w.waitProcessed("stripe:" + ev)
+}
+
+func id(prefix string) string { return fmt.Sprintf("%s_%s", prefix, logging.NewCorrelationID()[:10]) }

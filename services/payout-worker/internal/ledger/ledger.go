@@ -1,0 +1,180 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/logging"
+)
+
+// Errors callers decide on.
+var (
+	// ErrInsufficientFunds means the wallet cannot cover a debit.
+	ErrInsufficientFunds = errors.New("insufficient funds")
+	// ErrAlreadyPosted means a transaction with this kind and reference exists:
+	// the effect already happened, nothing was changed.
+	ErrAlreadyPosted = errors.New("ledger transaction already posted")
+)
+
+// Kinds of ledger transactions.
+const (
+	KindCredit        = "credit"
+	KindPayoutHold    = "payout_hold"
+	KindPayoutSettle  = "payout_settle"
+	KindPayoutRelease = "payout_release"
+	KindPayoutReturn  = "payout_return"
+)
+
+type accountKey struct{ kind, owner, currency string }
+
+// Ledger posts transactions. Its only state is a cache of wallet ids,
+// which never change once created.
+type Ledger struct {
+	mu  sync.Mutex
+	ids map[accountKey]int64
+}
+
+// New returns a Ledger.
+func New() *Ledger { return &Ledger{ids: map[accountKey]int64{}} }
+
+func clearing(provider string) string { return "psp_clearing:" + provider }
+
+const holds = "payout_holds"
+
+// leg is one entry: the account and its signed amount.
+type leg struct {
+	account accountKey
+	amount  int64
+}
+
+// post writes one balanced transaction. A posting locks at most one row (its
+// user wallet), so concurrent postings cannot deadlock on wallets.
+func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs ...leg) error {
+	var txID string
+	err := tx.QueryRow(ctx, sqlInsertTransaction, kind, reference, logging.CorrelationID(ctx)).Scan(&txID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrAlreadyPosted
+	}
+	if err != nil {
+		return fmt.Errorf("insert ledger transaction %s/%s: %w", kind, reference, err)
+	}
+	for _, lg := range legs {
+		id, err := l.walletID(ctx, tx, lg.account)
+		if err != nil {
+			return err
+		}
+		if lg.account.kind == "user" {
+			if lg.amount < 0 {
+				var after int64
+				err := tx.QueryRow(ctx, sqlDebitUser, id, -lg.amount).Scan(&after)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ErrInsufficientFunds
+				}
+				if err != nil {
+					return fmt.Errorf("debit wallet %d: %w", id, err)
+				}
+			} else if _, err := tx.Exec(ctx, sqlCreditUser, id, lg.amount); err != nil {
+				return fmt.Errorf("credit wallet %d: %w", id, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, sqlInsertEntry, txID, id, lg.amount, currency); err != nil {
+			return fmt.Errorf("insert ledger entry: %w", err)
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) walletID(ctx context.Context, tx pgx.Tx, k accountKey) (int64, error) {
+	l.mu.Lock()
+	id, ok := l.ids[k]
+	l.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	if _, err := tx.Exec(ctx, sqlEnsureWallet, k.kind, k.owner, k.currency); err != nil {
+		return 0, fmt.Errorf("create wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
+	}
+	if err := tx.QueryRow(ctx, sqlWalletID, k.kind, k.owner, k.currency).Scan(&id); err != nil {
+		return 0, fmt.Errorf("look up wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
+	}
+	// Only system accounts are cached: a user wallet's id is read once per
+	// posting anyway and users are unbounded.
+	if k.kind == "system" {
+		l.mu.Lock()
+		l.ids[k] = id
+		l.mu.Unlock()
+	}
+	return id, nil
+}
+
+func user(userID, currency string) accountKey { return accountKey{"user", userID, currency} }
+func system(name, currency string) accountKey { return accountKey{"system", name, currency} }
+
+// Credit moves amount from the provider's clearing account into the user's
+// wallet. reference identifies the payment (provider-qualified).
+func (l *Ledger) Credit(ctx context.Context, tx pgx.Tx, provider, reference, userID string, amount int64, currency string) error {
+	if amount <= 0 {
+		return fmt.Errorf("credit amount %d must be positive", amount)
+	}
+	return l.post(ctx, tx, KindCredit, provider+":"+reference, currency,
+		leg{system(clearing(provider), currency), -amount},
+		leg{user(userID, currency), amount})
+}
+
+// Payout names the payout a posting belongs to.
+type Payout struct {
+	ID       string
+	UserID   string
+	Provider string
+	Amount   int64
+	Currency string
+}
+
+// Hold debits the user's wallet into the payout holds account before the PSP
+// is called. ErrInsufficientFunds if the wallet cannot cover it.
+func (l *Ledger) Hold(ctx context.Context, tx pgx.Tx, p Payout) error {
+	return l.post(ctx, tx, KindPayoutHold, p.ID, p.Currency,
+		leg{user(p.UserID, p.Currency), -p.Amount},
+		leg{system(holds, p.Currency), p.Amount})
+}
+
+// Settle moves a paid payout's hold out to the provider's clearing account.
+func (l *Ledger) Settle(ctx context.Context, tx pgx.Tx, p Payout) error {
+	return l.post(ctx, tx, KindPayoutSettle, p.ID, p.Currency,
+		leg{system(holds, p.Currency), -p.Amount},
+		leg{system(clearing(p.Provider), p.Currency), p.Amount})
+}
+
+// Release gives a failed payout's hold back to the user (compensation).
+func (l *Ledger) Release(ctx context.Context, tx pgx.Tx, p Payout) error {
+	return l.post(ctx, tx, KindPayoutRelease, p.ID, p.Currency,
+		leg{system(holds, p.Currency), -p.Amount},
+		leg{user(p.UserID, p.Currency), p.Amount})
+}
+
+// Return credits the user back for a payout that was paid and then came back
+// (the bank returned it, Paystack reversed it).
+func (l *Ledger) Return(ctx context.Context, tx pgx.Tx, p Payout) error {
+	return l.post(ctx, tx, KindPayoutReturn, p.ID, p.Currency,
+		leg{system(clearing(p.Provider), p.Currency), -p.Amount},
+		leg{user(p.UserID, p.Currency), p.Amount})
+}
+
+// Balance returns the user's balance in currency (0 without a wallet).
+func Balance(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, userID, currency string) (int64, error) {
+	var b int64
+	err := q.QueryRow(ctx, sqlBalance, userID, currency).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read balance: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,157 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+)
+
+func inTx(t *testing.T, db *pgtest.DB, fn func(pgx.Tx) error) error {
+	t.Helper()
+	return database.InTx(context.Background(), db.Pool, fn)
+}
+
+// reconcile asserts the ledger's invariants straight from the tables.
+func reconcile(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	var unbalanced, drift, negative int
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		SELECT count(*) FROM (SELECT transaction_id FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`).Scan(&unbalanced))
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		SELECT count(*) FROM wallets w WHERE w.kind = 'user'
+		AND w.balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.wallet_id = w.id), 0)`).Scan(&drift))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM wallets WHERE kind = 'user' AND balance < 0`).Scan(&negative))
+	require.Zero(t, unbalanced, "every transaction sums to zero")
+	require.Zero(t, drift, "every balance equals its entries")
+	require.Zero(t, negative, "no negative balance")
+}
+
+func TestCreditIsIdempotentPerPayment(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	l := ledger.New()
+	ctx := context.Background()
+	credit := func() error {
+		return inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 5000, "usd") })
+	}
+	require.NoError(t, credit())
+	require.ErrorIs(t, credit(), ledger.ErrAlreadyPosted, "charge.succeeded after payment_intent.succeeded credits nothing")
+	b, err := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.NoError(t, err)
+	require.EqualValues(t, 5000, b)
+	reconcile(t, db)
+}
+
+func TestPayoutLifecycleBalances(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	l := ledger.New()
+	ctx := context.Background()
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
+
+	paid := ledger.Payout{ID: "p-paid", UserID: "u1", Provider: "stripe", Amount: 400, Currency: "usd"}
+	failed := ledger.Payout{ID: "p-failed", UserID: "u1", Provider: "stripe", Amount: 300, Currency: "usd"}
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Hold(ctx, tx, paid) }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Hold(ctx, tx, failed) }))
+	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 300, b)
+
+	// Not enough left for another 400.
+	err := inTx(t, db, func(tx pgx.Tx) error {
+		return l.Hold(ctx, tx, ledger.Payout{ID: "p-broke", UserID: "u1", Provider: "stripe", Amount: 400, Currency: "usd"})
+	})
+	require.ErrorIs(t, err, ledger.ErrInsufficientFunds)
+
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Settle(ctx, tx, paid) }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Release(ctx, tx, failed) }))
+	require.ErrorIs(t, inTx(t, db, func(tx pgx.Tx) error { return l.Release(ctx, tx, failed) }), ledger.ErrAlreadyPosted,
+		"compensation runs once")
+	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 600, b)
+
+	// The bank returns the paid one.
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Return(ctx, tx, paid) }))
+	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 1000, b)
+	reconcile(t, db)
+}
+
+func TestTheDatabaseRefusesBrokenMoney(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := ledger.New()
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 100, "usd") }))
+
+	// An unbalanced transaction fails at commit.
+	err := inTx(t, db, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			WITH t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('bug', 'x') RETURNING id)
+			INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+			SELECT t.id, w.id, 50, 'usd' FROM t, wallets w WHERE w.owner = 'u1'`)
+		return err
+	})
+	require.ErrorContains(t, err, "does not sum to zero")
+
+	_, err = db.Pool.Exec(ctx, `UPDATE wallets SET balance = -1 WHERE owner = 'u1'`)
+	require.True(t, database.IsCheckViolation(err, "wallets_user_balance_non_negative"), "%v", err)
+	_, err = db.Pool.Exec(ctx, `UPDATE ledger_entries SET amount = amount * 2`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = db.Pool.Exec(ctx, `DELETE FROM wallets`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = db.Pool.Exec(ctx, `UPDATE wallets SET balance = 5 WHERE kind = 'system'`)
+	require.True(t, database.IsCheckViolation(err, "wallets_system_balance_derived"), "%v", err)
+	reconcile(t, db)
+}
+
+// TestOverlappingWorkersCannotDoubleSpend: two workers that both believe they
+// hold the wallet lock (a Redis lock lost to a pause) debit concurrently. The
+// wallet row lock and balance check let only what the balance covers through.
+func TestOverlappingWorkersCannotDoubleSpend(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := ledger.New()
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
+
+	const workers = 8
+	var wg sync.WaitGroup
+	results := make([]error, workers)
+	start := make(chan struct{})
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = inTx(t, db, func(tx pgx.Tx) error {
+				return l.Hold(ctx, tx, ledger.Payout{ID: fmt.Sprintf("p-%d", i), UserID: "u1", Provider: "stripe", Amount: 300, Currency: "usd"})
+			})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ledger.ErrInsufficientFunds):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	require.Equal(t, 3, ok, "1000 covers exactly three holds of 300")
+	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 100, b)
+	reconcile(t, db)
+}

@@ -1,0 +1,130 @@
+package payout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// All SQL on payouts and payout_transitions lives here.
+
+const sqlLoad = `
+SELECT id, user_id, amount, currency, destination, provider, status, attempts,
+       coalesce(psp_reference, ''), psp_updated_at, correlation_id
+FROM payouts WHERE id = $1
+FOR UPDATE`
+
+const sqlUpdate = `
+UPDATE payouts
+SET status = $2, attempts = $3, psp_reference = nullif($4, ''), psp_status = coalesce(nullif($5, ''), psp_status),
+    psp_updated_at = $6, last_error = nullif($7, ''), error_class = nullif($8, ''), updated_at = now()
+WHERE id = $1`
+
+const sqlTransition = `
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class, detail)
+VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), $7)
+RETURNING id`
+
+const sqlAttempts = `
+SELECT at, coalesce(error, ''), coalesce(error_class, '') FROM payout_transitions
+WHERE payout_id = $1 AND error IS NOT NULL ORDER BY id`
+
+// ErrUnknownPayout means a message names a payout that does not exist.
+var ErrUnknownPayout = errors.New("unknown payout")
+
+// Payout is the row the state machine works on.
+type Payout struct {
+	ID            uuid.UUID
+	UserID        string
+	Amount        int64
+	Currency      string
+	Destination   string
+	Provider      string
+	Status        string
+	Attempts      int
+	PSPReference  string
+	PSPStatus     string
+	PSPUpdatedAt  *time.Time
+	CorrelationID string
+	LastError     string
+	ErrorClass    string
+}
+
+func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
+	pid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q is not a payout id", ErrUnknownPayout, id)
+	}
+	p := &Payout{}
+	err = tx.QueryRow(ctx, sqlLoad, pid).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
+		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownPayout, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load payout %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// step is one transition with what it records.
+type step struct {
+	to     string
+	err    string
+	class  string
+	detail map[string]any
+}
+
+// move applies steps in order, checking each against the state machine, and
+// writes the row once; it returns the id of the last transition row.
+func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, error) {
+	var last int64
+	for _, s := range steps {
+		if err := checkTransition(p.Status, s.to); err != nil {
+			return 0, err
+		}
+		var detail []byte
+		if s.detail != nil {
+			var err error
+			if detail, err = json.Marshal(s.detail); err != nil {
+				return 0, fmt.Errorf("encode transition detail: %w", err)
+			}
+		}
+		if err := tx.QueryRow(ctx, sqlTransition, p.ID, p.Status, s.to, p.Attempts, s.err, s.class, detail).Scan(&last); err != nil {
+			return 0, fmt.Errorf("record transition %s → %s: %w", p.Status, s.to, err)
+		}
+		p.Status = s.to
+		if s.err != "" || s.class != "" {
+			p.LastError, p.ErrorClass = s.err, s.class
+		}
+	}
+	if _, err := tx.Exec(ctx, sqlUpdate, p.ID, p.Status, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
+		p.LastError, p.ErrorClass); err != nil {
+		return 0, fmt.Errorf("update payout %s: %w", p.ID, err)
+	}
+	return last, nil
+}
+
+// attemptHistory is every recorded failure of the payout, for dead letters.
+type attempt struct {
+	At    time.Time
+	Error string
+	Class string
+}
+
+func history(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attempt, error) {
+	rows, err := tx.Query(ctx, sqlAttempts, id)
+	if err != nil {
+		return nil, fmt.Errorf("load payout attempts: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (attempt, error) {
+		var a attempt
+		err := r.Scan(&a.At, &a.Error, &a.Class)
+		return a, err
+	})
+}

@@ -1,0 +1,22 @@
+// Package psp sends payouts to the payment service providers behind one small
+// interface, and says what their answers mean for retrying.
+//
+// Stripe goes through stripe-go v76: a bank account or card destination is a
+// Payout (finished later by a payout.paid or payout.failed webhook, which finds
+// our payout through metadata[payout_id]); a connected account (acct_…) is a
+// Transfer, final when created. Paystack transfers go over its HTTP API with
+// our payout id as the transfer reference. Every call carries an
+// Idempotency-Key derived from the payout id alone, stable across retries,
+// redeliveries and replays, so the PSP itself refuses to pay twice.
+//
+// Errors are classified from what the PSP actually said (errclass):
+// timeouts, connection failures, 409 key-in-use and 5xx are transient; a 429
+// is transient and carries its Retry-After; invalid accounts, invalid
+// requests and insufficient PSP balance are permanent. Each error also says
+// whether the PSP may have executed the request (Unknown): a timeout after
+// sending or a 500/502/504 may have paid; a refused connection, 429 or 503 did
+// not. Only a known non-execution may ever reverse a hold.
+//
+// Each provider has its own gobreaker breaker (pkg/breaker); an open breaker
+// answers at once with class BreakerOpen and the call is not made.
+package psp

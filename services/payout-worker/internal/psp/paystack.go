@@ -1,0 +1,120 @@
+package psp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// DefaultPaystackBase is Paystack's API.
+const DefaultPaystackBase = "https://api.paystack.co"
+
+// Paystack pays out with Paystack transfers.
+type Paystack struct {
+	secretKey string
+	base      string
+	http      *http.Client
+}
+
+// NewPaystack returns a Paystack client (apiBase "" means Paystack's own).
+func NewPaystack(secretKey, apiBase string, httpClient *http.Client) *Paystack {
+	if apiBase == "" {
+		apiBase = DefaultPaystackBase
+	}
+	return &Paystack{secretKey: secretKey, base: strings.TrimRight(apiBase, "/"), http: httpClient}
+}
+
+// Provider is "paystack".
+func (p *Paystack) Provider() string { return "paystack" }
+
+type paystackAnswer struct {
+	Status  bool   `json:"status"`
+	Message string `json:"message"`
+	Code    string `json:"code"`
+	Data    struct {
+		Reference    string `json:"reference"`
+		TransferCode string `json:"transfer_code"`
+		Status       string `json:"status"`
+	} `json:"data"`
+}
+
+// CreatePayout initiates a transfer whose reference is the payout id, which
+// Paystack refuses to duplicate. A "duplicate reference" answer means an
+// earlier try got through: the existing transfer is fetched and returned.
+func (p *Paystack) CreatePayout(ctx context.Context, req Request) (Result, error) {
+	body, err := json.Marshal(map[string]any{
+		"source": "balance", "amount": req.Amount, "currency": strings.ToUpper(req.Currency),
+		"recipient": req.Destination, "reference": req.PayoutID, "reason": "Aegis payout " + req.PayoutID,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("encode transfer: %w", err)
+	}
+	ans, status, hdr, err := p.do(ctx, http.MethodPost, "/transfer", body, req.PayoutID)
+	if err != nil {
+		return Result{}, err
+	}
+	if status == http.StatusBadRequest && strings.Contains(strings.ToLower(ans.Message), "duplicate transfer reference") {
+		return p.verify(ctx, req.PayoutID)
+	}
+	if status/100 != 2 || !ans.Status {
+		return Result{}, classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
+			parseRetryAfter(hdr.Get("Retry-After")))
+	}
+	return result(ans), nil
+}
+
+func (p *Paystack) verify(ctx context.Context, reference string) (Result, error) {
+	ans, status, hdr, err := p.do(ctx, http.MethodGet, "/transfer/verify/"+url.PathEscape(reference), nil, "")
+	if err != nil {
+		return Result{}, err
+	}
+	if status == http.StatusNotFound {
+		// Paystack said "duplicate" yet cannot find it: ask again later.
+		return Result{}, unknownOutcome("paystack", "transfer reported duplicate but not found", nil)
+	}
+	if status/100 != 2 || !ans.Status {
+		return Result{}, classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
+			parseRetryAfter(hdr.Get("Retry-After")))
+	}
+	return result(ans), nil
+}
+
+func result(ans paystackAnswer) Result {
+	ref := ans.Data.TransferCode
+	if ref == "" {
+		ref = ans.Data.Reference
+	}
+	return Result{Reference: ref, Status: ans.Data.Status, Final: ans.Data.Status == "success"}
+}
+
+func (p *Paystack) do(ctx context.Context, method, path string, body []byte, idemKey string) (paystackAnswer, int, http.Header, error) {
+	var ans paystackAnswer
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, bytes.NewReader(body))
+	if err != nil {
+		return ans, 0, nil, fmt.Errorf("build paystack request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.secretKey)
+	req.Header.Set("Content-Type", "application/json")
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", IdempotencyKey(idemKey))
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return ans, 0, nil, classifyTransport("paystack", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return ans, 0, nil, classifyTransport("paystack", err)
+	}
+	if err := json.Unmarshal(raw, &ans); err != nil && resp.StatusCode/100 == 2 {
+		// A 2xx we cannot read: the transfer may exist.
+		return ans, 0, nil, unknownOutcome("paystack", "unreadable success answer", err)
+	}
+	return ans, resp.StatusCode, resp.Header, nil
+}

@@ -1,0 +1,175 @@
+package psp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+)
+
+// Request is one payout to send.
+type Request struct {
+	PayoutID    string
+	Amount      int64
+	Currency    string
+	Destination string
+}
+
+// IdempotencyKey is the key every call for a payout carries.
+func IdempotencyKey(payoutID string) string { return "aegis-payout-" + payoutID }
+
+// Result is the PSP's acceptance of a payout.
+type Result struct {
+	// Reference is the PSP's id for it (po_…, tr_…, TRF_…).
+	Reference string
+	// Status is the PSP object's status as returned.
+	Status string
+	// Final is true when the money has moved already (a Stripe transfer, a
+	// Paystack transfer answered "success"); otherwise a webhook finishes it.
+	Final bool
+}
+
+// Client sends payouts to one provider.
+type Client interface {
+	Provider() string
+	CreatePayout(ctx context.Context, req Request) (Result, error)
+}
+
+// Error is a PSP's refusal or a failure to reach it.
+type Error struct {
+	Provider string
+	Status   int
+	Code     string
+	Message  string
+	// Unknown is true when the PSP may have executed the request.
+	Unknown bool
+	cause   error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	if e.Status != 0 {
+		b.WriteString(" " + strconv.Itoa(e.Status))
+	}
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.cause != nil && e.Message == "" {
+		b.WriteString(": " + e.cause.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.cause }
+
+// OutcomeUnknown reports whether err leaves open that the PSP executed the
+// payout. Errors that are not PSP errors (our own cancellation before the
+// call) are not unknown; a breaker refusal means the call was never made.
+func OutcomeUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Unknown
+}
+
+// classifyHTTP turns a PSP's HTTP answer into a classified error.
+func classifyHTTP(e *Error, retryAfter time.Duration) error {
+	switch {
+	case e.Status == 429:
+		if retryAfter <= 0 {
+			retryAfter = time.Second
+		}
+		return errclass.RetryAfter(e, retryAfter)
+	case e.Status == 409: // Stripe idempotency_key_in_use: the first try still runs
+		e.Unknown = true
+		return errclass.AsTransient(e)
+	case e.Status == 401 || e.Status == 403:
+		// Our key is wrong or revoked: an operator must fix configuration;
+		// the payout was certainly not made. Keep retrying (and trip the
+		// breaker) rather than failing every payout while the key is fixed.
+		return errclass.AsTransient(e)
+	case e.Status == 503:
+		return errclass.AsTransient(e)
+	case e.Status >= 500:
+		e.Unknown = true
+		return errclass.AsTransient(e)
+	case e.Status >= 400:
+		return errclass.AsPermanent(e)
+	}
+	e.Unknown = true
+	return errclass.AsTransient(e)
+}
+
+// classifyTransport turns a failure to get an answer into a classified error.
+func classifyTransport(provider string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err // our shutdown: not a PSP failure, not an attempt
+	}
+	e := &Error{Provider: provider, cause: err, Unknown: true}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		e.Unknown = false // never reached the PSP
+	}
+	return errclass.AsTransient(e)
+}
+
+// unknownOutcome is a transient failure after which the PSP may have
+// executed the request.
+func unknownOutcome(provider, msg string, cause error) error {
+	return errclass.AsTransient(&Error{Provider: provider, Message: msg, Unknown: true, cause: cause})
+}
+
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil {
+		return time.Until(t)
+	}
+	return 0
+}
+
+// Guarded wraps a client with its provider's breaker.
+type Guarded struct {
+	Client
+	breaker *breaker.Breaker[Result]
+}
+
+// WithBreaker returns c behind br.
+func WithBreaker(c Client, br *breaker.Breaker[Result]) *Guarded {
+	return &Guarded{Client: c, breaker: br}
+}
+
+// CreatePayout calls the PSP unless the breaker is open.
+func (g *Guarded) CreatePayout(ctx context.Context, req Request) (Result, error) {
+	return g.breaker.Execute(func() (Result, error) { return g.Client.CreatePayout(ctx, req) })
+}
+
+// BreakerState is the breaker's state: closed, half-open or open.
+func (g *Guarded) BreakerState() string { return g.breaker.State() }
+
+// ErrNoProvider means a payout names a provider that is not configured.
+var ErrNoProvider = errors.New("payout provider not configured")
+
+// Registry finds the client for a provider.
+type Registry map[string]*Guarded
+
+// Get returns the client for provider.
+func (r Registry) Get(provider string) (*Guarded, error) {
+	c, ok := r[provider]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNoProvider, provider)
+	}
+	return c, nil
+}

@@ -1,0 +1,163 @@
+package psp_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
+)
+
+// One stand-in serves every test in this package; each test uses its own
+// payout ids, and tests that set faults do not run in parallel.
+func standIn(t *testing.T) *psptest.StandIn {
+	t.Helper()
+	return psptest.Start(t, nil)
+}
+
+func stripeClient(s *psptest.StandIn) *psp.Stripe {
+	return psp.NewStripe("sk_test_aegis", s.URL, &http.Client{Timeout: 10 * time.Second})
+}
+
+func paystackClient(s *psptest.StandIn) *psp.Paystack {
+	return psp.NewPaystack("sk_test_paystack", s.URL, &http.Client{Timeout: 10 * time.Second})
+}
+
+func req(id, dest string) psp.Request {
+	return psp.Request{PayoutID: id, Amount: 1500, Currency: "usd", Destination: dest}
+}
+
+func TestStripe(t *testing.T) {
+	s := standIn(t)
+	c := stripeClient(s)
+	ctx := context.Background()
+
+	t.Run("payout is idempotent on the payout id", func(t *testing.T) {
+		r1, err := c.CreatePayout(ctx, req("p-1", "ba_123"))
+		require.NoError(t, err)
+		r2, err := c.CreatePayout(ctx, req("p-1", "ba_123"))
+		require.NoError(t, err)
+		require.Equal(t, r1.Reference, r2.Reference)
+		require.False(t, r1.Final, "a payout is finished by its webhook")
+		objs := s.Objects(t, "p-1")
+		require.Len(t, objs, 1)
+		require.Equal(t, psp.IdempotencyKey("p-1"), objs[0].IdempotencyKey)
+		require.Equal(t, "payout", objs[0].Kind)
+	})
+
+	t.Run("connected account gets a final transfer", func(t *testing.T) {
+		r, err := c.CreatePayout(ctx, req("p-2", "acct_123"))
+		require.NoError(t, err)
+		require.True(t, r.Final)
+		require.Equal(t, "transfer", s.Objects(t, "p-2")[0].Kind)
+	})
+
+	t.Run("classification", func(t *testing.T) {
+		cases := []struct {
+			kind    string
+			class   errclass.Class
+			unknown bool
+		}{
+			{"5xx", errclass.Transient, true},
+			{"invalid_account", errclass.Permanent, false},
+			{"insufficient_funds", errclass.Permanent, false},
+		}
+		for _, tc := range cases {
+			s.SetFaults(t, psptest.Faults{Next: []psptest.Fault{{Kind: tc.kind, Count: 1}}})
+			_, err := c.CreatePayout(ctx, req("p-class-"+tc.kind, "ba_1"))
+			require.Error(t, err, tc.kind)
+			require.Equal(t, tc.class, errclass.Of(err), "%s: %v", tc.kind, err)
+			require.Equal(t, tc.unknown, psp.OutcomeUnknown(err), tc.kind)
+		}
+		s.SetFaults(t, psptest.Faults{ErrorStatus: 503, Next: []psptest.Fault{{Kind: "5xx", Count: 1}}})
+		_, err := c.CreatePayout(ctx, req("p-503", "ba_1"))
+		require.Equal(t, errclass.Transient, errclass.Of(err))
+		require.False(t, psp.OutcomeUnknown(err), "a 503 was not executed")
+
+		s.SetFaults(t, psptest.Faults{RetryAfterSeconds: 7, Next: []psptest.Fault{{Kind: "429", Count: 1}}})
+		_, err = c.CreatePayout(ctx, req("p-429", "ba_1"))
+		d, ok := errclass.RetryAfterOf(err)
+		require.True(t, ok, "%v", err)
+		require.Equal(t, 7*time.Second, d)
+		require.False(t, psp.OutcomeUnknown(err))
+
+		// The created-then-lost answer: our timeout, then the retry with the
+		// same key gets the same payout back.
+		s.SetFaults(t, psptest.Faults{Timeout: "5s", Next: []psptest.Fault{{Kind: "timeout_after_create", Count: 1}}})
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = c.CreatePayout(short, req("p-lost", "ba_1"))
+		cancel()
+		require.Equal(t, errclass.Transient, errclass.Of(err), "%v", err)
+		require.True(t, psp.OutcomeUnknown(err), "a timeout may have paid")
+		s.ClearFaults(t)
+		r, err := c.CreatePayout(ctx, req("p-lost", "ba_1"))
+		require.NoError(t, err)
+		objs := s.Objects(t, "p-lost")
+		require.Len(t, objs, 1, "the retry must not pay twice")
+		require.Equal(t, objs[0].ID, r.Reference)
+	})
+
+	t.Run("unreachable PSP is transient and known not executed", func(t *testing.T) {
+		down := psp.NewStripe("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second})
+		_, err := down.CreatePayout(ctx, req("p-down", "ba_1"))
+		require.Equal(t, errclass.Transient, errclass.Of(err))
+		require.False(t, psp.OutcomeUnknown(err))
+	})
+}
+
+func TestPaystack(t *testing.T) {
+	s := standIn(t)
+	c := paystackClient(s)
+	ctx := context.Background()
+
+	r1, err := c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000001", Amount: 50000, Currency: "ngn", Destination: "RCP_abc"})
+	require.NoError(t, err)
+	require.NotEmpty(t, r1.Reference)
+	// A retry after a lost answer: Paystack says duplicate reference; we
+	// fetch the transfer instead of failing.
+	r2, err := c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000001", Amount: 50000, Currency: "ngn", Destination: "RCP_abc"})
+	require.NoError(t, err)
+	require.Equal(t, r1.Reference, r2.Reference)
+	require.Len(t, s.Objects(t, "0193a9c8-0000-7000-8000-000000000001"), 1)
+
+	_, err = c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000002", Amount: 1, Currency: "ngn", Destination: "RCP_invalid_1"})
+	require.Equal(t, errclass.Permanent, errclass.Of(err), "%v", err)
+}
+
+func TestBreakerOpensAndRefusesWithoutCalling(t *testing.T) {
+	s := standIn(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:stripe", ConsecutiveFailures: 5, OpenFor: time.Hour, HalfOpenProbes: 1},
+		logger, breaker.NewMetrics(prometheus.NewRegistry()))
+	require.NoError(t, err)
+	c := psp.WithBreaker(stripeClient(s), br)
+	ctx := context.Background()
+
+	// Permanent errors do not trip it.
+	s.SetFaults(t, psptest.Faults{Next: []psptest.Fault{{Kind: "invalid_account", Count: 6}}})
+	for range 6 {
+		_, err := c.CreatePayout(ctx, req("p-perm", "ba_1"))
+		require.Equal(t, errclass.Permanent, errclass.Of(err))
+	}
+	require.Equal(t, "closed", c.BreakerState())
+
+	s.SetFaults(t, psptest.Faults{Next: []psptest.Fault{{Kind: "5xx", Count: 5}}})
+	for range 5 {
+		_, err := c.CreatePayout(ctx, req("p-br", "ba_1"))
+		require.Equal(t, errclass.Transient, errclass.Of(err))
+	}
+	require.Equal(t, "open", c.BreakerState())
+	before := len(s.Calls(t))
+	_, err = c.CreatePayout(ctx, req("p-br", "ba_1"))
+	require.Equal(t, errclass.BreakerOpen, errclass.Of(err))
+	require.Len(t, s.Calls(t), before, "an open breaker makes no call")
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/service"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/walletlock"
+)
+
+// Config is payout-worker's settings.
+type Config struct {
+	service.Base
+	RedisURL        string
+	KafkaBrokers    []string
+	Group           string
+	MaxPollRecords  int
+	DBMaxConns      int
+	StripeSecretKey string
+	StripeAPIBase   string
+	PaystackKey     string
+	PaystackAPIBase string
+	Payout          payout.Config
+	Breaker         breaker.Config
+	Lock            walletlock.Config
+}
+
+func readConfig(getenv func(string) string) (Config, error) {
+	env := config.New(getenv)
+	c := Config{
+		Base:            service.ReadBase(env, "payout-worker", ":8082"),
+		RedisURL:        env.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		KafkaBrokers:    env.List("KAFKA_BROKERS"),
+		Group:           env.String("CONSUMER_GROUP", "payout-worker"),
+		MaxPollRecords:  env.Int("WORKER_MAX_POLL_RECORDS", 200),
+		DBMaxConns:      env.Int("DB_MAX_CONNS", 16),
+		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
+		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
+		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
+		PaystackAPIBase: env.String("PAYSTACK_API_BASE", ""),
+		Breaker: breaker.Config{
+			ConsecutiveFailures: uint32(env.Int("BREAKER_FAILURES", 5)),
+			OpenFor:             env.Duration("BREAKER_OPEN_FOR", 30*time.Second),
+			HalfOpenProbes:      1,
+		},
+		Lock: walletlock.Config{
+			Expiry: env.Duration("WALLET_LOCK_EXPIRY", 10*time.Second),
+			Wait:   env.Duration("WALLET_LOCK_WAIT", 5*time.Second),
+		},
+	}
+	c.Payout = payout.Config{
+		Backoff: backoff.Policy{
+			Base:        env.Duration("PSP_BACKOFF_BASE", 5*time.Second),
+			Multiplier:  env.Float("PSP_BACKOFF_MULTIPLIER", 2),
+			Max:         env.Duration("PSP_BACKOFF_MAX", 60*time.Second),
+			MaxAttempts: env.Int("PSP_MAX_ATTEMPTS", 5),
+		},
+		BreakerDefer: env.Duration("PSP_BREAKER_DEFER", c.Breaker.OpenFor),
+		CallTimeout:  env.Duration("PSP_CALL_TIMEOUT", 30*time.Second),
+	}
+	if len(c.KafkaBrokers) == 0 {
+		c.KafkaBrokers = []string{"127.0.0.1:9092"}
+	}
+	if c.MaxPollRecords < 1 {
+		env.Errorf("WORKER_MAX_POLL_RECORDS must be at least 1")
+	}
+	if c.DBMaxConns < 2 {
+		env.Errorf("DB_MAX_CONNS must be at least 2")
+	}
+	if _, err := goredis.ParseURL(c.RedisURL); err != nil {
+		env.Errorf("REDIS_URL: %v", err)
+	}
+	if err := c.Payout.Validate(); err != nil {
+		env.Errorf("%v", err)
+	}
+	if err := c.Breaker.Validate(); err != nil {
+		env.Errorf("BREAKER_*: %v", err)
+	}
+	if c.Lock.Expiry < time.Second {
+		env.Errorf("WALLET_LOCK_EXPIRY must be at least 1s")
+	}
+	return c, env.Err()
+}
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := readConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := cfg.Logger(stdout)
+
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	redisOpts, err := goredis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	rdb := goredis.NewClient(redisOpts)
+	defer rdb.Close()
+
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, consume.ClientOpts(cfg.Group,
+		kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+	if err != nil {
+		return err
+	}
+	defer kafka.Close()
+
+	reg := httpserver.NewRegistry()
+	psps, err := pspRegistry(cfg, logger, breaker.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	locks, err := walletlock.New(rdb, cfg.Lock, logger)
+	if err != nil {
+		return err
+	}
+	l := ledger.New()
+	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), time.Now)
+	if err != nil {
+		return err
+	}
+	h := handler.New(pool, l, proc, logger, reg, time.Now)
+	consumer := consume.New(kafka, h, consume.Config{
+		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Grace: cfg.ShutdownGrace,
+		InfraBackoff: backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
+	}, logger, consume.NewMetrics(reg))
+
+	router := httpserver.NewRouter(logger, reg,
+		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
+		httpserver.Check{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
+	)
+	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return consumer.Run(gctx) })
+	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
+	err = g.Wait()
+	// Leave the group cleanly so partitions move at once, after the last
+	// commit (consumer.Run commits before it returns).
+	kafka.LeaveGroup()
+	logger.Info("payout worker stopped")
+	return err
+}
+
+func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
+	httpClient := &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}}
+	clients := map[string]psp.Client{}
+	if cfg.StripeSecretKey != "" {
+		clients["stripe"] = psp.NewStripe(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
+	} else {
+		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released")
+	}
+	if cfg.PaystackKey != "" {
+		clients["paystack"] = psp.NewPaystack(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient)
+	} else {
+		logger.Warn("PAYSTACK_SECRET_KEY is not set: Paystack payouts fail and their holds are released")
+	}
+	reg := psp.Registry{}
+	for name, c := range clients {
+		bc := cfg.Breaker
+		bc.Name = "psp:" + name
+		br, err := breaker.New[psp.Result](bc, logger, m)
+		if err != nil {
+			return nil, err
+		}
+		reg[name] = psp.WithBreaker(c, br)
+	}
+	return reg, nil
+}
+
+func providerNames(r psp.Registry) []string {
+	var out []string
+	for name := range r {
+		out = append(out, name)
+	}
+	return out
+}

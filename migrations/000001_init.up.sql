@@ -260,6 +260,9 @@ CREATE TABLE dead_letters (
     resolved_by        text,
     resolved_at        timestamptz,
     resolution_reason  text,
+    dlq_topic          text,
+    dlq_partition      integer,
+    dlq_offset         bigint,
     created_at         timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT dead_letters_resolution CHECK ((status = 'open') = (resolved_at IS NULL))
 );
@@ -272,6 +275,11 @@ CREATE UNIQUE INDEX dead_letters_origin_key
 CREATE UNIQUE INDEX dead_letters_outbox_key
     ON dead_letters (outbox_id)
     WHERE source = 'relay';
+-- Where dlq-admin read a letter from Kafka: dedupes letters whose origin
+-- headers are unusable when their record is delivered twice.
+CREATE UNIQUE INDEX dead_letters_dlq_record_key
+    ON dead_letters (dlq_topic, dlq_partition, dlq_offset)
+    WHERE dlq_topic IS NOT NULL;
 
 CREATE INDEX dead_letters_list_idx ON dead_letters (id DESC);
 CREATE INDEX dead_letters_open_idx ON dead_letters (original_topic, failed_at) WHERE status = 'open';

@@ -3,6 +3,7 @@ package dlq
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,11 @@ type Letter struct {
 	FirstFailureAt time.Time
 	FailedAt       time.Time
 	CorrelationID  string
+	// DLQTopic, DLQPartition and DLQOffset are where dlq-admin read the
+	// letter from Kafka; unset for letters written straight to the table.
+	DLQTopic     string
+	DLQPartition *int32
+	DLQOffset    *int64
 }
 
 // Topic is where the letter is published: <original>.dlq for consumer
@@ -122,13 +128,19 @@ func (l Letter) Record() (*kgo.Record, error) {
 	return r, nil
 }
 
-// FromRecord reads a dead letter back from a <topic>.dlq record.
-func FromRecord(r *kgo.Record) (Letter, error) {
+// FromRecord reads a dead letter back from a <topic>.dlq record. It never
+// gives up on a record: a header it cannot read is left empty (never a made-up
+// 0 that could collide with a real letter's origin) and named in problems,
+// which are also appended to the letter's error text. The record's own
+// position is kept as the letter's DLQ coordinates, the dedupe key of a
+// letter without a usable origin.
+func FromRecord(r *kgo.Record) (l Letter, problems []string) {
 	h := make(map[string]string, len(r.Headers))
 	for _, hd := range r.Headers {
 		h[hd.Key] = string(hd.Value)
 	}
-	l := Letter{
+	dp, do := r.Partition, r.Offset
+	l = Letter{
 		Source:        h[HeaderSource],
 		OriginalTopic: h[HeaderOriginalTopic],
 		ConsumerGroup: h[HeaderConsumerGroup],
@@ -139,8 +151,19 @@ func FromRecord(r *kgo.Record) (Letter, error) {
 		ErrorClass:    h[HeaderErrorClass],
 		CorrelationID: h[kafkax.HeaderCorrelationID],
 		Headers:       map[string]string{},
+		DLQTopic:      r.Topic,
+		DLQPartition:  &dp,
+		DLQOffset:     &do,
 	}
-	if l.Source == "" {
+	bad := func(header, v, want string) {
+		problems = append(problems, fmt.Sprintf("%s %s is not %s", header, short(v), want))
+	}
+	switch l.Source {
+	case "":
+		l.Source = SourceConsumer
+	case SourceConsumer, SourceRelay, SourceIngest:
+	default:
+		bad(HeaderSource, l.Source, "one of consumer, relay, ingest")
 		l.Source = SourceConsumer
 	}
 	if l.OriginalTopic == "" {
@@ -154,57 +177,75 @@ func FromRecord(r *kgo.Record) (Letter, error) {
 			l.Headers[k] = v
 		}
 	}
-	var err error
 	if v := h[HeaderOriginalPartition]; v != "" {
-		p, perr := strconv.ParseInt(v, 10, 32)
-		err = firstErr(err, perr)
-		p32 := int32(p)
-		l.OriginalPartition = &p32
+		if p, err := strconv.ParseInt(v, 10, 32); err == nil && p >= 0 {
+			p32 := int32(p)
+			l.OriginalPartition = &p32
+		} else {
+			bad(HeaderOriginalPartition, v, "a partition number")
+		}
 	}
 	if v := h[HeaderOriginalOffset]; v != "" {
-		o, perr := strconv.ParseInt(v, 10, 64)
-		err = firstErr(err, perr)
-		l.OriginalOffset = &o
+		if o, err := strconv.ParseInt(v, 10, 64); err == nil && o >= 0 {
+			l.OriginalOffset = &o
+		} else {
+			bad(HeaderOriginalOffset, v, "an offset")
+		}
 	}
 	if v := h[HeaderOutboxID]; v != "" {
-		o, perr := strconv.ParseInt(v, 10, 64)
-		err = firstErr(err, perr)
-		l.OutboxID = &o
+		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
+			l.OutboxID = &id
+		} else {
+			bad(HeaderOutboxID, v, "an outbox id")
+		}
 	}
 	if v := h[HeaderRetryCount]; v != "" {
-		n, perr := strconv.Atoi(v)
-		err = firstErr(err, perr)
-		l.RetryCount = n
+		// retry_count is int4: a larger value would fail every insert.
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= math.MaxInt32 {
+			l.RetryCount = int(n)
+		} else {
+			bad(HeaderRetryCount, v, "a retry count")
+		}
 	}
 	if v := h[HeaderRetryHistory]; v != "" {
-		err = firstErr(err, json.Unmarshal([]byte(v), &l.RetryHistory))
+		if err := json.Unmarshal([]byte(v), &l.RetryHistory); err != nil {
+			l.RetryHistory = nil
+			bad(HeaderRetryHistory, v, "a JSON list of attempts")
+		}
 	}
-	l.FirstFailureAt = parseTime(h[HeaderFirstFailureAt], r.Timestamp)
-	l.FailedAt = parseTime(h[HeaderFailedAt], r.Timestamp)
+	l.FirstFailureAt = parseTime(h[HeaderFirstFailureAt], r.Timestamp, HeaderFirstFailureAt, bad)
+	l.FailedAt = parseTime(h[HeaderFailedAt], r.Timestamp, HeaderFailedAt, bad)
 	if l.Error == "" {
 		l.Error = "dead letter without error header"
 	}
 	if l.ErrorClass == "" {
 		l.ErrorClass = "unknown"
 	}
+	if len(problems) > 0 {
+		l.Error = fmt.Sprintf("%s [dead-letter headers malformed: %s]", l.Error, strings.Join(problems, "; "))
+	}
+	return l, problems
+}
+
+func parseTime(v string, fallback time.Time, header string, bad func(header, v, want string)) time.Time {
+	if v == "" {
+		return fallback
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return l, fmt.Errorf("dead-letter record %s/%d/%d has malformed headers: %w", r.Topic, r.Partition, r.Offset, err)
+		bad(header, v, "an RFC 3339 time")
+		return fallback
 	}
-	return l, nil
+	return t
 }
 
-func parseTime(s string, fallback time.Time) time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t
+// short quotes a header value for an error message, cut to a readable length.
+func short(v string) string {
+	const limit = 64
+	if len(v) > limit {
+		return strconv.Quote(v[:limit]) + "…"
 	}
-	return fallback
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return strconv.Quote(v)
 }
 
 func isFailureHeader(k string) bool {

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,8 +54,8 @@ func TestRecordRoundTripReplacesOldFailureHeaders(t *testing.T) {
 	}
 
 	rec.Partition, rec.Offset = 0, 7
-	back, err := dlq.FromRecord(rec)
-	require.NoError(t, err)
+	back, problems := dlq.FromRecord(rec)
+	require.Empty(t, problems)
 	require.Equal(t, l.OriginalTopic, back.OriginalTopic)
 	require.Equal(t, *l.OriginalPartition, *back.OriginalPartition)
 	require.Equal(t, *l.OriginalOffset, *back.OriginalOffset)
@@ -65,14 +66,13 @@ func TestRecordRoundTripReplacesOldFailureHeaders(t *testing.T) {
 
 func TestFromRecordToleratesBareRecords(t *testing.T) {
 	t.Parallel()
-	l, err := dlq.FromRecord(&kgo.Record{Topic: "aegis.webhook.pending.dlq", Value: []byte("garbage"), Timestamp: time.Now()})
-	require.NoError(t, err)
+	l, problems := dlq.FromRecord(&kgo.Record{Topic: "aegis.webhook.pending.dlq", Partition: 1, Offset: 9, Value: []byte("garbage"), Timestamp: time.Now()})
+	require.Empty(t, problems)
 	require.Equal(t, "aegis.webhook.pending", l.OriginalTopic)
 	require.Equal(t, dlq.SourceConsumer, l.Source)
 	require.Equal(t, "unknown", l.ErrorClass)
-
-	_, err = dlq.FromRecord(&kgo.Record{Topic: "x.dlq", Headers: []kgo.RecordHeader{{Key: dlq.HeaderOriginalOffset, Value: []byte("NaN")}}})
-	require.Error(t, err)
+	require.Equal(t, "aegis.webhook.pending.dlq", l.DLQTopic)
+	require.EqualValues(t, 9, *l.DLQOffset)
 }
 
 func TestInsertIsIdempotentOnOrigin(t *testing.T) {
@@ -120,4 +120,88 @@ func TestOutboxMessageCarriesTheDeadLetterHeaders(t *testing.T) {
 	bad.Payload = []byte{0xff, 0x00}
 	_, err = bad.OutboxMessage()
 	require.Error(t, err)
+}
+
+func TestFromRecordKeepsAWellFormedRecord(t *testing.T) {
+	t.Parallel()
+	p, o := int32(1), int64(7)
+	at := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	in := dlq.Letter{Source: dlq.SourceConsumer, OriginalTopic: "aegis.transactions", OriginalPartition: &p,
+		OriginalOffset: &o, ConsumerGroup: "payout-worker", Payload: []byte{0, 1, 2}, Headers: map[string]string{"k": "v"},
+		Error: "boom", ErrorClass: "permanent", RetryCount: 3, FirstFailureAt: at, FailedAt: at}
+	r, err := in.Record()
+	require.NoError(t, err)
+	l, problems := dlq.FromRecord(r)
+	require.Empty(t, problems)
+	require.Equal(t, "boom", l.Error)
+	require.Equal(t, int32(1), *l.OriginalPartition)
+	require.Equal(t, int64(7), *l.OriginalOffset)
+	require.Equal(t, 3, l.RetryCount)
+	require.Equal(t, []byte{0, 1, 2}, l.Payload, "the payload is bytea: kept byte for byte")
+}
+
+func TestFromRecordNeverInventsAnOriginFromMalformedHeaders(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		headers map[string]string
+		check   func(t *testing.T, l dlq.Letter)
+	}{
+		{"offset not a number", map[string]string{dlq.HeaderOriginalPartition: "1", dlq.HeaderOriginalOffset: "NaN"},
+			func(t *testing.T, l dlq.Letter) {
+				require.Nil(t, l.OriginalOffset, "never offset 0, which could be a real letter's origin")
+				require.Equal(t, int32(1), *l.OriginalPartition)
+			}},
+		{"partition out of range", map[string]string{dlq.HeaderOriginalPartition: "4294967296"},
+			func(t *testing.T, l dlq.Letter) { require.Nil(t, l.OriginalPartition) }},
+		{"negative offset", map[string]string{dlq.HeaderOriginalOffset: "-5"},
+			func(t *testing.T, l dlq.Letter) { require.Nil(t, l.OriginalOffset) }},
+		{"retry count beyond int4", map[string]string{dlq.HeaderRetryCount: "3000000000"},
+			func(t *testing.T, l dlq.Letter) { require.Zero(t, l.RetryCount) }},
+		{"outbox id", map[string]string{dlq.HeaderSource: dlq.SourceRelay, dlq.HeaderOutboxID: "x"},
+			func(t *testing.T, l dlq.Letter) {
+				require.Nil(t, l.OutboxID)
+				require.Equal(t, dlq.SourceRelay, l.Source)
+			}},
+		{"history", map[string]string{dlq.HeaderRetryHistory: `{"at":1}`},
+			func(t *testing.T, l dlq.Letter) { require.Empty(t, l.RetryHistory) }},
+		{"time", map[string]string{dlq.HeaderFailedAt: "yesterday"},
+			func(t *testing.T, l dlq.Letter) { require.False(t, l.FailedAt.IsZero()) }},
+		{"source", map[string]string{dlq.HeaderSource: "martian"},
+			func(t *testing.T, l dlq.Letter) { require.Equal(t, dlq.SourceConsumer, l.Source) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &kgo.Record{Topic: "aegis.transactions.dlq", Partition: 0, Offset: 3, Value: []byte("v"), Timestamp: time.Now()}
+			for k, v := range tc.headers {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			}
+			l, problems := dlq.FromRecord(r)
+			require.NotEmpty(t, problems)
+			require.True(t, strings.Contains(l.Error, "dead-letter headers malformed"), l.Error)
+			require.Equal(t, "v", string(l.Payload))
+			tc.check(t, l)
+		})
+	}
+}
+
+func TestInsertSanitizesTextAndDedupesByDLQRecord(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	// No usable origin: only the DLQ record's position identifies it.
+	rec := &kgo.Record{Topic: "aegis.transactions.dlq", Partition: 2, Offset: 11, Value: []byte{0xff},
+		Headers: []kgo.RecordHeader{{Key: dlq.HeaderOriginalOffset, Value: []byte("junk")}, {Key: dlq.HeaderError, Value: []byte("bad\x00text\xfe")}}}
+	l, problems := dlq.FromRecord(rec)
+	require.NotEmpty(t, problems)
+	_, inserted, err := dlq.Insert(ctx, db.Pool, l)
+	require.NoError(t, err, "text Postgres refuses must not stall the writer")
+	require.True(t, inserted)
+	_, inserted, err = dlq.Insert(ctx, db.Pool, l)
+	require.NoError(t, err)
+	require.False(t, inserted, "a redelivered DLQ record is stored once")
+	var payload []byte
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT payload FROM dead_letters").Scan(&payload))
+	require.Equal(t, []byte{0xff}, payload, "the payload is kept byte for byte")
 }

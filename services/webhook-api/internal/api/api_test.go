@@ -355,7 +355,7 @@ func TestGetWallet(t *testing.T) {
 	ctx := context.Background()
 	_, err := b.db.Pool.Exec(ctx, `
 		WITH w AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'user-w', 'usd', 700) RETURNING id),
-		     s AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('system', 'psp_clearing:stripe', 'usd', -700) RETURNING id),
+		     s AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('system', 'psp_clearing:stripe', 'usd', 0) RETURNING id),
 		     t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
 		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
 		SELECT t.id, w.id, 700, 'usd' FROM t, w UNION ALL SELECT t.id, s.id, -700, 'usd' FROM t, s`)

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/aegis-payments/aegis/pkg/bearer"
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// Deps is what the API needs.
+type Deps struct {
+	Logger *slog.Logger
+	Store  *store.Store
+	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
+	Tokens *bearer.Set
+	Now    func() time.Time
+}
+
+type api struct{ Deps }
+
+// Mount adds the /v1 routes to r.
+func Mount(r chi.Router, d Deps) {
+	a := &api{d}
+	r.Route("/v1", func(r chi.Router) {
+		// Wraps the whole subrouter, unknown /v1 paths included: nothing
+		// under /v1 answers without a token.
+		r.Use(a.authenticate)
+		r.Group(func(r chi.Router) {
+			r.Use(a.requireRole(RoleViewer))
+			r.Get("/dead-letters", a.list)
+			// Registered before {id} for readers; chi prefers the static
+			// segment either way, so "stats" is never taken for an id.
+			r.Get("/dead-letters/stats", a.stats)
+			r.Get("/dead-letters/{id}", a.get)
+		})
+		// Writes (replay, discard, bulk replay) go in a group behind
+		// a.requireRole(RoleOperator).
+	})
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	f, err := filterFromQuery(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	items, next, err := a.Store.List(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := listView{Items: make([]summaryView, 0, len(items)), NextCursor: next}
+	for _, it := range items {
+		out.Items = append(out.Items, newSummaryView(it))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id < 1 {
+		a.fail(w, r, &paramError{param: "id", reason: "must be a positive integer"})
+		return
+	}
+	d, err := a.Store.Get(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newDetailView(d))
+}
+
+func (a *api) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := a.Store.Stats(r.Context(), a.Now())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newStatsView(st))
+}
+
+// filterFromQuery reads the list filters. An empty value is no filter, so
+// `?topic=&status=open` filters on status alone.
+func filterFromQuery(q url.Values) (store.Filter, error) {
+	f := store.Filter{
+		Topic:      q.Get("topic"),
+		Status:     q.Get("status"),
+		ErrorClass: q.Get("error_class"),
+		Cursor:     q.Get("cursor"),
+	}
+	var err error
+	if f.Since, err = timeParam(q, "since"); err != nil {
+		return f, err
+	}
+	if f.Until, err = timeParam(q, "until"); err != nil {
+		return f, err
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxLimit {
+			return f, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)}
+		}
+		f.Limit = n
+	}
+	// The store re-validates; checking here answers before touching Postgres.
+	return f, f.Validate()
+}
+
+func timeParam(q url.Values, name string) (time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+	}
+	return t, nil
+}

@@ -1,0 +1,13 @@
+// Package api is dlq-admin's HTTP surface (CONTRACT.md, "dlq-admin"): the
+// /v1/dead-letters routes for operators. Handlers parse and delegate to the
+// store; status codes are chosen in one place, errors.go.
+//
+// Every /v1 route needs a bearer token from DLQ_ADMIN_TOKENS (401 without
+// one). Reads need the viewer role; writes (replay, discard) will sit behind
+// requireRole(RoleOperator), which answers 403 to a viewer. The token's name
+// is the actor recorded for operator actions.
+//
+// Nothing secret leaves through this package: payloads and headers are
+// shown through package redact, while the stored row keeps the original for
+// replay. Logs carry ids and routes, never payloads or tokens.
+package api

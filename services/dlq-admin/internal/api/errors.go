@@ -1,0 +1,53 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+var (
+	errUnauthorized = errors.New("missing or invalid bearer token")
+	errForbidden    = errors.New("this action needs the operator role")
+)
+
+// paramError is a request parameter the API cannot read (a bad time, a
+// non-numeric id); the store reports bad filter values as *store.InvalidError.
+type paramError struct {
+	param  string
+	reason string
+}
+
+func (e *paramError) Error() string { return e.param + ": " + e.reason }
+
+// fail answers err with its status and the contract's error shape. It is the
+// one place status codes are chosen.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg := classify(err)
+	if status >= 500 {
+		a.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
+	httpserver.WriteError(w, status, code, msg)
+}
+
+func classify(err error) (status int, code, message string) {
+	var badParam *paramError
+	var badFilter *store.InvalidError
+	switch {
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized, "unauthorized", err.Error()
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, "forbidden", err.Error()
+	case errors.As(err, &badParam):
+		return http.StatusBadRequest, "invalid_request", "invalid " + badParam.Error()
+	case errors.As(err, &badFilter):
+		return http.StatusBadRequest, "invalid_request", "invalid " + badFilter.Error()
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no dead letter with this id"
+	default:
+		// Postgres did not answer; the read is safe to retry.
+		return http.StatusServiceUnavailable, "unavailable", "the dead-letter store is unavailable; retry later"
+	}
+}

@@ -1,0 +1,27 @@
+// Package consume moves dead letters from the <topic>.dlq topics into the
+// dead_letters table, where operators can see and replay them. It keeps the
+// third promise of ARCHITECTURE.md: a failure that reached a .dlq topic ends
+// in Postgres, and is never dropped on the way.
+//
+// The rules that keep it:
+//
+//   - Offsets are committed by hand (kgo.DisableAutoCommit), and only after
+//     every record of the polled batch is stored in one Postgres
+//     transaction. A crash before the commit redelivers the batch, and
+//     pkg/dlq.Insert stores each letter once (unique on its origin), so
+//     redelivery is harmless.
+//   - While Postgres refuses a batch, nothing is committed and the same
+//     records are retried with a growing, capped backoff, for as long as it
+//     takes: the client does not fetch a polled record twice, so skipping
+//     ahead would lose it. Rebalances are blocked meanwhile
+//     (kgo.BlockRebalanceOnPoll), so the batch is committed by the member
+//     that still owns its partitions.
+//   - A record whose failure headers cannot be read is stored anyway, with
+//     what could be read, and its error text says the headers were
+//     malformed. Values Postgres would refuse (NUL bytes, invalid UTF-8, an
+//     int4 overflow) are cleaned first, because a record Postgres refuses
+//     for ever would stall its partition for ever.
+//   - On shutdown the attempt in flight may finish (bounded by
+//     Config.AttemptTimeout) and what it stored is committed before Run
+//     returns; nothing new is polled.
+package consume

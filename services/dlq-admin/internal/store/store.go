@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when no dead letter has the requested id.
+var ErrNotFound = errors.New("dead letter not found")
+
+// Summary is a dead letter without its payload, headers and retry history:
+// what a list shows.
+type Summary struct {
+	ID                int64
+	Source            string
+	OriginalTopic     string
+	OriginalPartition *int32
+	OriginalOffset    *int64
+	ConsumerGroup     string
+	OutboxID          *int64
+	PartitionKey      string
+	EventType         string
+	Error             string
+	ErrorClass        string
+	RetryCount        int
+	FirstFailureAt    time.Time
+	FailedAt          time.Time
+	CorrelationID     string
+	Status            string
+	ReplayCount       int
+	ReplayOutboxID    *int64
+	ResolvedBy        *string
+	ResolvedAt        *time.Time
+	ResolutionReason  *string
+	CreatedAt         time.Time
+	PayloadBytes      int
+}
+
+// DeadLetter is one stored dead letter, exactly as stored: nothing is
+// redacted here, because replay needs the original.
+type DeadLetter struct {
+	Summary
+	Payload []byte
+	// Headers is the stored JSON object of the original record's headers.
+	Headers json.RawMessage
+	// RetryHistory is the stored JSON array of attempts (pkg/dlq.Attempt).
+	RetryHistory json.RawMessage
+}
+
+// Stats is the depth of the dead-letter store at one moment.
+type Stats struct {
+	AsOf time.Time
+	// ByStatus counts every letter by status; every status is present.
+	ByStatus map[string]int64
+	// OldestOpenAge is how long the oldest open letter has waited since it
+	// failed; nil when nothing is open.
+	OldestOpenAge *time.Duration
+	// Topics are per original topic, sorted by name.
+	Topics []TopicStats
+}
+
+// TopicStats is the depth of one original topic.
+type TopicStats struct {
+	Topic         string
+	ByStatus      map[string]int64
+	OldestOpenAge *time.Duration
+}
+
+// Store reads dead letters.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// List returns the page of letters matching f, newest (highest id) first,
+// and the cursor of the next page ("" when this page is the last).
+func (s *Store) List(ctx context.Context, f Filter) ([]Summary, string, error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	below, _ := decodeCursor(f.Cursor) // validated above
+	limit := f.limit()
+	// One row more than asked tells whether another page exists without a
+	// second query.
+	rows, err := s.pool.Query(ctx, sqlList, below, f.Topic, f.Status, f.ErrorClass,
+		optionalTime(f.Since), optionalTime(f.Until), limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list dead letters: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
+		var sm Summary
+		err := row.Scan(sm.fields()...)
+		return sm, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list dead letters: %w", err)
+	}
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		next = encodeCursor(items[limit-1].ID)
+	}
+	return items, next, nil
+}
+
+// Get returns the letter with id, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (DeadLetter, error) {
+	var d DeadLetter
+	dest := append(d.fields(), &d.Payload, &d.Headers, &d.RetryHistory)
+	err := s.pool.QueryRow(ctx, sqlGet, id).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetter{}, ErrNotFound
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// Stats counts letters by original topic and status and measures the age of
+// the oldest open letter, overall and per topic, at now.
+func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
+	rows, err := s.pool.Query(ctx, sqlStats)
+	if err != nil {
+		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)
+	}
+	type group struct {
+		topic, status string
+		count         int64
+		oldest        time.Time
+	}
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (group, error) {
+		var g group
+		err := row.Scan(&g.topic, &g.status, &g.count, &g.oldest)
+		return g, err
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)
+	}
+
+	st := Stats{AsOf: now, ByStatus: zeroCounts()}
+	byTopic := map[string]*TopicStats{}
+	var oldestOpen time.Time
+	for _, g := range groups {
+		ts, ok := byTopic[g.topic]
+		if !ok {
+			ts = &TopicStats{Topic: g.topic, ByStatus: zeroCounts()}
+			byTopic[g.topic] = ts
+		}
+		ts.ByStatus[g.status] += g.count
+		st.ByStatus[g.status] += g.count
+		if g.status != StatusOpen {
+			continue
+		}
+		ts.OldestOpenAge = age(now, g.oldest)
+		if oldestOpen.IsZero() || g.oldest.Before(oldestOpen) {
+			oldestOpen = g.oldest
+		}
+	}
+	if !oldestOpen.IsZero() {
+		st.OldestOpenAge = age(now, oldestOpen)
+	}
+	for _, ts := range byTopic {
+		st.Topics = append(st.Topics, *ts)
+	}
+	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].Topic < st.Topics[j].Topic })
+	return st, nil
+}
+
+// fields are the scan destinations of summaryColumns, in order.
+func (sm *Summary) fields() []any {
+	return []any{
+		&sm.ID, &sm.Source, &sm.OriginalTopic, &sm.OriginalPartition, &sm.OriginalOffset,
+		&sm.ConsumerGroup, &sm.OutboxID, &sm.PartitionKey, &sm.EventType,
+		&sm.Error, &sm.ErrorClass, &sm.RetryCount, &sm.FirstFailureAt, &sm.FailedAt, &sm.CorrelationID,
+		&sm.Status, &sm.ReplayCount, &sm.ReplayOutboxID, &sm.ResolvedBy, &sm.ResolvedAt,
+		&sm.ResolutionReason, &sm.CreatedAt, &sm.PayloadBytes,
+	}
+}
+
+func zeroCounts() map[string]int64 {
+	m := make(map[string]int64, 3)
+	for _, s := range Statuses() {
+		m[s] = 0
+	}
+	return m
+}
+
+// age is now - since, never negative: a producer's clock ahead of ours must
+// not show a letter as failing in the future.
+func age(now, since time.Time) *time.Duration {
+	d := max(now.Sub(since), 0)
+	return &d
+}
+
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

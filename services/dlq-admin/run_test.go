@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestReadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := readConfig(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, ":8083", c.HTTPAddr)
+	require.Equal(t, []string{"127.0.0.1:9092"}, c.KafkaBrokers)
+	require.Equal(t, "dlq-admin", c.ConsumerGroup)
+	require.Empty(t, c.Tokens)
+
+	c, err = readConfig(env(map[string]string{
+		"KAFKA_BROKERS":      "k1:9092, k2:9093",
+		"DLQ_ADMIN_TOKENS":   "ops:operator:operator-token-0123456789,ro:viewer:viewer-token-0123456789",
+		"DLQ_CONSUMER_GROUP": "dlq-admin-blue",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"k1:9092", "k2:9093"}, c.KafkaBrokers)
+	require.Equal(t, "dlq-admin-blue", c.ConsumerGroup)
+}
+
+func TestReadConfigNamesTheBadVariable(t *testing.T) {
+	t.Parallel()
+	cases := map[string]map[string]string{
+		"KAFKA_BROKERS":    {"KAFKA_BROKERS": "no-port"},
+		"DLQ_ADMIN_TOKENS": {"DLQ_ADMIN_TOKENS": "ops:admin:operator-token-0123456789"},
+		"HTTP_ADDR":        {"HTTP_ADDR": "8083"},
+		"SHUTDOWN_GRACE":   {"SHUTDOWN_GRACE": "soon"},
+	}
+	for name, vars := range cases {
+		_, err := readConfig(env(vars))
+		require.ErrorContains(t, err, name)
+	}
+	_, err := readConfig(env(map[string]string{"KAFKA_BROKERS": " , "}))
+	require.ErrorContains(t, err, "KAFKA_BROKERS")
+	_, err = readConfig(env(map[string]string{"DLQ_ADMIN_TOKENS": "ops:viewer:short"}))
+	require.ErrorContains(t, err, "DLQ_ADMIN_TOKENS")
+	require.NotContains(t, err.Error(), "short", "a token never appears in errors")
+}
+
+// logBuffer is stdout for run, read while it writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// listenAddr is the address from the "http server listening" log line.
+func (b *logBuffer) listenAddr() string {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http server listening" {
+			return line.Addr
+		}
+	}
+	return ""
+}
+
+func TestRunServesConsumesAndStops(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	cluster := kafkatest.NewCluster(t)
+	const token = "viewer-token-0123456789"
+	logs := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, env(map[string]string{
+			"DATABASE_URL":     db.URL,
+			"HTTP_ADDR":        "127.0.0.1:0",
+			"KAFKA_BROKERS":    strings.Join(cluster.ListenAddrs(), ","),
+			"DLQ_ADMIN_TOKENS": "ops:viewer:" + token,
+			"SHUTDOWN_GRACE":   "5s",
+		}), logs)
+	}()
+	require.Eventually(t, func() bool { return logs.listenAddr() != "" }, 30*time.Second, 10*time.Millisecond)
+	base := "http://" + logs.listenAddr()
+
+	call := func(path, tok string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	status, body := call("/readyz", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"kafka":"ok"`)
+	require.Contains(t, body, `"postgres":"ok"`)
+	status, _ = call("/v1/dead-letters", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	p, o := int32(0), int64(5)
+	rec, err := dlq.Letter{Source: dlq.SourceConsumer, OriginalTopic: kafkax.TopicTransactions, OriginalPartition: &p,
+		OriginalOffset: &o, Payload: []byte(`{"card_number":"4000056655665556"}`), Error: "boom", ErrorClass: "permanent",
+		FirstFailureAt: time.Now(), FailedAt: time.Now()}.Record()
+	require.NoError(t, err)
+	producer := kafkatest.NewClient(t, cluster)
+	require.NoError(t, producer.ProduceSync(ctx, rec).FirstErr())
+	require.Eventually(t, func() bool {
+		_, body := call("/v1/dead-letters", token)
+		return strings.Contains(body, `"original_offset":5`)
+	}, 30*time.Second, 20*time.Millisecond)
+
+	cancel()
+	require.NoError(t, <-done, "a SIGTERM is a clean exit")
+	out := logs.String()
+	require.Contains(t, out, "dlq-admin stopped")
+	require.NotContains(t, out, token, "logs never carry tokens")
+	require.NotContains(t, out, "4000056655665556", "logs never carry payloads")
+}

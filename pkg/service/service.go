@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -66,17 +68,52 @@ func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "migrate" {
-		err = Migrate(os.Getenv, os.Stdout, name)
-	} else if len(os.Args) > 1 {
-		err = fmt.Errorf("unknown command %q (want no argument, or migrate)", os.Args[1])
-	} else {
+	switch {
+	case len(os.Args) < 2:
 		err = run(ctx, os.Getenv, os.Stdout)
+	case os.Args[1] == "migrate":
+		err = Migrate(os.Getenv, os.Stdout, name)
+	case os.Args[1] == "healthcheck":
+		err = Healthcheck(ctx, os.Getenv)
+	default:
+		err = fmt.Errorf("unknown command %q (want no argument, migrate or healthcheck)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// Healthcheck asks the service on HTTP_ADDR whether it is ready (GET
+// /readyz) and fails if not. Container images have no curl; compose
+// healthchecks run `<binary> healthcheck` instead.
+func Healthcheck(ctx context.Context, getenv func(string) string) error {
+	addr := getenv("HTTP_ADDR")
+	if addr == "" {
+		return errors.New("healthcheck: HTTP_ADDR is not set")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("healthcheck: HTTP_ADDR %q: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: /readyz answered %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // Migrate applies the embedded migrations to DATABASE_URL.

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		if err := healthcheck(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With(slog.String("service", "psp-standin"))
 	if err := run(logger); err != nil {
 		logger.Error("psp stand-in failed", slog.String("error", err.Error()))
@@ -69,5 +77,27 @@ func run(logger *slog.Logger) error {
 		return serveErr
 	}
 	logger.Info("psp stand-in stopped")
+	return nil
+}
+
+// healthcheck is for container healthchecks (the image has no curl).
+func healthcheck() error {
+	addr := os.Getenv("PSP_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:12111"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get("http://127.0.0.1:" + port + "/healthz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthz answered %d", resp.StatusCode)
+	}
 	return nil
 }

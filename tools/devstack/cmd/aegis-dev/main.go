@@ -1,0 +1,176 @@
+// Command aegis-dev is `make dev`: it prepares the local database, then runs
+// the Kafka stand-in, the PSP stand-in and the four services in the
+// foreground with one log stream, until Ctrl-C stops them all in order.
+//
+// Postgres and Redis must already run on localhost (`make dev` runs
+// scripts/devdeps.sh first, which starts or installs them). Every setting has
+// a local default; DATABASE_URL, REDIS_URL and the secrets in CONTRACT.md
+// override them, BIN_DIR points at the binaries (default bin).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("service", "aegis-dev")
+	if err := run(logger); err != nil {
+		logger.Error("make dev failed", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+
+	secrets := stack.DevSecrets()
+	secrets.StripeWebhookSecret = env("STRIPE_WEBHOOK_SECRET", secrets.StripeWebhookSecret)
+	secrets.StripeSecretKey = env("STRIPE_SECRET_KEY", secrets.StripeSecretKey)
+	secrets.PaystackSecretKey = env("PAYSTACK_SECRET_KEY", secrets.PaystackSecretKey)
+	secrets.APITokens = env("API_TOKENS", secrets.APITokens)
+	secrets.DLQAdminTokens = env("DLQ_ADMIN_TOKENS", secrets.DLQAdminTokens)
+	cfg := stack.Config{
+		BinDir:         env("BIN_DIR", "bin"),
+		Ports:          stack.DevPorts(),
+		Secrets:        secrets,
+		DatabaseURL:    env("DATABASE_URL", "postgres://localhost:5432/aegis?sslmode=disable"),
+		RedisURL:       env("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		KafkaDataDir:   env("KAFKA_DATA_DIR", ""),
+		PSPSettleDelay: env("PSP_SETTLE_DELAY", "2s"),
+	}
+
+	if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	v, err := migrations.Up(cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	logger.Info("database ready", "schema_version", v)
+	if err := pingRedis(ctx, cfg.RedisURL); err != nil {
+		return err
+	}
+
+	s, err := stack.Start(ctx, cfg, os.Stdout)
+	if err != nil {
+		return err
+	}
+	banner(cfg, time.Since(start))
+
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping the suite")
+	case p := <-s.Exited():
+		logger.Error("a process stopped unexpectedly; stopping the suite", "process", p.Name, "error", fmt.Sprint(p.Err()))
+		err = fmt.Errorf("%s exited: %v", p.Name, p.Err())
+	}
+	if stopErr := s.Stop(30 * time.Second); stopErr != nil && err == nil {
+		err = stopErr
+	}
+	logger.Info("suite stopped")
+	return err
+}
+
+// ensureDatabase creates the database named in databaseURL if it is missing.
+func ensureDatabase(ctx context.Context, databaseURL string) error {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		return errors.New("DATABASE_URL names no database")
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		return fmt.Errorf("connect to Postgres at %s (is it running? scripts/devdeps.sh starts it): %w", u.Host, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// pingRedis checks that Redis answers PING, without a client library.
+func pingRedis(ctx context.Context, redisURL string) error {
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	d := net.Dialer{Timeout: 3 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return fmt.Errorf("Redis at %s does not answer (scripts/devdeps.sh starts it): %w", u.Host, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return fmt.Errorf("ping Redis: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("Redis at %s answered %q to PING (%v)", u.Host, strings.TrimSpace(line), err)
+	}
+	return nil
+}
+
+func banner(cfg stack.Config, took time.Duration) {
+	p := cfg.Ports
+	apiToken := cfg.Secrets.APITokens[strings.Index(cfg.Secrets.APITokens, ":")+1:]
+	if i := strings.Index(apiToken, ","); i >= 0 {
+		apiToken = apiToken[:i]
+	}
+	fmt.Printf(`
+  Aegis is running (ready in %.1fs). Ctrl-C stops everything.
+
+    webhook-api    %s   (POST /webhooks/stripe, /webhooks/paystack, /v1/payouts)
+    outbox-relay   %s
+    payout-worker  %s
+    dlq-admin      %s   (GET /v1/dead-letters)
+    kafka (kfake)  127.0.0.1:%d
+    PSP stand-in   %s   (GET /_psp/objects, /_psp/calls)
+
+    STRIPE_WEBHOOK_SECRET=%s
+    API token:     %s
+    DLQ tokens:    %s
+
+  Send a first webhook and payout: see README.md, "Your first payment".
+
+`, took.Seconds(), stack.URL(p.WebhookAPI), stack.URL(p.OutboxRelay), stack.URL(p.PayoutWorker), stack.URL(p.DLQAdmin),
+		p.Kafka, stack.URL(p.PSP), cfg.Secrets.StripeWebhookSecret, apiToken, cfg.Secrets.DLQAdminTokens)
+}

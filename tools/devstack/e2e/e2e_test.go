@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+const module = "github.com/aegis-payments/aegis/"
+
+// buffer collects the stack's log stream; it is printed when a test fails.
+type buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type suite struct {
+	t       *testing.T
+	db      *pgtest.DB
+	stack   *stack.Stack
+	cfg     stack.Config
+	api     string
+	dlq     string
+	psp     string
+	token   string
+	opToken string
+}
+
+func start(t *testing.T) *suite {
+	t.Helper()
+	bin := t.TempDir()
+	for _, svc := range []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"} {
+		proctest.Build(t, bin, module+"services/"+svc, true)
+	}
+	for _, tool := range []string{"aegis-kafka", "aegis-psp"} {
+		proctest.Build(t, bin, module+"tools/devstack/cmd/"+tool, false)
+	}
+	db := pgtest.New(t)
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	cfg := stack.Config{
+		BinDir: bin,
+		Ports: stack.Ports{WebhookAPI: proctest.FreePort(t), OutboxRelay: proctest.FreePort(t), PayoutWorker: proctest.FreePort(t),
+			DLQAdmin: proctest.FreePort(t), Kafka: proctest.FreePort(t), PSP: proctest.FreePort(t)},
+		Secrets:        stack.DevSecrets(),
+		DatabaseURL:    db.URL,
+		RedisURL:       redisURL,
+		PSPSettleDelay: "300ms",
+		Env:            map[string]string{"RELAY_POLL_INTERVAL": "100ms", "PSP_BACKOFF_BASE": "200ms"},
+	}
+	logs := &buffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, cfg, logs)
+	if err != nil {
+		t.Fatalf("start the stack: %v\n%s", err, logs.String())
+	}
+	t.Cleanup(func() {
+		err := s.Stop(30 * time.Second)
+		if t.Failed() || err != nil {
+			t.Logf("--- stack log ---\n%s", logs.String())
+		}
+		require.NoError(t, err, "every process exits cleanly on SIGTERM")
+	})
+	return &suite{t: t, db: db, stack: s, cfg: cfg, api: stack.URL(cfg.Ports.WebhookAPI), dlq: stack.URL(cfg.Ports.DLQAdmin),
+		psp: stack.URL(cfg.Ports.PSP), token: "dev-api-token-0123456789", opToken: "dev-ops-token-0123456789"}
+}
+
+type answer struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func (s *suite) do(method, url string, body []byte, headers map[string]string) answer {
+	s.t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	require.NoError(s.t, err)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return answer{resp.StatusCode, m, string(raw)}
+}
+
+func (s *suite) signedStripe(body []byte) answer {
+	s.t.Helper()
+	now := time.Now()
+	sig := fmt.Sprintf("t=%d,v1=%s", now.Unix(), hex.EncodeToString(webhook.ComputeSignature(now, body, s.cfg.Secrets.StripeWebhookSecret)))
+	return s.do(http.MethodPost, s.api+"/webhooks/stripe", body, map[string]string{"Stripe-Signature": sig, "Content-Type": "application/json"})
+}
+
+func (s *suite) bearer(tok string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
+}
+
+func (s *suite) eventually(what string, cond func() bool) {
+	s.t.Helper()
+	require.Eventually(s.t, cond, 60*time.Second, 50*time.Millisecond, what)
+}
+
+func (s *suite) count(query string, args ...any) int {
+	s.t.Helper()
+	var n int
+	require.NoError(s.t, s.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+func payment(eventID, user string, amount int) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_%s","object":"payment_intent","amount":%d,"amount_received":%d,"currency":"usd","status":"succeeded","metadata":{"user_id":%q}}}}`,
+		eventID, time.Now().Unix(), eventID, amount, amount, user))
+}
+
+func TestWholePath(t *testing.T) {
+	s := start(t)
+	user := "alice"
+
+	// A signed payment is committed, relayed and credited once.
+	body := payment("evt_e2e_1", user, 5000)
+	a := s.signedStripe(body)
+	require.Equal(t, 200, a.status, a.raw)
+	require.Equal(t, "accepted", a.body["status"])
+	// Bad input at the edge: clear answers, nothing stored.
+	require.Equal(t, 200, s.signedStripe(body).status, "a duplicate is acknowledged again")
+	require.Equal(t, 401, s.do(http.MethodPost, s.api+"/webhooks/stripe", body, map[string]string{"Stripe-Signature": "t=1,v1=00"}).status)
+	require.Equal(t, 400, s.signedStripe([]byte(`{"id":"evt_broken",`)).status)
+	require.Equal(t, 413, s.signedStripe(append([]byte(`{"pad":"`), bytes.Repeat([]byte("x"), 1<<20)...)).status)
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM webhook_events`), "duplicates and bad input store nothing")
+
+	wallet := func() float64 {
+		w := s.do(http.MethodGet, s.api+"/v1/wallets/"+user, nil, s.bearer(s.token))
+		if w.status != 200 {
+			return -1
+		}
+		return w.body["balance"].(float64)
+	}
+	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
+
+	// A payout goes out through the PSP and is finished by its webhook.
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-1"})
+	require.Equal(t, 202, p.status, p.raw)
+	pid := p.body["payout_id"].(string)
+	status := func() string {
+		g := s.do(http.MethodGet, s.api+"/v1/payouts/"+pid, nil, s.bearer(s.token))
+		st, _ := g.body["status"].(string)
+		return st
+	}
+	s.eventually("payout paid", func() bool { return status() == "SUCCEEDED" })
+	require.EqualValues(t, 3500, wallet())
+
+	g := s.do(http.MethodGet, s.api+"/v1/payouts/"+pid, nil, s.bearer(s.token))
+	var steps []string
+	for _, h := range g.body["history"].([]any) {
+		steps = append(steps, h.(map[string]any)["to"].(string))
+	}
+	require.Equal(t, []string{"INITIALIZED", "SENDING_TO_GATEWAY", "SENT_TO_GATEWAY", "AWAITING_RESPONSE", "SUCCEEDED"}, steps)
+
+	// The PSP paid exactly once, under the payout's idempotency key.
+	objs := s.do(http.MethodGet, s.psp+"/_psp/objects?payout_id="+pid, nil, nil)
+	items := objs.body["items"].([]any)
+	require.Len(t, items, 1)
+	require.Equal(t, "aegis-payout-"+pid, items[0].(map[string]any)["idempotency_key"])
+	require.Equal(t, "paid", items[0].(map[string]any)["status"])
+
+	// The ledger: every transaction balanced, the wallet equals its entries.
+	require.Zero(t, s.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))
+	require.Equal(t, 3, s.count(`SELECT count(*) FROM ledger_transactions WHERE kind IN ('credit', 'payout_hold', 'payout_settle')`))
+	require.Equal(t, 3500, s.count(`SELECT sum(e.amount)::int FROM ledger_entries e JOIN wallets w ON w.id = e.wallet_id WHERE w.kind = 'user' AND w.owner = $1`, user))
+
+	// dlq-admin answers with an operator token, refuses without one.
+	require.Equal(t, 401, s.do(http.MethodGet, s.dlq+"/v1/dead-letters", nil, nil).status)
+	list := s.do(http.MethodGet, s.dlq+"/v1/dead-letters", nil, s.bearer(s.opToken))
+	require.Equal(t, 200, list.status, list.raw)
+	require.Empty(t, list.body["items"])
+	stats := s.do(http.MethodGet, s.dlq+"/v1/dead-letters/stats", nil, s.bearer(s.opToken))
+	require.Equal(t, 200, stats.status, stats.raw)
+
+	// A payout to an invalid account: FAILED, hold released, and a dead
+	// letter that travels worker → outbox → relay → Kafka → dlq-admin.
+	bad := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":700,"currency":"usd","destination":"ba_invalid_closed","provider":"stripe"}`),
+		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-2"})
+	require.Equal(t, 202, bad.status, bad.raw)
+	badID := bad.body["payout_id"].(string)
+	s.eventually("invalid-account payout finalized", func() bool {
+		g := s.do(http.MethodGet, s.api+"/v1/payouts/"+badID, nil, s.bearer(s.token))
+		return g.body["status"] == "FINALIZED"
+	})
+	require.EqualValues(t, 3500, wallet(), "the hold is released")
+	var letter map[string]any
+	s.eventually("dead letter visible in dlq-admin", func() bool {
+		l := s.do(http.MethodGet, s.dlq+"/v1/dead-letters?topic=aegis.transactions&status=open", nil, s.bearer(s.opToken))
+		items, _ := l.body["items"].([]any)
+		if len(items) != 1 {
+			return false
+		}
+		letter = items[0].(map[string]any)
+		return true
+	})
+	require.Equal(t, "permanent", letter["error_class"])
+	require.Equal(t, "payout-worker", letter["consumer_group"])
+	require.True(t, strings.Contains(letter["error"].(string), "account_invalid"), letter["error"])
+}

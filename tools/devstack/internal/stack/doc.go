@@ -1,0 +1,10 @@
+// Package stack starts the whole Aegis suite as processes on one machine: the
+// Kafka stand-in (kfake), the PSP stand-in and the four services, wired to
+// Postgres and Redis on localhost, with one interleaved log stream. It is
+// what `make dev` runs (cmd/aegis-dev, fixed ports) and what the end-to-end
+// tests run (random ports, a throwaway database), so the newcomer's stack
+// and the tested stack are the same code.
+//
+// Stop shuts down in reverse dependency order: the services first (each
+// finishes its in-flight work on SIGTERM), then the PSP and Kafka stand-ins.
+package stack

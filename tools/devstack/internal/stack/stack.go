@@ -1,0 +1,336 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Ports are the loopback ports of the suite.
+type Ports struct {
+	WebhookAPI, OutboxRelay, PayoutWorker, DLQAdmin, Kafka, PSP int
+}
+
+// DevPorts are CONTRACT.md's defaults, used by `make dev`.
+func DevPorts() Ports {
+	return Ports{WebhookAPI: 8080, OutboxRelay: 8081, PayoutWorker: 8082, DLQAdmin: 8083, Kafka: 9092, PSP: 12111}
+}
+
+// Secrets are the credentials the stack is configured with. They are local
+// development values, printed by `make dev`; nothing real.
+type Secrets struct {
+	StripeWebhookSecret string
+	StripeSecretKey     string
+	PaystackSecretKey   string
+	APITokens           string
+	DLQAdminTokens      string
+}
+
+// DevSecrets are the values `make dev` uses unless the environment sets them.
+func DevSecrets() Secrets {
+	return Secrets{
+		StripeWebhookSecret: "whsec_aegis_local_dev",
+		StripeSecretKey:     "sk_test_aegis_local_dev",
+		PaystackSecretKey:   "sk_test_paystack_local_dev",
+		APITokens:           "dev:dev-api-token-0123456789",
+		DLQAdminTokens:      "ops:operator:dev-ops-token-0123456789,night:viewer:dev-viewer-token-0123456789",
+	}
+}
+
+// Config describes one stack.
+type Config struct {
+	// BinDir holds the binaries (make build's bin/).
+	BinDir      string
+	Ports       Ports
+	Secrets     Secrets
+	DatabaseURL string
+	RedisURL    string
+	// KafkaDataDir persists kfake's data (empty: memory only).
+	KafkaDataDir string
+	// PSPSettleDelay is how long the PSP stand-in waits before paying a
+	// payout and sending its webhook ("0" never).
+	PSPSettleDelay string
+	// Env adds or overrides variables for every service.
+	Env map[string]string
+	// Replicas runs extra relay and worker replicas (0 means one each).
+	RelayReplicas, WorkerReplicas int
+}
+
+// Proc is one running process of the stack.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Stack is a running suite.
+type Stack struct {
+	cfg   Config
+	out   *lineWriter
+	procs []*Proc
+	// exited receives each process that exits on its own.
+	exited chan *Proc
+}
+
+// URL returns the base URL of a service by port.
+func URL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+
+// Start launches the suite and waits until every service answers /readyz.
+// Output of every process goes to out, line by line.
+func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
+	s := &Stack{cfg: cfg, out: &lineWriter{w: out}, exited: make(chan *Proc, 16)}
+	p := cfg.Ports
+	kafkaAddr := fmt.Sprintf("127.0.0.1:%d", p.Kafka)
+	base := map[string]string{
+		"DATABASE_URL":  cfg.DatabaseURL,
+		"REDIS_URL":     cfg.RedisURL,
+		"KAFKA_BROKERS": kafkaAddr,
+		"LOG_LEVEL":     "info",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		for k, v := range cfg.Env {
+			m[k] = v
+		}
+		return m
+	}
+	settle := cfg.PSPSettleDelay
+	if settle == "" {
+		settle = "2s"
+	}
+
+	kafkaEnv := map[string]string{"KAFKA_PORT": strconv.Itoa(p.Kafka), "KAFKA_DATA_DIR": cfg.KafkaDataDir}
+	if err := s.launch("kafka", "aegis-kafka", kafkaEnv); err != nil {
+		return s.abort(err)
+	}
+	pspEnv := map[string]string{
+		"PSP_ADDR":                 fmt.Sprintf("127.0.0.1:%d", p.PSP),
+		"PSP_SETTLE_DELAY":         settle,
+		"PSP_STRIPE_WEBHOOK_URL":   URL(p.WebhookAPI) + "/webhooks/stripe",
+		"STRIPE_WEBHOOK_SECRET":    cfg.Secrets.StripeWebhookSecret,
+		"PSP_PAYSTACK_WEBHOOK_URL": URL(p.WebhookAPI) + "/webhooks/paystack",
+		"PAYSTACK_SECRET_KEY":      cfg.Secrets.PaystackSecretKey,
+	}
+	if err := s.launch("psp", "aegis-psp", pspEnv); err != nil {
+		return s.abort(err)
+	}
+	if err := s.waitHTTP(ctx, URL(p.PSP)+"/healthz"); err != nil {
+		return s.abort(err)
+	}
+
+	services := []struct {
+		name, bin string
+		port      int
+		env       map[string]string
+		replicas  int
+	}{
+		{"webhook-api", "webhook-api", p.WebhookAPI, map[string]string{
+			"STRIPE_WEBHOOK_SECRET": cfg.Secrets.StripeWebhookSecret,
+			"PAYSTACK_SECRET_KEY":   cfg.Secrets.PaystackSecretKey,
+			"API_TOKENS":            cfg.Secrets.APITokens,
+		}, 1},
+		{"outbox-relay", "outbox-relay", p.OutboxRelay, nil, max(1, cfg.RelayReplicas)},
+		{"payout-worker", "payout-worker", p.PayoutWorker, map[string]string{
+			"STRIPE_SECRET_KEY":   cfg.Secrets.StripeSecretKey,
+			"STRIPE_API_BASE":     URL(p.PSP),
+			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey,
+			"PAYSTACK_API_BASE":   URL(p.PSP),
+		}, max(1, cfg.WorkerReplicas)},
+		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens}, 1},
+	}
+	var ready []string
+	for _, svc := range services {
+		for r := 0; r < svc.replicas; r++ {
+			port := svc.port
+			name := svc.name
+			if r > 0 {
+				// Extra replicas listen on ports after the dev range.
+				port = svc.port + 100*r
+				name = fmt.Sprintf("%s-%d", svc.name, r+1)
+			}
+			env := with(svc.env)
+			env["HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
+			if err := s.launch(name, svc.bin, env); err != nil {
+				return s.abort(err)
+			}
+			ready = append(ready, URL(port)+"/readyz")
+		}
+	}
+	for _, u := range ready {
+		if err := s.waitHTTP(ctx, u); err != nil {
+			return s.abort(err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) launch(name, bin string, env map[string]string) error {
+	path := filepath.Join(s.cfg.BinDir, bin)
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%s: %w (run make build)", path, err)
+	}
+	cmd := exec.Command(path)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
+	for k, v := range env {
+		if v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	// Own process group: Ctrl-C in the terminal reaches aegis-dev only, which
+	// then stops the children in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
+	var pipes sync.WaitGroup
+	pipes.Add(2)
+	go func() { defer pipes.Done(); s.out.copy(stdout, "") }()
+	go func() { defer pipes.Done(); s.out.copy(stderr, name+": ") }()
+	go func() {
+		pipes.Wait()
+		p.err = cmd.Wait()
+		close(p.done)
+		select {
+		case s.exited <- p:
+		default:
+		}
+	}()
+	s.procs = append(s.procs, p)
+	return nil
+}
+
+func (s *Stack) waitHTTP(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		for _, p := range s.procs {
+			select {
+			case <-p.done:
+				return fmt.Errorf("%s exited during startup: %v", p.Name, p.err)
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %v", url, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Stack) abort(err error) (*Stack, error) {
+	s.Stop(10 * time.Second)
+	return nil, err
+}
+
+// Exited delivers a process that stopped on its own.
+func (s *Stack) Exited() <-chan *Proc { return s.exited }
+
+// Err is the process's exit error, once it has exited.
+func (p *Proc) Err() error { return p.err }
+
+// Proc finds a process by name.
+func (s *Stack) Proc(name string) *Proc {
+	for _, p := range s.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the named process (a crash) and waits for it.
+func (s *Stack) Kill(name string) error {
+	p := s.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+	return nil
+}
+
+// Stop sends SIGTERM to every process in reverse start order and waits up to
+// grace for each; a process still running then is killed. It reports the
+// processes that did not exit cleanly.
+func (s *Stack) Stop(grace time.Duration) error {
+	var errs []error
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			if p.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.Name, p.err))
+			}
+		case <-time.After(grace):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+			errs = append(errs, fmt.Errorf("%s did not stop within %s of SIGTERM", p.Name, grace))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lineWriter interleaves whole lines from several processes.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) copy(r io.Reader, prefix string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		l.mu.Lock()
+		fmt.Fprintln(l.w, prefix+line)
+		l.mu.Unlock()
+	}
+}

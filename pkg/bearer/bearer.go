@@ -1,6 +1,7 @@
 package bearer
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -93,4 +94,28 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+type tokenKey struct{}
+
+// Middleware admits requests that present a configured token and puts the
+// token on their context (FromContext); every other request is answered by
+// refuse, which writes the service's 401.
+func (s *Set) Middleware(refuse http.HandlerFunc) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tok, ok := s.Authenticate(r)
+			if !ok {
+				refuse(w, r)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
+		})
+	}
+}
+
+// FromContext returns the token Middleware authenticated.
+func FromContext(ctx context.Context) (Token, bool) {
+	tok, ok := ctx.Value(tokenKey{}).(Token)
+	return tok, ok
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"time"
@@ -30,8 +29,8 @@ const (
 type Config struct {
 	service.Base
 	KafkaBrokers []string
-	// Tokens is DLQ_ADMIN_TOKENS, validated by readConfig.
-	Tokens        string
+	// Tokens is DLQ_ADMIN_TOKENS.
+	Tokens        *bearer.Set
 	ConsumerGroup string
 }
 
@@ -40,7 +39,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 	c := Config{
 		Base:          service.ReadBase(env, "dlq-admin", defaultHTTPAddr),
 		KafkaBrokers:  env.List("KAFKA_BROKERS"),
-		Tokens:        env.String("DLQ_ADMIN_TOKENS", ""),
 		ConsumerGroup: env.String("DLQ_CONSUMER_GROUP", defaultConsumerGroup),
 	}
 	if _, set := env.Lookup("KAFKA_BROKERS"); !set {
@@ -54,9 +52,11 @@ func readConfig(getenv func(string) string) (Config, error) {
 			env.Errorf("KAFKA_BROKERS must be comma-separated host:port, got %q", b)
 		}
 	}
-	if _, err := bearer.Parse(c.Tokens, api.Roles()); err != nil {
+	tokens, err := bearer.Parse(env.String("DLQ_ADMIN_TOKENS", ""), api.Roles())
+	if err != nil {
 		env.Errorf("DLQ_ADMIN_TOKENS: %v", err)
 	}
+	c.Tokens = tokens
 	return c, env.Err()
 }
 
@@ -66,10 +66,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
-	tokens, err := bearer.Parse(cfg.Tokens, api.Roles())
-	if err != nil {
-		return fmt.Errorf("DLQ_ADMIN_TOKENS: %w", err)
-	}
+	tokens := cfg.Tokens
 	if tokens.Len() == 0 {
 		logger.Warn("DLQ_ADMIN_TOKENS is not set: every /v1 request is refused with 401")
 	}

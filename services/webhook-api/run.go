@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -23,7 +22,7 @@ type Config struct {
 	service.Base
 	StripeWebhookSecrets []string
 	PaystackSecretKey    string
-	APITokens            string
+	APITokens            *bearer.Set
 	DBMaxConns           int
 }
 
@@ -33,15 +32,16 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Base:                 service.ReadBase(env, "webhook-api", ":8080"),
 		StripeWebhookSecrets: env.List("STRIPE_WEBHOOK_SECRET"),
 		PaystackSecretKey:    env.String("PAYSTACK_SECRET_KEY", ""),
-		APITokens:            env.String("API_TOKENS", ""),
 		DBMaxConns:           env.Int("DB_MAX_CONNS", 16),
 	}
 	if c.DBMaxConns < 1 {
 		env.Errorf("DB_MAX_CONNS must be at least 1")
 	}
-	if _, err := bearer.Parse(c.APITokens, nil); err != nil {
+	tokens, err := bearer.Parse(env.String("API_TOKENS", ""), nil)
+	if err != nil {
 		env.Errorf("API_TOKENS: %v", err)
 	}
+	c.APITokens = tokens
 	return c, env.Err()
 }
 
@@ -51,10 +51,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
-	tokens, err := bearer.Parse(cfg.APITokens, nil)
-	if err != nil {
-		return fmt.Errorf("API_TOKENS: %w", err)
-	}
+	tokens := cfg.APITokens
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: Stripe webhooks are refused with 503")
 	}

@@ -30,19 +30,10 @@ func permits(role, needs string) bool {
 	}
 }
 
-type tokenKey struct{}
-
 // authenticate refuses requests without a configured token (401) and puts
 // the token on the context for requireRole and for the audit log's actor.
 func (a *api) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := a.Tokens.Authenticate(r)
-		if !ok {
-			a.fail(w, r, errUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
-	})
+	return a.Tokens.Middleware(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, errUnauthorized) })(next)
 }
 
 // requireRole answers 403 unless the request's token has a role that permits
@@ -67,7 +58,4 @@ func (a *api) requireRole(needs string) func(http.Handler) http.Handler {
 
 // tokenFrom returns the authenticated token; its Name is the actor of
 // operator actions.
-func tokenFrom(ctx context.Context) (bearer.Token, bool) {
-	tok, ok := ctx.Value(tokenKey{}).(bearer.Token)
-	return tok, ok
-}
+func tokenFrom(ctx context.Context) (bearer.Token, bool) { return bearer.FromContext(ctx) }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,21 +93,12 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 	}
 }
 
-type tokenKey struct{}
-
 func (a *api) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := a.Tokens.Authenticate(r)
-		if !ok {
-			a.fail(w, r, errUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
-	})
+	return a.Tokens.Middleware(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, errUnauthorized) })(next)
 }
 
 func (a *api) createPayout(w http.ResponseWriter, r *http.Request) {
-	tok, _ := r.Context().Value(tokenKey{}).(bearer.Token)
+	tok, _ := bearer.FromContext(r.Context())
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	if key == "" || len(key) > 255 {
 		a.fail(w, r, errIdempotencyKey)

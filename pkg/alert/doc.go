@@ -1,0 +1,14 @@
+// Package alert is Aegis's one alerting interface (ARCHITECTURE.md, promise
+// 3: every failure ends somewhere a person sees it).
+//
+// Raise always writes a structured log line and counts the alert in
+// aegis_alerts_total, so Prometheus and Alertmanager see everything. When a
+// webhook sink is configured (ALERT_WEBHOOK_URL) it also sends the alert as
+// JSON a Slack incoming webhook, a PagerDuty Events v2 endpoint or a generic
+// receiver accepts — de-duplicated per alert key within a window, so a burst
+// of a thousand dead letters pages once (and says how many it folded).
+//
+// Raise never blocks its caller on the network: deliveries go through a
+// bounded queue to a background sender, which retries a few times and then
+// drops (the log line and the metric already recorded the alert).
+package alert

@@ -287,3 +287,22 @@ func TestPoisonMessageIsDeadLetteredAndDoesNotBlockThePartition(t *testing.T) {
 	require.Equal(t, "poison", kafkax.Header(recs[0], dlq.HeaderErrorClass))
 	require.Equal(t, group, kafkax.Header(recs[0], dlq.HeaderConsumerGroup))
 }
+
+func TestReplayOfANeedsReviewPayoutRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{maxAttempts: 1, callTimeout: 300 * time.Millisecond})
+	w.fundWallet(5000)
+	// The PSP created the payout but the answer was lost on the last attempt.
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Timeout: "3s", Next: []psptest.Fault{{Kind: "timeout_after_create", Count: 1}}})
+	pid := w.createPayout(600, "ba_1", "stripe")
+	w.requestPayout(pid, 600, "stripe")
+	w.waitStatus(pid, payout.NeedsReview)
+	require.EqualValues(t, 4400, w.balance(), "the hold is kept")
+
+	// An operator replays the dead letter (dlq-admin gives it a new id).
+	b, _ := json.Marshal(event.PayoutRequested{PayoutID: pid, UserID: w.user, Amount: 600, Currency: "usd", Provider: "stripe"})
+	w.produce(kafkax.TopicTransactions, w.user, "payout:"+pid+":request:replay:1:1", b)
+	p := w.waitStatus(pid, payout.Awaiting)
+	require.Len(t, w.psp.Objects(t, pid), 1, "the replay found the PSP's payout instead of paying again")
+	require.Equal(t, w.psp.Objects(t, pid)[0].ID, p.Reference)
+}

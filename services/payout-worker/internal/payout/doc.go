@@ -26,4 +26,11 @@
 // finish payouts through Finalize. Each payout keeps the time of the latest
 // PSP event applied; an older event arriving late is recorded and ignored.
 // Every transition and attempt is appended to payout_transitions.
+//
+// Replays: dlq-admin replays a dead-lettered command under a new message id
+// (the original is in processed_events). A FINALIZED payout ignores it — its
+// money is back in the wallet and the client must ask again; a NEEDS_REVIEW
+// payout is tried once more with the same Idempotency-Key, so if the lost
+// attempt did execute the PSP answers with that payout instead of paying
+// again.
 package payout

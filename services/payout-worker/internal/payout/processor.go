@@ -123,7 +123,10 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			call = true
 			_, err = move(ctx, tx, po, step{to: Sending})
 			return err
-		case Retrying:
+		case Retrying, NeedsReview:
+			// NEEDS_REVIEW only gets a command when an operator replays its
+			// dead letter: try once more with the same Idempotency-Key, which
+			// returns the PSP's payout if the lost attempt did execute.
 			call = true
 			_, err := move(ctx, tx, po, step{to: Sending})
 			return err

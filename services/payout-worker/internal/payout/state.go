@@ -34,7 +34,7 @@ func next(from string) []string {
 	case Failed:
 		return []string{Finalized}
 	case NeedsReview:
-		return []string{Succeeded, Failed}
+		return []string{Sending, Succeeded, Failed} // Sending: an operator's replay
 	case Succeeded:
 		return []string{Failed} // the bank returned a paid payout
 	case Finalized:

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/config"
@@ -34,6 +35,7 @@ type Config struct {
 	KafkaBrokers    []string
 	Group           string
 	MaxPollRecords  int
+	Concurrency     int
 	DBMaxConns      int
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -42,6 +44,7 @@ type Config struct {
 	Payout          payout.Config
 	Breaker         breaker.Config
 	Lock            walletlock.Config
+	Alert           alert.Config
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -51,8 +54,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 		RedisURL:        env.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		KafkaBrokers:    env.List("KAFKA_BROKERS"),
 		Group:           env.String("CONSUMER_GROUP", "payout-worker"),
-		MaxPollRecords:  env.Int("WORKER_MAX_POLL_RECORDS", 200),
-		DBMaxConns:      env.Int("DB_MAX_CONNS", 16),
+		MaxPollRecords:  env.Int("WORKER_MAX_POLL_RECORDS", 500),
+		Concurrency:     env.Int("WORKER_CONCURRENCY", 32),
+		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
@@ -67,6 +71,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Wait:   env.Duration("WALLET_LOCK_WAIT", 5*time.Second),
 		},
 	}
+	c.Alert = alert.ReadConfig(env, "payout-worker")
 	c.Payout = payout.Config{
 		Backoff: backoff.Policy{
 			Base:        env.Duration("PSP_BACKOFF_BASE", 5*time.Second),
@@ -82,6 +87,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.MaxPollRecords < 1 {
 		env.Errorf("WORKER_MAX_POLL_RECORDS must be at least 1")
+	}
+	if c.Concurrency < 1 {
+		env.Errorf("WORKER_CONCURRENCY must be at least 1")
 	}
 	if c.DBMaxConns < 2 {
 		env.Errorf("DB_MAX_CONNS must be at least 2")
@@ -137,16 +145,20 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	l := ledger.New()
-	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), time.Now)
+	alerts, err := alert.New(cfg.Alert, logger, reg, time.Now)
 	if err != nil {
 		return err
 	}
-	h := handler.New(pool, l, proc, logger, reg, time.Now)
+	l := ledger.New()
+	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), alerts, time.Now)
+	if err != nil {
+		return err
+	}
+	h := handler.New(pool, l, proc, logger, reg, alerts, time.Now)
 	consumer := consume.New(kafka, h, consume.Config{
-		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Grace: cfg.ShutdownGrace,
+		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff: backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
-	}, logger, consume.NewMetrics(reg))
+	}, logger, consume.NewMetrics(reg), alerts)
 
 	router := httpserver.NewRouter(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
@@ -155,6 +167,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	)
 	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { alerts.Run(gctx); return nil })
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	err = g.Wait()

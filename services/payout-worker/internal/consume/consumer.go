@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
@@ -27,10 +29,15 @@ type Config struct {
 	// MaxPollRecords bounds a batch; the batch must finish within the group's
 	// rebalance timeout.
 	MaxPollRecords int
+	// Concurrency is how many keys are handled at once across the batch.
+	Concurrency int
 	// InfraBackoff spaces in-place retries while Postgres or Redis is down.
 	InfraBackoff backoff.Policy
 	// Grace is how long in-flight records may run after shutdown begins.
 	Grace time.Duration
+	// StuckAfter is how many in-place retries of one record raise an alert:
+	// a partition is blocked, by an outage or by a bug.
+	StuckAfter int
 }
 
 // Consumer runs a handler over a consumer group.
@@ -40,12 +47,19 @@ type Consumer struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *Metrics
+	alerts  *alert.Alerter
 }
 
 // New returns a consumer on cl, a client created with ConsumerGroup,
 // ConsumeTopics, DisableAutoCommit and BlockRebalanceOnPoll (see ClientOpts).
-func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics) *Consumer {
-	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m}
+func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics, alerts *alert.Alerter) *Consumer {
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	if cfg.StuckAfter < 1 {
+		cfg.StuckAfter = 10
+	}
+	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m, alerts: alerts}
 }
 
 // ClientOpts are the franz-go options the consumer relies on.
@@ -90,33 +104,78 @@ func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
 	work, cancel := graceContext(ctx, c.cfg.Grace)
 	defer cancel()
 
+	slots := make(chan struct{}, c.cfg.Concurrency)
 	var mu sync.Mutex
-	var done []*kgo.Record
-	var wg sync.WaitGroup
+	var commit []*kgo.Record
+	var partitions sync.WaitGroup
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		wg.Add(1)
+		partitions.Add(1)
 		go func() {
-			defer wg.Done()
-			for _, r := range p.Records {
-				if !c.handle(work, r) {
-					return // stopping: leave the rest uncommitted
-				}
+			defer partitions.Done()
+			if last := c.handlePartition(work, p.Records, slots); last != nil {
 				mu.Lock()
-				done = append(done, r)
+				commit = append(commit, last)
 				mu.Unlock()
 			}
 		}()
 	})
-	wg.Wait()
-	if len(done) == 0 {
+	partitions.Wait()
+	if len(commit) == 0 {
 		return
 	}
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelCommit()
-	if err := c.cl.CommitRecords(commitCtx, done...); err != nil {
+	if err := c.cl.CommitRecords(commitCtx, commit...); err != nil {
 		// The effects are committed and idempotent: a redelivery is harmless.
 		c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
 	}
+}
+
+// handlePartition handles one partition's records: records of one key in
+// order, different keys concurrently (each key takes a slot), and returns
+// the last record of the done prefix — the offset that may be committed.
+// A record left undone (the worker is stopping) stops its key; records after
+// it in the partition are redelivered and skipped if already processed.
+func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, slots chan struct{}) *kgo.Record {
+	done := make([]bool, len(records))
+	byKey := map[string][]int{}
+	var keys []string
+	for i, r := range records {
+		k := string(r.Key)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		idx := byKey[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-slots }()
+			for _, i := range idx {
+				if !c.handle(ctx, records[i]) {
+					return
+				}
+				done[i] = true
+			}
+		}()
+	}
+	wg.Wait()
+	var last *kgo.Record
+	for i := range records {
+		if !done[i] {
+			break
+		}
+		last = records[i]
+	}
+	return last
 }
 
 // handle runs the handler for one record until it is done, dead-lettered or
@@ -143,6 +202,11 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 		wait := c.cfg.InfraBackoff.Delay(attempt)
 		c.logger.WarnContext(ctx, "handling failed; retrying the record in place", "topic", m.Topic,
 			"partition", m.Partition, "offset", m.Offset, "attempt", attempt, "retry_in", wait.String(), "error", err.Error())
+		if attempt == c.cfg.StuckAfter {
+			c.alerts.Raise(ctx, alert.Alert{Key: fmt.Sprintf("consumer_stuck:%s", m.Topic), Severity: alert.Critical,
+				Summary: fmt.Sprintf("payout-worker cannot handle a record on %s: its partition is blocked", m.Topic),
+				Details: map[string]any{"partition": m.Partition, "offset": m.Offset, "attempts": attempt, "error": err.Error()}})
+		}
 		select {
 		case <-ctx.Done():
 			return false
@@ -170,8 +234,10 @@ func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error) bool 
 		err := c.cl.ProduceSync(ctx, rec).FirstErr()
 		if err == nil {
 			c.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
-			c.logger.ErrorContext(ctx, "message dead-lettered", "topic", m.Topic, "partition", m.Partition,
-				"offset", m.Offset, "error_class", string(class), "error", cause.Error(), "dlq_topic", rec.Topic)
+			c.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":" + string(class), Severity: alert.Error,
+				Summary: "message dead-lettered by payout-worker: " + cause.Error(),
+				Details: map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset,
+					"error_class": string(class), "dlq_topic": rec.Topic}})
 			return true
 		}
 		if ctx.Err() != nil {

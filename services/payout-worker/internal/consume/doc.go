@@ -14,7 +14,10 @@
 //   - context cancellation: the worker is stopping; the record stays
 //     uncommitted and is redelivered to whoever owns the partition next.
 //
-// Records of one partition are handled in order, partitions in parallel.
+// Records of one key are handled in order; different keys — across
+// partitions and within one — run concurrently (Concurrency at a time),
+// because a wallet's events share a key and nothing orders two wallets. A
+// partition's offset is committed up to the last record of its done prefix.
 // Rebalances are blocked while a polled batch is in flight
 // (BlockRebalanceOnPoll) and offsets are committed before partitions are
 // released, so a rebalance neither loses nor re-applies work (re-delivery is

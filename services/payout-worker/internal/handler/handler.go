@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -24,6 +25,7 @@ import (
 
 // Handler implements consume.Handler.
 type Handler struct {
+	alerts  *alert.Alerter
 	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
 	payouts *payout.Processor
@@ -33,8 +35,9 @@ type Handler struct {
 }
 
 // New returns a Handler.
-func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) *Handler {
-	h := &Handler{pool: pool, ledger: l, payouts: p, logger: logger, now: now,
+func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog.Logger, reg prometheus.Registerer,
+	alerts *alert.Alerter, now func() time.Time) *Handler {
+	h := &Handler{pool: pool, ledger: l, payouts: p, logger: logger, now: now, alerts: alerts,
 		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
@@ -82,32 +85,33 @@ func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEven
 	case e.Reference == "":
 		problem = errors.New("credit without a payment reference")
 	}
-	result := "applied"
+	if problem == nil {
+		outcome, err := h.ledger.CreditOnce(ctx, h.pool, ledger.Claim{Group: m.Group, EventID: m.ID()},
+			e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+		if err != nil {
+			return err
+		}
+		h.credits.WithLabelValues(e.Provider, string(outcome)).Inc()
+		return nil
+	}
+	result := "dead_lettered"
 	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
 		fresh, err := consume.Claim(ctx, tx, m)
 		if err != nil || !fresh {
 			result = "duplicate"
 			return err
 		}
-		if problem != nil {
-			result = "dead_lettered"
-			_, err := consume.DeadLetter(ctx, tx, m, consume.Failure{Err: problem, Class: errclass.Permanent}, h.now())
-			return err
-		}
-		err = h.ledger.Credit(ctx, tx, e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
-		if errors.Is(err, ledger.ErrAlreadyPosted) {
-			// Another event about the same payment credited it already.
-			result = "duplicate"
-			return nil
-		}
+		_, err = consume.DeadLetter(ctx, tx, m, consume.Failure{Err: problem, Class: errclass.Permanent}, h.now())
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	h.credits.WithLabelValues(e.Provider, result).Inc()
-	if problem != nil {
-		h.logger.ErrorContext(ctx, "dead letter: credit cannot be applied", "event_id", e.EventID, "error", problem.Error())
+	if result == "dead_lettered" {
+		h.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":permanent", Severity: alert.Error,
+			Summary: "credit cannot be applied: " + problem.Error(),
+			Details: map[string]any{"event_id": e.EventID, "provider": e.Provider, "topic": m.Topic, "offset": m.Offset}})
 	}
 	return nil
 }

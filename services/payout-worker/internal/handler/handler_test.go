@@ -3,6 +3,7 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -160,6 +161,16 @@ func TestInvalidAccountFailsReleasesTheHoldOnceAndDeadLetters(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(h[dlq.HeaderRetryHistory]), &history))
 	require.NotEmpty(t, history)
 
+	// The dead letter raised the alert, through the webhook sink.
+	require.Eventually(t, func() bool {
+		for _, k := range w.alerts.received() {
+			if k == "dead_letter:aegis.transactions:permanent" {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "alert for the dead letter")
+
 	// A replay of the same command changes nothing.
 	w.requestPayout(pid, 1200, "stripe")
 	w.relay(kafkax.TopicTransactions)
@@ -305,4 +316,59 @@ func TestReplayOfANeedsReviewPayoutRetriesWithTheSameKey(t *testing.T) {
 	p := w.waitStatus(pid, payout.Awaiting)
 	require.Len(t, w.psp.Objects(t, pid), 1, "the replay found the PSP's payout instead of paying again")
 	require.Equal(t, w.psp.Objects(t, pid)[0].ID, p.Reference)
+}
+
+func TestRebalancesNeitherLoseNorDoubleApply(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	const n = 300
+	users := []string{"r-a", "r-b", "r-c", "r-d", "r-e", "r-f"}
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			u := users[i%len(users)]
+			e := event.PSPEvent{Provider: "stripe", EventID: fmt.Sprintf("evt_rb_%d", i), Type: "payment_intent.succeeded",
+				Action: event.ActionCredit, UserID: u, Amount: 10, Currency: "usd", Reference: fmt.Sprintf("pi_rb_%d", i),
+				OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+			b, _ := json.Marshal(e)
+			w.produce(kafkax.TopicWebhookPending, u, e.MessageID(), b)
+		}
+	}
+	produce(0, n/3)
+	second := w.startConsumer() // a replica joins: rebalance
+	produce(n/3, 2*n/3)
+	second() // and leaves again: rebalance
+	third := w.startConsumer()
+	produce(2*n/3, n)
+	require.Eventually(t, func() bool {
+		return w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference LIKE 'stripe:pi_rb_%'`) == n
+	}, 60*time.Second, 50*time.Millisecond, "every credit applied")
+	third()
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, n, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference LIKE 'stripe:pi_rb_%'`))
+	require.Equal(t, n*10, w.count(`SELECT coalesce(sum(balance), 0)::int FROM wallets WHERE kind = 'user' AND owner LIKE 'r-%'`),
+		"each credit applied exactly once")
+}
+
+func TestBreakerClosesAfterASuccessfulProbe(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{breakerFailures: 2, breakerOpenFor: 300 * time.Millisecond})
+	w.fundWallet(10000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Next: []psptest.Fault{{Kind: "5xx", Count: 2}}})
+	a := w.createPayout(100, "ba_1", "stripe")
+	b := w.createPayout(100, "ba_1", "stripe")
+	w.requestPayout(a, 100, "stripe")
+	w.waitStatus(a, payout.Retrying)
+	w.requestPayout(b, 100, "stripe")
+	require.Eventually(t, func() bool { return w.payout(b).Attempts == 1 }, 20*time.Second, 20*time.Millisecond)
+	// Open now. After the open period, the next call is the probe; it works,
+	// the breaker closes, and the rest follow without deferral.
+	time.Sleep(400 * time.Millisecond)
+	w.relay(kafkax.TopicTransactions)
+	w.waitStatus(a, payout.Awaiting)
+	w.waitStatus(b, payout.Awaiting)
+	c := w.createPayout(100, "ba_1", "stripe")
+	w.requestPayout(c, 100, "stripe")
+	p := w.waitStatus(c, payout.Awaiting, payout.Retrying)
+	require.Equal(t, payout.Awaiting, p.Status, "a closed breaker lets calls through")
+	require.Equal(t, 1, p.Attempts)
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -38,6 +41,8 @@ import (
 const group = "payout-worker"
 
 type world struct {
+	alerts      *alertReceiver
+	newConsumer func() *consume.Consumer
 	t        *testing.T
 	db       *pgtest.DB
 	kafka    *kfake.Cluster
@@ -47,6 +52,7 @@ type world struct {
 }
 
 type options struct {
+	breakerOpenFor  time.Duration
 	breakerFailures uint32
 	maxAttempts     int
 	callTimeout     time.Duration
@@ -62,6 +68,9 @@ func setup(t *testing.T, o options) *world {
 	}
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 5
+	}
+	if o.breakerOpenFor == 0 {
+		o.breakerOpenFor = time.Hour
 	}
 	if o.callTimeout == 0 {
 		o.callTimeout = 5 * time.Second
@@ -94,31 +103,57 @@ func setup(t *testing.T, o options) *world {
 		"paystack": psp.NewPaystack("sk_test_paystack", w.psp.URL, httpClient),
 	} {
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
-			OpenFor: time.Hour, HalfOpenProbes: 1}, logger, bm)
+			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)
 		registry[name] = psp.WithBreaker(c, br)
 	}
+	w.alerts = newAlertReceiver(t)
+	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, logger, reg, time.Now)
+	require.NoError(t, err)
 	l := ledger.New()
 	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout,
-	}, logger, payout.NewMetrics(reg), time.Now)
+	}, logger, payout.NewMetrics(reg), alerts, time.Now)
 	require.NoError(t, err)
-	h := handler.New(w.db.Pool, l, proc, logger, reg, time.Now)
+	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, time.Now)
 
-	cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
-	c := consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
-		InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
-		logger, consume.NewMetrics(reg))
+	w.newConsumer = func() *consume.Consumer {
+		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
+			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
+			logger, consume.NewMetrics(prometheus.NewRegistry()), alerts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	alertsDone := make(chan struct{})
+	go func() { alerts.Run(ctx); close(alertsDone) }()
+	t.Cleanup(func() {
+		cancel()
+		<-alertsDone
+		w.reconcile()
+	})
+	w.startConsumer()
+	return w
+}
+
+// startConsumer runs one more consumer of the group (a worker replica) and
+// returns a function that stops it cleanly.
+func (w *world) startConsumer() (stop func()) {
+	c := w.newConsumer()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
-		require.NoError(t, <-done)
-		w.reconcile()
-	})
-	return w
+		require.NoError(w.t, <-done)
+	}
+	w.t.Cleanup(stop)
+	return stop
 }
 
 func (w *world) produce(topic, key, messageID string, value []byte) {
@@ -280,6 +315,34 @@ func (w *world) fundWallet(amount int64) {
 	ev := "evt_fund_" + logging.NewCorrelationID()[:8]
 	w.credit(ev, "pi_"+ev, amount)
 	w.waitProcessed("stripe:" + ev)
+}
+
+// alertReceiver is a webhook sink that records the alerts it is sent.
+type alertReceiver struct {
+	mu   sync.Mutex
+	keys []string
+	srv  *httptest.Server
+}
+
+func newAlertReceiver(t *testing.T) *alertReceiver {
+	r := &alertReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Key string `json:"key"`
+		}
+		_ = json.NewDecoder(req.Body).Decode(&body)
+		r.mu.Lock()
+		r.keys = append(r.keys, body.Key)
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *alertReceiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keys...)
 }
 
 func id(prefix string) string { return fmt.Sprintf("%s_%s", prefix, logging.NewCorrelationID()[:10]) }

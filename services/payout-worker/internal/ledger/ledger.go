@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
@@ -177,4 +179,73 @@ func Balance(ctx context.Context, q interface {
 		return 0, fmt.Errorf("read balance: %w", err)
 	}
 	return b, nil
+}
+
+// Claim names the consumer message a credit belongs to.
+type Claim struct {
+	Group   string
+	EventID string
+}
+
+// CreditOutcome says what CreditOnce did.
+type CreditOutcome string
+
+// Outcomes of CreditOnce.
+const (
+	// Credited: the wallet was credited.
+	Credited CreditOutcome = "applied"
+	// DuplicateMessage: this message was processed before; nothing changed.
+	DuplicateMessage CreditOutcome = "duplicate"
+	// AlreadyCredited: another event about the same payment credited it; the
+	// message is recorded as processed, nothing else changed.
+	AlreadyCredited CreditOutcome = "already_credited"
+)
+
+// CreditOnce claims the consumer message and credits the payment in one
+// round trip and one (implicit) transaction on pool. See sqlCreditClaim.
+func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, provider, reference, userID string, amount int64, currency string) (CreditOutcome, error) {
+	if amount <= 0 {
+		return "", fmt.Errorf("credit amount %d must be positive", amount)
+	}
+	clearingID, err := l.systemWallet(ctx, pool, system(clearing(provider), currency))
+	if err != nil {
+		return "", err
+	}
+	txID, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new ledger transaction id: %w", err)
+	}
+	var claimed, posted int
+	b := &pgx.Batch{}
+	b.Queue(sqlCreditClaim, c.Group, c.EventID, txID, provider+":"+reference, logging.CorrelationID(ctx)).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&claimed, &posted) })
+	b.Queue(sqlCreditWallet, txID, userID, currency, amount)
+	b.Queue(sqlCreditEntries, txID, userID, currency, amount, clearingID)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return "", fmt.Errorf("credit %s:%s: %w", provider, reference, err)
+	}
+	switch {
+	case claimed == 0:
+		return DuplicateMessage, nil
+	case posted == 0:
+		return AlreadyCredited, nil
+	}
+	return Credited, nil
+}
+
+// systemWallet returns a system account's id, creating it on first use.
+func (l *Ledger) systemWallet(ctx context.Context, pool *pgxpool.Pool, k accountKey) (int64, error) {
+	l.mu.Lock()
+	id, ok := l.ids[k]
+	l.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	var out int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = l.walletID(ctx, tx, k)
+		return err
+	})
+	return out, err
 }

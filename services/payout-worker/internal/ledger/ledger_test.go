@@ -155,3 +155,50 @@ func TestOverlappingWorkersCannotDoubleSpend(t *testing.T) {
 	require.EqualValues(t, 100, b)
 	reconcile(t, db)
 }
+
+func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := ledger.New()
+	c := ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_1"}
+	out, err := l.CreditOnce(ctx, db.Pool, c, "stripe", "pi_1", "u1", 700, "usd")
+	require.NoError(t, err)
+	require.Equal(t, ledger.Credited, out)
+	out, err = l.CreditOnce(ctx, db.Pool, c, "stripe", "pi_1", "u1", 700, "usd")
+	require.NoError(t, err)
+	require.Equal(t, ledger.DuplicateMessage, out)
+	// charge.succeeded for the same payment: recorded as processed, no money.
+	out, err = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_2"}, "stripe", "pi_1", "u1", 700, "usd")
+	require.NoError(t, err)
+	require.Equal(t, ledger.AlreadyCredited, out)
+	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 700, b)
+	var processed int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM processed_events").Scan(&processed))
+	require.Equal(t, 2, processed)
+	reconcile(t, db)
+}
+
+func TestConcurrentCreditsToOneWalletAllLand(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := ledger.New()
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "g", EventID: fmt.Sprint("e", i)}, "stripe", fmt.Sprint("pi_", i), "u1", 10, "usd")
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 200, b)
+	reconcile(t, db)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
@@ -62,15 +63,16 @@ type Processor struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	metrics *Metrics
+	alerts  *alert.Alerter
 }
 
 // New returns a Processor.
 func New(pool *pgxpool.Pool, l *ledger.Ledger, psps psp.Registry, locks *walletlock.Locker, cfg Config,
-	logger *slog.Logger, m *Metrics, now func() time.Time) (*Processor, error) {
+	logger *slog.Logger, m *Metrics, alerts *alert.Alerter, now func() time.Time) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Processor{pool: pool, ledger: l, psps: psps, locks: locks, cfg: cfg, logger: logger, now: now, metrics: m}, nil
+	return &Processor{pool: pool, ledger: l, psps: psps, locks: locks, cfg: cfg, logger: logger, now: now, metrics: m, alerts: alerts}, nil
 }
 
 func (p *Payout) ledgerPayout() ledger.Payout {
@@ -323,8 +325,16 @@ func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Messag
 		return err
 	}
 	pr.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
-	pr.logger.ErrorContext(ctx, "dead letter: payout needs attention", "topic", m.Topic, "offset", m.Offset,
-		"error_class", string(class), "error", cause.Error(), "dlq_topic", l.Topic())
+	details := map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset,
+		"error_class": string(class), "dlq_topic": l.Topic()}
+	if p != nil {
+		details["payout_id"] = p.ID.String()
+		details["status"] = p.Status
+	}
+	// Raised before the commit: if the transaction then fails, the record is
+	// retried and may alert again — an extra page beats a missed one.
+	pr.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":" + string(class), Severity: alert.Error,
+		Summary: "payout needs attention: " + cause.Error(), Details: details})
 	return nil
 }
 

@@ -7,6 +7,8 @@
 #
 #   scripts/devdeps.sh            Postgres and Redis
 #   scripts/devdeps.sh compose    also docker-compose (to validate docker-compose.yml)
+#   scripts/devdeps.sh browser    also Debian's chromium (dlq-admin's headless-browser test)
+#   scripts/devdeps.sh compose browser   both
 set -euo pipefail
 
 PGHOST=127.0.0.1
@@ -120,9 +122,24 @@ ensure_compose() {
   fi
 }
 
+# dlq-admin's page is tested in a real headless browser (chromedp drives
+# /usr/bin/chromium); the test fails with a pointer here when it is missing.
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if can_install; then
+    apt_install chromium || die "chromium could not be installed; dlq-admin's browser test needs it (sudo apt-get install chromium)"
+  else
+    die "chromium is not installed; dlq-admin's browser test needs it: sudo apt-get install chromium"
+  fi
+}
+
 ensure_postgres
 ensure_redis
 say "PostgreSQL on $PGHOST:$PGPORT and Redis on 127.0.0.1:$REDIS_PORT are up"
-if [ "${1:-}" = "compose" ]; then
-  ensure_compose
-fi
+for extra in "$@"; do
+  case "$extra" in
+    compose) ensure_compose ;;
+    browser) ensure_chromium ;;
+    *) die "unknown argument '$extra': want compose and/or browser" ;;
+  esac
+done

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -18,6 +20,10 @@ import (
 type Deps struct {
 	Logger *slog.Logger
 	Store  *store.Store
+	// Replay resolves letters and runs bulk replays (the write routes).
+	Replay *replay.Service
+	// Recon is the ledger integrity check.
+	Recon *recon.Reconciler
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time
@@ -39,9 +45,19 @@ func Mount(r chi.Router, d Deps) {
 			// segment either way, so "stats" is never taken for an id.
 			r.Get("/dead-letters/stats", a.stats)
 			r.Get("/dead-letters/{id}", a.get)
+			r.Get("/replay-jobs", a.listJobs)
+			r.Get("/replay-jobs/{id}", a.getJob)
+			r.Get("/reconciliation", a.latestReconciliation)
 		})
-		// Writes (replay, discard, bulk replay) go in a group behind
-		// a.requireRole(RoleOperator).
+		r.Group(func(r chi.Router) {
+			r.Use(a.requireRole(RoleOperator))
+			// A static segment again: "replay" is never taken for an id.
+			r.Post("/dead-letters/replay", a.bulkReplay)
+			r.Post("/dead-letters/{id}/replay", a.replay)
+			r.Post("/dead-letters/{id}/discard", a.discard)
+			r.Post("/replay-jobs/{id}/cancel", a.cancelJob)
+			r.Post("/reconciliation", a.reconcile)
+		})
 	})
 }
 
@@ -64,9 +80,8 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a positive integer"})
+	id, ok := a.idParam(w, r)
+	if !ok {
 		return
 	}
 	d, err := a.Store.Get(r.Context(), id)
@@ -123,4 +138,15 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
 	}
 	return t, nil
+}
+
+// idParam reads the {id} path parameter, answering 400 when it is not a
+// positive integer.
+func (a *api) idParam(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id < 1 {
+		a.fail(w, r, &paramError{param: "id", reason: "must be a positive integer"})
+		return 0, false
+	}
+	return id, true
 }

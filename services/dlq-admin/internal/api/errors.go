@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -35,6 +37,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 func classify(err error) (status int, code, message string) {
 	var badParam *paramError
 	var badFilter *store.InvalidError
+	var badBody *bodyError
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
@@ -44,10 +47,25 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", "invalid " + badParam.Error()
 	case errors.As(err, &badFilter):
 		return http.StatusBadRequest, "invalid_request", "invalid " + badFilter.Error()
+	case errors.As(err, &badBody):
+		return http.StatusBadRequest, "invalid_request", "invalid " + badBody.Error()
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no dead letter with this id"
+	case errors.Is(err, replay.ErrJobNotFound):
+		return http.StatusNotFound, "not_found", "no replay job with this id"
+	case errors.Is(err, recon.ErrNoRun):
+		return http.StatusNotFound, "not_found", "no reconciliation has run yet; POST /v1/reconciliation runs one"
+	case errors.Is(err, replay.ErrNotOpen):
+		// Replayed or discarded already: a second replay must not happen.
+		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, replay.ErrJobFinished):
+		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, replay.ErrNotReplayable):
+		return http.StatusUnprocessableEntity, "not_replayable", err.Error()
 	default:
-		// Postgres did not answer; the read is safe to retry.
+		// Postgres did not answer. Reads are safe to retry; so are writes,
+		// which are one transaction each and either happened or did not
+		// (a retried replay of a letter that was replayed answers 409).
 		return http.StatusServiceUnavailable, "unavailable", "the dead-letter store is unavailable; retry later"
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/redact"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -143,4 +145,82 @@ func seconds(d *time.Duration) *int64 {
 	}
 	s := int64(*d / time.Second)
 	return &s
+}
+
+// replayedView answers a replay: the letter's new state and the outbox row
+// that carries it back.
+type replayedView struct {
+	OutboxID   int64       `json:"outbox_id"`
+	DeadLetter summaryView `json:"dead_letter"`
+}
+
+type discardedView struct {
+	DeadLetter summaryView `json:"dead_letter"`
+}
+
+// previewView answers a dry run.
+type previewView struct {
+	DryRun      bool    `json:"dry_run"`
+	Matched     int64   `json:"matched"`
+	WouldReplay int64   `json:"would_replay"`
+	IDs         []int64 `json:"ids"`
+}
+
+func newPreviewView(p replay.Preview) previewView {
+	ids := p.IDs
+	if ids == nil {
+		ids = []int64{}
+	}
+	return previewView{DryRun: true, Matched: p.Matched, WouldReplay: p.WouldReplay, IDs: ids}
+}
+
+type jobView struct {
+	ID         int64            `json:"id"`
+	Actor      string           `json:"actor"`
+	Reason     *string          `json:"reason"`
+	Filter     replay.JobFilter `json:"filter"`
+	Max        int              `json:"max"`
+	Status     string           `json:"status"`
+	Matched    int              `json:"matched"`
+	Replayed   int              `json:"replayed"`
+	Skipped    int              `json:"skipped"`
+	Failed     int              `json:"failed"`
+	LastError  *string          `json:"last_error"`
+	UptoID     int64            `json:"upto_id"`
+	CursorID   int64            `json:"cursor_id"`
+	CreatedAt  time.Time        `json:"created_at"`
+	StartedAt  *time.Time       `json:"started_at"`
+	FinishedAt *time.Time       `json:"finished_at"`
+}
+
+type jobListView struct {
+	Items []jobView `json:"items"`
+}
+
+func newJobView(j replay.Job) jobView {
+	var reason *string
+	if j.Reason != "" {
+		reason = &j.Reason
+	}
+	return jobView{
+		ID: j.ID, Actor: j.Actor, Reason: reason, Filter: j.Filter, Max: j.Max, Status: j.Status,
+		Matched: j.Matched, Replayed: j.Replayed, Skipped: j.Skipped, Failed: j.Failed, LastError: j.LastError,
+		UptoID: j.UptoID, CursorID: j.CursorID, CreatedAt: j.CreatedAt.UTC(), StartedAt: utcPtr(j.StartedAt),
+		FinishedAt: utcPtr(j.FinishedAt),
+	}
+}
+
+type runView struct {
+	ID         int64         `json:"id"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt time.Time     `json:"finished_at"`
+	OK         bool          `json:"ok"`
+	Trigger    string        `json:"trigger"`
+	Actor      *string       `json:"actor"`
+	Summary    recon.Summary `json:"summary"`
+}
+
+func newRunView(r recon.Run) runView {
+	return runView{ID: r.ID, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(), OK: r.OK,
+		Trigger: r.Trigger, Actor: r.Actor, Summary: r.Summary}
 }

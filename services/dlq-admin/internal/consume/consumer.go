@@ -44,6 +44,10 @@ type Config struct {
 	AttemptTimeout time.Duration
 	// CommitTimeout bounds one offset commit, at shutdown too.
 	CommitTimeout time.Duration
+	// OnStored, if set, is called after a batch stored at least one new
+	// letter (package monitor's Notify, which alerts on them). It must not
+	// block.
+	OnStored func()
 }
 
 // DefaultBackoff starts at a few hundred milliseconds and caps at 5s.
@@ -217,6 +221,9 @@ func (c *Consumer) ingest(ctx context.Context, records []*kgo.Record) error {
 		}
 	}
 	c.logger.Debug("dead letters stored", "records", len(records), "stored", stored, "duplicates", len(records)-stored)
+	if stored > 0 && c.cfg.OnStored != nil {
+		c.cfg.OnStored()
+	}
 	c.commit(ctx, records)
 	return nil
 }

@@ -43,12 +43,12 @@ const group = "payout-worker"
 type world struct {
 	alerts      *alertReceiver
 	newConsumer func() *consume.Consumer
-	t        *testing.T
-	db       *pgtest.DB
-	kafka    *kfake.Cluster
-	producer *kgo.Client
-	psp      *psptest.StandIn
-	user     string
+	t           *testing.T
+	db          *pgtest.DB
+	kafka       *kfake.Cluster
+	producer    *kgo.Client
+	psp         *psptest.StandIn
+	user        string
 }
 
 type options struct {

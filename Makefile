@@ -3,12 +3,12 @@
 GO        ?= go
 BIN       := bin
 SERVICES  := webhook-api outbox-relay payout-worker dlq-admin
-TOOLS     := aegis-dev aegis-kafka aegis-psp
+TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench
 # Every module of the workspace; `go test ./...` alone would not cross them.
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy compose-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench compose-check clean
 
 all: build
 
@@ -48,6 +48,13 @@ fuzz:
 ## tidy: go mod tidy in every module (-e: see services/payout-worker/go.mod)
 tidy:
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$d && $(GO) mod tidy -e) || exit 1; done
+
+## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
+BENCH_DURATION ?= 20s
+SCENARIOS ?=
+bench: build
+	@scripts/devdeps.sh
+	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
 
 ## compose-check: validate docker-compose.yml
 compose-check:

@@ -48,10 +48,11 @@ CREATE TABLE transaction_outbox (
     processed_at   timestamptz
 );
 
--- Serves the relay's poll: only rows that still need work are indexed, so the
--- index stays small however many processed rows wait for retention.
+-- Serves the relay's claim, which walks unfinished rows in id order: only rows
+-- that still need work are indexed, so the scan never visits the processed
+-- rows that wait for retention.
 CREATE INDEX transaction_outbox_unfinished_idx
-    ON transaction_outbox (next_retry_at, id)
+    ON transaction_outbox (id)
     WHERE status IN ('pending', 'processing', 'failed');
 
 -- Serves the per-key ordering check ("is an earlier row of this key unfinished?").

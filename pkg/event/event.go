@@ -43,7 +43,10 @@ type PSPEvent struct {
 	// ObjectStatus is the PSP object's status as the event reports it.
 	ObjectStatus string          `json:"object_status,omitempty"`
 	FailureCode  string          `json:"failure_code,omitempty"`
-	OccurredAt   time.Time       `json:"occurred_at"`
+	// Stale is set when the PSP had already told us something newer about
+	// the same object: the event is kept for the record and changes nothing.
+	Stale      bool      `json:"stale,omitempty"`
+	OccurredAt time.Time `json:"occurred_at"`
 	Raw          json.RawMessage `json:"raw"`
 }
 

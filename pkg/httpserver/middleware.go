@@ -63,8 +63,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// AccessLog logs each request (method, route, status, duration) and records
-// its metrics. Bodies and headers are never logged: they carry signatures and
+// AccessLog logs each request (method, route, status, duration; debug, or
+// error for a 5xx) and records its metrics. Bodies and headers are never logged: they carry signatures and
 // tokens.
 func AccessLog(logger *slog.Logger, m *Metrics) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -85,7 +85,10 @@ func AccessLog(logger *slog.Logger, m *Metrics) func(http.Handler) http.Handler 
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				return
 			}
-			level := slog.LevelInfo
+			// Handlers log what happened at info (webhook stored, payout
+			// accepted, with their ids); the access line repeats only the
+			// HTTP facts, so it is debug unless the server failed.
+			level := slog.LevelDebug
 			if status >= 500 {
 				level = slog.LevelError
 			}

@@ -27,7 +27,10 @@ import (
 type Config struct {
 	service.Base
 	KafkaBrokers []string
-	Relay        relay.Config
+	// Workers is how many claim/publish loops run in this process; they
+	// share the outbox exactly as replicas do.
+	Workers int
+	Relay   relay.Config
 	Breaker      breaker.Config
 }
 
@@ -37,6 +40,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 	c := Config{
 		Base:         service.ReadBase(env, "outbox-relay", ":8081"),
 		KafkaBrokers: env.List("KAFKA_BROKERS"),
+		Workers:      env.Int("RELAY_WORKERS", 2),
 		Relay: relay.Config{
 			Owner:          fmt.Sprintf("%s-%d-%s", host, os.Getpid(), logging.NewCorrelationID()[:6]),
 			BatchSize:      env.Int("RELAY_BATCH_SIZE", 500),
@@ -61,6 +65,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
 	}
+	if c.Workers < 1 {
+		env.Errorf("RELAY_WORKERS must be at least 1")
+	}
 	if err := c.Relay.Validate(); err != nil {
 		env.Errorf("%v", err)
 	}
@@ -84,9 +91,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer pool.Close()
 
 	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger,
+		// The relay hands Kafka a whole batch and waits for every ack:
+		// lingering for more records only adds latency to each batch.
+		kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProducerBatchMaxBytes(4<<20),
-		kgo.MaxBufferedRecords(4*cfg.Relay.BatchSize+1000),
+		kgo.MaxBufferedRecords(4*cfg.Workers*cfg.Relay.BatchSize+1000),
 	)
 	if err != nil {
 		return err
@@ -118,7 +128,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.Run(gctx) })
+	for range cfg.Workers {
+		g.Go(func() error { return r.Run(gctx) })
+	}
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	err = g.Wait()
 	stopBG()

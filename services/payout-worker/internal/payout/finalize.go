@@ -30,7 +30,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 		if err != nil {
 			return err
 		}
-		if p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
+		if e.Stale || p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,
 				"event_at", e.OccurredAt, "latest_applied_at", *p.PSPUpdatedAt)
 			return nil

@@ -371,3 +371,32 @@ func TestGetWallet(t *testing.T) {
 	require.Equal(t, 404, get("/v1/wallets/user-w?currency=eur").status)
 	require.Equal(t, 400, get("/v1/wallets/user-w?limit=0").status)
 }
+
+func payoutEvent(eventID, typ, payoutObject string, created time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","created":%d,"type":%q,"data":{"object":{"id":%q,"object":"payout","amount":700,"currency":"usd","status":%q,"metadata":{"payout_id":"p-1"}}}}`,
+		eventID, created.Unix(), typ, payoutObject, strings.TrimPrefix(typ, "payout.")))
+}
+
+func TestOutOfOrderEventsAreStoredButMarkedStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	failed := payoutEvent("evt_failed", "payout.failed", "po_9", now)
+	oldPaid := payoutEvent("evt_paid_retry", "payout.paid", "po_9", now.Add(-time.Hour))
+
+	a := post(t, b.url+"/webhooks/stripe", failed, stripeHeaders(failed, stripeSecret, time.Now()))
+	require.Equal(t, "accepted", a.body["status"])
+	// An older event about the same payout, delivered late (a PSP retry).
+	a = post(t, b.url+"/webhooks/stripe", oldPaid, stripeHeaders(oldPaid, stripeSecret, time.Now()))
+	require.Equal(t, 200, a.status, "a stale event is acknowledged, never retried forever")
+	require.Equal(t, "stale", a.body["status"])
+
+	var stale bool
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT (payload->>'stale')::bool FROM transaction_outbox WHERE payload->>'event_id' = 'evt_paid_retry'`).Scan(&stale))
+	require.True(t, stale, "the worker is told the event is stale")
+	var latest string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT event_id FROM psp_objects WHERE provider = 'stripe' AND object_id = 'po_9'`).Scan(&latest))
+	require.Equal(t, "evt_failed", latest, "the object's latest state is the newest event")
+}

@@ -21,12 +21,25 @@ import (
 	"github.com/aegis-payments/aegis/pkg/outbox"
 )
 
+// sqlInsertEvent stores the event and, in the same statement, records its
+// object's latest seen time in psp_objects: the upsert only applies when the
+// event is at least as new as what was seen, so no row back means stale.
 const sqlInsertEvent = `
-INSERT INTO webhook_events
-    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
-VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id`
+WITH ev AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING id),
+obj AS (
+    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
+    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> ''
+    ON CONFLICT (provider, object_id) DO UPDATE
+    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
+        occurred_at = EXCLUDED.occurred_at, updated_at = now()
+    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
+    RETURNING 1)
+SELECT (SELECT id FROM ev), (SELECT count(*) FROM obj)`
 
 const sqlPayoutOwner = `SELECT user_id FROM payouts WHERE id = $1`
 
@@ -44,6 +57,9 @@ const (
 	DeadLettered Outcome = "dead_lettered"
 	// Duplicate: already stored earlier; nothing new was written.
 	Duplicate Outcome = "duplicate"
+	// Stale: stored and published for the record, but the PSP had already
+	// reported something newer about the object; it changes no money.
+	Stale Outcome = "stale"
 )
 
 // Store commits webhook events.
@@ -61,15 +77,20 @@ func (s *Store) Save(ctx context.Context, n Normalized, body []byte) (Outcome, e
 	corr := logging.CorrelationID(ctx)
 	outcome := Accepted
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var id int64
+		var id *int64
+		var fresh int
 		err := tx.QueryRow(ctx, sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
-			e.Amount, e.Currency, e.OccurredAt, body, corr).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
+			e.Amount, e.Currency, e.OccurredAt, body, corr, e.ObjectStatus).Scan(&id, &fresh)
+		if err != nil {
+			return fmt.Errorf("insert webhook event: %w", err)
+		}
+		if id == nil {
 			outcome = Duplicate
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("insert webhook event: %w", err)
+		if e.Reference != "" && fresh == 0 {
+			e.Stale = true
+			outcome = Stale
 		}
 		key, err := partitionKey(ctx, tx, e)
 		if err != nil {

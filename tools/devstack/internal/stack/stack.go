@@ -87,10 +87,16 @@ type Stack struct {
 // URL returns the base URL of a service by port.
 func URL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 
+// New returns an empty stack whose processes write to out; Launch adds them.
+// Start is New plus the whole suite.
+func New(cfg Config, out io.Writer) *Stack {
+	return &Stack{cfg: cfg, out: &lineWriter{w: out}, exited: make(chan *Proc, 16)}
+}
+
 // Start launches the suite and waits until every service answers /readyz.
 // Output of every process goes to out, line by line.
 func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
-	s := &Stack{cfg: cfg, out: &lineWriter{w: out}, exited: make(chan *Proc, 16)}
+	s := New(cfg, out)
 	p := cfg.Ports
 	kafkaAddr := fmt.Sprintf("127.0.0.1:%d", p.Kafka)
 	base := map[string]string{
@@ -118,7 +124,7 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 	}
 
 	kafkaEnv := map[string]string{"KAFKA_PORT": strconv.Itoa(p.Kafka), "KAFKA_DATA_DIR": cfg.KafkaDataDir}
-	if err := s.launch("kafka", "aegis-kafka", kafkaEnv); err != nil {
+	if err := s.Launch("kafka", "aegis-kafka", kafkaEnv); err != nil {
 		return s.abort(err)
 	}
 	pspEnv := map[string]string{
@@ -129,10 +135,10 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		"PSP_PAYSTACK_WEBHOOK_URL": URL(p.WebhookAPI) + "/webhooks/paystack",
 		"PAYSTACK_SECRET_KEY":      cfg.Secrets.PaystackSecretKey,
 	}
-	if err := s.launch("psp", "aegis-psp", pspEnv); err != nil {
+	if err := s.Launch("psp", "aegis-psp", pspEnv); err != nil {
 		return s.abort(err)
 	}
-	if err := s.waitHTTP(ctx, URL(p.PSP)+"/healthz"); err != nil {
+	if err := s.WaitHTTP(ctx, URL(p.PSP)+"/healthz"); err != nil {
 		return s.abort(err)
 	}
 
@@ -168,21 +174,22 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			}
 			env := with(svc.env)
 			env["HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
-			if err := s.launch(name, svc.bin, env); err != nil {
+			if err := s.Launch(name, svc.bin, env); err != nil {
 				return s.abort(err)
 			}
 			ready = append(ready, URL(port)+"/readyz")
 		}
 	}
 	for _, u := range ready {
-		if err := s.waitHTTP(ctx, u); err != nil {
+		if err := s.WaitHTTP(ctx, u); err != nil {
 			return s.abort(err)
 		}
 	}
 	return s, nil
 }
 
-func (s *Stack) launch(name, bin string, env map[string]string) error {
+// Launch starts bin from the stack's BinDir as process name with env.
+func (s *Stack) Launch(name, bin string, env map[string]string) error {
 	path := filepath.Join(s.cfg.BinDir, bin)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", path, err)
@@ -226,7 +233,8 @@ func (s *Stack) launch(name, bin string, env map[string]string) error {
 	return nil
 }
 
-func (s *Stack) waitHTTP(ctx context.Context, url string) error {
+// WaitHTTP waits until url answers 200, failing early if a process exits.
+func (s *Stack) WaitHTTP(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var last error

@@ -1,0 +1,81 @@
+// Command aegis-bench is `make bench`: it measures the issues' performance
+// targets with the real binaries on this machine and prints one table
+// (see tools/devstack/internal/bench).
+//
+//	aegis-bench [-duration 20s] [-out docs/benchmarks.md] [scenario ...]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "aegis-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	duration := flag.Duration("duration", 20*time.Second, "length of each timed load phase")
+	out := flag.String("out", "", "write the table with the machine description to this Markdown file")
+	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
+	logs := flag.String("logs", "", "write the processes' logs to this file")
+	flag.Parse()
+
+	admin := os.Getenv("BENCH_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	redis := os.Getenv("REDIS_URL")
+	if redis == "" {
+		redis = "redis://127.0.0.1:6379/0"
+	}
+	cfg := bench.Config{BinDir: *binDir, AdminURL: admin, RedisURL: redis, Duration: *duration, Progress: os.Stderr}
+	if *logs != "" {
+		f, err := os.Create(*logs)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.Logs = f
+	}
+	machine := bench.Machine(ctx, admin)
+	rows, err := bench.New(cfg).Run(ctx, flag.Args())
+	table := bench.Table(rows)
+	fmt.Printf("\n%s\n\nMachine: %s\n", table, machine)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return nil
+	}
+	cmd := "make bench"
+	if len(flag.Args()) > 0 {
+		cmd += " SCENARIOS=\"" + strings.Join(flag.Args(), " ") + "\""
+	}
+	doc := fmt.Sprintf(`# Benchmarks
+
+Latest figures from `+"`%s`"+` (%s, %s per load phase). Each scenario runs the
+real binaries against a fresh database on the local Postgres and kfake;
+nothing else runs on the machine meanwhile.
+
+Machine: %s.
+
+%s
+How each figure is made: tools/devstack/internal/bench (doc.go and the
+scenario files say what is sent, how it is timed and what is checked).
+`, cmd, time.Now().UTC().Format("2006-01-02"), duration.String(), machine, table)
+	return os.WriteFile(*out, []byte(doc), 0o644)
+}

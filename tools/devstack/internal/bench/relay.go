@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
+)
+
+const (
+	drainRows  = 100_000
+	drainKeys  = 10_000
+	partitions = 12
+)
+
+// relay measures the drain rate of a backlog and the commit-to-Kafka latency
+// at a steady 1,000 events/s.
+func (r *Runner) relay(ctx context.Context) error {
+	url, pool, err := r.freshDB(ctx, "aegis_bench_relay")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	kport, err := freePort()
+	if err != nil {
+		return err
+	}
+	rport, err := freePort()
+	if err != nil {
+		return err
+	}
+	s := r.newStack()
+	defer s.Stop(20 * time.Second)
+	if err := s.Launch("kafka", "aegis-kafka", map[string]string{"KAFKA_PORT": strconv.Itoa(kport), "KAFKA_PARTITIONS": strconv.Itoa(partitions)}); err != nil {
+		return err
+	}
+	brokers := fmt.Sprintf("127.0.0.1:%d", kport)
+
+	r.progress("relay: inserting %d pending 1 KiB rows over %d keys", drainRows, drainKeys)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload, headers, correlation_id)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % $2), jsonb_build_object('i', i, 'pad', repeat('x', 1000)),
+		       '{"event_type":"bench"}', 'corr-' || i
+		FROM generate_series(1, $1) i`, drainRows, drainKeys); err != nil {
+		return err
+	}
+	r.progress("relay: draining with one relay process")
+	start := time.Now()
+	env := map[string]string{
+		"DATABASE_URL": url, "KAFKA_BROKERS": brokers, "HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", rport), "LOG_LEVEL": "warn",
+	}
+	for _, k := range []string{"RELAY_BATCH_SIZE", "RELAY_WORKERS"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v // experiments: make bench RELAY_BATCH_SIZE=...
+		}
+	}
+	if err := s.Launch("outbox-relay", "outbox-relay", env); err != nil {
+		return err
+	}
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			return fmt.Errorf("relay did not drain %d rows in 5 minutes (%d left)", drainRows, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	drain := time.Since(start)
+	if err := checkOnKafka(ctx, brokers, drainRows); err != nil {
+		return err
+	}
+	rate := float64(drainRows) / drain.Seconds()
+	r.add(Row{"relay", fmt.Sprintf("drain %dk pending 1 KiB rows (%dk keys) into Kafka, one relay", drainRows/1000, drainKeys/1000),
+		fmt.Sprintf("%.0f rows/s (%.1f s)", rate, drain.Seconds()), "≥ 20,000 rows/s", verdict(rate >= 20000)})
+
+	return r.relayLatency(ctx, pool, brokers)
+}
+
+func checkOnKafka(ctx context.Context, brokers string, want int64) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, kafkax.TopicWebhookPending)
+	if err != nil {
+		return err
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total < want {
+		return fmt.Errorf("only %d of %d records reached Kafka", total, want)
+	}
+	return nil
+}
+
+// relayLatency inserts outbox rows at a steady 1,000/s, each in its own
+// committed transaction, and measures from each commit to the record's
+// arrival at a Kafka consumer.
+func (r *Runner) relayLatency(ctx context.Context, pool *pgxpool.Pool, brokers string) error {
+	const rate = 1000
+	r.progress("relay: commit-to-Kafka latency at %d events/s for %s", rate, r.cfg.Duration)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("aegis.bench.latency"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := kafkax.EnsureTopics(ctx, cl, partitions, "aegis.bench.latency"); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	committed := map[int64]time.Time{}
+	arrived := map[int64]time.Time{}
+	cctx, stopConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		for cctx.Err() == nil {
+			fs := cl.PollFetches(cctx)
+			now := time.Now()
+			fs.EachRecord(func(rec *kgo.Record) {
+				var p struct {
+					Seq int64 `json:"seq"`
+				}
+				if json.Unmarshal(rec.Value, &p) == nil {
+					mu.Lock()
+					if _, seen := arrived[p.Seq]; !seen {
+						arrived[p.Seq] = now
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}()
+	time.Sleep(time.Second) // the consumer joins
+
+	total := int(r.cfg.Duration.Seconds()) * rate
+	ticker := time.NewTicker(time.Second / rate * 10)
+	defer ticker.Stop()
+	jobs := make(chan int64, rate)
+	var wg sync.WaitGroup
+	var insertErr error
+	var errOnce sync.Once
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range jobs {
+				payload := []byte(fmt.Sprintf(`{"seq":%d,"pad":"%0900d"}`, seq, 0))
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					_, err := outbox.Insert(ctx, tx, outbox.Message{Topic: "aegis.bench.latency", EventType: "bench",
+						PartitionKey: fmt.Sprintf("user-%d", seq%drainKeys), Payload: payload})
+					return err
+				})
+				if err != nil {
+					errOnce.Do(func() { insertErr = err })
+					continue
+				}
+				now := time.Now()
+				mu.Lock()
+				committed[seq] = now
+				mu.Unlock()
+			}
+		}()
+	}
+	var seq int64
+	for seq < int64(total) {
+		<-ticker.C
+		for i := 0; i < 10 && seq < int64(total); i++ {
+			jobs <- seq
+			seq++
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if insertErr != nil {
+		stopConsumer()
+		<-consumerDone
+		return insertErr
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(arrived)
+		mu.Unlock()
+		if n >= total || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopConsumer()
+	<-consumerDone
+	var lat []time.Duration
+	skip := int64(2 * rate) // the first two seconds warm up
+	for s := skip; s < int64(total); s++ {
+		c, ok1 := committed[s]
+		a, ok2 := arrived[s]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("record %d was committed but never reached Kafka", s)
+		}
+		d := a.Sub(c)
+		if d < 0 {
+			d = 0
+		}
+		lat = append(lat, d)
+	}
+	sortDurations(lat)
+	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	r.add(Row{"relay", fmt.Sprintf("commit → Kafka consumer latency at a steady %d events/s, p50 / p99", rate),
+		ms(p50) + " / " + ms(p99), "p50 ≤ 5 ms, p99 ≤ 50 ms", verdict(p50 <= 5*time.Millisecond && p99 <= 50*time.Millisecond)})
+	return nil
+}

@@ -41,13 +41,13 @@ type PSPEvent struct {
 	// PayoutID is our payout id, for payout outcome events.
 	PayoutID string `json:"payout_id,omitempty"`
 	// ObjectStatus is the PSP object's status as the event reports it.
-	ObjectStatus string          `json:"object_status,omitempty"`
-	FailureCode  string          `json:"failure_code,omitempty"`
+	ObjectStatus string `json:"object_status,omitempty"`
+	FailureCode  string `json:"failure_code,omitempty"`
 	// Stale is set when the PSP had already told us something newer about
 	// the same object: the event is kept for the record and changes nothing.
-	Stale      bool      `json:"stale,omitempty"`
-	OccurredAt time.Time `json:"occurred_at"`
-	Raw          json.RawMessage `json:"raw"`
+	Stale      bool            `json:"stale,omitempty"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Raw        json.RawMessage `json:"raw"`
 }
 
 // MessageID is the event's stable identity for consumer idempotency.

@@ -31,7 +31,7 @@ type Config struct {
 	// share the outbox exactly as replicas do.
 	Workers int
 	Relay   relay.Config
-	Breaker      breaker.Config
+	Breaker breaker.Config
 }
 
 func readConfig(getenv func(string) string) (Config, error) {

@@ -24,10 +24,11 @@ dev: build
 
 ## test: every test of every module with the race detector, against real Postgres, Redis and kfake
 test:
-	@scripts/devdeps.sh compose
+	@scripts/devdeps.sh compose browser
 	$(GO) vet $(PACKAGES)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build

@@ -42,15 +42,36 @@ func TestReadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"k1:9092", "k2:9093"}, c.KafkaBrokers)
 	require.Equal(t, "dlq-admin-blue", c.ConsumerGroup)
+	require.Equal(t, 50.0, c.ReplayRate)
+	require.Equal(t, 24*time.Hour, c.ReconcileInterval)
+	require.Equal(t, int64(100), c.Monitor.DepthThreshold)
+	require.Equal(t, 30*time.Second, c.Monitor.CheckInterval)
+	require.Empty(t, c.Alert.WebhookURL)
+
+	c, err = readConfig(env(map[string]string{
+		"REPLAY_RATE": "5", "RECONCILE_INTERVAL": "1h", "DLQ_DEPTH_ALERT_THRESHOLD": "7", "DLQ_CHECK_INTERVAL": "10s",
+		"ALERT_WEBHOOK_URL": "http://127.0.0.1:1/hook", "ALERT_WEBHOOK_FORMAT": "slack",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, 5.0, c.ReplayRate)
+	require.Equal(t, time.Hour, c.ReconcileInterval)
+	require.Equal(t, int64(7), c.Monitor.DepthThreshold)
+	require.Equal(t, 10*time.Second, c.Monitor.CheckInterval)
+	require.Equal(t, "http://127.0.0.1:1/hook", c.Alert.WebhookURL)
 }
 
 func TestReadConfigNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	cases := map[string]map[string]string{
-		"KAFKA_BROKERS":    {"KAFKA_BROKERS": "no-port"},
-		"DLQ_ADMIN_TOKENS": {"DLQ_ADMIN_TOKENS": "ops:admin:operator-token-0123456789"},
-		"HTTP_ADDR":        {"HTTP_ADDR": "8083"},
-		"SHUTDOWN_GRACE":   {"SHUTDOWN_GRACE": "soon"},
+		"KAFKA_BROKERS":             {"KAFKA_BROKERS": "no-port"},
+		"DLQ_ADMIN_TOKENS":          {"DLQ_ADMIN_TOKENS": "ops:admin:operator-token-0123456789"},
+		"HTTP_ADDR":                 {"HTTP_ADDR": "8083"},
+		"SHUTDOWN_GRACE":            {"SHUTDOWN_GRACE": "soon"},
+		"REPLAY_RATE":               {"REPLAY_RATE": "0"},
+		"RECONCILE_INTERVAL":        {"RECONCILE_INTERVAL": "daily"},
+		"DLQ_DEPTH_ALERT_THRESHOLD": {"DLQ_DEPTH_ALERT_THRESHOLD": "0"},
+		"DLQ_CHECK_INTERVAL":        {"DLQ_CHECK_INTERVAL": "-1s"},
+		"ALERT_WEBHOOK_FORMAT":      {"ALERT_WEBHOOK_FORMAT": "teams"},
 	}
 	for name, vars := range cases {
 		_, err := readConfig(env(vars))
@@ -148,6 +169,19 @@ func TestRunServesConsumesAndStops(t *testing.T) {
 		_, body := call("/v1/dead-letters", token)
 		return strings.Contains(body, `"original_offset":5`)
 	}, 30*time.Second, 20*time.Millisecond)
+
+	// The new letter raised its alert (the log sink: no webhook here).
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "ALERT: dead letter on aegis.transactions (permanent)")
+	}, 30*time.Second, 20*time.Millisecond)
+	// The page is served without a token.
+	resp, err := http.Get(base + "/")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), "Dead letters")
 
 	cancel()
 	require.NoError(t, <-done, "a SIGTERM is a clean exit")

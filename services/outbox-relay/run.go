@@ -95,6 +95,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// lingering for more records only adds latency to each batch.
 		kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(cfg.Relay.PublishTimeout),
+		kgo.ProduceRequestTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.MaxBufferedRecords(4*cfg.Workers*cfg.Relay.BatchSize+1000),
 	)

@@ -54,7 +54,11 @@ type suite struct {
 	opToken string
 }
 
-func start(t *testing.T) *suite {
+func start(t *testing.T) *suite { return startWith(t, "300ms", nil) }
+
+// startWith starts the suite with the PSP stand-in's settle delay ("0":
+// never on its own) and extra environment for every service.
+func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	t.Helper()
 	bin := t.TempDir()
 	for _, svc := range []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"} {
@@ -68,6 +72,10 @@ func start(t *testing.T) *suite {
 	if redisURL == "" {
 		redisURL = "redis://127.0.0.1:6379/0"
 	}
+	allEnv := map[string]string{"RELAY_POLL_INTERVAL": "100ms", "PSP_BACKOFF_BASE": "200ms"}
+	for k, v := range env {
+		allEnv[k] = v
+	}
 	cfg := stack.Config{
 		BinDir: bin,
 		Ports: stack.Ports{WebhookAPI: proctest.FreePort(t), OutboxRelay: proctest.FreePort(t), PayoutWorker: proctest.FreePort(t),
@@ -75,8 +83,8 @@ func start(t *testing.T) *suite {
 		Secrets:        stack.DevSecrets(),
 		DatabaseURL:    db.URL,
 		RedisURL:       redisURL,
-		PSPSettleDelay: "300ms",
-		Env:            map[string]string{"RELAY_POLL_INTERVAL": "100ms", "PSP_BACKOFF_BASE": "200ms"},
+		PSPSettleDelay: settleDelay,
+		Env:            allEnv,
 	}
 	logs := &buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -17,12 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -54,12 +57,24 @@ func newServer(t *testing.T, db *pgtest.DB, tokenSpec string) string {
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	tokens, err := bearer.Parse(tokenSpec, api.Roles())
 	require.NoError(t, err)
-	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
-	api.Mount(r, api.Deps{Logger: logger, Store: store.New(db.Pool), Tokens: tokens, Now: func() time.Time { return now }})
+	reg := httpserver.NewRegistry()
+	r := httpserver.NewRouter(logger, reg)
+	st := store.New(db.Pool)
+	clock := func() time.Time { return now }
+	rec, err := recon.New(db.Pool, discardAlerts{}, logger, reg, clock)
+	require.NoError(t, err)
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replay.New(db.Pool, st, logger, clock), Recon: rec,
+		Tokens: tokens, Now: clock})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// discardAlerts is a recon.Raiser that drops alerts (recon's own tests
+// check them).
+type discardAlerts struct{}
+
+func (discardAlerts) Raise(context.Context, alert.Alert) {}
 
 type answer struct {
 	status int
@@ -81,8 +96,22 @@ func (a answer) errorMessage() string {
 
 func get(t *testing.T, rawURL, token string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	return call(t, http.MethodGet, rawURL, token, "")
+}
+
+// call sends body (none when "") and checks the answer is JSON in the
+// contract's shape.
+func call(t *testing.T, method, rawURL, token, reqBody string) answer {
+	t.Helper()
+	var rd io.Reader
+	if reqBody != "" {
+		rd = strings.NewReader(reqBody)
+	}
+	req, err := http.NewRequest(method, rawURL, rd)
 	require.NoError(t, err)
+	if reqBody != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

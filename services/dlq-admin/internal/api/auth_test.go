@@ -13,7 +13,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/bearer"
 )
 
-// No write route exists yet; this checks the guard they will sit behind.
+// The guard every write route sits behind (api_write_test.go checks the
+// routes themselves).
 func TestRequireOperatorRefusesViewers(t *testing.T) {
 	t.Parallel()
 	tokens, err := bearer.Parse("alice:viewer:viewer-token-0123456789,bob:operator:operator-token-0123456789", Roles())

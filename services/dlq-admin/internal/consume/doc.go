@@ -21,6 +21,10 @@
 //     malformed. Values Postgres would refuse (NUL bytes, invalid UTF-8, an
 //     int4 overflow) are cleaned first, because a record Postgres refuses
 //     for ever would stall its partition for ever.
+//   - After a batch stored new letters the consumer calls Config.OnStored
+//     (package monitor's Notify), which raises their alerts from Postgres;
+//     the consumer itself never alerts, so letters other services wrote
+//     directly alert through the same path.
 //   - On shutdown the attempt in flight may finish (bounded by
 //     Config.AttemptTimeout) and what it stored is committed before Run
 //     returns; nothing new is polled.

@@ -1,7 +1,11 @@
-// Package store reads the dead_letters table for dlq-admin: filtered,
-// newest-first listing, one letter by id, and depth statistics. Writing a
-// letter is pkg/dlq's job (Insert is idempotent on the letter's origin);
-// resolving one (replay, discard) will live beside these reads.
+// Package store is dlq-admin's access to the dead_letters and audit_log
+// tables: filtered, newest-first listing, one letter by id, depth
+// statistics, the selection of open letters for bulk replay, and the
+// claim of letters still to alert about. Writing a letter is pkg/dlq's job
+// (Insert is idempotent on the letter's origin). Resolving one takes the
+// caller's transaction (Lock, MarkReplayed, MarkDiscarded, Audit), so that
+// the lock, the outbox row, the new status and the audit record commit
+// together; package replay owns that transaction.
 //
 // Listing pages by keyset on id, never by OFFSET: a page holds the rows with
 // id below the previous page's last id, so rows stored while an operator

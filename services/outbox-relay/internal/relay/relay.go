@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -179,12 +178,25 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 	return len(rows), r.settle(work, rows, results)
 }
 
+// errNoAck marks a row whose ack did not come within the publish timeout.
+var errNoAck = errors.New("no ack from Kafka within the publish timeout")
+
+// publish produces rows and waits for their acks, but never longer than
+// PublishTimeout: franz-go cannot fail records already inside an in-flight
+// produce request, and a broker that vanished mid-request would otherwise
+// hold the batch (and a shutdown) for the request's own, longer timeout. A
+// row without an ack is treated as failed and retried; if the record did land
+// after all, the retry is an at-least-once duplicate, which consumers absorb,
+// and the key's next row still waits for this one, so order holds.
 func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
-	results := make([]error, len(rows))
-	var wg sync.WaitGroup
-	wg.Add(len(rows))
+	type ack struct {
+		i   int
+		err error
+	}
+	// Buffered for every row: a late callback never blocks or races.
+	acks := make(chan ack, len(rows))
 	for i, row := range rows {
 		rec := &kgo.Record{Topic: row.Topic, Key: []byte(row.PartitionKey), Value: row.Payload}
 		for k, v := range row.Headers {
@@ -193,12 +205,23 @@ func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
 		if row.CorrelationID != "" && kafkax.Header(rec, kafkax.HeaderCorrelationID) == "" {
 			kafkax.SetHeader(rec, kafkax.HeaderCorrelationID, row.CorrelationID)
 		}
-		r.kafka.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			results[i] = classifyProduce(err)
-		})
+		r.kafka.Produce(ctx, rec, func(_ *kgo.Record, err error) { acks <- ack{i, err} })
 	}
-	wg.Wait()
+	results := make([]error, len(rows))
+	got := make([]bool, len(rows))
+	for n := 0; n < len(rows); n++ {
+		select {
+		case a := <-acks:
+			results[a.i], got[a.i] = classifyProduce(a.err), true
+		case <-ctx.Done():
+			for i := range rows {
+				if !got[i] {
+					results[i] = errclass.AsTransient(errNoAck)
+				}
+			}
+			return results
+		}
+	}
 	return results
 }
 

@@ -42,7 +42,7 @@ const group = "payout-worker"
 
 type world struct {
 	alerts      *alertReceiver
-	newConsumer func() *consume.Consumer
+	newConsumer func() (*consume.Consumer, *kgo.Client)
 	t           *testing.T
 	db          *pgtest.DB
 	kafka       *kfake.Cluster
@@ -118,11 +118,11 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, time.Now)
 
-	w.newConsumer = func() *consume.Consumer {
+	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
 		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
-			logger, consume.NewMetrics(prometheus.NewRegistry()), alerts)
+			logger, consume.NewMetrics(prometheus.NewRegistry()), alerts), cl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	alertsDone := make(chan struct{})
@@ -139,7 +139,7 @@ func setup(t *testing.T, o options) *world {
 // startConsumer runs one more consumer of the group (a worker replica) and
 // returns a function that stops it cleanly.
 func (w *world) startConsumer() (stop func()) {
-	c := w.newConsumer()
+	c, cl := w.newConsumer()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -151,6 +151,9 @@ func (w *world) startConsumer() (stop func()) {
 		stopped = true
 		cancel()
 		require.NoError(w.t, <-done)
+		// As run.go does: leave the group, so the partitions move at once
+		// instead of staying with a member that no longer polls.
+		cl.LeaveGroup()
 	}
 	w.t.Cleanup(stop)
 	return stop

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+)
+
+// maxBody bounds a request body; every body here is a few fields.
+const maxBody = 64 << 10
+
+// reasonBody is the body of replay (optional) and discard (required).
+type reasonBody struct {
+	Reason string `json:"reason"`
+}
+
+// bulkBody is the body of POST /v1/dead-letters/replay: the list filters,
+// dry_run and max.
+type bulkBody struct {
+	Topic      string `json:"topic"`
+	Status     string `json:"status"`
+	ErrorClass string `json:"error_class"`
+	Since      string `json:"since"`
+	Until      string `json:"until"`
+	DryRun     bool   `json:"dry_run"`
+	Max        int    `json:"max"`
+	Reason     string `json:"reason"`
+}
+
+// actor is the name of the request's token: who did it, for audit_log.
+func actor(r *http.Request) string {
+	tok, _ := tokenFrom(r.Context())
+	return tok.Name
+}
+
+func (a *api) replay(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	var body reasonBody
+	if err := decodeBody(w, r, &body, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.Replay.Replay(r.Context(), id, actor(r), body.Reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusAccepted, replayedView{OutboxID: res.OutboxID, DeadLetter: newSummaryView(res.Letter)})
+}
+
+func (a *api) discard(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	var body reasonBody
+	if err := decodeBody(w, r, &body, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d, err := a.Replay.Discard(r.Context(), id, actor(r), body.Reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, discardedView{DeadLetter: newSummaryView(d)})
+}
+
+func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
+	var body bulkBody
+	if err := decodeBody(w, r, &body, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason}
+	var err error
+	if req.Since, err = bodyTime("since", body.Since); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Until, err = bodyTime("until", body.Until); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if body.DryRun {
+		p, err := a.Replay.Preview(r.Context(), req)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		httpserver.WriteJSON(w, http.StatusOK, newPreviewView(p))
+		return
+	}
+	job, err := a.Replay.CreateJob(r.Context(), actor(r), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/replay-jobs/"+strconv.FormatInt(job.ID, 10))
+	httpserver.WriteJSON(w, http.StatusAccepted, newJobView(job))
+}
+
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	job, err := a.Replay.Job(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newJobView(job))
+}
+
+func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > replay.MaxJobList {
+			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobList)})
+			return
+		}
+		limit = n
+	}
+	jobs, err := a.Replay.Jobs(r.Context(), limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := jobListView{Items: make([]jobView, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Items = append(out.Items, newJobView(j))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	job, err := a.Replay.CancelJob(r.Context(), id, actor(r))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newJobView(job))
+}
+
+func (a *api) latestReconciliation(w http.ResponseWriter, r *http.Request) {
+	run, err := a.Recon.Latest(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newRunView(run))
+}
+
+func (a *api) reconcile(w http.ResponseWriter, r *http.Request) {
+	run, err := a.Recon.Run(r.Context(), recon.TriggerManual, actor(r))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, newRunView(run))
+}
+
+// bodyError is a request body the API cannot read.
+type bodyError struct{ reason string }
+
+func (e *bodyError) Error() string { return "request body: " + e.reason }
+
+// decodeBody reads one JSON object into v, refusing unknown fields (a typo
+// in "dry_run" must not replay for real). An empty body is allowed when
+// optional, leaving v as it is.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &bodyError{reason: fmt.Sprintf("larger than %d bytes", maxBody)}
+		}
+		return &bodyError{reason: "could not be read"}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		if optional {
+			return nil
+		}
+		return &bodyError{reason: "a JSON object is required"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return &bodyError{reason: fmt.Sprintf("field %q must be a %s", typeErr.Field, typeErr.Type)}
+		}
+		return &bodyError{reason: "not a JSON object of the expected fields: " + err.Error()}
+	}
+	if dec.More() {
+		return &bodyError{reason: "trailing data after the JSON object"}
+	}
+	return nil
+}
+
+func bodyTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+	}
+	return t, nil
+}

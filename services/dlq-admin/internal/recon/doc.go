@@ -1,0 +1,24 @@
+// Package recon is the ledger's integrity check (the seeds' daily "Total
+// Integrity Check"): every ledger transaction sums to zero per currency,
+// every user wallet's stored balance equals the sum of its entries, and no
+// user wallet is negative. System accounts (PSP clearing, payout holds) keep
+// no stored balance, so their sums are reported for information only.
+//
+// The database already refuses most of these states (a deferred trigger
+// balances every transaction, a check keeps user balances non-negative), so
+// a discrepancy means something bypassed them: a manual UPDATE, a restore,
+// a bug in a migration. That is why it is a critical alert, and why the check
+// reads the ledger itself rather than trusting the constraints.
+//
+// The whole check runs in one REPEATABLE READ, READ ONLY transaction: every
+// query sees the same snapshot, so a credit committing mid-check cannot look
+// like a mismatch. Each query is a GROUP BY over ledger_entries (no loop per
+// wallet), and only the first MaxListed offenders are named; the counts are
+// exact. Every run is stored in reconciliation_runs with its summary; a run
+// that finds a discrepancy raises one critical alert (key "reconciliation")
+// naming the wallets and transactions, de-duplicated by pkg/alert.
+//
+// Runs are scheduled (RECONCILE_INTERVAL, first shortly after start) and can
+// be asked for (POST /v1/reconciliation). A scheduled run is skipped while
+// another replica is running one (a transaction-scoped advisory lock).
+package recon

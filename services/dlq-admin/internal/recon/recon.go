@@ -1,0 +1,352 @@
+package recon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// Triggers of a run.
+const (
+	TriggerScheduled = "scheduled"
+	TriggerManual    = "manual"
+)
+
+// AlertKey is the key of the discrepancy alert.
+const AlertKey = "reconciliation"
+
+// MaxListed is how many offending transactions and wallets a run names.
+const MaxListed = 100
+
+// alertListed is how many of them the alert names.
+const alertListed = 10
+
+// ErrNoRun means no check has run yet.
+var ErrNoRun = errors.New("no reconciliation has run yet")
+
+// errSkipped means another replica holds the scheduled check's lock.
+var errSkipped = errors.New("another replica is running the check")
+
+// Raiser is what discrepancies are alerted through: *alert.Alerter.
+type Raiser interface {
+	Raise(ctx context.Context, a alert.Alert)
+}
+
+// Summary is what one run found. It is stored as reconciliation_runs.summary
+// and returned by the API as it is.
+type Summary struct {
+	Transactions  int64 `json:"transactions"`
+	Entries       int64 `json:"entries"`
+	UserWallets   int64 `json:"user_wallets"`
+	SystemWallets int64 `json:"system_wallets"`
+	// UnbalancedTransactions counts (transaction, currency) pairs whose
+	// entries do not sum to zero; Unbalanced names the first MaxListed.
+	UnbalancedTransactions int64        `json:"unbalanced_transactions"`
+	Unbalanced             []Unbalanced `json:"unbalanced"`
+	// WalletMismatches counts user wallets whose stored balance is not the
+	// sum of their entries; NegativeWallets those below zero either way.
+	// Wallets names the first MaxListed of both.
+	WalletMismatches int64           `json:"wallet_mismatches"`
+	NegativeWallets  int64           `json:"negative_wallets"`
+	Wallets          []WalletProblem `json:"wallets"`
+	// SystemAccounts are the sums of the system accounts, for information.
+	SystemAccounts []Account `json:"system_accounts"`
+}
+
+// Unbalanced is one transaction whose entries in one currency do not sum
+// to zero.
+type Unbalanced struct {
+	TransactionID string `json:"transaction_id"`
+	Currency      string `json:"currency"`
+	Sum           int64  `json:"sum"`
+}
+
+// WalletProblem is one user wallet that fails the check.
+type WalletProblem struct {
+	Owner    string   `json:"owner"`
+	Currency string   `json:"currency"`
+	Stored   int64    `json:"stored"`
+	Computed int64    `json:"computed"`
+	Problems []string `json:"problems"`
+}
+
+// Account is a system account's balance: the sum of its entries.
+type Account struct {
+	Owner    string `json:"owner"`
+	Currency string `json:"currency"`
+	Balance  int64  `json:"balance"`
+}
+
+// Discrepancies is the number of problems found.
+func (s Summary) Discrepancies() int64 {
+	return s.UnbalancedTransactions + s.WalletMismatches + s.NegativeWallets
+}
+
+// Run is one stored check.
+type Run struct {
+	ID         int64
+	StartedAt  time.Time
+	FinishedAt time.Time
+	OK         bool
+	Trigger    string
+	Actor      *string
+	Summary    Summary
+}
+
+// Reconciler runs the check.
+type Reconciler struct {
+	pool    *pgxpool.Pool
+	raiser  Raiser
+	logger  *slog.Logger
+	now     func() time.Time
+	found   prometheus.Gauge
+	lastRun prometheus.Gauge
+	runs    *prometheus.CounterVec
+}
+
+// New returns a Reconciler and registers its metrics on reg.
+func New(pool *pgxpool.Pool, raiser Raiser, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Reconciler, error) {
+	r := &Reconciler{
+		pool: pool, raiser: raiser, logger: logger.With("component", "reconciliation"), now: now,
+		found: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aegis_reconciliation_discrepancies",
+			Help: "Problems the latest ledger integrity check found (unbalanced transactions, wallet mismatches, negative wallets).",
+		}),
+		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aegis_reconciliation_last_run_timestamp_seconds",
+			Help: "When the latest ledger integrity check finished (Unix time).",
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_reconciliation_runs_total",
+			Help: "Ledger integrity checks by result (ok, discrepancy, error).",
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{r.found, r.lastRun, r.runs} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register reconciliation metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Run checks the ledger now, stores the run and alerts on a discrepancy.
+// actor is the token name of a manual run ("" for a scheduled one).
+func (r *Reconciler) Run(ctx context.Context, trigger, actor string) (Run, error) {
+	run, err := r.run(ctx, trigger, actor, false)
+	if err != nil {
+		r.runs.WithLabelValues("error").Inc()
+	}
+	return run, err
+}
+
+func (r *Reconciler) run(ctx context.Context, trigger, actor string, exclusive bool) (Run, error) {
+	run := Run{StartedAt: r.now(), Trigger: trigger}
+	if actor != "" {
+		run.Actor = &actor
+	}
+	sum, err := r.check(ctx, exclusive)
+	if err != nil {
+		return Run{}, err
+	}
+	run.Summary, run.FinishedAt, run.OK = sum, r.now(), sum.Discrepancies() == 0
+
+	body, err := json.Marshal(sum)
+	if err != nil {
+		return Run{}, fmt.Errorf("encode reconciliation summary: %w", err)
+	}
+	err = database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, sqlInsertRun, run.StartedAt, run.FinishedAt, run.OK, trigger, actor, body).Scan(&run.ID); err != nil {
+			return fmt.Errorf("store reconciliation run: %w", err)
+		}
+		if trigger != TriggerManual {
+			return nil
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReconcile, TargetType: store.TargetReconciliation,
+			TargetID: store.ID(run.ID), At: run.FinishedAt, Detail: map[string]any{"ok": run.OK, "discrepancies": sum.Discrepancies()}})
+	})
+	if err != nil {
+		return Run{}, err
+	}
+
+	r.found.Set(float64(sum.Discrepancies()))
+	r.lastRun.Set(float64(run.FinishedAt.Unix()))
+	if run.OK {
+		r.runs.WithLabelValues("ok").Inc()
+		r.logger.InfoContext(ctx, "ledger reconciliation ok", "run_id", run.ID, "trigger", trigger,
+			"transactions", sum.Transactions, "user_wallets", sum.UserWallets)
+		return run, nil
+	}
+	r.runs.WithLabelValues("discrepancy").Inc()
+	r.raiser.Raise(ctx, discrepancyAlert(run))
+	return run, nil
+}
+
+// check reads the ledger in one consistent snapshot.
+func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error) {
+	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if exclusive {
+		var locked bool
+		if err := tx.QueryRow(ctx, sqlTryLock).Scan(&locked); err != nil {
+			return Summary{}, fmt.Errorf("reconciliation: lock: %w", err)
+		}
+		if !locked {
+			return Summary{}, errSkipped
+		}
+	}
+	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, SystemAccounts: []Account{}}
+	if err := tx.QueryRow(ctx, sqlCounts).Scan(&s.Transactions, &s.Entries, &s.UserWallets, &s.SystemWallets); err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: count: %w", err)
+	}
+
+	rows, err := tx.Query(ctx, sqlUnbalanced, MaxListed)
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
+	}
+	for rows.Next() {
+		var u Unbalanced
+		if err := rows.Scan(&u.TransactionID, &u.Currency, &u.Sum, &s.UnbalancedTransactions); err != nil {
+			rows.Close()
+			return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
+		}
+		s.Unbalanced = append(s.Unbalanced, u)
+	}
+	if err := rows.Err(); err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
+	}
+
+	rows, err = tx.Query(ctx, sqlUserWallets, MaxListed)
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
+	}
+	for rows.Next() {
+		var w WalletProblem
+		var mismatch, negative bool
+		if err := rows.Scan(&w.Owner, &w.Currency, &w.Stored, &w.Computed, &mismatch, &negative,
+			&s.WalletMismatches, &s.NegativeWallets); err != nil {
+			rows.Close()
+			return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
+		}
+		w.Problems = []string{}
+		if mismatch {
+			w.Problems = append(w.Problems, "balance_mismatch")
+		}
+		if negative {
+			w.Problems = append(w.Problems, "negative")
+		}
+		s.Wallets = append(s.Wallets, w)
+	}
+	if err := rows.Err(); err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
+	}
+
+	rows, err = tx.Query(ctx, sqlSystemAccounts)
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
+	}
+	s.SystemAccounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Account, error) {
+		var a Account
+		err := row.Scan(&a.Owner, &a.Currency, &a.Balance)
+		return a, err
+	})
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
+	}
+	return s, nil
+}
+
+// discrepancyAlert names what is wrong: one alert per run.
+func discrepancyAlert(run Run) alert.Alert {
+	s := run.Summary
+	var wallets, txs []string
+	for i, w := range s.Wallets {
+		if i == alertListed {
+			break
+		}
+		wallets = append(wallets, fmt.Sprintf("%s/%s stored=%d computed=%d (%s)", w.Owner, w.Currency, w.Stored, w.Computed, strings.Join(w.Problems, ",")))
+	}
+	for i, u := range s.Unbalanced {
+		if i == alertListed {
+			break
+		}
+		txs = append(txs, fmt.Sprintf("%s %s sum=%d", u.TransactionID, u.Currency, u.Sum))
+	}
+	var parts []string
+	if s.WalletMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d wallet balance(s) differ from their entries", s.WalletMismatches))
+	}
+	if s.NegativeWallets > 0 {
+		parts = append(parts, fmt.Sprintf("%d negative wallet(s)", s.NegativeWallets))
+	}
+	if s.UnbalancedTransactions > 0 {
+		parts = append(parts, fmt.Sprintf("%d unbalanced transaction(s)", s.UnbalancedTransactions))
+	}
+	summary := "ledger reconciliation failed: " + strings.Join(parts, ", ")
+	if len(wallets) > 0 {
+		summary += "; wallets: " + strings.Join(wallets, "; ")
+	}
+	return alert.Alert{
+		Key:      AlertKey,
+		Severity: alert.Critical,
+		Summary:  summary,
+		Details: map[string]any{
+			"run_id": run.ID, "wallet_mismatches": s.WalletMismatches, "negative_wallets": s.NegativeWallets,
+			"unbalanced_transactions": s.UnbalancedTransactions, "wallets": wallets, "transactions": txs,
+		},
+	}
+}
+
+// Latest returns the latest stored run, or ErrNoRun.
+func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
+	var run Run
+	var body []byte
+	err := r.pool.QueryRow(ctx, sqlLatestRun).Scan(&run.ID, &run.StartedAt, &run.FinishedAt, &run.OK, &run.Trigger, &run.Actor, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNoRun
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("latest reconciliation run: %w", err)
+	}
+	if err := json.Unmarshal(body, &run.Summary); err != nil {
+		return Run{}, fmt.Errorf("decode reconciliation run %d: %w", run.ID, err)
+	}
+	return run, nil
+}
+
+// Schedule runs the check after first and then every interval until ctx
+// is done. A failed run is logged and tried again at the next tick.
+func (r *Reconciler) Schedule(ctx context.Context, first, interval time.Duration) error {
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		_, err := r.run(ctx, TriggerScheduled, "", true)
+		switch {
+		case errors.Is(err, errSkipped):
+			r.logger.Info("scheduled reconciliation skipped: another replica is running it")
+		case err != nil && ctx.Err() == nil:
+			r.runs.WithLabelValues("error").Inc()
+			r.logger.Error("scheduled reconciliation failed", "error", err.Error())
+		}
+		t.Reset(interval)
+	}
+}

@@ -1,0 +1,38 @@
+// Package replay resolves dead letters: it puts one back through the
+// pipeline (replay), closes one for good (discard), and runs bulk replays as
+// tracked, throttled jobs. It keeps the half of ARCHITECTURE.md's third
+// promise that comes after "a person can see it": the fix is applied once.
+//
+// One replay is one Postgres transaction: the letter is locked (FOR
+// UPDATE), refused unless open, written to transaction_outbox through
+// pkg/outbox (the relay publishes it; nothing here talks to Kafka), marked
+// replayed with who, when and the outbox row, and recorded in audit_log. So
+// a replay either happened entirely or not at all, and a second replay of
+// the same letter finds it resolved and is refused.
+//
+// The outbox row carries the letter's original topic, partition key, event
+// type, payload and headers, plus replay_of (the letter id) and
+// replay_count. Letters from a consumer also get a new message_id,
+// "<original>:replay:<letter id>:<replay count>": the consumer recorded the
+// original id in processed_events when it gave up, so a replay under the
+// same id would be skipped. Business effects stay idempotent below that
+// (the ledger's unique references, the payout state machine), which is why
+// replaying something that did succeed changes nothing. Relay and ingest
+// letters keep their message_id: no consumer ever applied them. A payload
+// that is not JSON (a poison message) cannot go through the jsonb outbox
+// and is refused as not replayable, changing nothing.
+//
+// Bulk replay creates a replay_jobs row and returns; Runner works the jobs.
+// A runner claims a job with FOR UPDATE SKIP LOCKED and holds it by a lease
+// it extends with every letter, so replicas never work one job at once and
+// a job whose runner died is resumed by another once the lease runs out.
+// Each letter is its own transaction through the same code as a single
+// replay, and that transaction also advances the job's counts and cursor and
+// checks the lease: progress is exact across crashes, and a runner that lost
+// its job cannot replay anything more for it. Letters are replayed only
+// while open, so nothing is replayed twice, and a job only considers
+// letters that existed when it was created, so a replay that fails again
+// (a new letter) is not chased by the job that replayed it. Runners are
+// throttled (REPLAY_RATE letters per second) so a bulk replay cannot flood
+// Kafka or the consumers.
+package replay

@@ -1,0 +1,265 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// Job statuses (the replay_jobs.status check constraint).
+const (
+	JobQueued    = "queued"
+	JobRunning   = "running"
+	JobDone      = "done"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+)
+
+// Bulk replay limits.
+const (
+	// MaxBulk caps BulkRequest.Max: a bigger replay is several jobs, each
+	// one a decision someone took.
+	MaxBulk = 10000
+	// PreviewIDs is how many ids a dry run lists.
+	PreviewIDs = 100
+	// MaxJobList is the most jobs Jobs returns.
+	MaxJobList = 100
+)
+
+// ErrJobNotFound is returned when no replay job has the requested id.
+var ErrJobNotFound = errors.New("replay job not found")
+
+// ErrJobFinished means a job cannot be cancelled because it already ended.
+var ErrJobFinished = errors.New("replay job already finished")
+
+// BulkRequest selects the open letters to replay: the list filters (status
+// may only be "open" or empty) and how many at most.
+type BulkRequest struct {
+	Topic      string
+	Status     string
+	ErrorClass string
+	Since      time.Time
+	Until      time.Time
+	Max        int
+	Reason     string
+}
+
+// Validate returns a *store.InvalidError naming the first bad field.
+func (r BulkRequest) Validate() error {
+	if r.Status != "" && r.Status != store.StatusOpen {
+		return &store.InvalidError{Param: "status", Reason: "must be open or omitted: only open letters are replayed"}
+	}
+	if r.Max < 1 || r.Max > MaxBulk {
+		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
+	}
+	if !r.Since.IsZero() && !r.Until.IsZero() && !r.Since.Before(r.Until) {
+		return &store.InvalidError{Param: "until", Reason: "must be after since"}
+	}
+	return checkReason(r.Reason, false)
+}
+
+func (r BulkRequest) filter() JobFilter {
+	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass}
+	if !r.Since.IsZero() {
+		t := r.Since.UTC()
+		f.Since = &t
+	}
+	if !r.Until.IsZero() {
+		t := r.Until.UTC()
+		f.Until = &t
+	}
+	return f
+}
+
+// JobFilter is a job's selection as stored in replay_jobs.filter.
+type JobFilter struct {
+	Topic      string     `json:"topic,omitempty"`
+	Status     string     `json:"status"`
+	ErrorClass string     `json:"error_class,omitempty"`
+	Since      *time.Time `json:"since,omitempty"`
+	Until      *time.Time `json:"until,omitempty"`
+}
+
+func (f JobFilter) selection(after, upto int64) store.Selection {
+	sel := store.Selection{Topic: f.Topic, ErrorClass: f.ErrorClass, After: after, Upto: upto}
+	if f.Since != nil {
+		sel.Since = *f.Since
+	}
+	if f.Until != nil {
+		sel.Until = *f.Until
+	}
+	return sel
+}
+
+// Job is one bulk replay and its progress.
+type Job struct {
+	ID     int64
+	Actor  string
+	Reason string
+	Filter JobFilter
+	Max    int
+	// UptoID bounds the job to letters that existed when it was created.
+	UptoID int64
+	Status string
+	// Matched is how many open letters matched when the job started.
+	Matched int
+	// Replayed, Skipped (no longer open when reached) and Failed (not
+	// replayable) count the letters handled so far; Replayed+Failed never
+	// exceeds Max.
+	Replayed   int
+	Skipped    int
+	Failed     int
+	LastError  *string
+	CursorID   int64
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+func (j Job) remaining() int { return j.Max - j.Replayed - j.Failed }
+
+func scanJob(row pgx.Row) (Job, error) {
+	var j Job
+	var filter []byte
+	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed,
+		&j.Skipped, &j.Failed, &j.LastError, &j.CursorID, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
+	if err != nil {
+		return Job{}, err
+	}
+	if err := json.Unmarshal(filter, &j.Filter); err != nil {
+		return Job{}, fmt.Errorf("decode filter of replay job %d: %w", j.ID, err)
+	}
+	return j, nil
+}
+
+// Preview is what a bulk replay would do now.
+type Preview struct {
+	// Matched counts the open letters matching the filter.
+	Matched int64
+	// WouldReplay is min(Matched, Max).
+	WouldReplay int64
+	// IDs are the first letters it would replay, oldest first (at most
+	// PreviewIDs).
+	IDs []int64
+}
+
+// Preview answers a dry run: what CreateJob would replay, changing nothing.
+func (s *Service) Preview(ctx context.Context, req BulkRequest) (Preview, error) {
+	if err := req.Validate(); err != nil {
+		return Preview{}, err
+	}
+	upto, err := store.MaxID(ctx, s.pool)
+	if err != nil {
+		return Preview{}, err
+	}
+	sel := req.filter().selection(0, upto)
+	n, err := s.store.CountOpen(ctx, sel)
+	if err != nil {
+		return Preview{}, err
+	}
+	ids, err := s.store.OpenIDs(ctx, sel, min(req.Max, PreviewIDs))
+	if err != nil {
+		return Preview{}, err
+	}
+	return Preview{Matched: n, WouldReplay: min(n, int64(req.Max)), IDs: ids}, nil
+}
+
+// CreateJob queues a bulk replay for actor and records it in audit_log, in
+// one transaction; a Runner does the work.
+func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) (Job, error) {
+	if err := req.Validate(); err != nil {
+		return Job{}, err
+	}
+	filter, err := json.Marshal(req.filter())
+	if err != nil {
+		return Job{}, fmt.Errorf("encode replay job filter: %w", err)
+	}
+	var job Job
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		upto, err := store.MaxID(ctx, tx)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if job, err = scanJob(tx.QueryRow(ctx, sqlInsertJob, actor, req.Reason, filter, req.Max, upto, now)); err != nil {
+			return fmt.Errorf("insert replay job: %w", err)
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
+			TargetID: store.ID(job.ID), Reason: req.Reason, At: now,
+			Detail: map[string]any{"filter": job.Filter, "max": job.Max, "upto_id": job.UptoID}})
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	s.logger.InfoContext(ctx, "bulk replay queued", "replay_job_id", job.ID, "actor", actor, "max", job.Max)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return job, nil
+}
+
+// Job returns job id, or ErrJobNotFound.
+func (s *Service) Job(ctx context.Context, id int64) (Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, ErrJobNotFound
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("get replay job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// Jobs returns the latest limit jobs, newest first.
+func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
+	if limit < 1 || limit > MaxJobList {
+		limit = MaxJobList
+	}
+	rows, err := s.pool.Query(ctx, sqlListJobs, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list replay jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) { return scanJob(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list replay jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// CancelJob stops a queued or running job on behalf of actor: letters
+// already replayed stay replayed, no further letter is. Errors:
+// ErrJobNotFound, ErrJobFinished.
+func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, error) {
+	var job Job
+	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, sqlLockJob, id).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrJobNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock replay job %d: %w", id, err)
+		}
+		if status != JobQueued && status != JobRunning {
+			return fmt.Errorf("replay job %d is %s: %w", id, status, ErrJobFinished)
+		}
+		now := s.now()
+		if job, err = scanJob(tx.QueryRow(ctx, sqlCancelJob, id, now)); err != nil {
+			return fmt.Errorf("cancel replay job %d: %w", id, err)
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReplayJobStop, TargetType: store.TargetReplayJob,
+			TargetID: store.ID(id), At: now, Detail: map[string]any{"replayed": job.Replayed, "was": status}})
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	return job, nil
+}

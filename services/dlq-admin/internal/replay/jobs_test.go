@@ -1,0 +1,242 @@
+package replay_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// waitFor guards waits on runners; it is not a timing assertion.
+const waitFor = 60 * time.Second
+
+// startRunner runs a runner named owner until the test ends.
+func (b *bundle) startRunner(t *testing.T, owner string) {
+	t.Helper()
+	r, err := replay.NewRunner(b.svc, replay.RunnerConfig{Owner: owner, Rate: 2000, Poll: 20 * time.Millisecond, Batch: 7})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func (b *bundle) waitFinished(t *testing.T, id int64) replay.Job {
+	t.Helper()
+	var job replay.Job
+	require.Eventually(t, func() bool {
+		var err error
+		job, err = b.svc.Job(context.Background(), id)
+		require.NoError(t, err)
+		return job.FinishedAt != nil
+	}, waitFor, 10*time.Millisecond)
+	return job
+}
+
+// mixed stores n open transient letters on aegis.transactions plus noise the
+// filter must leave alone, and returns the matching ids.
+func (b *bundle) mixed(t *testing.T, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		ids = append(ids, b.letter(t, nil))
+		if i%3 == 0 {
+			b.letter(t, func(l *dlq.Letter) { l.ErrorClass = "permanent" })
+			b.letter(t, func(l *dlq.Letter) { l.OriginalTopic = kafkax.TopicSettlements })
+		}
+	}
+	resolved := b.letter(t, nil)
+	_, err := b.svc.Discard(context.Background(), resolved, "ops", "noise")
+	require.NoError(t, err)
+	return ids
+}
+
+func request(max int) replay.BulkRequest {
+	return replay.BulkRequest{Topic: kafkax.TopicTransactions, ErrorClass: "transient", Max: max, Reason: "psp recovered"}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.mixed(t, 12)
+	before := b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open'`)
+
+	p, err := b.svc.Preview(context.Background(), request(5))
+	require.NoError(t, err)
+	require.Equal(t, int64(12), p.Matched)
+	require.Equal(t, int64(5), p.WouldReplay)
+	require.Equal(t, ids[:5], p.IDs, "oldest first, at most max")
+
+	require.Empty(t, b.outbox(t))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM replay_jobs`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM audit_log WHERE action <> 'discard'`))
+	require.Equal(t, before, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open'`))
+}
+
+func TestBulkRequestValidation(t *testing.T) {
+	t.Parallel()
+	for param, req := range map[string]replay.BulkRequest{
+		"max":    {Max: 0},
+		"status": {Status: store.StatusReplayed, Max: 1},
+		"until":  {Max: 1, Since: t0, Until: t0},
+	} {
+		err := req.Validate()
+		var invalid *store.InvalidError
+		require.ErrorAs(t, err, &invalid, param)
+		require.Equal(t, param, invalid.Param)
+	}
+	require.Error(t, replay.BulkRequest{Max: replay.MaxBulk + 1}.Validate())
+	require.NoError(t, replay.BulkRequest{Status: store.StatusOpen, Max: replay.MaxBulk}.Validate())
+}
+
+func TestJobReplaysExactlyMaxOfMoreMatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 20)
+	poison := b.letter(t, func(l *dlq.Letter) { l.Payload = []byte("not json") })
+	ids = append(ids, poison)
+	// A letter poisoned in the middle of the selection counts as failed.
+	job, err := b.svc.CreateJob(ctx, "bob", request(21))
+	require.NoError(t, err)
+	require.Equal(t, replay.JobQueued, job.Status)
+	b.startRunner(t, "runner-a")
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, 21, job.Matched)
+	require.Equal(t, 20, job.Replayed)
+	require.Equal(t, 1, job.Failed)
+	require.Zero(t, job.Skipped)
+	require.Contains(t, *job.LastError, fmt.Sprintf("dead letter %d", poison))
+	require.Len(t, b.outbox(t), 20)
+
+	// More matches than max: exactly max are replayed, oldest first.
+	more := b.mixed(t, 9)
+	job, err = b.svc.CreateJob(ctx, "carol", request(4))
+	require.NoError(t, err)
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, 10, job.Matched, "nine new letters and the poison one, still open")
+	require.Equal(t, 3, job.Replayed)
+	require.Equal(t, 1, job.Failed, "the poison letter comes first and fails again")
+	rows := b.outbox(t)
+	require.Len(t, rows, 23)
+	for i, r := range rows[20:] {
+		require.Equal(t, fmt.Sprint(more[i]), r.Headers[replay.HeaderReplayOf])
+	}
+	// Six of the nine are still open, and so is the poison letter.
+	require.Equal(t, 7, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open' AND original_topic = 'aegis.transactions' AND error_class = 'transient'`))
+	require.Equal(t, 23, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay' AND detail ? 'replay_job_id'`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'bulk_replay'`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_start'`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay' AND actor = 'carol' AND target_id = $1`, fmt.Sprint(more[0])))
+}
+
+func TestJobIgnoresLettersNewerThanItself(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mixed(t, 3)
+	job, err := b.svc.CreateJob(ctx, "bob", request(100))
+	require.NoError(t, err)
+	late := b.letter(t, nil) // fails after the job was asked for
+	b.startRunner(t, "runner-a")
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, 3, job.Replayed)
+	require.Less(t, job.UptoID, late)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open' AND id = $1`, late))
+}
+
+func TestTwoRunnersNeverReplayALetterTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 60)
+	// Three overlapping jobs for the same letters, worked by two runners.
+	var jobs []int64
+	for range 3 {
+		job, err := b.svc.CreateJob(ctx, "bob", request(60))
+		require.NoError(t, err)
+		jobs = append(jobs, job.ID)
+	}
+	b.startRunner(t, "runner-a")
+	b.startRunner(t, "runner-b")
+	replayed := 0
+	for _, id := range jobs {
+		job := b.waitFinished(t, id)
+		require.Equal(t, replay.JobDone, job.Status)
+		require.Zero(t, job.Failed)
+		replayed += job.Replayed
+	}
+	require.Equal(t, len(ids), replayed, "the jobs together replayed every letter once")
+	require.Len(t, b.outbox(t), len(ids))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM (SELECT headers->>'replay_of' FROM transaction_outbox GROUP BY 1 HAVING count(*) > 1) d`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM dead_letters WHERE replay_count > 1`))
+}
+
+func TestRunnerResumesAJobWhoseRunnerDied(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 10)
+	job, err := b.svc.CreateJob(ctx, "bob", request(8))
+	require.NoError(t, err)
+	// A runner took the job, replayed the first three letters and died: its
+	// lease is out. (Its replays went through the service, as it would.)
+	for _, id := range ids[:3] {
+		_, err := b.svc.Replay(ctx, id, "bob", "")
+		require.NoError(t, err)
+	}
+	_, err = b.db.Pool.Exec(ctx, `UPDATE replay_jobs SET status = 'running', started_at = $2, matched = 10, replayed = 3,
+		cursor_id = $3, locked_by = 'dead-runner', locked_until = $2 WHERE id = $1`, job.ID, t0, ids[2])
+	require.NoError(t, err)
+
+	b.startRunner(t, "runner-b")
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, 8, job.Replayed, "five more, up to max")
+	require.Equal(t, 10, job.Matched, "kept from the first start")
+	require.Len(t, b.outbox(t), 8)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM dead_letters WHERE replay_count > 1`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_start' AND (detail->>'resumed')::boolean`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open' AND id = ANY($1)`, ids))
+}
+
+func TestCancelStopsAJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mixed(t, 5)
+	job, err := b.svc.CreateJob(ctx, "bob", request(5))
+	require.NoError(t, err)
+	cancelled, err := b.svc.CancelJob(ctx, job.ID, "carol")
+	require.NoError(t, err)
+	require.Equal(t, replay.JobCancelled, cancelled.Status)
+	require.NotNil(t, cancelled.FinishedAt)
+	_, err = b.svc.CancelJob(ctx, job.ID, "carol")
+	require.ErrorIs(t, err, replay.ErrJobFinished)
+	_, err = b.svc.CancelJob(ctx, job.ID+10, "carol")
+	require.ErrorIs(t, err, replay.ErrJobNotFound)
+
+	// A runner never picks it up.
+	done, err := b.svc.CreateJob(ctx, "bob", replay.BulkRequest{Topic: "aegis.none", Max: 1})
+	require.NoError(t, err)
+	b.startRunner(t, "runner-a")
+	b.waitFinished(t, done.ID)
+	require.Empty(t, b.outbox(t))
+	jobs, err := b.svc.Jobs(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	require.Equal(t, done.ID, jobs[0].ID, "newest first")
+	require.Equal(t, replay.JobCancelled, jobs[1].Status)
+}

@@ -1,0 +1,70 @@
+package replay
+
+// All SQL on replay_jobs. The letters themselves are read and resolved
+// through package store.
+
+const jobColumns = `
+    id, actor, coalesce(reason, ''), filter, max, upto_id, status, matched, replayed, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at`
+
+const sqlInsertJob = `
+INSERT INTO replay_jobs (actor, reason, filter, max, upto_id, created_at)
+VALUES ($1, nullif($2, ''), $3, $4, $5, $6)
+RETURNING ` + jobColumns
+
+const sqlGetJob = `SELECT ` + jobColumns + ` FROM replay_jobs WHERE id = $1`
+
+const sqlListJobs = `SELECT ` + jobColumns + ` FROM replay_jobs ORDER BY id DESC LIMIT $1`
+
+// sqlNextJob finds the oldest job a runner may take: queued, or running
+// under a lease that ran out (its runner died or let go). SKIP LOCKED: a job
+// another replica is claiming right now is left to it.
+const sqlNextJob = `
+SELECT ` + jobColumns + `
+FROM replay_jobs
+WHERE status = 'queued'
+   OR (status = 'running' AND (locked_until IS NULL OR locked_until < $1))
+ORDER BY id
+LIMIT 1
+FOR UPDATE SKIP LOCKED`
+
+const sqlStartJob = `
+UPDATE replay_jobs
+SET status = 'running', started_at = coalesce(started_at, $2), locked_by = $3, locked_until = $4,
+    matched = CASE WHEN started_at IS NULL THEN $5 ELSE matched END
+WHERE id = $1
+RETURNING ` + jobColumns
+
+// sqlAdvance records one letter's outcome and extends the lease, in the
+// letter's own transaction. It matches nothing unless this runner still
+// owns the running job, which rolls the letter's replay back.
+const sqlAdvance = `
+UPDATE replay_jobs
+SET replayed = replayed + $3, skipped = skipped + $4, failed = failed + $5,
+    last_error = coalesce($6, last_error), cursor_id = greatest(cursor_id, $7), locked_until = $8
+WHERE id = $1 AND status = 'running' AND locked_by = $2
+RETURNING ` + jobColumns
+
+const sqlHeartbeat = `
+UPDATE replay_jobs SET locked_until = $3
+WHERE id = $1 AND status = 'running' AND locked_by = $2`
+
+const sqlFinishJob = `
+UPDATE replay_jobs
+SET status = $3, finished_at = $4, last_error = coalesce($5, last_error), locked_by = NULL, locked_until = NULL
+WHERE id = $1 AND status = 'running' AND locked_by = $2
+RETURNING ` + jobColumns
+
+// sqlReleaseJob lets go of a running job without finishing it (shutdown, a
+// database error): any runner may resume it at once.
+const sqlReleaseJob = `
+UPDATE replay_jobs SET locked_by = NULL, locked_until = NULL
+WHERE id = $1 AND status = 'running' AND locked_by = $2`
+
+const sqlLockJob = `SELECT status FROM replay_jobs WHERE id = $1 FOR UPDATE`
+
+const sqlCancelJob = `
+UPDATE replay_jobs
+SET status = 'cancelled', finished_at = $2, locked_by = NULL, locked_until = NULL
+WHERE id = $1 AND status IN ('queued', 'running')
+RETURNING ` + jobColumns

@@ -1,0 +1,211 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// Headers added to a replayed message.
+const (
+	HeaderReplayOf    = "replay_of"
+	HeaderReplayCount = "replay_count"
+)
+
+// DefaultEventType is the outbox event type of a letter that has none.
+const DefaultEventType = "replay"
+
+// MaxReasonLength bounds an operator's reason.
+const MaxReasonLength = 2000
+
+// ErrNotOpen means the letter was already replayed or discarded.
+var ErrNotOpen = store.ErrNotOpen
+
+// ErrNotReplayable means the letter cannot be put back through the outbox
+// (its payload is not JSON: a poison message). Nothing was changed.
+var ErrNotReplayable = errors.New("dead letter cannot be replayed")
+
+// NotOpenError says what became of a letter that is not open.
+type NotOpenError struct {
+	ID     int64
+	Status string
+}
+
+func (e *NotOpenError) Error() string {
+	return fmt.Sprintf("dead letter %d is %s, not open", e.ID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrNotOpen) true.
+func (e *NotOpenError) Is(target error) bool { return target == ErrNotOpen }
+
+// Service resolves dead letters and manages bulk replay jobs.
+type Service struct {
+	pool   *pgxpool.Pool
+	store  *store.Store
+	logger *slog.Logger
+	now    func() time.Time
+	// wake tells a Runner of this process that a job was queued.
+	wake chan struct{}
+}
+
+// New returns a Service on pool.
+func New(pool *pgxpool.Pool, st *store.Store, logger *slog.Logger, now func() time.Time) *Service {
+	return &Service{pool: pool, store: st, logger: logger.With("component", "replay"), now: now, wake: make(chan struct{}, 1)}
+}
+
+// Replayed is the result of one replay.
+type Replayed struct {
+	Letter   store.Summary
+	OutboxID int64
+}
+
+// Replay puts letter id back through the pipeline on behalf of actor (the
+// token's name), in one transaction. Errors: store.ErrNotFound, ErrNotOpen
+// (a *NotOpenError), ErrNotReplayable.
+func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (Replayed, error) {
+	if err := checkReason(reason, false); err != nil {
+		return Replayed{}, err
+	}
+	var out Replayed
+	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.replayTx(ctx, tx, id, actor, reason, 0)
+		return err
+	})
+	if err != nil {
+		return Replayed{}, err
+	}
+	s.logger.InfoContext(ctx, "dead letter replayed", "dead_letter_id", id, "outbox_id", out.OutboxID,
+		"topic", out.Letter.OriginalTopic, "actor", actor)
+	return out, nil
+}
+
+// replayTx replays letter id within tx. It changes nothing before it has
+// decided the letter can be replayed, so a caller may keep using tx after
+// ErrNotOpen or ErrNotReplayable. jobID is the bulk job doing it, or 0.
+func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reason string, jobID int64) (Replayed, error) {
+	d, err := store.Lock(ctx, tx, id)
+	if err != nil {
+		return Replayed{}, err
+	}
+	if d.Status != store.StatusOpen {
+		return Replayed{}, &NotOpenError{ID: id, Status: d.Status}
+	}
+	msg, err := Message(d)
+	if err != nil {
+		return Replayed{}, err
+	}
+	outboxID, err := outbox.Insert(ctx, tx, msg)
+	if err != nil {
+		return Replayed{}, fmt.Errorf("replay dead letter %d: %w", id, err)
+	}
+	now := s.now()
+	letter, err := store.MarkReplayed(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}, outboxID)
+	if err != nil {
+		return Replayed{}, err
+	}
+	detail := map[string]any{"outbox_id": outboxID, "replay_count": letter.ReplayCount, "topic": d.OriginalTopic}
+	if jobID != 0 {
+		detail["replay_job_id"] = jobID
+	}
+	err = store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReplay, TargetType: store.TargetDeadLetter,
+		TargetID: store.ID(id), Reason: reason, Detail: detail, At: now})
+	if err != nil {
+		return Replayed{}, err
+	}
+	return Replayed{Letter: letter, OutboxID: outboxID}, nil
+}
+
+// Message is the outbox message that replays d (see the package doc for the
+// header rules). It fails with ErrNotReplayable when d cannot go through the
+// outbox.
+func Message(d store.DeadLetter) (outbox.Message, error) {
+	if d.OriginalTopic == "" {
+		return outbox.Message{}, fmt.Errorf("%w: it has no original topic to go back to", ErrNotReplayable)
+	}
+	if !json.Valid(d.Payload) {
+		return outbox.Message{}, fmt.Errorf("%w: its payload is not JSON (a poison message); fix the producer, then discard it", ErrNotReplayable)
+	}
+	headers := map[string]string{}
+	if len(d.Headers) > 0 {
+		if err := json.Unmarshal(d.Headers, &headers); err != nil {
+			return outbox.Message{}, fmt.Errorf("%w: its stored headers are not an object of strings", ErrNotReplayable)
+		}
+	}
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	count := d.ReplayCount + 1
+	headers[HeaderReplayOf] = store.ID(d.ID)
+	headers[HeaderReplayCount] = strconv.Itoa(count)
+	if d.Source == dlq.SourceConsumer {
+		orig := headers[kafkax.HeaderMessageID]
+		if orig == "" {
+			orig = "dl-" + store.ID(d.ID)
+		}
+		headers[kafkax.HeaderMessageID] = fmt.Sprintf("%s:replay:%d:%d", orig, d.ID, count)
+	}
+	eventType := d.EventType
+	if eventType == "" {
+		eventType = DefaultEventType
+	}
+	return outbox.Message{
+		Topic: d.OriginalTopic, EventType: eventType, PartitionKey: d.PartitionKey,
+		Payload: d.Payload, Headers: headers, CorrelationID: d.CorrelationID,
+	}, nil
+}
+
+// Discard closes letter id for good on behalf of actor, with a mandatory
+// reason, in one transaction. Errors: a *store.InvalidError for the reason,
+// store.ErrNotFound, ErrNotOpen.
+func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (store.Summary, error) {
+	reason = strings.TrimSpace(reason)
+	if err := checkReason(reason, true); err != nil {
+		return store.Summary{}, err
+	}
+	var out store.Summary
+	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		d, err := store.Lock(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if d.Status != store.StatusOpen {
+			return &NotOpenError{ID: id, Status: d.Status}
+		}
+		now := s.now()
+		if out, err = store.MarkDiscarded(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}); err != nil {
+			return err
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionDiscard, TargetType: store.TargetDeadLetter,
+			TargetID: store.ID(id), Reason: reason, Detail: map[string]any{"topic": d.OriginalTopic, "error_class": d.ErrorClass}, At: now})
+	})
+	if err != nil {
+		return store.Summary{}, err
+	}
+	s.logger.InfoContext(ctx, "dead letter discarded", "dead_letter_id", id, "actor", actor)
+	return out, nil
+}
+
+func checkReason(reason string, required bool) error {
+	if required && strings.TrimSpace(reason) == "" {
+		return &store.InvalidError{Param: "reason", Reason: "is required: say why this letter is closed without a replay"}
+	}
+	if len(reason) > MaxReasonLength {
+		return &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", MaxReasonLength)}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Resolution is who resolves a letter, when and why.
+type Resolution struct {
+	By     string
+	At     time.Time
+	Reason string
+}
+
+// AuditEntry is one row of audit_log: an operator action.
+type AuditEntry struct {
+	Actor      string
+	Action     string
+	TargetType string
+	TargetID   string
+	Reason     string
+	Detail     map[string]any
+	At         time.Time
+}
+
+// Audit actions and target types written by dlq-admin.
+const (
+	ActionReplay        = "replay"
+	ActionDiscard       = "discard"
+	ActionBulkReplay    = "bulk_replay"
+	ActionReplayJobRun  = "replay_job_start"
+	ActionReplayJobStop = "replay_job_cancel"
+	ActionReconcile     = "reconcile"
+
+	TargetDeadLetter     = "dead_letter"
+	TargetReplayJob      = "replay_job"
+	TargetReconciliation = "reconciliation"
+)
+
+// Lock returns letter id, whole, locked until tx ends; ErrNotFound if there
+// is none.
+func Lock(ctx context.Context, tx pgx.Tx, id int64) (DeadLetter, error) {
+	var d DeadLetter
+	dest := append(d.fields(), &d.Payload, &d.Headers, &d.RetryHistory)
+	err := tx.QueryRow(ctx, sqlLock, id).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetter{}, ErrNotFound
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("lock dead letter %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// MarkReplayed resolves open letter id as replayed through outbox row
+// outboxID and returns its new state. The caller holds the lock (Lock).
+func MarkReplayed(ctx context.Context, tx pgx.Tx, id int64, r Resolution, outboxID int64) (Summary, error) {
+	return resolve(ctx, tx, "mark dead letter replayed", sqlMarkReplayed, id, r.By, r.At, r.Reason, outboxID)
+}
+
+// MarkDiscarded resolves open letter id as discarded and returns its new
+// state. The caller holds the lock (Lock).
+func MarkDiscarded(ctx context.Context, tx pgx.Tx, id int64, r Resolution) (Summary, error) {
+	return resolve(ctx, tx, "mark dead letter discarded", sqlMarkDiscarded, id, r.By, r.At, r.Reason)
+}
+
+func resolve(ctx context.Context, tx pgx.Tx, what, sql string, args ...any) (Summary, error) {
+	var sm Summary
+	err := tx.QueryRow(ctx, sql, args...).Scan(sm.fields()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Only reachable without the lock: the letter is gone or resolved.
+		return Summary{}, fmt.Errorf("%s %v: %w", what, args[0], ErrNotOpen)
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("%s %v: %w", what, args[0], err)
+	}
+	return sm, nil
+}
+
+// ErrNotOpen is returned by the Mark functions when the letter is no longer
+// open.
+var ErrNotOpen = errors.New("dead letter is not open")
+
+// Audit writes e to audit_log within tx, so the record commits with the
+// action it describes.
+func Audit(ctx context.Context, tx pgx.Tx, e AuditEntry) error {
+	detail := e.Detail
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("encode audit detail: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertAudit, e.Actor, e.Action, e.TargetType, e.TargetID, e.Reason, b, e.At); err != nil {
+		return fmt.Errorf("write audit log (%s %s %s): %w", e.Action, e.TargetType, e.TargetID, err)
+	}
+	return nil
+}
+
+// ID formats a row id for audit_log.target_id.
+func ID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// Selection is the part of a Filter bulk replay uses, with the id range:
+// open letters with after < id <= upto.
+type Selection struct {
+	Topic      string
+	ErrorClass string
+	Since      time.Time
+	Until      time.Time
+	After      int64
+	Upto       int64
+}
+
+// OpenIDs returns up to limit ids of open letters in sel, oldest first.
+func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, sqlOpenIDs, sel.After, sel.Upto, sel.Topic, sel.ErrorClass,
+		optionalTime(sel.Since), optionalTime(sel.Until), limit)
+	if err != nil {
+		return nil, fmt.Errorf("select open dead letters: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("select open dead letters: %w", err)
+	}
+	return ids, nil
+}
+
+// CountOpen counts the open letters in sel.
+func (s *Store) CountOpen(ctx context.Context, sel Selection) (int64, error) {
+	return CountOpen(ctx, s.pool, sel)
+}
+
+// Querier is a pgx.Tx or a pool.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CountOpen counts the open letters in sel through q (a transaction or a
+// pool).
+func CountOpen(ctx context.Context, q Querier, sel Selection) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, sqlCountOpen, sel.After, sel.Upto, sel.Topic, sel.ErrorClass,
+		optionalTime(sel.Since), optionalTime(sel.Until)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count open dead letters: %w", err)
+	}
+	return n, nil
+}
+
+// MaxID is the highest letter id so far (0 when there is none).
+func MaxID(ctx context.Context, q Querier) (int64, error) {
+	var id int64
+	if err := q.QueryRow(ctx, sqlMaxID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("read highest dead letter id: %w", err)
+	}
+	return id, nil
+}
+
+// AlertPending claims up to limit letters nobody was alerted about, calls
+// raise with them, and clears their flag, in one transaction. raise runs
+// before the commit, so a crash may alert twice but never not at all; it
+// must not block. Returns how many letters were claimed.
+func (s *Store) AlertPending(ctx context.Context, limit int, raise func([]Summary)) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, sqlPendingAlerts, limit)
+	if err != nil {
+		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
+		var sm Summary
+		err := row.Scan(sm.fields()...)
+		return sm, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
+	}
+	if len(items) == 0 {
+		return 0, nil
+	}
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	raise(items)
+	if _, err := tx.Exec(ctx, sqlClearAlerts, ids); err != nil {
+		return 0, fmt.Errorf("clear dead-letter alert flags: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("clear dead-letter alert flags: %w", err)
+	}
+	return len(items), nil
+}

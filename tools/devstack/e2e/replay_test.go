@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// startWith is start with a PSP settle delay and extra service environment.
+// It copies start's configuration until start takes options.
+// TestReplayPutsTheEventBackThroughThePipelineOnce: a payout whose PSP
+// answer is lost on its last attempt ends NEEDS_REVIEW with a dead letter;
+// an operator replays it through dlq-admin; the worker applies the replay
+// once, the PSP (which did execute the lost attempt) pays once, and the
+// ledger balances. A replay of something that had succeeded changes nothing.
+func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
+	// The PSP never settles on its own here: the test settles the payout
+	// when it wants to, so the lost attempt's object cannot finish the
+	// payout behind the test's back.
+	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s"})
+	ctx := context.Background()
+	user := "alice"
+	wallet := func() float64 {
+		w := s.do(http.MethodGet, s.api+"/v1/wallets/"+user, nil, s.bearer(s.token))
+		if w.status != 200 {
+			return -1
+		}
+		return w.body["balance"].(float64)
+	}
+	require.Equal(t, 200, s.signedStripe(payment("evt_replay_credit", user, 5000)).status)
+	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
+
+	// Attempt 1 times out before the PSP executes it; attempt 2 executes
+	// (the PSP creates the payout) and the answer is lost. Two attempts
+	// are all the worker has: NEEDS_REVIEW, the hold kept, a dead letter.
+	f := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"provider":"stripe","timeout":"3s","next":[`+
+		`{"kind":"timeout","count":1},{"kind":"timeout_after_create","count":1}]}`), nil)
+	require.Equal(t, 200, f.status, f.raw)
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-replay-payout"})
+	require.Equal(t, 202, p.status, p.raw)
+	pid := p.body["payout_id"].(string)
+	status := func() string {
+		g := s.do(http.MethodGet, s.api+"/v1/payouts/"+pid, nil, s.bearer(s.token))
+		st, _ := g.body["status"].(string)
+		return st
+	}
+	s.eventually("payout needs review", func() bool { return status() == "NEEDS_REVIEW" })
+	require.EqualValues(t, 3500, wallet(), "the hold is kept while the outcome is unknown")
+
+	var letter map[string]any
+	s.eventually("dead letter in dlq-admin", func() bool {
+		l := s.do(http.MethodGet, s.dlq+"/v1/dead-letters?topic=aegis.transactions&status=open", nil, s.bearer(s.opToken))
+		items, _ := l.body["items"].([]any)
+		if len(items) != 1 {
+			return false
+		}
+		letter = items[0].(map[string]any)
+		return true
+	})
+	require.Contains(t, letter["error"], "may have executed the last attempt")
+	dlID := int64(letter["id"].(float64))
+	objects := func() []any {
+		o := s.do(http.MethodGet, s.psp+"/_psp/objects?payout_id="+pid, nil, nil)
+		items, _ := o.body["items"].([]any)
+		return items
+	}
+	require.Len(t, objects(), 1, "the lost attempt did execute at the PSP")
+
+	// A viewer may look but not replay.
+	viewer := "dev-viewer-token-0123456789"
+	require.Equal(t, 403, s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dlID), nil, s.bearer(viewer)).status)
+
+	// The operator replays it.
+	r := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dlID), []byte(`{"reason":"checked the PSP: retry with the same key"}`), s.bearer(s.opToken))
+	require.Equal(t, 202, r.status, r.raw)
+	require.Equal(t, "replayed", r.body["dead_letter"].(map[string]any)["status"])
+	outboxID := int64(r.body["outbox_id"].(float64))
+
+	// The worker retries with the same Idempotency-Key: the PSP answers with
+	// the payout it already made, and nothing new is created.
+	s.eventually("payout sent again", func() bool { st := status(); return st == "AWAITING_RESPONSE" || st == "SUCCEEDED" })
+	objs := objects()
+	require.Len(t, objs, 1, "the PSP holds exactly one payout for the payout id")
+	obj := objs[0].(map[string]any)
+	require.Equal(t, "aegis-payout-"+pid, obj["idempotency_key"])
+	settle := s.do(http.MethodPost, fmt.Sprintf("%s/_psp/objects/%s/settle", s.psp, obj["id"]), []byte(`{"outcome":"paid"}`), nil)
+	require.Equal(t, 200, settle.status, settle.raw)
+	s.eventually("payout paid", func() bool { return status() == "SUCCEEDED" })
+	require.Len(t, objects(), 1)
+	require.EqualValues(t, 3500, wallet())
+
+	// Exactly once: one outbox row for the replay, published; the worker
+	// recorded its replay message id once.
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
+	s.eventually("replay row published", func() bool {
+		return s.count(`SELECT count(*) FROM transaction_outbox WHERE id = $1 AND status = 'processed'`, outboxID) == 1
+	})
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM processed_events WHERE consumer_group = 'payout-worker' AND event_id LIKE $1`,
+		fmt.Sprintf("%%:replay:%d:1", dlID)))
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM payout_transitions WHERE payout_id = $1 AND from_status = 'NEEDS_REVIEW'`, pid),
+		"the replay moved the payout on once")
+
+	// The ledger balances.
+	require.Zero(t, s.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))
+	require.Equal(t, 3500, s.count(`SELECT sum(e.amount)::int FROM ledger_entries e JOIN wallets w ON w.id = e.wallet_id WHERE w.kind = 'user' AND w.owner = $1`, user))
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_settle'`))
+
+	// The letter is replayed, and a second replay is refused.
+	d := s.do(http.MethodGet, fmt.Sprintf("%s/v1/dead-letters/%d", s.dlq, dlID), nil, s.bearer(viewer))
+	require.Equal(t, "replayed", d.body["status"])
+	require.Equal(t, "ops", d.body["resolved_by"])
+	again := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dlID), nil, s.bearer(s.opToken))
+	require.Equal(t, 409, again.status, again.raw)
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
+
+	// Replaying something that had in fact succeeded: a dead letter made
+	// from the credit's own record. The worker takes it (a new message id)
+	// and the ledger's unique reference makes it change nothing.
+	var dupID int64
+	require.NoError(t, s.db.Pool.QueryRow(ctx, `
+		INSERT INTO dead_letters (source, original_topic, original_partition, original_offset, consumer_group,
+		    partition_key, event_type, payload, headers, error, error_class, correlation_id)
+		SELECT 'consumer', topic, 0, 999999, 'payout-worker', partition_key, event_type, convert_to(payload::text, 'UTF8'),
+		       headers, 'suspected lost credit', 'transient', correlation_id
+		FROM transaction_outbox
+		WHERE topic = 'aegis.webhook.pending' AND event_type = 'payment_intent.succeeded'
+		RETURNING id`).Scan(&dupID))
+	credits := s.count(`SELECT count(*) FROM ledger_transactions`)
+	dup := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dupID), nil, s.bearer(s.opToken))
+	require.Equal(t, 202, dup.status, dup.raw)
+	s.eventually("the worker took the replayed credit", func() bool {
+		return s.count(`SELECT count(*) FROM processed_events WHERE consumer_group = 'payout-worker' AND event_id LIKE $1`,
+			fmt.Sprintf("%%:replay:%d:1", dupID)) == 1
+	})
+	require.EqualValues(t, 3500, wallet(), "a replay of a credit that was applied changes no balance")
+	require.Equal(t, credits, s.count(`SELECT count(*) FROM ledger_transactions`))
+
+	// And the integrity check agrees.
+	rec := s.do(http.MethodPost, s.dlq+"/v1/reconciliation", nil, s.bearer(s.opToken))
+	require.Equal(t, 200, rec.status, rec.raw)
+	require.Equal(t, true, rec.body["ok"], "the ledger is whole: %s", rec.raw)
+	require.False(t, strings.Contains(rec.raw, "balance_mismatch"))
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// NotifyChannel is the LISTEN/NOTIFY channel Insert signals on; relays listen
-// to wake immediately instead of waiting for their next poll.
+// NotifyChannel is the LISTEN/NOTIFY channel a Notifier signals on; relays
+// listen to wake immediately instead of waiting for their next poll.
 const NotifyChannel = "aegis_outbox"
 
 // lockNamespace namespaces Insert's advisory locks (two-int4 form) away from
@@ -48,12 +48,28 @@ func (m Message) validate() error {
 // Insert writes msg in tx and returns its id. See the package doc for why it
 // locks the partition key first.
 func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
-	if err := msg.validate(); err != nil {
+	var id int64
+	b := &pgx.Batch{}
+	if err := Queue(b, msg, &id); err != nil {
 		return 0, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("insert outbox message: %w", err)
+	}
+	return id, nil
+}
+
+// Queue adds msg's statements (the key lock, then the insert) to b, for callers that pipeline them with their own statements inside an
+// open transaction; id receives the row's id when the batch is read. The
+// statements run in the order queued, so the lock is taken before the id is
+// drawn.
+func Queue(b *pgx.Batch, msg Message, id *int64) error {
+	if err := msg.validate(); err != nil {
+		return err
 	}
 	headers, err := json.Marshal(nonNil(msg.Headers))
 	if err != nil {
-		return 0, fmt.Errorf("encode outbox headers: %w", err)
+		return fmt.Errorf("encode outbox headers: %w", err)
 	}
 	var notBefore *time.Time
 	if !msg.NotBefore.IsZero() {
@@ -63,21 +79,12 @@ func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
 	if msg.MaxRetries > 0 {
 		maxRetries = &msg.MaxRetries
 	}
-
-	// One round trip: the lock, the insert and the notification are sent as a
-	// pipeline and run in this order.
-	var id int64
-	b := &pgx.Batch{}
 	b.Queue(sqlLockKey, lockNamespace, msg.PartitionKey)
 	b.Queue(sqlInsert, msg.Topic, msg.EventType, msg.PartitionKey, msg.Payload, headers,
 		msg.CorrelationID, maxRetries, notBefore).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&id)
+		return row.Scan(id)
 	})
-	b.Queue(sqlNotify, NotifyChannel)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("insert outbox message: %w", err)
-	}
-	return id, nil
+	return nil
 }
 
 func nonNil(h map[string]string) map[string]string {

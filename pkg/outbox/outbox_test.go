@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -277,4 +279,34 @@ func TestStats(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, st.Unfinished)
 	require.InDelta(t, time.Minute.Seconds(), st.OldestAge.Seconds(), 5)
+}
+
+func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listener, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
+	require.NoError(t, err)
+
+	n := outbox.NewNotifier(db.Pool, 50*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for range 100 {
+		n.Notify() // a burst of commits, before the notifier gets to run
+	}
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	waitCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	_, err = listener.WaitForNotification(waitCtx)
+	require.NoError(t, err, "a listener is woken")
+	// The burst was folded: no second notification is queued right behind.
+	quiet, stopQuiet := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stopQuiet()
+	_, err = listener.WaitForNotification(quiet)
+	require.Error(t, err, "a burst of Notify calls sends one NOTIFY")
+	cancel()
+	<-done
 }

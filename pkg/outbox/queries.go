@@ -23,22 +23,26 @@ const sqlClaim = `
 WITH due AS (
     SELECT o.id
     FROM transaction_outbox o
-    -- The first condition is implied by the second; it is spelled out so the
-    -- planner can use the partial index of unfinished rows and never walk the
-    -- processed rows that wait for retention (67 ms → 2 ms per claim with
-    -- 90k processed rows ahead of the backlog).
-    WHERE o.status IN ('pending', 'processing', 'failed')
-      AND ((o.status IN ('pending', 'failed') AND o.next_retry_at <= $1)
-        OR (o.status = 'processing' AND o.locked_until < $1))
+    -- finished_at IS NULL walks the partial index of unfinished rows in id
+    -- order (the processed rows waiting for retention are never visited).
+    -- Due: a pending or failed row whose retry time has come, or a
+    -- processing row whose lease ran out. Written as one CASE on purpose: the
+    -- equivalent OR of ANDs gets a tiny default selectivity on a table
+    -- without fresh statistics (a burst), and the planner then sorts the
+    -- whole backlog instead of walking the index (300 ms instead of 6 ms).
+    WHERE o.finished_at IS NULL
+      AND CASE WHEN o.status = 'processing' THEN o.locked_until < $1
+               ELSE o.next_retry_at <= $1 END
       AND NOT EXISTS (
             SELECT 1 FROM transaction_outbox e
             WHERE e.partition_key = o.partition_key
               AND e.id < o.id
-              AND e.status IN ('pending', 'processing', 'failed'))
+              AND e.finished_at IS NULL)
     ORDER BY o.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
+-- Changes no indexed column: a HOT update when the page has room.
 UPDATE transaction_outbox t
 SET status = 'processing', locked_by = $3, locked_until = $1 + $4::interval, updated_at = $1
 FROM due
@@ -48,7 +52,7 @@ RETURNING t.id, t.topic, t.event_type, t.partition_key, t.payload, t.headers, t.
 
 const sqlMarkProcessed = `
 UPDATE transaction_outbox
-SET status = 'processed', processed_at = $2, updated_at = $2, locked_by = NULL, locked_until = NULL
+SET status = 'processed', processed_at = $2, finished_at = $2, updated_at = $2, locked_by = NULL, locked_until = NULL
 WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
 
 const sqlRetry = `
@@ -66,7 +70,7 @@ WHERE id = ANY($1) AND status = 'processing' AND locked_by = $3`
 
 const sqlMarkDLQ = `
 UPDATE transaction_outbox
-SET status = 'dlq', retry_count = retry_count + 1, last_error = $2, updated_at = now(),
+SET status = 'dlq', retry_count = retry_count + 1, last_error = $2, updated_at = now(), finished_at = now(),
     retry_history = retry_history || jsonb_build_array(jsonb_build_object('at', now(), 'error', $2::text, 'class', $4::text)),
     locked_by = NULL, locked_until = NULL
 WHERE id = $1 AND status = 'processing' AND locked_by = $3
@@ -75,11 +79,10 @@ RETURNING retry_count, created_at, retry_history`
 const sqlPurgeProcessed = `
 DELETE FROM transaction_outbox
 WHERE id IN (SELECT id FROM transaction_outbox
-             WHERE status = 'processed' AND processed_at < $1
-             ORDER BY processed_at LIMIT $2)`
+             WHERE finished_at < $1 AND status = 'processed'
+             ORDER BY finished_at LIMIT $2)`
 
 const sqlStats = `
-SELECT count(*) FILTER (WHERE status IN ('pending', 'failed', 'processing')),
-       coalesce(extract(epoch FROM $1 - min(created_at) FILTER (WHERE status IN ('pending', 'failed', 'processing'))), 0)
+SELECT count(*), coalesce(extract(epoch FROM $1 - min(created_at)), 0)
 FROM transaction_outbox
-WHERE status IN ('pending', 'failed', 'processing')`
+WHERE finished_at IS NULL`

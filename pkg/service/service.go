@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,6 +29,9 @@ type Base struct {
 	HTTPAddr      string
 	LogLevel      slog.Level
 	ShutdownGrace time.Duration
+	// PprofAddr serves net/http/pprof when set (PPROF_ADDR): for profiling
+	// a live replica. Bind it to a private address; it is off by default.
+	PprofAddr string
 }
 
 // ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
@@ -38,6 +42,7 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 		DatabaseURL:   env.String("DATABASE_URL", DefaultDatabaseURL),
 		HTTPAddr:      env.String("HTTP_ADDR", defaultAddr),
 		ShutdownGrace: env.Duration("SHUTDOWN_GRACE", 20*time.Second),
+		PprofAddr:     env.String("PPROF_ADDR", ""),
 	}
 	if _, _, err := net.SplitHostPort(b.HTTPAddr); err != nil {
 		env.Errorf("HTTP_ADDR must be host:port or :port, got %q", b.HTTPAddr)
@@ -51,6 +56,30 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 		env.Errorf("SHUTDOWN_GRACE must be positive")
 	}
 	return b
+}
+
+// ServePprof serves the runtime profiles on PprofAddr until ctx is done; it
+// returns at once when PPROF_ADDR is not set.
+func (b Base) ServePprof(ctx context.Context, logger *slog.Logger) error {
+	if b.PprofAddr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: b.PprofAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	logger.Warn("pprof enabled", "addr", b.PprofAddr)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("pprof server: %w", err)
+	}
+	return nil
 }
 
 // Logger returns the service's JSON logger on w.

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
@@ -137,7 +138,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Runs before pool.Close: the consumer has committed and left the group
 	// by the time Postgres goes.
 	defer consumer.Close()
-	replays := replay.New(pool, st, logger, time.Now)
+	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	replays := replay.New(pool, st, logger, time.Now).WithNotifier(notifier)
 	runner, err := replay.NewRunner(replays, replay.RunnerConfig{Owner: runnerName(), Rate: cfg.ReplayRate})
 	if err != nil {
 		return err
@@ -164,9 +166,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
+	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
 	g.Go(func() error { alerter.Run(gctx); return nil })
 	g.Go(func() error { return mon.Run(gctx) })
 	g.Go(func() error { return runner.Run(gctx) })
+	g.Go(func() error { notifier.Run(gctx); return nil })
 	g.Go(func() error {
 		return reconciler.Schedule(gctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
 	})

@@ -133,6 +133,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		g.Go(func() error { return r.Run(gctx) })
 	}
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
+	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
 	err = g.Wait()
 	stopBG()
 	helpers.Wait()

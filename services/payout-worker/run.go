@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
@@ -154,7 +155,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	h := handler.New(pool, l, proc, logger, reg, alerts, time.Now)
+	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	h := handler.New(pool, l, proc, logger, reg, alerts, notifier, time.Now)
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff: backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
@@ -168,8 +170,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { alerts.Run(gctx); return nil })
+	g.Go(func() error { notifier.Run(gctx); return nil })
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
+	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
 	err = g.Wait()
 	// Leave the group cleanly so partitions move at once, after the last
 	// commit (consumer.Run commits before it returns).

@@ -5,10 +5,13 @@ import (
 	"io"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
@@ -24,6 +27,10 @@ type Config struct {
 	PaystackSecretKey    string
 	APITokens            *bearer.Set
 	DBMaxConns           int
+	// CommitWorkers transactions commit webhooks concurrently, each holding
+	// up to CommitGroup of them (group commit).
+	CommitWorkers int
+	CommitGroup   int
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -33,9 +40,17 @@ func readConfig(getenv func(string) string) (Config, error) {
 		StripeWebhookSecrets: env.List("STRIPE_WEBHOOK_SECRET"),
 		PaystackSecretKey:    env.String("PAYSTACK_SECRET_KEY", ""),
 		DBMaxConns:           env.Int("DB_MAX_CONNS", 16),
+		CommitWorkers:        env.Int("INGEST_COMMIT_WORKERS", 2),
+		CommitGroup:          env.Int("INGEST_COMMIT_GROUP", 64),
 	}
 	if c.DBMaxConns < 1 {
 		env.Errorf("DB_MAX_CONNS must be at least 1")
+	}
+	if c.CommitWorkers < 1 || c.CommitWorkers >= c.DBMaxConns {
+		env.Errorf("INGEST_COMMIT_WORKERS must be at least 1 and below DB_MAX_CONNS")
+	}
+	if c.CommitGroup < 1 {
+		env.Errorf("INGEST_COMMIT_GROUP must be at least 1")
 	}
 	tokens, err := bearer.Parse(env.String("API_TOKENS", ""), nil)
 	if err != nil {
@@ -70,18 +85,34 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	reg := httpserver.NewRegistry()
 	router := httpserver.NewRouter(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
+	// Shutdown order, by the defers below: the HTTP server drains, then the
+	// committer commits what is queued, then the notifier stops, then the pool.
+	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNotify()
+	go notifier.Run(notifyCtx)
+	committer, err := ingest.NewCommitter(ingest.NewStore(pool, notifier, time.Now), cfg.CommitWorkers, cfg.CommitGroup)
+	if err != nil {
+		return err
+	}
+	committer.Start()
+	defer committer.Stop()
 	api.Mount(router, api.Deps{
 		Logger:   logger,
-		Ingest:   ingest.NewStore(pool, time.Now),
-		Payouts:  payouts.NewStore(pool),
+		Ingest:   committer,
+		Payouts:  payouts.NewStore(pool, notifier),
 		Wallets:  wallets.NewStore(pool),
 		Stripe:   verify.NewStripe(cfg.StripeWebhookSecrets),
 		Paystack: verify.NewPaystack(cfg.PaystackSecretKey),
 		Tokens:   tokens,
+		Webhooks: api.NewWebhookMetric(reg),
 		ProviderEnabled: func(p string) bool {
 			return p == ingest.Stripe || (p == ingest.Paystack && cfg.PaystackSecretKey != "")
 		},
 		Now: time.Now,
 	})
-	return httpserver.Run(ctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
+	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
+	return g.Wait()
 }

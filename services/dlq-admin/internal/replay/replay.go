@@ -60,6 +60,22 @@ type Service struct {
 	now    func() time.Time
 	// wake tells a Runner of this process that a job was queued.
 	wake chan struct{}
+	// notifier wakes the relays once a replay's outbox row is committed.
+	notifier interface{ Notify() }
+}
+
+// WithNotifier makes the service wake the relays after each committed
+// replay (an outbox.Notifier); without one the relays find replays on their
+// next poll.
+func (s *Service) WithNotifier(n interface{ Notify() }) *Service {
+	s.notifier = n
+	return s
+}
+
+func (s *Service) notify() {
+	if s.notifier != nil {
+		s.notifier.Notify()
+	}
 }
 
 // New returns a Service on pool.
@@ -89,6 +105,7 @@ func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (R
 	if err != nil {
 		return Replayed{}, err
 	}
+	s.notify()
 	s.logger.InfoContext(ctx, "dead letter replayed", "dead_letter_id", id, "outbox_id", out.OutboxID,
 		"topic", out.Letter.OriginalTopic, "actor", actor)
 	return out, nil

@@ -248,6 +248,7 @@ func (r *Runner) one(ctx context.Context, job Job, id int64) (Job, error) {
 	if err != nil {
 		return job, err
 	}
+	r.svc.notify()
 	return out, nil
 }
 

@@ -141,6 +141,7 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 	if r.breaker.State() == "open" {
 		return 0, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
 	}
+	t0 := time.Now()
 	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
 	if err != nil {
 		return 0, err
@@ -148,6 +149,7 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
+	claimed := time.Since(t0)
 	r.metrics.batchSize.Observe(float64(len(rows)))
 	// From here the batch is finished even if ctx ends: rows already sent to
 	// Kafka must be settled, or they would be published twice after the lease.
@@ -175,7 +177,11 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 		// the rows back without spending an attempt.
 		return 0, errors.Join(err, r.store.Release(work, ids(rows), r.cfg.Owner, r.now()))
 	}
-	return len(rows), r.settle(work, rows, results)
+	published := time.Since(t0)
+	err = r.settle(work, rows, results)
+	r.logger.Debug("relay cycle", "rows", len(rows), "claim_ms", ms(claimed), "publish_ms", ms(published-claimed),
+		"settle_ms", ms(time.Since(t0)-published))
+	return len(rows), err
 }
 
 // errNoAck marks a row whose ack did not come within the publish timeout.
@@ -382,3 +388,5 @@ func (r *Relay) RunStats(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

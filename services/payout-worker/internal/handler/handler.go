@@ -25,6 +25,7 @@ import (
 
 // Handler implements consume.Handler.
 type Handler struct {
+	notify  interface{ Notify() }
 	alerts  *alert.Alerter
 	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
@@ -36,8 +37,8 @@ type Handler struct {
 
 // New returns a Handler.
 func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog.Logger, reg prometheus.Registerer,
-	alerts *alert.Alerter, now func() time.Time) *Handler {
-	h := &Handler{pool: pool, ledger: l, payouts: p, logger: logger, now: now, alerts: alerts,
+	alerts *alert.Alerter, notify interface{ Notify() }, now func() time.Time) *Handler {
+	h := &Handler{pool: pool, ledger: l, payouts: p, logger: logger, now: now, alerts: alerts, notify: notify,
 		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
@@ -46,15 +47,23 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog
 	return h
 }
 
-// Handle routes m by topic.
+// Handle routes m by topic. After a message whose transaction may have
+// written outbox rows (a retry, an outcome, a dead letter) it wakes the
+// relays.
 func (h *Handler) Handle(ctx context.Context, m consume.Message) error {
+	var err error
 	switch m.Topic {
 	case kafkax.TopicWebhookPending:
-		return h.pspEvent(ctx, m)
+		err = h.pspEvent(ctx, m)
 	case kafkax.TopicTransactions:
-		return h.payouts.Process(ctx, m)
+		err = h.payouts.Process(ctx, m)
+	default:
+		return errclass.AsPoison(fmt.Errorf("no handler for topic %s", m.Topic))
 	}
-	return errclass.AsPoison(fmt.Errorf("no handler for topic %s", m.Topic))
+	if err == nil {
+		h.notify.Notify()
+	}
+	return err
 }
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)

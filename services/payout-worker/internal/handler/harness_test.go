@@ -116,7 +116,7 @@ func setup(t *testing.T, o options) *world {
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout,
 	}, logger, payout.NewMetrics(reg), alerts, time.Now)
 	require.NoError(t, err)
-	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, time.Now)
+	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, noNotify{}, time.Now)
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
@@ -210,7 +210,7 @@ func (w *world) relay(topic string) int {
 	w.t.Helper()
 	ctx := context.Background()
 	rows, err := w.db.Pool.Query(ctx, `
-		UPDATE transaction_outbox SET status = 'processed', processed_at = now()
+		UPDATE transaction_outbox SET status = 'processed', processed_at = now(), finished_at = now()
 		WHERE topic = $1 AND status = 'pending'
 		RETURNING partition_key, payload, headers`, topic)
 	require.NoError(w.t, err)
@@ -319,6 +319,11 @@ func (w *world) fundWallet(amount int64) {
 	w.credit(ev, "pi_"+ev, amount)
 	w.waitProcessed("stripe:" + ev)
 }
+
+// noNotify: the test plays the relay itself.
+type noNotify struct{}
+
+func (noNotify) Notify() {}
 
 // alertReceiver is a webhook sink that records the alerts it is sent.
 type alertReceiver struct {

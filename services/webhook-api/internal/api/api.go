@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
@@ -27,21 +30,38 @@ const MaxWebhookBody = 1 << 20
 // maxRequestBody bounds /v1 request bodies.
 const maxRequestBody = 64 << 10
 
+// Saver commits verified webhooks (an ingest.Committer, or an ingest.Store).
+type Saver interface {
+	Save(ctx context.Context, p ingest.Pending) (ingest.Outcome, error)
+}
+
 // Deps is what the API needs.
 type Deps struct {
 	Logger   *slog.Logger
-	Ingest   *ingest.Store
+	Ingest   Saver
 	Payouts  *payouts.Store
 	Wallets  *wallets.Store
 	Stripe   *verify.Stripe
 	Paystack *verify.Paystack
 	Tokens   *bearer.Set
+	// Webhooks counts webhooks by provider and outcome (NewWebhookMetric).
+	Webhooks *prometheus.CounterVec
 	// ProviderEnabled reports whether payouts through a provider are accepted.
 	ProviderEnabled func(provider string) bool
 	Now             func() time.Time
 }
 
 type api struct{ Deps }
+
+// NewWebhookMetric registers aegis_webhooks_total on reg.
+func NewWebhookMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aegis_webhooks_total",
+		Help: "Verified webhooks by provider and outcome (accepted, duplicate, stale, dead_lettered).",
+	}, []string{"provider", "outcome"})
+	reg.MustRegister(c)
+	return c
+}
 
 // Mount adds the routes to r.
 func Mount(r chi.Router, d Deps) {
@@ -78,15 +98,22 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 			a.fail(w, r, err)
 			return
 		}
-		outcome, err := a.Ingest.Save(r.Context(), n, body)
+		outcome, err := a.Ingest.Save(r.Context(), ingest.Pending{Event: n, Body: body, CorrelationID: logging.CorrelationID(r.Context())})
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
+		a.Webhooks.WithLabelValues(provider, string(outcome)).Inc()
 		attrs := []any{"provider", provider, "event_id", n.Event.EventID, "event_type", n.Event.Type, "outcome", string(outcome)}
-		if n.Problem != "" {
+		switch {
+		case n.Problem != "":
 			a.Logger.WarnContext(r.Context(), "webhook stored and dead-lettered", append(attrs, "reason", n.Problem)...)
-		} else {
+		case outcome == ingest.Accepted:
+			// The common case is in webhook_events (with its correlation id)
+			// and in aegis_webhooks_total; a line per webhook at thousands a
+			// second would cost the log pipeline more than it tells.
+			a.Logger.DebugContext(r.Context(), "webhook stored", attrs...)
+		default:
 			a.Logger.InfoContext(r.Context(), "webhook stored", attrs...)
 		}
 		httpserver.WriteJSON(w, http.StatusOK, map[string]string{"status": string(outcome), "event_id": n.Event.EventID})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
@@ -45,14 +46,29 @@ func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string 
 	require.NoError(t, err)
 	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: ingest.NewStore(pool, time.Now), Payouts: payouts.NewStore(pool),
+		Logger: logger, Ingest: committer(t, pool), Payouts: payouts.NewStore(pool, noNotify{}),
 		Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
-		Paystack: verify.NewPaystack(paystackSecret), Tokens: tokens,
+		Paystack: verify.NewPaystack(paystackSecret), Tokens: tokens, Webhooks: api.NewWebhookMetric(prometheus.NewRegistry()),
 		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
 	})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// noNotify: these tests have no relay to wake.
+type noNotify struct{}
+
+func (noNotify) Notify() {}
+
+// committer is the production ingest path: webhooks committed in groups.
+func committer(t *testing.T, pool *pgxpool.Pool) *ingest.Committer {
+	t.Helper()
+	c, err := ingest.NewCommitter(ingest.NewStore(pool, noNotify{}, time.Now), 2, 16)
+	require.NoError(t, err)
+	c.Start()
+	t.Cleanup(c.Stop)
+	return c
 }
 
 func setup(t *testing.T) bundle {
@@ -399,4 +415,51 @@ func TestOutOfOrderEventsAreStoredButMarkedStale(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT event_id FROM psp_objects WHERE provider = 'stripe' AND object_id = 'po_9'`).Scan(&latest))
 	require.Equal(t, "evt_failed", latest, "the object's latest state is the newest event")
+}
+
+// TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes: many webhooks
+// at once — some duplicates of each other, one body Postgres cannot store —
+// each get their own answer, and a bad one does not fail its group.
+func TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 120
+	var wg sync.WaitGroup
+	statuses := make([]string, n+1)
+	codes := make([]int, n+1)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Every event is sent twice at the same time by "the PSP".
+			body := paymentIntent(fmt.Sprintf("evt_g_%d", i/2), fmt.Sprintf("user-%d", i%7), 100)
+			a := post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+			codes[i], statuses[i] = a.status, fmt.Sprint(a.body["status"])
+		}()
+	}
+	// A signed body with a NUL escape Postgres cannot store in jsonb.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bad := []byte(`{"id":"evt_nul","object":"event","created":1,"type":"customer.created","data":{"object":{"id":"cus_1","name":"a\u0000b"}}}`)
+		a := post(t, b.url+"/webhooks/stripe", bad, stripeHeaders(bad, stripeSecret, time.Now()))
+		codes[n], statuses[n] = a.status, a.errorCode()
+	}()
+	wg.Wait()
+	accepted, duplicates := 0, 0
+	for i := range n {
+		require.Equal(t, 200, codes[i], "webhook %d", i)
+		switch statuses[i] {
+		case "accepted":
+			accepted++
+		case "duplicate":
+			duplicates++
+		}
+	}
+	require.Equal(t, n/2, accepted)
+	require.Equal(t, n/2, duplicates)
+	require.Equal(t, 400, codes[n])
+	require.Equal(t, "malformed_event", statuses[n])
+	require.Equal(t, n/2, count(t, b.db, "SELECT count(*) FROM webhook_events"))
+	require.Equal(t, n/2, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
 }

@@ -13,7 +13,7 @@ import (
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-func stripeEvent(id, typ, object string) []byte {
+func stripeEventJSON(id, typ, object string) []byte {
 	return []byte(`{"id":"` + id + `","object":"event","api_version":"2019-02-19","created":1763726400,"type":"` + typ + `","data":{"object":` + object + `}}`)
 }
 
@@ -27,38 +27,43 @@ func TestNormalizeStripe(t *testing.T) {
 	}{
 		{
 			name: "payment intent credits amount_received",
-			body: stripeEvent("evt_1", "payment_intent.succeeded", `{"id":"pi_1","object":"payment_intent","amount":5000,"amount_received":4500,"currency":"USD","status":"succeeded","metadata":{"user_id":"u1"}}`),
+			body: stripeEventJSON("evt_1", "payment_intent.succeeded", `{"id":"pi_1","object":"payment_intent","amount":5000,"amount_received":4500,"currency":"USD","status":"succeeded","metadata":{"user_id":"u1"}}`),
 			want: event.PSPEvent{Action: event.ActionCredit, Reference: "pi_1", UserID: "u1", Amount: 4500, Currency: "usd"},
 		},
 		{
 			name: "captured charge credits under its payment intent",
-			body: stripeEvent("evt_2", "charge.succeeded", `{"id":"ch_1","object":"charge","amount":5000,"amount_captured":5000,"captured":true,"currency":"usd","payment_intent":"pi_1","metadata":{"user_id":"u1"}}`),
+			body: stripeEventJSON("evt_2", "charge.succeeded", `{"id":"ch_1","object":"charge","amount":5000,"amount_captured":5000,"captured":true,"currency":"usd","payment_intent":"pi_1","metadata":{"user_id":"u1"}}`),
 			want: event.PSPEvent{Action: event.ActionCredit, Reference: "pi_1", UserID: "u1", Amount: 5000, Currency: "usd"},
 		},
 		{
+			name: "charge with an expanded payment_intent",
+			body: stripeEventJSON("evt_2b", "charge.succeeded", `{"id":"ch_9","object":"charge","amount":300,"amount_captured":300,"captured":true,"currency":"eur","payment_intent":{"id":"pi_9","object":"payment_intent"},"metadata":{"user_id":"u2"}}`),
+			want: event.PSPEvent{Action: event.ActionCredit, Reference: "pi_9", UserID: "u2", Amount: 300, Currency: "eur"},
+		},
+		{
 			name: "authorised-only charge credits nothing",
-			body: stripeEvent("evt_3", "charge.succeeded", `{"id":"ch_2","object":"charge","amount":5000,"captured":false,"currency":"usd","metadata":{"user_id":"u1"}}`),
+			body: stripeEventJSON("evt_3", "charge.succeeded", `{"id":"ch_2","object":"charge","amount":5000,"captured":false,"currency":"usd","metadata":{"user_id":"u1"}}`),
 			want: event.PSPEvent{Action: event.ActionNone, Reference: "ch_2", UserID: "u1", Currency: "usd"},
 		},
 		{
 			name:    "payment without user is a problem, not an error",
-			body:    stripeEvent("evt_4", "payment_intent.succeeded", `{"id":"pi_2","amount":100,"currency":"usd","metadata":{}}`),
+			body:    stripeEventJSON("evt_4", "payment_intent.succeeded", `{"id":"pi_2","amount":100,"currency":"usd","metadata":{}}`),
 			want:    event.PSPEvent{Action: event.ActionCredit, Reference: "pi_2", Amount: 100, Currency: "usd"},
 			problem: "metadata.user_id",
 		},
 		{
 			name: "payout paid matched by metadata.payout_id",
-			body: stripeEvent("evt_5", "payout.paid", `{"id":"po_1","object":"payout","amount":700,"currency":"usd","status":"paid","metadata":{"payout_id":"0193"}}`),
+			body: stripeEventJSON("evt_5", "payout.paid", `{"id":"po_1","object":"payout","amount":700,"currency":"usd","status":"paid","metadata":{"payout_id":"0193"}}`),
 			want: event.PSPEvent{Action: event.ActionPayoutPaid, Reference: "po_1", PayoutID: "0193", Amount: 700, Currency: "usd"},
 		},
 		{
 			name: "payout failed carries the failure code",
-			body: stripeEvent("evt_6", "payout.failed", `{"id":"po_2","object":"payout","amount":700,"currency":"usd","status":"failed","failure_code":"account_closed","metadata":{"payout_id":"0194"}}`),
+			body: stripeEventJSON("evt_6", "payout.failed", `{"id":"po_2","object":"payout","amount":700,"currency":"usd","status":"failed","failure_code":"account_closed","metadata":{"payout_id":"0194"}}`),
 			want: event.PSPEvent{Action: event.ActionPayoutFailed, Reference: "po_2", PayoutID: "0194", Amount: 700, Currency: "usd", FailureCode: "account_closed"},
 		},
 		{
 			name: "unknown type is kept with no action",
-			body: stripeEvent("evt_7", "customer.created", `{"id":"cus_1"}`),
+			body: stripeEventJSON("evt_7", "customer.created", `{"id":"cus_1"}`),
 			want: event.PSPEvent{Action: event.ActionNone},
 		},
 	}
@@ -146,7 +151,7 @@ func TestNormalizePaystack(t *testing.T) {
 // FuzzNormalize: any body either normalizes into an envelope that encodes,
 // or fails with ErrMalformed; never a panic, never another error.
 func FuzzNormalize(f *testing.F) {
-	f.Add([]byte(stripeEvent("evt_1", "payment_intent.succeeded", `{"id":"pi_1","amount":1,"currency":"usd","metadata":{"user_id":"u"}}`)), true)
+	f.Add([]byte(stripeEventJSON("evt_1", "payment_intent.succeeded", `{"id":"pi_1","amount":1,"currency":"usd","metadata":{"user_id":"u"}}`)), true)
 	f.Add([]byte(`{"event":"charge.success","data":{"id":1,"metadata":"{\"user_id\":1}"}}`), false)
 	f.Add([]byte(`{"event":"transfer.success","data":{"reference":"x"}}`), false)
 	f.Add([]byte(`{}`), true)

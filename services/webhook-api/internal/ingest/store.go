@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,7 +19,6 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
-	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 )
 
@@ -30,6 +31,25 @@ WITH ev AS (
         (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
     VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
     ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING id),
+obj AS (
+    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
+    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> ''
+    ON CONFLICT (provider, object_id) DO UPDATE
+    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
+        occurred_at = EXCLUDED.occurred_at, updated_at = now()
+    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
+    RETURNING 1)
+SELECT (SELECT id FROM ev), (SELECT count(*) FROM obj)`
+
+// sqlInsertEventStrict is sqlInsertEvent without ON CONFLICT: on the one
+// round trip path a duplicate must abort the whole pipelined transaction
+// (unique violation) so that no outbox row is committed for it.
+const sqlInsertEventStrict = `
+WITH ev AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
@@ -62,96 +82,283 @@ const (
 	Stale Outcome = "stale"
 )
 
+// Notifier wakes the relays after a commit (an outbox.Notifier).
+type Notifier interface{ Notify() }
+
 // Store commits webhook events.
 type Store struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	notify Notifier
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool, now func() time.Time) *Store { return &Store{pool: pool, now: now} }
+// NewStore returns a Store on pool that tells notify after each commit.
+func NewStore(pool *pgxpool.Pool, notify Notifier, now func() time.Time) *Store {
+	return &Store{pool: pool, notify: notify, now: now}
+}
 
-// Save commits n and its outbox row (or its dead letter) in one transaction.
-func (s *Store) Save(ctx context.Context, n Normalized, body []byte) (Outcome, error) {
-	e := n.Event
-	corr := logging.CorrelationID(ctx)
-	outcome := Accepted
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var id *int64
-		var fresh int
-		err := tx.QueryRow(ctx, sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
-			e.Amount, e.Currency, e.OccurredAt, body, corr, e.ObjectStatus).Scan(&id, &fresh)
-		if err != nil {
-			return fmt.Errorf("insert webhook event: %w", err)
-		}
-		if id == nil {
-			outcome = Duplicate
-			return nil
-		}
-		if e.Reference != "" && fresh == 0 {
-			e.Stale = true
-			outcome = Stale
-		}
-		key, err := partitionKey(ctx, tx, e)
-		if err != nil {
-			return err
-		}
-		payload, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encode envelope: %w", err)
-		}
-		headers := map[string]string{
-			kafkax.HeaderCorrelationID: corr,
-			kafkax.HeaderEventType:     e.Type,
-			kafkax.HeaderMessageID:     e.MessageID(),
-			"provider":                 e.Provider,
-		}
-		if n.Problem != "" {
-			outcome = DeadLettered
-			now := s.now()
-			_, _, err := dlq.Insert(ctx, tx, dlq.Letter{
-				Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: key,
-				EventType: e.Type, Payload: payload, Headers: headers, Error: n.Problem,
-				ErrorClass: string(errclass.Permanent), FirstFailureAt: now, FailedAt: now, CorrelationID: corr,
-				RetryHistory: []dlq.Attempt{{At: now, Error: n.Problem, Class: string(errclass.Permanent)}},
-			})
-			return err
-		}
-		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicWebhookPending, EventType: e.Type, PartitionKey: key,
-			Payload: payload, Headers: headers, CorrelationID: corr,
-		})
-		return err
-	})
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "22P05" || pgErr.Code == "22P02" || pgErr.Code == "22021") {
-			return "", fmt.Errorf("%w: %s", ErrUnstorable, pgErr.Message)
-		}
-		return "", fmt.Errorf("save %s event %s: %w", e.Provider, e.EventID, err)
+// Save commits one webhook and its outbox row (or its dead letter) in its own
+// transaction. Under load prefer a Committer, which groups them.
+func (s *Store) Save(ctx context.Context, p Pending) (Outcome, error) {
+	r := s.SaveGroup(ctx, []Pending{p})
+	return r[0].Outcome, r[0].Err
+}
+
+// Pending is one verified webhook waiting to be committed.
+type Pending struct {
+	Event         Normalized
+	Body          []byte
+	CorrelationID string
+}
+
+// Saved is what became of a Pending.
+type Saved struct {
+	Outcome Outcome
+	Err     error
+}
+
+// job is a Pending as SaveGroup works on it.
+type job struct {
+	Pending
+	id      *int64
+	fresh   int
+	owner   string
+	key     string
+	payload []byte
+	headers map[string]string
+	out     Outcome
+}
+
+// SaveGroup commits several webhooks in one transaction: the hot path of the
+// suite. The transaction is pipelined — BEGIN travels with the event
+// inserts, the outbox statements with COMMIT — so a group costs two round
+// trips and one commit however many webhooks it holds; each webhook is still
+// answered only after that commit. Outbox rows are inserted in partition-key
+// order so that concurrent groups take the per-key locks in the same order
+// and cannot deadlock. If the transaction fails, every result carries the
+// error (the caller retries them one by one, so one bad body cannot fail its
+// neighbours).
+func (s *Store) SaveGroup(ctx context.Context, group []Pending) []Saved {
+	jobs := make([]*job, len(group))
+	for i, p := range group {
+		jobs[i] = &job{Pending: p}
 	}
-	return outcome, nil
+	results := make([]Saved, len(group))
+	if err := s.saveGroup(ctx, jobs); err != nil {
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
+	}
+	for i, j := range jobs {
+		results[i].Outcome = j.out
+	}
+	return results
+}
+
+func (s *Store) saveGroup(ctx context.Context, jobs []*job) error {
+	if fastPath(jobs) {
+		err := s.saveGroupInOne(ctx, jobs)
+		if !database.IsUniqueViolation(err, "webhook_events_provider_event_id_key") {
+			return err
+		}
+		// A duplicate aborted the pipeline and nothing was written: the two
+		// round trip path below answers it as one.
+	}
+	return s.saveGroupInTwo(ctx, jobs)
+}
+
+// fastPath reports whether every webhook of the group can be committed in a
+// single round trip: events that credit or change no money, whose partition
+// key and outbox row need nothing read first. (Payout outcomes need their
+// payout's owner and the stale flag in their outbox row; dead letters are
+// rare.)
+func fastPath(jobs []*job) bool {
+	for _, j := range jobs {
+		e := j.Event.Event
+		if j.Event.Problem != "" || (e.Action != event.ActionCredit && e.Action != event.ActionNone) ||
+			(e.UserID == "" && e.PayoutID != "") {
+			return false
+		}
+	}
+	return true
+}
+
+// saveGroupInOne sends BEGIN, every event insert, every outbox insert and
+// COMMIT as one pipeline: one round trip for the whole group.
+func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for _, j := range jobs {
+		e := &j.Event.Event
+		b.Queue(sqlInsertEventStrict, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
+			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&j.id, &j.fresh)
+		})
+		if err := j.prepare(""); err != nil {
+			return err
+		}
+	}
+	if err := s.queueOutbox(b, jobs); err != nil {
+		return err
+	}
+	b.Queue("COMMIT")
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("save webhooks: %w", err)
+	}
+	defer conn.Release()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return s.fail(ctx, conn, err)
+	}
+	for _, j := range jobs {
+		j.out = Accepted
+		if j.Event.Event.Reference != "" && j.fresh == 0 {
+			// Recorded as stale in psp_objects; a credit or an event that
+			// moves no money is harmless either way.
+			j.out = Stale
+		}
+	}
+	s.notify.Notify()
+	return nil
+}
+
+// prepare computes the job's partition key, outbox payload and headers.
+func (j *job) prepare(owner string) error {
+	e := j.Event.Event
+	j.key = partitionKey(e, owner)
+	var err error
+	if j.payload, err = json.Marshal(e); err != nil {
+		return fmt.Errorf("encode envelope: %w", err)
+	}
+	j.headers = map[string]string{
+		kafkax.HeaderCorrelationID: j.CorrelationID,
+		kafkax.HeaderEventType:     e.Type,
+		kafkax.HeaderMessageID:     e.MessageID(),
+		"provider":                 e.Provider,
+	}
+	return nil
+}
+
+// queueOutbox queues the outbox rows of jobs in partition-key order, so that
+// concurrent groups take the per-key locks in one order and cannot deadlock.
+func (s *Store) queueOutbox(b *pgx.Batch, jobs []*job) error {
+	sorted := slices.Clone(jobs)
+	slices.SortStableFunc(sorted, func(a, b *job) int { return strings.Compare(a.key, b.key) })
+	ids := make([]int64, len(sorted))
+	for i, j := range sorted {
+		if err := outbox.Queue(b, outbox.Message{
+			Topic: kafkax.TopicWebhookPending, EventType: j.Event.Event.Type, PartitionKey: j.key,
+			Payload: j.payload, Headers: j.headers, CorrelationID: j.CorrelationID,
+		}, &ids[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveGroupInTwo is the general path: BEGIN with the event inserts, then,
+// with what they answered, the outbox rows (or dead letters) with COMMIT.
+func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("save webhooks: %w", err)
+	}
+	// A connection released inside a transaction (an error below) is
+	// closed by the pool, never reused half-done.
+	defer conn.Release()
+
+	first := &pgx.Batch{}
+	first.Queue("BEGIN")
+	for _, j := range jobs {
+		e := j.Event.Event
+		first.Queue(sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
+			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&j.id, &j.fresh)
+		})
+		if e.UserID == "" && e.PayoutID != "" {
+			if pid, err := uuid.Parse(e.PayoutID); err == nil {
+				first.Queue(sqlPayoutOwner, pid).QueryRow(func(r pgx.Row) error {
+					if err := r.Scan(&j.owner); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+						return err
+					}
+					return nil
+				})
+			}
+		}
+	}
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return s.fail(ctx, conn, err)
+	}
+
+	var publish []*job
+	for _, j := range jobs {
+		if j.id == nil {
+			j.out = Duplicate
+			continue
+		}
+		e := &j.Event.Event
+		j.out = Accepted
+		if e.Reference != "" && j.fresh == 0 {
+			e.Stale, j.out = true, Stale
+		}
+		if err := j.prepare(j.owner); err != nil {
+			return s.fail(ctx, conn, err)
+		}
+		if j.Event.Problem == "" {
+			publish = append(publish, j)
+			continue
+		}
+		// Rare: the dead letter is written in the open transaction.
+		j.out = DeadLettered
+		now := s.now()
+		if _, _, err := dlq.Insert(ctx, conn, dlq.Letter{
+			Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: j.key,
+			EventType: e.Type, Payload: j.payload, Headers: j.headers, Error: j.Event.Problem,
+			ErrorClass: string(errclass.Permanent), FirstFailureAt: now, FailedAt: now, CorrelationID: j.CorrelationID,
+			RetryHistory: []dlq.Attempt{{At: now, Error: j.Event.Problem, Class: string(errclass.Permanent)}},
+		}); err != nil {
+			return s.fail(ctx, conn, err)
+		}
+	}
+
+	second := &pgx.Batch{}
+	if err := s.queueOutbox(second, publish); err != nil {
+		return s.fail(ctx, conn, err)
+	}
+	second.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, second).Close(); err != nil {
+		return s.fail(ctx, conn, err)
+	}
+	if len(publish) > 0 {
+		s.notify.Notify()
+	}
+	return nil
+}
+
+// fail rolls the open transaction back and says why it was not saved. The
+// cause stays in the chain (a duplicate on the one round trip path is
+// recognised by its unique violation).
+func (s *Store) fail(ctx context.Context, conn *pgxpool.Conn, err error) error {
+	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") // a broken connection is closed on release
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "22P05" || pgErr.Code == "22P02" || pgErr.Code == "22021") {
+		return fmt.Errorf("%w: %s", ErrUnstorable, pgErr.Message)
+	}
+	return fmt.Errorf("save webhooks: %w", err)
 }
 
 // partitionKey is the wallet owner: from the event, or for a payout outcome
-// from the payout it names, so all of a wallet's records share a partition.
-func partitionKey(ctx context.Context, tx pgx.Tx, e event.PSPEvent) (string, error) {
-	if e.UserID != "" {
-		return e.UserID, nil
+// the owner of the payout it names (looked up in the first round trip), so
+// all of a wallet's records share a partition.
+func partitionKey(e event.PSPEvent, owner string) string {
+	switch {
+	case e.UserID != "":
+		return e.UserID
+	case owner != "":
+		return owner
+	case e.PayoutID != "":
+		return "payout:" + e.PayoutID
 	}
-	if e.PayoutID == "" {
-		return e.Provider + ":" + e.Reference, nil
-	}
-	if _, err := uuid.Parse(e.PayoutID); err != nil {
-		return "payout:" + e.PayoutID, nil
-	}
-	var owner string
-	err := tx.QueryRow(ctx, sqlPayoutOwner, e.PayoutID).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "payout:" + e.PayoutID, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("look up payout owner: %w", err)
-	}
-	return owner, nil
+	return e.Provider + ":" + e.Reference
 }

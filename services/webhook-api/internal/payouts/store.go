@@ -40,11 +40,15 @@ FROM payout_transitions WHERE payout_id = $1 ORDER BY id`
 
 // Store reads and creates payouts.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	notify interface{ Notify() }
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// NewStore returns a Store on pool that tells notify (an outbox.Notifier)
+// after each committed payout request.
+func NewStore(pool *pgxpool.Pool, notify interface{ Notify() }) *Store {
+	return &Store{pool: pool, notify: notify}
+}
 
 // Create commits a new payout for (clientID, key) or returns the payout the
 // key already made. created is false for a replayed request.
@@ -95,6 +99,9 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 	})
 	if err != nil {
 		return Payout{}, false, err
+	}
+	if created {
+		s.notify.Notify()
 	}
 	if !created {
 		id, err = uuid.Parse(existing)

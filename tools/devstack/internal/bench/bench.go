@@ -44,8 +44,6 @@ type Row struct {
 type Runner struct {
 	cfg  Config
 	rows []Row
-	// pgbenchTPS is the baseline ingest is compared with.
-	pgbenchTPS float64
 }
 
 // New returns a Runner.
@@ -63,7 +61,7 @@ func New(cfg Config) *Runner {
 }
 
 // Scenarios in the order they run.
-var scenarioNames = []string{"pgbench", "ingest", "relay", "worker"}
+var scenarioNames = []string{"ingest", "relay", "worker"}
 
 // Scenarios lists the scenario names.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -79,11 +77,6 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Row, error) {
 		case "pgbench":
 			err = r.pgbench(ctx)
 		case "ingest":
-			if r.pgbenchTPS == 0 {
-				if err = r.pgbench(ctx); err != nil {
-					break
-				}
-			}
 			err = r.ingest(ctx)
 		case "relay":
 			err = r.relay(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -60,7 +61,7 @@ func (r *Runner) relay(ctx context.Context) error {
 	env := map[string]string{
 		"DATABASE_URL": url, "KAFKA_BROKERS": brokers, "HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", rport), "LOG_LEVEL": "warn",
 	}
-	for _, k := range []string{"RELAY_BATCH_SIZE", "RELAY_WORKERS"} {
+	for _, k := range []string{"RELAY_BATCH_SIZE", "RELAY_WORKERS", "LOG_LEVEL"} {
 		if v := os.Getenv(k); v != "" {
 			env[k] = v // experiments: make bench RELAY_BATCH_SIZE=...
 		}
@@ -151,6 +152,10 @@ func (r *Runner) relayLatency(ctx context.Context, pool *pgxpool.Pool, brokers s
 	}()
 	time.Sleep(time.Second) // the consumer joins
 
+	notifier := outbox.NewNotifier(pool, time.Millisecond, slog.New(slog.DiscardHandler))
+	nctx, stopNotifier := context.WithCancel(ctx)
+	defer stopNotifier()
+	go notifier.Run(nctx)
 	total := int(r.cfg.Duration.Seconds()) * rate
 	ticker := time.NewTicker(time.Second / rate * 10)
 	defer ticker.Stop()
@@ -174,6 +179,7 @@ func (r *Runner) relayLatency(ctx context.Context, pool *pgxpool.Pool, brokers s
 					continue
 				}
 				now := time.Now()
+				notifier.Notify() // as a writer does after its commit
 				mu.Lock()
 				committed[seq] = now
 				mu.Unlock()

@@ -376,3 +376,27 @@ func TestPerKeyOrderWithThreeRelaysAndInjectedFailures(t *testing.T) {
 		require.Len(t, ns, perKey, "key %s lost records", k)
 	}
 }
+
+func TestRetentionDeletesOnlyOldProcessedRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, _ := b.newRelay(t, relayOpts{})
+	old := b.insert(t, "user-old", 1, 0)
+	drain(t, r)
+	fresh := b.insert(t, "user-new", 1, 0)
+	drain(t, r)
+	pending := b.insert(t, "user-pending", 1, 0)
+	ctx := context.Background()
+	_, err := b.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET finished_at = now() - interval '2 hours', processed_at = now() - interval '2 hours' WHERE id = $1`, old)
+	require.NoError(t, err)
+
+	n, err := r.Purge(ctx) // retention is one hour in these tests
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	var left []int64
+	rows, err := b.db.Pool.Query(ctx, `SELECT id FROM transaction_outbox ORDER BY id`)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{fresh, pending}, left, "recent processed rows and unpublished rows are kept")
+}

@@ -3,12 +3,12 @@
 GO        ?= go
 BIN       := bin
 SERVICES  := webhook-api outbox-relay payout-worker dlq-admin
-TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench
+TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 # Every module of the workspace; `go test ./...` alone would not cross them.
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench compose-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check clean
 
 all: build
 
@@ -56,6 +56,19 @@ SCENARIOS ?=
 bench: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
+
+## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full)
+SEEDS ?= 1 2 3
+PROFILE ?= full
+chaos: build
+	@scripts/devdeps.sh
+	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log
+
+## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reliability.md
+DURATION ?= 10m
+soak: build
+	@scripts/devdeps.sh
+	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log
 
 ## compose-check: validate docker-compose.yml
 compose-check:

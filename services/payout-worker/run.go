@@ -150,7 +150,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	l := ledger.New()
+	l := ledger.New(pool)
 	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), alerts, time.Now)
 	if err != nil {
 		return err

@@ -110,7 +110,7 @@ func setup(t *testing.T, o options) *world {
 	w.alerts = newAlertReceiver(t)
 	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, logger, reg, time.Now)
 	require.NoError(t, err)
-	l := ledger.New()
+	l := ledger.New(w.db.Pool)
 	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout,

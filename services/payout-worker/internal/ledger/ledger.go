@@ -33,15 +33,16 @@ const (
 
 type accountKey struct{ kind, owner, currency string }
 
-// Ledger posts transactions. Its only state is a cache of wallet ids,
-// which never change once created.
+// Ledger posts transactions. Its only state is a cache of system account
+// ids, which never change once created.
 type Ledger struct {
-	mu  sync.Mutex
-	ids map[accountKey]int64
+	pool *pgxpool.Pool
+	mu   sync.Mutex
+	ids  map[accountKey]int64
 }
 
-// New returns a Ledger.
-func New() *Ledger { return &Ledger{ids: map[accountKey]int64{}} }
+// New returns a Ledger on pool (used only to create system accounts).
+func New(pool *pgxpool.Pool) *Ledger { return &Ledger{pool: pool, ids: map[accountKey]int64{}} }
 
 func clearing(provider string) string { return "psp_clearing:" + provider }
 
@@ -55,7 +56,31 @@ type leg struct {
 
 // post writes one balanced transaction. A posting locks at most one row (its
 // user wallet), so concurrent postings cannot deadlock on wallets.
-func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs ...leg) error {
+//
+// A posting that debits a user wallet can be refused (ErrInsufficientFunds)
+// after its transaction row is written, while the caller's transaction goes
+// on (a payout refused for funds still records its FAILED state). Such a
+// posting runs inside a savepoint, so a refusal leaves nothing behind — no
+// transaction without entries. Postings that cannot be refused skip the
+// savepoint's round trips.
+func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs ...leg) (err error) {
+	for _, lg := range legs {
+		if lg.account.kind == "user" && lg.amount < 0 {
+			sp, err := tx.Begin(ctx) // a savepoint
+			if err != nil {
+				return fmt.Errorf("savepoint for %s/%s: %w", kind, reference, err)
+			}
+			if err := l.write(ctx, sp, kind, reference, currency, legs); err != nil {
+				_ = sp.Rollback(ctx) // back to the savepoint; the caller's transaction lives on
+				return err
+			}
+			return sp.Commit(ctx) // releases the savepoint
+		}
+	}
+	return l.write(ctx, tx, kind, reference, currency, legs)
+}
+
+func (l *Ledger) write(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs []leg) error {
 	var txID string
 	err := tx.QueryRow(ctx, sqlInsertTransaction, kind, reference, logging.CorrelationID(ctx)).Scan(&txID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -90,25 +115,44 @@ func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency 
 	return nil
 }
 
+// walletID returns the account's id, creating the account if need be inside
+// the caller's transaction. Only ids of committed system accounts are ever
+// cached (see systemWallet): an id cached from inside a transaction would
+// hand other postings a wallet they cannot see yet, or one that never
+// existed if that transaction rolled back. And a posting never takes a
+// second connection to create one: with every pooled connection held by a
+// posting waiting for another, the worker would deadlock.
 func (l *Ledger) walletID(ctx context.Context, tx pgx.Tx, k accountKey) (int64, error) {
-	l.mu.Lock()
-	id, ok := l.ids[k]
-	l.mu.Unlock()
-	if ok {
-		return id, nil
+	if k.kind == "system" {
+		l.mu.Lock()
+		id, ok := l.ids[k]
+		l.mu.Unlock()
+		if ok {
+			return id, nil
+		}
 	}
+	return ensureWallet(ctx, tx, k)
+}
+
+// Prepare creates (once) and caches the system accounts that postings for
+// provider in currency use, so that those postings need no extra statements.
+// Call it while holding no connection, before the posting's transaction.
+func (l *Ledger) Prepare(ctx context.Context, provider, currency string) error {
+	for _, k := range []accountKey{system(clearing(provider), currency), system(holds, currency)} {
+		if _, err := l.systemWallet(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureWallet(ctx context.Context, tx pgx.Tx, k accountKey) (int64, error) {
 	if _, err := tx.Exec(ctx, sqlEnsureWallet, k.kind, k.owner, k.currency); err != nil {
 		return 0, fmt.Errorf("create wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
 	}
+	var id int64
 	if err := tx.QueryRow(ctx, sqlWalletID, k.kind, k.owner, k.currency).Scan(&id); err != nil {
 		return 0, fmt.Errorf("look up wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
-	}
-	// Only system accounts are cached: a user wallet's id is read once per
-	// posting anyway and users are unbounded.
-	if k.kind == "system" {
-		l.mu.Lock()
-		l.ids[k] = id
-		l.mu.Unlock()
 	}
 	return id, nil
 }
@@ -207,7 +251,7 @@ func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, pr
 	if amount <= 0 {
 		return "", fmt.Errorf("credit amount %d must be positive", amount)
 	}
-	clearingID, err := l.systemWallet(ctx, pool, system(clearing(provider), currency))
+	clearingID, err := l.systemWallet(ctx, system(clearing(provider), currency))
 	if err != nil {
 		return "", err
 	}
@@ -233,19 +277,26 @@ func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, pr
 	return Credited, nil
 }
 
-// systemWallet returns a system account's id, creating it on first use.
-func (l *Ledger) systemWallet(ctx context.Context, pool *pgxpool.Pool, k accountKey) (int64, error) {
+// systemWallet returns a system account's id, creating it on first use in
+// its own committed transaction; only a committed id is cached. It takes a
+// connection of its own: never call it inside a transaction.
+func (l *Ledger) systemWallet(ctx context.Context, k accountKey) (int64, error) {
 	l.mu.Lock()
 	id, ok := l.ids[k]
 	l.mu.Unlock()
 	if ok {
 		return id, nil
 	}
-	var out int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		var err error
-		out, err = l.walletID(ctx, tx, k)
+		id, err = ensureWallet(ctx, tx, k)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	l.ids[k] = id
+	l.mu.Unlock()
+	return id, nil
 }

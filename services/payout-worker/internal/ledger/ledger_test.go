@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ func reconcile(t *testing.T, db *pgtest.DB) {
 func TestCreditIsIdempotentPerPayment(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	ctx := context.Background()
 	credit := func() error {
 		return inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 5000, "usd") })
@@ -55,7 +56,7 @@ func TestCreditIsIdempotentPerPayment(t *testing.T) {
 func TestPayoutLifecycleBalances(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	ctx := context.Background()
 	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
 
@@ -66,11 +67,20 @@ func TestPayoutLifecycleBalances(t *testing.T) {
 	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
 	require.EqualValues(t, 300, b)
 
-	// Not enough left for another 400.
+	// Not enough left for another 400. The caller goes on in the same
+	// transaction (the payout records FAILED) and commits: the refused hold
+	// must leave no transaction behind.
+	var refused error
 	err := inTx(t, db, func(tx pgx.Tx) error {
-		return l.Hold(ctx, tx, ledger.Payout{ID: "p-broke", UserID: "u1", Provider: "stripe", Amount: 400, Currency: "usd"})
+		refused = l.Hold(ctx, tx, ledger.Payout{ID: "p-broke", UserID: "u1", Provider: "stripe", Amount: 400, Currency: "usd"})
+		_, err := tx.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', 'after-refusal')`)
+		return err
 	})
-	require.ErrorIs(t, err, ledger.ErrInsufficientFunds)
+	require.NoError(t, err, "the caller's transaction survives the refusal")
+	require.ErrorIs(t, refused, ledger.ErrInsufficientFunds)
+	var phantom int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM ledger_transactions WHERE reference = 'p-broke'`).Scan(&phantom))
+	require.Zero(t, phantom, "a refused hold leaves no ledger transaction")
 
 	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Settle(ctx, tx, paid) }))
 	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Release(ctx, tx, failed) }))
@@ -90,7 +100,7 @@ func TestTheDatabaseRefusesBrokenMoney(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 100, "usd") }))
 
 	// An unbalanced transaction fails at commit.
@@ -114,6 +124,35 @@ func TestTheDatabaseRefusesBrokenMoney(t *testing.T) {
 	reconcile(t, db)
 }
 
+// TestPostingsNeverNeedASecondConnection: more concurrent postings than
+// pooled connections, on a ledger whose system accounts are not created
+// yet, must not deadlock waiting for a connection to create them.
+func TestPostingsNeverNeedASecondConnection(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t) // a pool of 6
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seed := ledger.New(db.Pool)
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return seed.Credit(ctx, tx, "stripe", "pi_0", "u1", 10_000, "usd") }))
+	l := ledger.New(db.Pool) // a fresh ledger: nothing cached
+	var wg sync.WaitGroup
+	errs := make([]error, 12)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+				return l.Hold(ctx, tx, ledger.Payout{ID: fmt.Sprint("p-", i), UserID: "u1", Provider: "stripe", Amount: 10, Currency: "usd"})
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err, "postings must not wait for a second connection")
+	}
+	reconcile(t, db)
+}
+
 // TestOverlappingWorkersCannotDoubleSpend: two workers that both believe they
 // hold the wallet lock (a Redis lock lost to a pause) debit concurrently. The
 // wallet row lock and balance check let only what the balance covers through.
@@ -121,7 +160,7 @@ func TestOverlappingWorkersCannotDoubleSpend(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
 
 	const workers = 8
@@ -160,7 +199,7 @@ func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	c := ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_1"}
 	out, err := l.CreditOnce(ctx, db.Pool, c, "stripe", "pi_1", "u1", 700, "usd")
 	require.NoError(t, err)
@@ -184,7 +223,7 @@ func TestConcurrentCreditsToOneWalletAllLand(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	l := ledger.New()
+	l := ledger.New(db.Pool)
 	var wg sync.WaitGroup
 	errs := make([]error, 20)
 	for i := range 20 {

@@ -18,6 +18,13 @@ import (
 // transfer.success/failed/reversed) to its payout. An event older than the
 // latest one applied to the payout is stale and changes nothing.
 func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PSPEvent) error {
+	if e.Currency != "" {
+		// Best effort: a posting whose accounts are not cached creates them
+		// in its own transaction instead.
+		if err := pr.ledger.Prepare(ctx, e.Provider, e.Currency); err != nil {
+			return err
+		}
+	}
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
 		fresh, err := consume.Claim(ctx, tx, m)
 		if err != nil || !fresh {

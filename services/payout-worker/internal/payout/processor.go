@@ -85,6 +85,9 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 	if err := json.Unmarshal(m.Value, &cmd); err != nil || cmd.PayoutID == "" || cmd.UserID == "" {
 		return errclass.AsPoison(fmt.Errorf("payout command is not decodable: %v", err))
 	}
+	if err := pr.ledger.Prepare(ctx, cmd.Provider, cmd.Currency); err != nil {
+		return err
+	}
 	lock, err := pr.locks.Acquire(ctx, cmd.UserID)
 	if err != nil {
 		return err

@@ -7,19 +7,31 @@
 //	KAFKA_PORT        port on 127.0.0.1 (default 9092)
 //	KAFKA_PARTITIONS  partitions per topic (default 3)
 //	KAFKA_DATA_DIR    persist to this directory (default: memory only)
+//	KAFKA_ADMIN_ADDR  serve a fault-injection API on this address (default: off)
+//
+// The admin API lets the chaos suite inject broker errors through kfake's
+// fault hooks: POST /faults {"error":"NOT_LEADER_FOR_PARTITION","request":
+// "produce","count":5} fails the next 5 produce requests with that error
+// (count -1: until removed); DELETE /faults removes them all.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 )
@@ -61,6 +73,15 @@ func run(logger *slog.Logger) error {
 	}
 	logger.Info("kafka (kfake) listening", "addrs", c.ListenAddrs(), "partitions", partitions,
 		"data_dir", os.Getenv("KAFKA_DATA_DIR"), "topics", kafkax.AllTopics())
+	if addr := os.Getenv("KAFKA_ADMIN_ADDR"); addr != "" {
+		srv := &http.Server{Addr: addr, Handler: faultAPI(c, logger), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("kafka admin API", "error", err.Error())
+			}
+		}()
+		defer srv.Close()
+	}
 	<-ctx.Done()
 	c.Close()
 	logger.Info("kafka (kfake) stopped")
@@ -77,4 +98,53 @@ func intEnv(name string, def int) (int, error) {
 		return 0, fmt.Errorf("%s must be an integer, got %q", name, v)
 	}
 	return n, nil
+}
+
+// faultAPI serves POST/DELETE /faults over the cluster's fault hooks.
+func faultAPI(c *kfake.Cluster, logger *slog.Logger) http.Handler {
+	var mu sync.Mutex
+	var handles []*kfake.FaultHandle
+	errorsByName := map[string]*kerr.Error{
+		"NOT_LEADER_FOR_PARTITION": kerr.NotLeaderForPartition,
+		"LEADER_NOT_AVAILABLE":     kerr.LeaderNotAvailable,
+		"REQUEST_TIMED_OUT":        kerr.RequestTimedOut,
+		"NOT_ENOUGH_REPLICAS":      kerr.NotEnoughReplicas,
+		"UNKNOWN_SERVER_ERROR":     kerr.UnknownServerError,
+		"NOT_COORDINATOR":          kerr.NotCoordinator,
+	}
+	keys := map[string]kmsg.Key{"produce": kmsg.Produce, "fetch": kmsg.Fetch, "offset_commit": kmsg.OffsetCommit}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /faults", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Error   string `json:"error"`
+			Request string `json:"request"`
+			Count   int    `json:"count"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		kerrErr, ok := errorsByName[req.Error]
+		key, ok2 := keys[req.Request]
+		if !ok || !ok2 || req.Count == 0 {
+			http.Error(w, "want error (NOT_LEADER_FOR_PARTITION, ...), request (produce, fetch, offset_commit) and a non-zero count", http.StatusBadRequest)
+			return
+		}
+		h := c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: kerrErr, Count: req.Count})
+		mu.Lock()
+		handles = append(handles, h)
+		mu.Unlock()
+		logger.Warn("fault injected", "error", req.Error, "request", req.Request, "count", req.Count)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /faults", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		for _, h := range handles {
+			h.Remove()
+		}
+		handles = nil
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
 }

@@ -65,11 +65,15 @@ type Config struct {
 	Env map[string]string
 	// Replicas runs extra relay and worker replicas (0 means one each).
 	RelayReplicas, WorkerReplicas int
+	// KafkaEnv adds variables for the Kafka stand-in (KAFKA_ADMIN_ADDR).
+	KafkaEnv map[string]string
 }
 
 // Proc is one running process of the stack.
 type Proc struct {
 	Name string
+	path string
+	env  map[string]string
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -124,6 +128,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 	}
 
 	kafkaEnv := map[string]string{"KAFKA_PORT": strconv.Itoa(p.Kafka), "KAFKA_DATA_DIR": cfg.KafkaDataDir}
+	for k, v := range cfg.KafkaEnv {
+		kafkaEnv[k] = v
+	}
 	if err := s.Launch("kafka", "aegis-kafka", kafkaEnv); err != nil {
 		return s.abort(err)
 	}
@@ -190,14 +197,24 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 
 // Launch starts bin from the stack's BinDir as process name with env.
 func (s *Stack) Launch(name, bin string, env map[string]string) error {
-	path := filepath.Join(s.cfg.BinDir, bin)
+	return s.LaunchPath(name, filepath.Join(s.cfg.BinDir, bin), env)
+}
+
+// LaunchPath starts the program at path (a service, or a tool such as
+// redis-server) as process name with env; args may follow in env["ARGS"],
+// space-separated.
+func (s *Stack) LaunchPath(name, path string, env map[string]string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("%s: %w (run make build)", path, err)
 	}
-	cmd := exec.Command(path)
+	var args []string
+	if a := env["ARGS"]; a != "" {
+		args = strings.Fields(a)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
 	for k, v := range env {
-		if v != "" {
+		if v != "" && k != "ARGS" {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 	}
@@ -215,7 +232,7 @@ func (s *Stack) Launch(name, bin string, env map[string]string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: name, path: path, env: env, cmd: cmd, done: make(chan struct{})}
 	var pipes sync.WaitGroup
 	pipes.Add(2)
 	go func() { defer pipes.Done(); s.out.copy(stdout, "") }()
@@ -229,8 +246,61 @@ func (s *Stack) Launch(name, bin string, env map[string]string) error {
 		default:
 		}
 	}()
+	for i, old := range s.procs {
+		if old.Name == name {
+			s.procs[i] = p // a relaunch takes the old one's place
+			return nil
+		}
+	}
 	s.procs = append(s.procs, p)
 	return nil
+}
+
+// Relaunch starts the named process again, as it was first launched. The
+// previous instance must have exited (Kill or Terminate it first).
+func (s *Stack) Relaunch(name string) error {
+	p := s.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	select {
+	case <-p.done:
+	default:
+		return fmt.Errorf("%s is still running", name)
+	}
+	return s.LaunchPath(name, p.path, p.env)
+}
+
+// Terminate sends SIGTERM to the named process and waits up to grace for it
+// to exit, then kills it.
+func (s *Stack) Terminate(name string, grace time.Duration) error {
+	p := s.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.Name, grace)
+	}
+}
+
+// Running reports whether the named process is up.
+func (s *Stack) Running(name string) bool {
+	p := s.Proc(name)
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // WaitHTTP waits until url answers 200, failing early if a process exits.

@@ -1,0 +1,88 @@
+// Command aegis-chaos is `make chaos` and `make soak`: it runs the suite
+// under seeded faults and checks the three promises' invariants
+// (tools/devstack/internal/chaos). It exits 1 on any violation and prints
+// the seed that reproduces it.
+//
+//	aegis-chaos [-profile short|full|soak] [-seed N ...] [-duration D]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
+)
+
+func main() {
+	ok, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "aegis-chaos:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func run() (bool, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	profileName := flag.String("profile", "full", "short, full or soak")
+	seeds := flag.String("seeds", "", "space- or comma-separated seeds (default: one from the clock)")
+	duration := flag.Duration("duration", 0, "override the profile's workload duration")
+	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
+	logs := flag.String("logs", "", "write every process's output to this file")
+	keep := flag.Bool("keep", false, "keep the run's database for inspection")
+	flag.Parse()
+
+	profile, err := chaos.ProfileNamed(*profileName)
+	if err != nil {
+		return false, err
+	}
+	if *duration > 0 {
+		profile.Duration = *duration
+	}
+	var list []uint64
+	for _, f := range strings.FieldsFunc(*seeds, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("seed %q: %w", f, err)
+		}
+		list = append(list, n)
+	}
+	if len(list) == 0 {
+		list = []uint64{uint64(time.Now().UnixNano() % 1_000_000)}
+	}
+	admin := os.Getenv("CHAOS_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	var logw io.Writer = io.Discard
+	if *logs != "" {
+		f, err := os.Create(*logs)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		logw = f
+	}
+	allOK := true
+	for _, seed := range list {
+		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
+			Logs: logw, Progress: os.Stderr, Keep: *keep})
+		if err != nil {
+			return false, fmt.Errorf("seed %d: %w", seed, err)
+		}
+		fmt.Println(rep)
+		allOK = allOK && rep.OK()
+	}
+	return allOK, nil
+}

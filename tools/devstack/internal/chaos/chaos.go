@@ -1,0 +1,304 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+// Config says where and how to run.
+type Config struct {
+	BinDir string
+	// AdminURL is a Postgres URL where the user may create databases.
+	AdminURL string
+	// RedisServer is the redis-server binary the run starts its own Redis
+	// with (restarting the machine's Redis would disturb everything else).
+	RedisServer string
+	Profile     Profile
+	Seed        uint64
+	// Logs receives every process's output; Progress one line per step.
+	Logs, Progress io.Writer
+	// Keep leaves the database behind for inspection.
+	Keep bool
+}
+
+// suite is one running chaos run.
+type suite struct {
+	cfg     Config
+	s       *stack.Stack
+	redis   *stack.Stack
+	pool    *pgxpool.Pool
+	dbName  string
+	ports   stack.Ports
+	secrets stack.Secrets
+	kafka   string
+}
+
+func (c Config) log(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "chaos: "+format+"\n", args...)
+	}
+}
+
+// Run performs one seeded chaos run and reports what it found. An error
+// means the run itself could not be carried out; violations are in the
+// report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	start := time.Now()
+	if cfg.Logs == nil {
+		cfg.Logs = io.Discard
+	}
+	if cfg.RedisServer == "" {
+		cfg.RedisServer = "/usr/bin/redis-server"
+	}
+	rep := &Report{Seed: cfg.Seed, Profile: cfg.Profile.Name}
+	su, err := setUp(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer su.tearDown(ctx)
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed*7919))
+	wl := newWorkload(stack.URL(su.ports.WebhookAPI), su.secrets.StripeWebhookSecret, su.secrets.PaystackSecretKey,
+		"dev-api-token-0123456789", rng.Uint64(), cfg.Profile.Users)
+	in := &injector{s: su.s, redis: su.redis, pool: su.pool, dbName: su.dbName, psp: stack.URL(su.ports.PSP),
+		kafkaAdmin: "http://" + su.kafka, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), profile: cfg.Profile,
+		log: cfg.log, injected: map[string]int{}}
+
+	cfg.log("seed %d, profile %s: %s of workload at %d ops/s with a fault every %s", cfg.Seed, cfg.Profile.Name,
+		cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery)
+	phase, stop := context.WithTimeout(ctx, cfg.Profile.Duration)
+	done := make(chan struct{})
+	go func() { in.run(phase); close(done) }()
+	wl.run(phase, cfg.Profile.Rate)
+	stop()
+	<-done
+	in.clear(ctx)
+
+	cfg.log("faults stopped; draining")
+	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
+		rep.violation("drain: %v", err)
+	}
+	replayed, notReplayable, err := su.replayOpenDeadLetters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Replays, rep.NotReplayable = replayed, notReplayable
+	if replayed > 0 {
+		cfg.log("replayed %d dead letters; draining again", replayed)
+		if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
+			rep.violation("drain after replay: %v", err)
+		}
+	}
+	cfg.log("checking invariants")
+	if err := su.check(ctx, wl, rep); err != nil {
+		return nil, err
+	}
+	rep.Sent = wl.sent
+	rep.Faults = in.injected
+	rep.Took = time.Since(start)
+	return rep, nil
+}
+
+func setUp(ctx context.Context, cfg Config) (*suite, error) {
+	su := &suite{cfg: cfg, secrets: stack.DevSecrets()}
+	su.dbName = fmt.Sprintf("aegis_chaos_%d_%d", cfg.Seed, time.Now().Unix())
+	admin, err := pgx.Connect(ctx, cfg.AdminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.AdminURL, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+su.dbName); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(cfg.AdminURL)
+	u.Path = "/" + su.dbName
+	dbURL := u.String()
+	if _, err := migrations.Up(dbURL); err != nil {
+		return nil, err
+	}
+	if su.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, err
+	}
+
+	ports := make([]int, 9)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	su.ports = stack.Ports{WebhookAPI: ports[0], OutboxRelay: ports[1], PayoutWorker: ports[2], DLQAdmin: ports[3],
+		Kafka: ports[4], PSP: ports[5]}
+	redisPort, adminPort := ports[6], ports[7]
+	su.kafka = fmt.Sprintf("127.0.0.1:%d", adminPort)
+
+	dir, err := os.MkdirTemp("", "aegis-chaos")
+	if err != nil {
+		return nil, err
+	}
+	su.redis = stack.New(stack.Config{}, cfg.Logs)
+	if err := su.redis.LaunchPath("redis", cfg.RedisServer, map[string]string{
+		"ARGS": fmt.Sprintf("--port %d --bind 127.0.0.1 --appendonly no --dir %s", redisPort, dir)}); err != nil {
+		return nil, err
+	}
+	if err := waitRedis(ctx, redisPort); err != nil {
+		return nil, err
+	}
+	su.s, err = stack.Start(ctx, stack.Config{
+		BinDir: cfg.BinDir, Ports: su.ports, Secrets: su.secrets, DatabaseURL: dbURL,
+		RedisURL:     fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
+		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
+		KafkaEnv: map[string]string{"KAFKA_ADMIN_ADDR": su.kafka},
+		Env: map[string]string{
+			"LOG_LEVEL":             "warn",
+			"RELAY_POLL_INTERVAL":   "200ms",
+			"RELAY_LEASE":           "6s",
+			"RELAY_PUBLISH_TIMEOUT": "2s",
+			"RELAY_BACKOFF_BASE":    "300ms",
+			"RELAY_BACKOFF_MAX":     "3s",
+			"BREAKER_OPEN_FOR":      "3s",
+			"PSP_BACKOFF_BASE":      "300ms",
+			"PSP_BACKOFF_MAX":       "3s",
+			"PSP_CALL_TIMEOUT":      "1s",
+			"WALLET_LOCK_EXPIRY":    "4s",
+			"SHUTDOWN_GRACE":        "10s",
+		},
+	}, cfg.Logs)
+	if err != nil {
+		su.redis.Stop(5 * time.Second)
+		return nil, fmt.Errorf("start the suite: %w", err)
+	}
+	return su, nil
+}
+
+func (su *suite) tearDown(ctx context.Context) {
+	if su.s != nil {
+		if err := su.s.Stop(30 * time.Second); err != nil {
+			su.cfg.log("stop: %v", err)
+		}
+	}
+	if su.redis != nil {
+		su.redis.Stop(5 * time.Second)
+	}
+	su.pool.Close()
+	if su.cfg.Keep {
+		su.cfg.log("database kept: %s", su.dbName)
+		return
+	}
+	if admin, err := pgx.Connect(ctx, su.cfg.AdminURL); err == nil {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+su.dbName+" WITH (FORCE)")
+		admin.Close(ctx)
+	}
+}
+
+// drain waits until nothing is in flight: no unpublished outbox row, no
+// payout between states (except those parked behind an open dead letter),
+// every dead letter stored — three checks in a row.
+func (su *suite) drain(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	stable := 0
+	var last string
+	for time.Now().Before(deadline) {
+		var unfinished, moving, dlqRows, stored int
+		err := su.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM transaction_outbox WHERE finished_at IS NULL),
+			-- A payout whose command or PSP outcome is in an open dead letter
+			-- waits for an operator (the replay below), not for the system.
+			(SELECT count(*) FROM payouts p WHERE p.status NOT IN ('SUCCEEDED', 'FINALIZED', 'NEEDS_REVIEW')
+			   AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.status = 'open'
+			                   AND position(convert_to(p.id::text, 'UTF8') in d.payload) > 0)),
+			(SELECT count(DISTINCT (headers->>'original_topic', headers->>'original_partition', headers->>'original_offset'))
+			   FROM transaction_outbox WHERE topic LIKE '%.dlq' AND status = 'processed'),
+			(SELECT count(*) FROM dead_letters WHERE source = 'consumer')`).Scan(&unfinished, &moving, &dlqRows, &stored)
+		if err != nil {
+			return err
+		}
+		last = fmt.Sprintf("%d outbox rows unpublished, %d payouts in flight, %d of %d dead letters stored", unfinished, moving, stored, dlqRows)
+		if unfinished == 0 && moving == 0 && stored >= dlqRows {
+			stable++
+			if stable == 3 {
+				return nil
+			}
+		} else {
+			stable = 0
+		}
+		sleep(ctx, time.Second)
+	}
+	return fmt.Errorf("not drained after %s: %s", timeout, last)
+}
+
+// replayOpenDeadLetters replays, through dlq-admin's API as an operator
+// would, every open dead letter, and counts those it refuses as not
+// replayable.
+func (su *suite) replayOpenDeadLetters(ctx context.Context) (replayed, notReplayable int, err error) {
+	rows, err := su.pool.Query(ctx, `SELECT id FROM dead_letters WHERE status = 'open' ORDER BY id`)
+	if err != nil {
+		return 0, 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range ids {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
+			fmt.Sprintf("%s/v1/dead-letters/%d/replay", stack.URL(su.ports.DLQAdmin), id),
+			strings.NewReader(`{"reason":"chaos: replay after the faults stopped"}`))
+		req.Header.Set("Authorization", "Bearer dev-ops-token-0123456789")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return replayed, notReplayable, err
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			replayed++
+		case http.StatusUnprocessableEntity:
+			notReplayable++
+		default:
+			return replayed, notReplayable, fmt.Errorf("replay of dead letter %d answered %d", id, resp.StatusCode)
+		}
+	}
+	return replayed, notReplayable, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitRedis(ctx context.Context, port int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err == nil {
+			_, _ = conn.Write([]byte("PING\r\n"))
+			line, _ := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			if strings.HasPrefix(line, "+PONG") {
+				return nil
+			}
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return fmt.Errorf("redis on port %d did not start", port)
+}

@@ -1,0 +1,39 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// Profile sizes a run.
+type Profile struct {
+	Name string
+	// Duration of the workload and fault phase.
+	Duration time.Duration
+	// Rate is workload operations per second.
+	Rate int
+	// Users is how many wallets the workload spreads over.
+	Users int
+	// FaultEvery is the pause between faults; 0 injects none.
+	FaultEvery time.Duration
+	// KafkaOutage is the range of a Kafka outage.
+	KafkaOutageMin, KafkaOutageMax time.Duration
+	// DrainTimeout bounds each drain.
+	DrainTimeout time.Duration
+}
+
+// Profiles by name.
+func ProfileNamed(name string) (Profile, error) {
+	switch name {
+	case "short": // inside make test
+		return Profile{Name: name, Duration: 60 * time.Second, Rate: 30, Users: 24, FaultEvery: 3 * time.Second,
+			KafkaOutageMin: 4 * time.Second, KafkaOutageMax: 6 * time.Second, DrainTimeout: 3 * time.Minute}, nil
+	case "full": // make chaos
+		return Profile{Name: name, Duration: 3 * time.Minute, Rate: 40, Users: 40, FaultEvery: 8 * time.Second,
+			KafkaOutageMin: 10 * time.Second, KafkaOutageMax: 30 * time.Second, DrainTimeout: 4 * time.Minute}, nil
+	case "soak": // make soak: a long run at a moderate fault rate
+		return Profile{Name: name, Duration: 10 * time.Minute, Rate: 40, Users: 60, FaultEvery: 30 * time.Second,
+			KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second, DrainTimeout: 5 * time.Minute}, nil
+	}
+	return Profile{}, fmt.Errorf("unknown chaos profile %q (short, full, soak)", name)
+}

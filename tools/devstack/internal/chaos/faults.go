@@ -1,0 +1,216 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+// Fault kinds.
+const (
+	faultKillRelay    = "kill_relay"
+	faultKillWorker   = "kill_worker_mid_call"
+	faultKafkaOutage  = "kafka_outage"
+	faultKafkaLeader  = "kafka_leader_errors"
+	faultRedisRestart = "redis_restart"
+	faultPGKill       = "postgres_connections_killed"
+	faultPSP5xx       = "psp_5xx_burst"
+	faultPSP429       = "psp_429_burst"
+	faultPSPTimeout   = "psp_timeouts"
+	faultPSPInvalid   = "psp_invalid_accounts"
+)
+
+func allFaults() []string {
+	return []string{faultKillRelay, faultKillWorker, faultKafkaOutage, faultKafkaLeader, faultRedisRestart,
+		faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
+}
+
+// injector breaks the running suite on a seeded schedule.
+type injector struct {
+	s, redis       *stack.Stack
+	pool           *pgxpool.Pool
+	dbName         string
+	psp, kafkaAdmin string
+	rng            *rand.Rand
+	profile        Profile
+	log            func(format string, args ...any)
+
+	mu       sync.Mutex
+	injected map[string]int
+}
+
+// run injects a fault every profile.FaultEvery until ctx ends. Kinds are
+// drawn without replacement from a shuffled cycle, so every kind happens in
+// a run long enough for one cycle.
+func (in *injector) run(ctx context.Context) {
+	if in.profile.FaultEvery <= 0 {
+		return
+	}
+	var cycle []string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(in.profile.FaultEvery):
+		}
+		if len(cycle) == 0 {
+			cycle = allFaults()
+			in.rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
+		}
+		kind := cycle[0]
+		cycle = cycle[1:]
+		if err := in.inject(ctx, kind); err != nil {
+			in.log("fault %s: %v", kind, err)
+		}
+	}
+}
+
+func (in *injector) count(kind string) {
+	in.mu.Lock()
+	in.injected[kind]++
+	in.mu.Unlock()
+}
+
+func (in *injector) pick(names ...string) string { return names[in.rng.IntN(len(names))] }
+
+func (in *injector) inject(ctx context.Context, kind string) error {
+	in.log("fault: %s", kind)
+	in.count(kind)
+	switch kind {
+	case faultKillRelay:
+		name := in.pick("outbox-relay", "outbox-relay-2")
+		if err := in.s.Kill(name); err != nil {
+			return err
+		}
+		sleep(ctx, time.Duration(500+in.rng.IntN(1500))*time.Millisecond)
+		return in.s.Relaunch(name)
+	case faultKillWorker:
+		// Slow PSP calls make it likely the worker dies between a PSP call
+		// and the commit that records it.
+		if err := in.pspFaults(`{"latency":"400ms"}`); err != nil {
+			return err
+		}
+		sleep(ctx, time.Duration(500+in.rng.IntN(700))*time.Millisecond)
+		name := in.pick("payout-worker", "payout-worker-2")
+		if err := in.s.Kill(name); err != nil {
+			return err
+		}
+		sleep(ctx, time.Second)
+		if err := in.s.Relaunch(name); err != nil {
+			return err
+		}
+		return in.pspFaults("")
+	case faultKafkaOutage:
+		if err := in.s.Terminate("kafka", 10*time.Second); err != nil {
+			in.log("kafka stop: %v", err)
+		}
+		span := in.profile.KafkaOutageMax - in.profile.KafkaOutageMin
+		d := in.profile.KafkaOutageMin
+		if span > 0 {
+			d += time.Duration(in.rng.Int64N(int64(span)))
+		}
+		sleep(ctx, d)
+		return in.s.Relaunch("kafka") // same port, same data directory
+	case faultKafkaLeader:
+		for _, body := range []string{`{"error":"NOT_LEADER_FOR_PARTITION","request":"produce","count":20}`,
+			`{"error":"NOT_LEADER_FOR_PARTITION","request":"fetch","count":10}`} {
+			if err := post(in.kafkaAdmin+"/faults", body); err != nil {
+				return err
+			}
+		}
+		return nil
+	case faultRedisRestart:
+		if err := in.redis.Terminate("redis", 5*time.Second); err != nil {
+			in.log("redis stop: %v", err)
+		}
+		sleep(ctx, time.Duration(300+in.rng.IntN(1000))*time.Millisecond)
+		return in.redis.Relaunch("redis")
+	case faultPGKill:
+		_, err := in.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid() AND backend_type = 'client backend'`, in.dbName)
+		return err
+	case faultPSP5xx:
+		return in.pspWindow(ctx, `{"error_rate":0.6,"error_status":503}`)
+	case faultPSP429:
+		return in.pspWindow(ctx, `{"rate_limit_rate":0.5,"retry_after_seconds":1}`)
+	case faultPSPTimeout:
+		return in.pspWindow(ctx, `{"timeout_rate":0.3,"timeout_after_create_rate":0.2,"timeout":"3s"}`)
+	case faultPSPInvalid:
+		return in.pspWindow(ctx, `{"invalid_account_rate":0.3}`)
+	}
+	return fmt.Errorf("unknown fault %s", kind)
+}
+
+// pspWindow sets PSP faults for a few seconds, then clears them.
+func (in *injector) pspWindow(ctx context.Context, spec string) error {
+	if err := in.pspFaults(spec); err != nil {
+		return err
+	}
+	sleep(ctx, time.Duration(2000+in.rng.IntN(3000))*time.Millisecond)
+	return in.pspFaults("")
+}
+
+// pspFaults replaces the stand-in's faults; "" clears them.
+func (in *injector) pspFaults(spec string) error {
+	method := http.MethodPut
+	if spec == "" {
+		method, spec = http.MethodDelete, ""
+	}
+	req, _ := http.NewRequest(method, in.psp+"/_psp/faults", bytes.NewReader([]byte(spec)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("PSP faults %s answered %d", spec, resp.StatusCode)
+	}
+	return nil
+}
+
+// clear removes every fault and brings back anything down.
+func (in *injector) clear(ctx context.Context) {
+	_ = in.pspFaults("")
+	req, _ := http.NewRequest(http.MethodDelete, in.kafkaAdmin+"/faults", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	for _, name := range []string{"kafka", "outbox-relay", "outbox-relay-2", "payout-worker", "payout-worker-2"} {
+		if !in.s.Running(name) {
+			if err := in.s.Relaunch(name); err != nil {
+				in.log("relaunch %s: %v", name, err)
+			}
+		}
+	}
+	if !in.redis.Running("redis") {
+		_ = in.redis.Relaunch("redis")
+	}
+}
+
+func post(url, body string) error {
+	resp, err := http.Post(url, "application/json", bytes.NewReader([]byte(body)))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,497 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+// check verifies the invariants of issue 6 against the database, the PSP
+// stand-in's record and Kafka, and adds them to rep.
+func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
+	for _, f := range []func(context.Context, *workload, *Report) error{
+		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
+	} {
+		if err := f(ctx, wl, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (su *suite) count(ctx context.Context, q string, args ...any) (int, error) {
+	var n int
+	err := su.pool.QueryRow(ctx, q, args...).Scan(&n)
+	return n, err
+}
+
+// 1. Every webhook that got a 2xx is stored once and applied once; every
+// one that got a 4xx left nothing behind.
+func (su *suite) checkWebhooks(ctx context.Context, wl *workload, rep *Report) error {
+	stored := map[string]bool{}
+	rows, err := su.pool.Query(ctx, `SELECT provider || '/' || event_id FROM webhook_events`)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		stored[id] = true
+	}
+	credits := map[string]bool{}
+	rows, err = su.pool.Query(ctx, `SELECT reference FROM ledger_transactions WHERE kind = 'credit'`)
+	if err != nil {
+		return err
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		credits[r] = true
+	}
+	acked, refused, unanswered := map[string]bool{}, 0, map[string]bool{}
+	bad := 0
+	for _, h := range wl.webhooks {
+		key := h.Provider + "/" + h.EventID
+		switch {
+		case h.Status/100 == 2:
+			acked[key] = true
+			rep.Acknowledged++
+			if !stored[key] {
+				rep.violation("webhook %s answered %d but is not in webhook_events", key, h.Status)
+				bad++
+			}
+			if h.Reference != "" && !credits[h.Reference] {
+				rep.violation("payment %s acknowledged (%s) but never credited", h.Reference, key)
+				bad++
+			}
+			if h.Kind == "bad_signature" || h.Kind == "malformed" {
+				rep.violation("%s webhook %s was acknowledged", h.Kind, key)
+				bad++
+			}
+		case h.Status/100 == 4:
+			refused++
+			if stored[key] && !acked[key] {
+				rep.violation("webhook %s answered %d yet was stored", key, h.Status)
+				bad++
+			}
+			if h.Kind != "bad_signature" && h.Kind != "malformed" {
+				rep.violation("valid webhook %s refused with %d", key, h.Status)
+				bad++
+			}
+		default:
+			unanswered[key] = true // never answered: it may or may not have committed
+		}
+	}
+	sent := map[string]bool{}
+	for _, h := range wl.webhooks {
+		sent[h.Provider+"/"+h.EventID] = true
+	}
+	for id := range stored {
+		// The PSP stand-in's own webhooks (payout.paid, ...) are not the
+		// workload's to account for.
+		if sent[id] && !acked[id] && !unanswered[id] {
+			rep.violation("webhook_events holds %s, which was never acknowledged", id)
+			bad++
+		}
+	}
+	// Applied once, in money: per wallet, the credits equal the user's
+	// distinct acknowledged payments, plus at most those whose webhooks
+	// never got an answer (they may have committed). Twin events, PSP
+	// retries and redeliveries must not add a cent.
+	type wallet struct{ user, currency string }
+	ackedPay, maybePay := map[string]*webhook{}, map[string]*webhook{}
+	for _, h := range wl.webhooks {
+		if h.Reference == "" {
+			continue
+		}
+		if h.Status/100 == 2 {
+			ackedPay[h.Reference] = h
+		} else if h.Status == 0 || h.Status >= 500 {
+			maybePay[h.Reference] = h
+		}
+	}
+	low, high := map[wallet]int64{}, map[wallet]int64{}
+	for ref, h := range ackedPay {
+		low[wallet{h.User, h.Currency}] += h.Amount
+		high[wallet{h.User, h.Currency}] += h.Amount
+		delete(maybePay, ref)
+	}
+	for _, h := range maybePay {
+		high[wallet{h.User, h.Currency}] += h.Amount
+	}
+	rows, err = su.pool.Query(ctx, `SELECT w.owner, w.currency, sum(e.amount)::bigint FROM ledger_entries e
+		JOIN wallets w ON w.id = e.wallet_id JOIN ledger_transactions t ON t.id = e.transaction_id
+		WHERE t.kind = 'credit' AND w.kind = 'user' GROUP BY 1, 2`)
+	if err != nil {
+		return err
+	}
+	credited := map[wallet]int64{}
+	for rows.Next() {
+		var k wallet
+		var sum int64
+		if err := rows.Scan(&k.user, &k.currency, &sum); err != nil {
+			return err
+		}
+		credited[k] = sum
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for k := range high {
+		if _, ok := credited[k]; !ok {
+			credited[k] = 0
+		}
+	}
+	for k, got := range credited {
+		if got < low[k] || got > high[k] {
+			rep.violation("wallet %s/%s credited %d; its acknowledged payments total %d (at most %d with unanswered ones)",
+				k.user, k.currency, got, low[k], high[k])
+			bad++
+		}
+	}
+	if bad == 0 {
+		rep.passed("1. every acknowledged webhook (%d) is stored once and its payment credited exactly once (%d wallets to the cent); %d refused ones left nothing",
+			len(acked), len(credited), refused)
+	}
+	return nil
+}
+
+type pspObject struct {
+	Provider string `json:"provider"`
+	Kind     string `json:"kind"`
+	PayoutID string `json:"payout_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Status   string `json:"status"`
+}
+
+func (su *suite) pspObjects(ctx context.Context) ([]pspObject, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stack.URL(su.ports.PSP)+"/_psp/objects", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Items []pspObject `json:"items"`
+	}
+	return out.Items, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+func paid(o pspObject) bool { return o.Status == "paid" || o.Status == "success" }
+
+// 2. The PSP paid at most once per payout id, and paid exactly the payouts
+// that are SUCCEEDED.
+func (su *suite) checkPSP(ctx context.Context, _ *workload, rep *Report) error {
+	objs, err := su.pspObjects(ctx)
+	if err != nil {
+		return err
+	}
+	perPayout := map[string]int{}
+	paidCount := 0
+	for _, o := range objs {
+		if o.Status != "failed" {
+			perPayout[o.PayoutID]++
+		}
+		if paid(o) {
+			paidCount++
+		}
+	}
+	bad := 0
+	for id, n := range perPayout {
+		if n > 1 {
+			rep.violation("the PSP holds %d live payouts for payout %s", n, id)
+			bad++
+		}
+	}
+	succeeded, err := su.count(ctx, `SELECT count(*) FROM payouts WHERE status = 'SUCCEEDED'`)
+	if err != nil {
+		return err
+	}
+	if paidCount != succeeded {
+		rep.violation("the PSP paid %d payouts but %d are SUCCEEDED", paidCount, succeeded)
+		bad++
+	}
+	if bad == 0 {
+		rep.passed("2. the PSP paid %d payouts, at most once per payout id, and exactly the SUCCEEDED ones", paidCount)
+	}
+	return nil
+}
+
+// 3. Every payout is finished: SUCCEEDED, FINALIZED (failed, hold released
+// once) or NEEDS_REVIEW with an open dead letter.
+func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) error {
+	rows, err := su.pool.Query(ctx, `SELECT status, count(*) FROM payouts GROUP BY status`)
+	if err != nil {
+		return err
+	}
+	rep.Payouts = map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return err
+		}
+		rep.Payouts[s] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	bad := 0
+	for s, n := range rep.Payouts {
+		if s != "SUCCEEDED" && s != "FINALIZED" && s != "NEEDS_REVIEW" {
+			rep.violation("%d payouts stuck in %s", n, s)
+			bad++
+		}
+	}
+	orphans, err := su.count(ctx, `SELECT count(*) FROM payouts p WHERE p.status = 'NEEDS_REVIEW' AND NOT EXISTS (
+		SELECT 1 FROM dead_letters d WHERE d.status = 'open' AND position(convert_to(p.id::text, 'UTF8') in d.payload) > 0)`)
+	if err != nil {
+		return err
+	}
+	if orphans > 0 {
+		rep.violation("%d NEEDS_REVIEW payouts without an open dead letter", orphans)
+		bad++
+	}
+	doubleRelease, err := su.count(ctx, `SELECT count(*) FROM (SELECT reference FROM ledger_transactions
+		WHERE kind = 'payout_release' GROUP BY reference HAVING count(*) > 1) x`)
+	if err != nil {
+		return err
+	}
+	unreleased, err := su.count(ctx, `SELECT count(*) FROM payouts p WHERE p.status = 'FINALIZED'
+		AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
+		AND NOT EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind IN ('payout_release', 'payout_return') AND t.reference = p.id::text)`)
+	if err != nil {
+		return err
+	}
+	if doubleRelease > 0 || unreleased > 0 {
+		rep.violation("holds: %d released twice, %d FINALIZED payouts never given back", doubleRelease, unreleased)
+		bad++
+	}
+	// Idempotency-Keys: a repeat with the same body answers the same
+	// payout, with another body a 422.
+	first := map[string]string{}
+	for _, p := range wl.payouts {
+		if p.Expect == "new" && p.PayoutID != "" {
+			first[p.Key] = p.PayoutID
+		}
+	}
+	for _, p := range wl.payouts {
+		switch {
+		case p.Expect == "same" && p.Status == 202 && first[p.Key] != "" && p.PayoutID != first[p.Key]:
+			rep.violation("key %s answered payout %s, then %s", p.Key, first[p.Key], p.PayoutID)
+			bad++
+		case p.Expect == "conflict" && p.Status != 0 && p.Status != 422 && p.Status < 500:
+			rep.violation("key %s reused with another body answered %d, want 422", p.Key, p.Status)
+			bad++
+		}
+	}
+	if bad == 0 {
+		rep.passed("3. every payout is finished (%v), holds released exactly once, keys idempotent", rep.Payouts)
+	}
+	return nil
+}
+
+// 4. The ledger reconciles: every transaction sums to zero, every balance
+// equals its entries and none is negative, money in equals credits, and
+// money out equals what the PSP paid.
+func (su *suite) checkLedger(ctx context.Context, _ *workload, rep *Report) error {
+	var unbalanced, drift, negative int
+	err := su.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x),
+		(SELECT count(*) FROM wallets w WHERE w.kind = 'user'
+			AND w.balance <> coalesce((SELECT sum(amount) FROM ledger_entries e WHERE e.wallet_id = w.id), 0)),
+		(SELECT count(*) FROM wallets WHERE kind = 'user' AND balance < 0)`).Scan(&unbalanced, &drift, &negative)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	if unbalanced+drift+negative > 0 {
+		rep.violation("ledger: %d unbalanced transactions, %d balances off their entries, %d negative", unbalanced, drift, negative)
+		bad++
+	}
+	// Per currency: wallets + holds + paid out - returned = credited.
+	rows, err := su.pool.Query(ctx, `
+		SELECT e.currency,
+		       coalesce(sum(e.amount) FILTER (WHERE w.kind = 'user'), 0),
+		       coalesce(sum(e.amount) FILTER (WHERE w.kind = 'system' AND w.owner = 'payout_holds'), 0),
+		       coalesce(sum(e.amount) FILTER (WHERE t.kind = 'payout_settle' AND w.kind = 'system' AND w.owner LIKE 'psp_clearing:%'), 0),
+		       coalesce(sum(-e.amount) FILTER (WHERE t.kind = 'payout_return' AND w.kind = 'system'), 0),
+		       coalesce(sum(e.amount) FILTER (WHERE t.kind = 'credit' AND w.kind = 'user'), 0)
+		FROM ledger_entries e JOIN wallets w ON w.id = e.wallet_id JOIN ledger_transactions t ON t.id = e.transaction_id
+		GROUP BY e.currency`)
+	if err != nil {
+		return err
+	}
+	settled := map[string]int64{}
+	for rows.Next() {
+		var cur string
+		var users, holds, paidOut, returned, credited int64
+		if err := rows.Scan(&cur, &users, &holds, &paidOut, &returned, &credited); err != nil {
+			return err
+		}
+		settled[cur] = paidOut - returned
+		if users+holds+paidOut-returned != credited {
+			rep.violation("%s: wallets %d + holds %d + paid out %d - returned %d != credited %d", cur, users, holds, paidOut, returned, credited)
+			bad++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	objs, err := su.pspObjects(ctx)
+	if err != nil {
+		return err
+	}
+	pspPaid := map[string]int64{}
+	for _, o := range objs {
+		if paid(o) {
+			pspPaid[strings.ToLower(o.Currency)] += o.Amount
+		}
+	}
+	for cur, amt := range pspPaid {
+		if settled[cur] != amt {
+			rep.violation("%s: the PSP paid out %d but the ledger settled %d", cur, amt, settled[cur])
+			bad++
+		}
+	}
+	if bad == 0 {
+		rep.passed("4. the ledger reconciles, money in equals credits, money out equals what the PSP paid")
+	}
+	return nil
+}
+
+// 5. Every failure that was not retried to success has one dead letter with
+// its metadata, open until replayed; nothing is stuck in the outbox.
+func (su *suite) checkFailures(ctx context.Context, _ *workload, rep *Report) error {
+	var stuck, incomplete, rejectedWithout, doubleOpen int
+	err := su.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM transaction_outbox WHERE status = 'processing' OR finished_at IS NULL),
+		(SELECT count(*) FROM dead_letters WHERE error = '' OR error_class = '' OR original_topic = ''
+			OR jsonb_array_length(retry_history) = 0
+			OR (source = 'consumer' AND (consumer_group IS NULL OR original_offset IS NULL))),
+		(SELECT count(*) FROM payouts p WHERE p.status = 'FINALIZED' AND p.last_error LIKE '%account_invalid%'
+			AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE position(convert_to(p.id::text, 'UTF8') in d.payload) > 0)),
+		(SELECT count(*) FROM (SELECT convert_from(payload, 'UTF8')::jsonb->>'payout_id' AS p FROM dead_letters
+			WHERE status = 'open' AND original_topic = 'aegis.transactions' AND get_byte(payload, 0) = 123
+			GROUP BY 1 HAVING count(*) > 1) x)`).
+		Scan(&stuck, &incomplete, &rejectedWithout, &doubleOpen)
+	if err != nil {
+		return err
+	}
+	total, err := su.count(ctx, `SELECT count(*) FROM dead_letters`)
+	if err != nil {
+		return err
+	}
+	rep.DeadLetters = total
+	retries, err := su.count(ctx, `SELECT coalesce(sum(retry_count), 0)::int + (SELECT count(*) FROM payout_transitions WHERE to_status = 'RETRYING')::int FROM transaction_outbox`)
+	if err != nil {
+		return err
+	}
+	rep.Retries = retries
+	bad := 0
+	if stuck > 0 {
+		rep.violation("%d outbox rows still unpublished or in processing", stuck)
+		bad++
+	}
+	if incomplete > 0 {
+		rep.violation("%d dead letters lack metadata (error, class, origin, group, offset, history)", incomplete)
+		bad++
+	}
+	if rejectedWithout > 0 {
+		rep.violation("%d payouts the PSP rejected have no dead letter", rejectedWithout)
+		bad++
+	}
+	if doubleOpen > 0 {
+		rep.violation("%d payouts have more than one open dead letter", doubleOpen)
+		bad++
+	}
+	if bad == 0 {
+		rep.passed("5. every failure has one dead letter with its metadata (%d in all); nothing stuck in the outbox", total)
+	}
+	return nil
+}
+
+// 6. Per-key order held on aegis.webhook.pending: per key, records reached
+// Kafka (first occurrences) in the order their outbox rows committed.
+// Replays are new rows by design and are left out.
+func (su *suite) checkOrder(ctx context.Context, _ *workload, rep *Report) error {
+	rows, err := su.pool.Query(ctx, `SELECT id, partition_key, headers->>'message_id' FROM transaction_outbox
+		WHERE topic = $1 AND status = 'processed' AND NOT headers ? 'replay_of'`, kafkax.TopicWebhookPending)
+	if err != nil {
+		return err
+	}
+	outboxID := map[string]int64{}
+	want := 0
+	for rows.Next() {
+		var id int64
+		var key, msg string
+		if err := rows.Scan(&id, &key, &msg); err != nil {
+			return err
+		}
+		outboxID[msg] = id
+		want++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", su.ports.Kafka)),
+		kgo.ConsumeTopics(kafkax.TopicWebhookPending), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	seen := map[string]bool{}
+	last := map[string]int64{}
+	bad := 0
+	readCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	idle := 0
+	for len(seen) < want && idle < 5 && readCtx.Err() == nil {
+		fetchCtx, stop := context.WithTimeout(readCtx, 2*time.Second)
+		fs := cl.PollFetches(fetchCtx)
+		stop()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			msg := kafkax.Header(r, kafkax.HeaderMessageID)
+			id, ok := outboxID[msg]
+			if !ok || seen[msg] {
+				return // a replay, or an at-least-once duplicate
+			}
+			seen[msg] = true
+			key := string(r.Key)
+			if id < last[key] {
+				if bad < 5 {
+					rep.violation("key %s: outbox row %d reached Kafka after row %d", key, id, last[key])
+				}
+				bad++
+			}
+			last[key] = id
+		})
+		if n == 0 {
+			idle++
+		}
+	}
+	if len(seen) < want {
+		rep.violation("only %d of %d webhook records found on Kafka", len(seen), want)
+		bad++
+	}
+	if bad == 0 {
+		rep.passed("6. per-key order held on %s (%d records over %d keys)", kafkax.TopicWebhookPending, len(seen), len(last))
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is what a run found.
+type Report struct {
+	Seed    uint64
+	Profile string
+	// Sent counts workload operations by kind; Acknowledged counts 2xx webhooks.
+	Sent         map[string]int
+	Acknowledged int
+	Faults       map[string]int
+	Retries      int
+	DeadLetters  int
+	Replays      int
+	// NotReplayable counts dead letters dlq-admin refused to replay.
+	NotReplayable int
+	Payouts       map[string]int
+	Checks        []string
+	Violations    []string
+	Took          time.Duration
+}
+
+func (r *Report) violation(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+func (r *Report) passed(format string, args ...any) {
+	r.Checks = append(r.Checks, fmt.Sprintf(format, args...))
+}
+
+// OK reports whether every invariant held.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// String renders the summary table.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nchaos run: seed %d, profile %s, %s\n\n", r.Seed, r.Profile, r.Took.Round(time.Second))
+	b.WriteString("| what | count |\n|---|---|\n")
+	row := func(k string, v int) { fmt.Fprintf(&b, "| %s | %d |\n", k, v) }
+	total := 0
+	for _, v := range r.Sent {
+		total += v
+	}
+	row("operations sent", total)
+	for _, k := range sortedKeys(r.Sent) {
+		row("  "+k, r.Sent[k])
+	}
+	row("webhooks acknowledged (2xx)", r.Acknowledged)
+	faults := 0
+	for _, v := range r.Faults {
+		faults += v
+	}
+	row("faults injected", faults)
+	for _, k := range sortedKeys(r.Faults) {
+		row("  "+k, r.Faults[k])
+	}
+	for _, k := range sortedKeys(r.Payouts) {
+		row("payouts "+k, r.Payouts[k])
+	}
+	row("retries (outbox publishes + payout attempts)", r.Retries)
+	row("dead letters", r.DeadLetters)
+	row("dead letters replayed", r.Replays)
+	row("dead letters not replayable", r.NotReplayable)
+	row("violations", len(r.Violations))
+	b.WriteString("\n")
+	for _, c := range r.Checks {
+		b.WriteString("ok   " + c + "\n")
+	}
+	for _, v := range r.Violations {
+		b.WriteString("FAIL " + v + "\n")
+	}
+	if !r.OK() {
+		fmt.Fprintf(&b, "\nreproduce with: make chaos SEED=%d PROFILE=%s\n", r.Seed, r.Profile)
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

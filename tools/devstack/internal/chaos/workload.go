@@ -1,0 +1,340 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// webhook is one webhook the workload sent, with its final answer.
+type webhook struct {
+	Provider string
+	EventID  string
+	Kind     string // credit, twin, duplicate, none, stale, bad_signature, malformed
+	// Reference is the payment's ledger reference for credits, and User,
+	// Amount and Currency what it must credit.
+	Reference string
+	User      string
+	Amount    int64
+	Currency  string
+	Status    int
+}
+
+// payoutReq is one payout request and its answer.
+type payoutReq struct {
+	Key      string
+	Body     string
+	Status   int
+	PayoutID string
+	// Expect is what a repeated key should get: the same payout or a 422.
+	Expect string
+}
+
+// workload drives the suite like PSPs and an API client would, and records
+// every final answer for the invariants.
+type workload struct {
+	api, secret, paystackKey, token string
+	rng                             *rand.Rand
+	users                           int
+	client                          *http.Client
+
+	mu       sync.Mutex
+	webhooks []*webhook
+	payouts  []*payoutReq
+	seq      int
+	sent     map[string]int
+}
+
+func newWorkload(api, stripeSecret, paystackKey, token string, seed uint64, users int) *workload {
+	return &workload{api: api, secret: stripeSecret, paystackKey: paystackKey, token: token,
+		rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), users: users, sent: map[string]int{},
+		client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+func (w *workload) user(n int) string { return fmt.Sprintf("chaos-u%03d", n%w.users) }
+
+// run sends operations at rate per second until ctx ends. The decisions come
+// from the seeded source in order, so a seed replays the same workload.
+func (w *workload) run(ctx context.Context, rate int) {
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		op := w.next()
+		wg.Add(1)
+		go func() { defer wg.Done(); op() }()
+	}
+}
+
+// next draws the next operation.
+func (w *workload) next() func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	n := w.seq
+	r := w.rng.Float64()
+	u := w.user(w.rng.IntN(w.users))
+	amount := int64(500 + w.rng.IntN(4500))
+	switch {
+	case r < 0.36: // a Stripe payment; sometimes its twin event, sometimes sent twice
+		twin, dup := w.rng.Float64() < 0.15, w.rng.Float64() < 0.1
+		return func() { w.stripePayment(n, u, amount, twin, dup) }
+	case r < 0.46:
+		return func() { w.paystackPayment(n, u, amount*100) }
+	case r < 0.50:
+		return func() { w.badSignature(n, u) }
+	case r < 0.53:
+		return func() { w.malformed(n) }
+	case r < 0.56:
+		return func() { w.ignoredEvent(n) }
+	case r < 0.90:
+		return w.payoutOp(n, u)
+	default:
+		return func() { w.staleFinalisation(n) }
+	}
+}
+
+func (w *workload) record(h *webhook) {
+	w.mu.Lock()
+	w.webhooks = append(w.webhooks, h)
+	w.sent[h.Kind]++
+	w.mu.Unlock()
+}
+
+func (w *workload) stripeEvent(id, typ string, created int64, object string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":%q,"data":{"object":%s},"livemode":false}`,
+		id, created, typ, object))
+}
+
+func (w *workload) stripePayment(n int, user string, amount int64, twin, dup bool) {
+	pi := fmt.Sprintf("pi_chaos_%d", n)
+	id := fmt.Sprintf("evt_chaos_%d", n)
+	obj := fmt.Sprintf(`{"id":%q,"object":"payment_intent","amount":%d,"amount_received":%d,"currency":"usd","status":"succeeded","metadata":{"user_id":%q}}`,
+		pi, amount, amount, user)
+	body := w.stripeEvent(id, "payment_intent.succeeded", time.Now().Unix(), obj)
+	pay := func(kind, eventID string, status int) *webhook {
+		return &webhook{Provider: "stripe", EventID: eventID, Kind: kind, Reference: "stripe:" + pi, User: user,
+			Amount: amount, Currency: "usd", Status: status}
+	}
+	w.record(pay("credit", id, w.sendStripe(body)))
+	if dup {
+		w.record(pay("duplicate", id, w.sendStripe(body)))
+	}
+	if twin {
+		cid := fmt.Sprintf("evt_chaos_%d_ch", n)
+		ch := fmt.Sprintf(`{"id":"ch_chaos_%d","object":"charge","amount":%d,"amount_captured":%d,"captured":true,"currency":"usd","payment_intent":%q,"status":"succeeded","metadata":{"user_id":%q}}`,
+			n, amount, amount, pi, user)
+		w.record(pay("twin", cid, w.sendStripe(w.stripeEvent(cid, "charge.succeeded", time.Now().Unix(), ch))))
+	}
+}
+
+func (w *workload) paystackPayment(n int, user string, amount int64) {
+	ref := fmt.Sprintf("ps_chaos_%d", n)
+	body := []byte(fmt.Sprintf(`{"event":"charge.success","data":{"id":%d,"reference":%q,"amount":%d,"currency":"NGN","status":"success","paid_at":%q,"metadata":{"user_id":%q}}}`,
+		900000+n, ref, amount, time.Now().UTC().Format(time.RFC3339), user))
+	w.record(&webhook{Provider: "paystack", EventID: fmt.Sprintf("charge.success:%d", 900000+n), Kind: "credit",
+		Reference: "paystack:" + ref, User: user, Amount: amount, Currency: "ngn", Status: w.sendPaystack(body)})
+}
+
+func (w *workload) badSignature(n int, user string) {
+	id := fmt.Sprintf("evt_chaos_bad_%d", n)
+	body := w.stripeEvent(id, "payment_intent.succeeded", time.Now().Unix(),
+		fmt.Sprintf(`{"id":"pi_bad_%d","amount":100,"currency":"usd","metadata":{"user_id":%q}}`, n, user))
+	status := w.post("/webhooks/stripe", body, map[string]string{"Stripe-Signature": fmt.Sprintf("t=%d,v1=%s", time.Now().Unix(), hex.EncodeToString(make([]byte, 32)))}, false)
+	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "bad_signature", Status: status})
+}
+
+func (w *workload) malformed(n int) {
+	body := []byte(fmt.Sprintf(`{"id":"evt_chaos_malformed_%d","type":`, n))
+	w.record(&webhook{Provider: "stripe", EventID: fmt.Sprintf("evt_chaos_malformed_%d", n), Kind: "malformed", Status: w.sendStripe(body)})
+}
+
+func (w *workload) ignoredEvent(n int) {
+	id := fmt.Sprintf("evt_chaos_cus_%d", n)
+	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "none",
+		Status: w.sendStripe(w.stripeEvent(id, "customer.created", time.Now().Unix(), fmt.Sprintf(`{"id":"cus_%d","object":"customer"}`, n)))})
+}
+
+// payoutOp draws a payout request: new, or a repeat of an earlier key.
+func (w *workload) payoutOp(n int, user string) func() {
+	if len(w.payouts) > 5 && w.rng.Float64() < 0.12 {
+		prev := w.payouts[w.rng.IntN(len(w.payouts))]
+		if w.rng.Float64() < 0.6 {
+			return func() { w.payout(prev.Key, prev.Body, "same") }
+		}
+		var b map[string]any
+		_ = json.Unmarshal([]byte(prev.Body), &b)
+		b["amount"] = b["amount"].(float64) + 1 // the same key for another request
+		other, _ := json.Marshal(b)
+		return func() { w.payout(prev.Key, string(other), "conflict") }
+	}
+	r := w.rng.Float64()
+	provider, currency, dest := "stripe", "usd", fmt.Sprintf("ba_chaos_%d", n)
+	switch {
+	case r < 0.08:
+		dest = "ba_invalid_chaos"
+	case r < 0.12:
+		dest = "ba_fail_chaos" // paid, then the PSP reports payout.failed
+	case r < 0.16:
+		dest = fmt.Sprintf("acct_chaos_%d", n) // a transfer: final at once
+	case r < 0.26:
+		provider, currency, dest = "paystack", "ngn", fmt.Sprintf("RCP_chaos_%d", n)
+	}
+	amount := 100 + w.rng.IntN(1900)
+	if currency == "ngn" {
+		amount *= 100
+	}
+	body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":%q,"destination":%q,"provider":%q}`, user, amount, currency, dest, provider)
+	key := fmt.Sprintf("chaos-key-%d", n)
+	p := &payoutReq{Key: key, Body: body, Expect: "new"}
+	w.payouts = append(w.payouts, p)
+	return func() { w.payout(key, body, "new") }
+}
+
+func (w *workload) payout(key, body, expect string) {
+	h := map[string]string{"Authorization": "Bearer " + w.token, "Idempotency-Key": key, "Content-Type": "application/json"}
+	var status int
+	var answer map[string]any
+	for attempt := 0; attempt < 6; attempt++ {
+		status, answer = w.postJSON("/v1/payouts", []byte(body), h)
+		if status != 0 && status < 500 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond) // a client retrying with its key
+	}
+	id, _ := answer["payout_id"].(string)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sent["payout_"+expect]++
+	if expect == "new" {
+		for _, p := range w.payouts {
+			if p.Key == key {
+				p.Status, p.PayoutID = status, id
+			}
+		}
+		return
+	}
+	w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, Status: status, PayoutID: id, Expect: expect})
+}
+
+// staleFinalisation resends, under a new event id and an older time, the
+// finalisation of a payout that the PSP already finished: a replayed old
+// event that must change nothing.
+func (w *workload) staleFinalisation(n int) {
+	w.mu.Lock()
+	var candidates []*payoutReq
+	for _, p := range w.payouts {
+		if p.Expect == "new" && p.PayoutID != "" {
+			candidates = append(candidates, p)
+		}
+	}
+	var pick *payoutReq
+	if len(candidates) > 0 {
+		pick = candidates[w.rng.IntN(len(candidates))]
+	}
+	w.mu.Unlock()
+	if pick == nil {
+		return
+	}
+	status, p := w.getJSON("/v1/payouts/" + pick.PayoutID)
+	ref, _ := p["psp_reference"].(string)
+	st, _ := p["status"].(string)
+	if status != 200 || ref == "" || (st != "SUCCEEDED" && st != "FINALIZED") || !stringsHasPrefix(ref, "po_") {
+		return
+	}
+	typ := "payout.failed"
+	if st == "FINALIZED" {
+		typ = "payout.paid"
+	}
+	id := fmt.Sprintf("evt_chaos_stale_%d", n)
+	obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":1,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
+		ref, typ[len("payout."):], pick.PayoutID)
+	old := time.Now().Add(-48 * time.Hour).Unix()
+	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEvent(id, typ, old, obj))})
+}
+
+func stringsHasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// sendStripe posts a signed Stripe webhook, retrying 5xx and connection
+// errors as Stripe does, and returns the final status (0: never answered).
+func (w *workload) sendStripe(body []byte) int {
+	return w.post("/webhooks/stripe", body, nil, true)
+}
+
+func (w *workload) sendPaystack(body []byte) int {
+	mac := hmac.New(sha512.New, []byte(w.paystackKey))
+	mac.Write(body)
+	return w.post("/webhooks/paystack", body, map[string]string{"x-paystack-signature": hex.EncodeToString(mac.Sum(nil))}, false)
+}
+
+func (w *workload) post(path string, body []byte, headers map[string]string, signStripe bool) int {
+	var status int
+	for attempt := 0; attempt < 8; attempt++ {
+		h := map[string]string{"Content-Type": "application/json"}
+		for k, v := range headers {
+			h[k] = v
+		}
+		if signStripe {
+			t := time.Now().Unix()
+			mac := hmac.New(sha256.New, []byte(w.secret))
+			fmt.Fprintf(mac, "%d.", t)
+			mac.Write(body)
+			h["Stripe-Signature"] = fmt.Sprintf("t=%d,v1=%s", t, hex.EncodeToString(mac.Sum(nil)))
+		}
+		status, _ = w.postJSON(path, body, h)
+		if status != 0 && status < 500 {
+			return status
+		}
+		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond) // a PSP retrying a failed delivery
+	}
+	return status
+}
+
+func (w *workload) postJSON(path string, body []byte, headers map[string]string) (int, map[string]any) {
+	req, err := http.NewRequest(http.MethodPost, w.api+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+func (w *workload) getJSON(path string) (int, map[string]any) {
+	req, _ := http.NewRequest(http.MethodGet, w.api+path, nil)
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}

@@ -35,13 +35,13 @@ func allFaults() []string {
 
 // injector breaks the running suite on a seeded schedule.
 type injector struct {
-	s, redis       *stack.Stack
-	pool           *pgxpool.Pool
-	dbName         string
+	s, redis        *stack.Stack
+	pool            *pgxpool.Pool
+	dbName          string
 	psp, kafkaAdmin string
-	rng            *rand.Rand
-	profile        Profile
-	log            func(format string, args ...any)
+	rng             *rand.Rand
+	profile         Profile
+	log             func(format string, args ...any)
 
 	mu       sync.Mutex
 	injected map[string]int

@@ -68,7 +68,7 @@ chaos: build
 DURATION ?= 10m
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log
+	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reliability.md
 
 ## compose-check: validate docker-compose.yml
 compose-check:

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
 
@@ -41,6 +42,7 @@ func run() (bool, error) {
 	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
 	logs := flag.String("logs", "", "write every process's output to this file")
 	keep := flag.Bool("keep", false, "keep the run's database for inspection")
+	out := flag.String("out", "", "write the (first) run's report with its footprint and lag to this Markdown file")
 	flag.Parse()
 
 	profile, err := chaos.ProfileNamed(*profileName)
@@ -75,7 +77,7 @@ func run() (bool, error) {
 		logw = f
 	}
 	allOK := true
-	for _, seed := range list {
+	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
 			Logs: logw, Progress: os.Stderr, Keep: *keep})
 		if err != nil {
@@ -83,6 +85,16 @@ func run() (bool, error) {
 		}
 		fmt.Println(rep)
 		allOK = allOK && rep.OK()
+		if *out != "" && i == 0 {
+			cmd := "make soak DURATION=" + profile.Duration.String()
+			if profile.Name != "soak" {
+				cmd = "make chaos PROFILE=" + profile.Name
+			}
+			doc := rep.Reliability(bench.Machine(ctx, admin), cmd)
+			if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+				return false, err
+			}
+		}
 	}
 	return allOK, nil
 }

@@ -82,12 +82,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	cfg.log("seed %d, profile %s: %s of workload at %d ops/s with a fault every %s", cfg.Seed, cfg.Profile.Name,
 		cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery)
+	rep.FaultEvery = cfg.Profile.FaultEvery
+	rep.StartFootprint = su.footprint(ctx)
 	phase, stop := context.WithTimeout(ctx, cfg.Profile.Duration)
-	done := make(chan struct{})
-	go func() { in.run(phase); close(done) }()
+	done := make(chan struct{}, 2)
+	go func() { in.run(phase); done <- struct{}{} }()
+	go func() { su.sample(phase, wl, cfg.Profile.SampleEvery, rep); done <- struct{}{} }()
 	wl.run(phase, cfg.Profile.Rate)
 	stop()
 	<-done
+	<-done
+	rep.EndFootprint = su.footprint(ctx)
 	in.clear(ctx)
 
 	cfg.log("faults stopped; draining")

@@ -20,6 +20,8 @@ type Profile struct {
 	KafkaOutageMin, KafkaOutageMax time.Duration
 	// DrainTimeout bounds each drain.
 	DrainTimeout time.Duration
+	// SampleEvery is how often lag and throughput are recorded.
+	SampleEvery time.Duration
 }
 
 // Profiles by name.
@@ -27,13 +29,16 @@ func ProfileNamed(name string) (Profile, error) {
 	switch name {
 	case "short": // inside make test
 		return Profile{Name: name, Duration: 60 * time.Second, Rate: 30, Users: 24, FaultEvery: 3 * time.Second,
-			KafkaOutageMin: 4 * time.Second, KafkaOutageMax: 6 * time.Second, DrainTimeout: 3 * time.Minute}, nil
+			KafkaOutageMin: 4 * time.Second, KafkaOutageMax: 6 * time.Second, DrainTimeout: 3 * time.Minute,
+			SampleEvery: 10 * time.Second}, nil
 	case "full": // make chaos
 		return Profile{Name: name, Duration: 3 * time.Minute, Rate: 40, Users: 40, FaultEvery: 8 * time.Second,
-			KafkaOutageMin: 10 * time.Second, KafkaOutageMax: 30 * time.Second, DrainTimeout: 4 * time.Minute}, nil
+			KafkaOutageMin: 10 * time.Second, KafkaOutageMax: 30 * time.Second, DrainTimeout: 4 * time.Minute,
+			SampleEvery: 15 * time.Second}, nil
 	case "soak": // make soak: a long run at a moderate fault rate
 		return Profile{Name: name, Duration: 10 * time.Minute, Rate: 40, Users: 60, FaultEvery: 30 * time.Second,
-			KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second, DrainTimeout: 5 * time.Minute}, nil
+			KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second, DrainTimeout: 5 * time.Minute,
+			SampleEvery: 30 * time.Second}, nil
 	}
 	return Profile{}, fmt.Errorf("unknown chaos profile %q (short, full, soak)", name)
 }

@@ -28,9 +28,12 @@ const (
 	faultPSPInvalid   = "psp_invalid_accounts"
 )
 
+// allFaults is one cycle of faults. A worker killed between a PSP call and
+// its commit is the fault most likely to expose a bug in the money path, so
+// it comes twice per cycle.
 func allFaults() []string {
-	return []string{faultKillRelay, faultKillWorker, faultKafkaOutage, faultKafkaLeader, faultRedisRestart,
-		faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
+	return []string{faultKillRelay, faultKillWorker, faultKillWorker, faultKafkaOutage, faultKafkaLeader,
+		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
 }
 
 // injector breaks the running suite on a seeded schedule.

@@ -24,6 +24,10 @@ type Report struct {
 	Checks        []string
 	Violations    []string
 	Took          time.Duration
+	FaultEvery    time.Duration
+	// Soak measurements.
+	StartFootprint, EndFootprint []ServiceSample
+	Lag                          []LagSample
 }
 
 func (r *Report) violation(format string, args ...any) {

@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	cfg.log("seed %d, profile %s: %s of workload at %d ops/s with a fault every %s", cfg.Seed, cfg.Profile.Name,
 		cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery)
-	rep.FaultEvery = cfg.Profile.FaultEvery
+	rep.Duration, rep.Rate, rep.FaultEvery = cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery
 	rep.StartFootprint = su.footprint(ctx)
 	phase, stop := context.WithTimeout(ctx, cfg.Profile.Duration)
 	done := make(chan struct{}, 2)
@@ -92,7 +92,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stop()
 	<-done
 	<-done
-	rep.EndFootprint = su.footprint(ctx)
 	in.clear(ctx)
 
 	cfg.log("faults stopped; draining")
@@ -110,6 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.violation("drain after replay: %v", err)
 		}
 	}
+	rep.DrainedFootprint = su.footprint(ctx)
 	cfg.log("checking invariants")
 	if err := su.check(ctx, wl, rep); err != nil {
 		return nil, err

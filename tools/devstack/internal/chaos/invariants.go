@@ -163,7 +163,7 @@ func (su *suite) checkWebhooks(ctx context.Context, wl *workload, rep *Report) e
 		}
 	}
 	if bad == 0 {
-		rep.passed("1. every acknowledged webhook (%d) is stored once and its payment credited exactly once (%d wallets to the cent); %d refused ones left nothing",
+		rep.passed("1. every acknowledged webhook (%d distinct events) is stored once and its payment credited exactly once (%d wallets to the cent); %d refused ones left nothing",
 			len(acked), len(credited), refused)
 	}
 	return nil
@@ -300,7 +300,11 @@ func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) er
 		}
 	}
 	if bad == 0 {
-		rep.passed("3. every payout is finished (%v), holds released exactly once, keys idempotent", rep.Payouts)
+		var states []string
+		for _, s := range sortedKeys(rep.Payouts) {
+			states = append(states, fmt.Sprintf("%s %d", s, rep.Payouts[s]))
+		}
+		rep.passed("3. every payout is finished (%s), holds released exactly once, keys idempotent", strings.Join(states, ", "))
 	}
 	return nil
 }

@@ -24,10 +24,12 @@ type Report struct {
 	Checks        []string
 	Violations    []string
 	Took          time.Duration
+	Duration      time.Duration
+	Rate          int
 	FaultEvery    time.Duration
 	// Soak measurements.
-	StartFootprint, EndFootprint []ServiceSample
-	Lag                          []LagSample
+	StartFootprint, DrainedFootprint []ServiceSample
+	Lag                              []LagSample
 }
 
 func (r *Report) violation(format string, args ...any) {
@@ -85,7 +87,7 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

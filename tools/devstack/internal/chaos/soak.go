@@ -18,6 +18,9 @@ type ServiceSample struct {
 	Name       string
 	RSSMiB     float64
 	Goroutines int
+	// Started is the process's start time (unix seconds): a change between
+	// two samples means the process was killed and restarted meanwhile.
+	Started float64
 }
 
 // LagSample is the pipeline's state at one moment of the run.
@@ -26,6 +29,7 @@ type LagSample struct {
 	Unpublished int
 	OldestAgeS  float64
 	AckedPerSec float64
+	Footprint   []ServiceSample
 }
 
 // services lists the processes whose footprint is sampled, with their ports.
@@ -46,7 +50,7 @@ func (su *suite) footprint(ctx context.Context) []ServiceSample {
 			continue
 		}
 		out = append(out, ServiceSample{Name: name, RSSMiB: m["process_resident_memory_bytes"] / (1 << 20),
-			Goroutines: int(m["go_goroutines"])})
+			Goroutines: int(m["go_goroutines"]), Started: m["process_start_time_seconds"]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -97,7 +101,8 @@ func (su *suite) sample(ctx context.Context, wl *workload, every time.Duration, 
 		acked := wl.acknowledged()
 		now := time.Now()
 		rep.Lag = append(rep.Lag, LagSample{At: now.Sub(start).Round(time.Second), Unpublished: unpublished,
-			OldestAgeS: oldest, AckedPerSec: float64(acked-lastAcked) / now.Sub(last).Seconds()})
+			OldestAgeS: oldest, AckedPerSec: float64(acked-lastAcked) / now.Sub(last).Seconds(),
+			Footprint: su.footprint(ctx)})
 		lastAcked, last = acked, now
 	}
 }
@@ -118,23 +123,61 @@ func (w *workload) acknowledged() int {
 func (r *Report) Reliability(machine, command string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Reliability\n\nLatest soak: `%s` (%s) on %s.\n\n", command, time.Now().UTC().Format("2006-01-02"), machine)
-	fmt.Fprintf(&b, "Seed %d, %s of workload with a fault every %s, then drain, replay and the invariant checks "+
-		"(tools/devstack/internal/chaos). Result: %d violations.\n", r.Seed, r.Took.Round(time.Second), r.FaultEvery, len(r.Violations))
+	fmt.Fprintf(&b, "Seed %d: %s of workload at %d ops/s with a fault every %s, then drain, replay of every open dead letter, "+
+		"drain and the invariant checks (tools/devstack/internal/chaos); %s in all. Result: %d violations.\n\n",
+		r.Seed, r.Duration, r.Rate, r.FaultEvery, r.Took.Round(time.Second), len(r.Violations))
 	b.WriteString(r.String())
-	b.WriteString("\n## Footprint of each service (start of the run → end of the workload)\n\n")
-	b.WriteString("| service | RSS MiB | goroutines |\n|---|---|---|\n")
-	end := map[string]ServiceSample{}
-	for _, s := range r.EndFootprint {
-		end[s.Name] = s
+
+	b.WriteString("\n## Footprint of each service over the run\n\n")
+	b.WriteString("RSS MiB / goroutines from each process's /metrics: before the workload, every sample during it, and after the final drain. " +
+		"`*` marks a process that was SIGKILLed and restarted by a fault since the previous column.\n\n")
+	type column struct {
+		label string
+		fp    []ServiceSample
 	}
-	for _, s := range r.StartFootprint {
-		e, ok := end[s.Name]
-		if !ok {
-			continue
+	columns := []column{{"before", r.StartFootprint}}
+	for _, l := range r.Lag {
+		columns = append(columns, column{l.At.String(), l.Footprint})
+	}
+	columns = append(columns, column{"drained", r.DrainedFootprint})
+	names := map[string]bool{}
+	for _, c := range columns {
+		for _, s := range c.fp {
+			names[s.Name] = true
 		}
-		fmt.Fprintf(&b, "| %s | %.1f → %.1f | %d → %d |\n", s.Name, s.RSSMiB, e.RSSMiB, s.Goroutines, e.Goroutines)
 	}
-	b.WriteString("\nRelays and workers are SIGKILLed and restarted by the faults, so their figures at the end belong to a younger process; webhook-api and dlq-admin run throughout.\n")
+	b.WriteString("| at |")
+	for _, n := range sortedKeys(names) {
+		b.WriteString(" " + n + " |")
+	}
+	b.WriteString("\n|---|")
+	for range names {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	prev := map[string]float64{}
+	for _, c := range columns {
+		byName := map[string]ServiceSample{}
+		for _, s := range c.fp {
+			byName[s.Name] = s
+		}
+		b.WriteString("| " + c.label + " |")
+		for _, n := range sortedKeys(names) {
+			s, ok := byName[n]
+			if !ok {
+				b.WriteString(" down |")
+				continue
+			}
+			mark := ""
+			if p, seen := prev[n]; seen && p != s.Started {
+				mark = " *"
+			}
+			prev[n] = s.Started
+			fmt.Fprintf(&b, " %.1f / %d%s |", s.RSSMiB, s.Goroutines, mark)
+		}
+		b.WriteString("\n")
+	}
+
 	b.WriteString("\n## Outbox lag and throughput over time\n\n| at | unpublished rows | oldest unpublished (s) | webhooks acknowledged/s |\n|---|---|---|---|\n")
 	for _, l := range r.Lag {
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f |\n", l.At, l.Unpublished, l.OldestAgeS, l.AckedPerSec)

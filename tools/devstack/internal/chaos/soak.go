@@ -102,7 +102,7 @@ func (su *suite) sample(ctx context.Context, wl *workload, every time.Duration, 
 		now := time.Now()
 		rep.Lag = append(rep.Lag, LagSample{At: now.Sub(start).Round(time.Second), Unpublished: unpublished,
 			OldestAgeS: oldest, AckedPerSec: float64(acked-lastAcked) / now.Sub(last).Seconds(),
-			Footprint: su.footprint(ctx)})
+			Footprint: su.footprint(context.WithoutCancel(ctx))})
 		lastAcked, last = acked, now
 	}
 }
@@ -124,7 +124,7 @@ func (r *Report) Reliability(machine, command string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Reliability\n\nLatest soak: `%s` (%s) on %s.\n\n", command, time.Now().UTC().Format("2006-01-02"), machine)
 	fmt.Fprintf(&b, "Seed %d: %s of workload at %d ops/s with a fault every %s, then drain, replay of every open dead letter, "+
-		"drain and the invariant checks (tools/devstack/internal/chaos); %s in all. Result: %d violations.\n\n",
+		"drain and the invariant checks (tools/devstack/internal/chaos); %s in all. Result: %d violations.\n",
 		r.Seed, r.Duration, r.Rate, r.FaultEvery, r.Took.Round(time.Second), len(r.Violations))
 	b.WriteString(r.String())
 
@@ -178,7 +178,8 @@ func (r *Report) Reliability(machine, command string) string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString("\n## Outbox lag and throughput over time\n\n| at | unpublished rows | oldest unpublished (s) | webhooks acknowledged/s |\n|---|---|---|---|\n")
+	b.WriteString("\n## Outbox lag and throughput over time\n\nAcknowledged webhooks per second follow the offered load " +
+		"(the profile's rate, of which webhooks are about two thirds); lag shows what the faults held back and how fast it drained.\n\n| at | unpublished rows | oldest unpublished (s) | webhooks acknowledged/s |\n|---|---|---|---|\n")
 	for _, l := range r.Lag {
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f |\n", l.At, l.Unpublished, l.OldestAgeS, l.AckedPerSec)
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	faultKillRelay    = "kill_relay"
 	faultKillWorker   = "kill_worker_mid_call"
+	faultKillWorkerPS = "kill_worker_psp_hung"
 	faultKafkaOutage  = "kafka_outage"
 	faultKafkaLeader  = "kafka_leader_errors"
 	faultRedisRestart = "redis_restart"
@@ -28,11 +29,13 @@ const (
 	faultPSPInvalid   = "psp_invalid_accounts"
 )
 
-// allFaults is one cycle of faults. A worker killed between a PSP call and
-// its commit is the fault most likely to expose a bug in the money path, so
-// it comes twice per cycle.
+// allFaults is one cycle of faults. A worker killed with PSP calls in flight
+// is the fault most likely to expose a bug in the money path, so it comes
+// twice per cycle, in both forms: the PSP executed the call and the answer
+// was lost (a settlement webhook will follow), or the PSP never executed it
+// (only redelivery of the payout's message can finish it).
 func allFaults() []string {
-	return []string{faultKillRelay, faultKillWorker, faultKillWorker, faultKafkaOutage, faultKafkaLeader,
+	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
 		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
 }
 
@@ -101,16 +104,14 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		if err := in.pspFaults(`{"latency":"400ms"}`); err != nil {
 			return err
 		}
-		sleep(ctx, time.Duration(500+in.rng.IntN(700))*time.Millisecond)
-		name := in.pick("payout-worker", "payout-worker-2")
-		if err := in.s.Kill(name); err != nil {
+		return in.killWorkerDuringCalls(ctx)
+	case faultKillWorkerPS:
+		// Calls hang at the PSP without being executed (and end in a 504
+		// after 3s for the worker that survives).
+		if err := in.pspFaults(`{"timeout_rate":1,"timeout":"3s"}`); err != nil {
 			return err
 		}
-		sleep(ctx, time.Second)
-		if err := in.s.Relaunch(name); err != nil {
-			return err
-		}
-		return in.pspFaults("")
+		return in.killWorkerDuringCalls(ctx)
 	case faultKafkaOutage:
 		if err := in.s.Terminate("kafka", 10*time.Second); err != nil {
 			in.log("kafka stop: %v", err)
@@ -162,6 +163,21 @@ func (in *injector) pspWindow(ctx context.Context, spec string) error {
 }
 
 // pspFaults replaces the stand-in's faults; "" clears them.
+// killWorkerDuringCalls SIGKILLs a worker once the PSP faults just set have
+// had time to catch payout calls in flight, restarts it, and clears them.
+func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
+	sleep(ctx, time.Duration(500+in.rng.IntN(700))*time.Millisecond)
+	name := in.pick("payout-worker", "payout-worker-2")
+	if err := in.s.Kill(name); err != nil {
+		return err
+	}
+	sleep(ctx, time.Second)
+	if err := in.s.Relaunch(name); err != nil {
+		return err
+	}
+	return in.pspFaults("")
+}
+
 func (in *injector) pspFaults(spec string) error {
 	method := http.MethodPut
 	if spec == "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
@@ -46,6 +47,7 @@ type Config struct {
 	// Tokens is DLQ_ADMIN_TOKENS.
 	Tokens        *bearer.Set
 	ConsumerGroup string
+	Membership    kafkax.Membership
 	// Alert is ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
 	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
 	Alert alert.Config
@@ -63,6 +65,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Base:          service.ReadBase(env, "dlq-admin", defaultHTTPAddr),
 		KafkaBrokers:  env.List("KAFKA_BROKERS"),
 		ConsumerGroup: env.String("DLQ_CONSUMER_GROUP", defaultConsumerGroup),
+		Membership:    kafkax.ReadMembership(env),
 		Alert:         alert.ReadConfig(env, "dlq-admin"),
 		Monitor: monitor.Config{
 			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
@@ -131,7 +134,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup, OnStored: mon.Notify}, pool, logger, reg)
+	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
+		Membership: cfg.Membership, OnStored: mon.Notify}, pool, logger, reg)
 	if err != nil {
 		return err
 	}

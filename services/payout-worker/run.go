@@ -35,6 +35,7 @@ type Config struct {
 	RedisURL        string
 	KafkaBrokers    []string
 	Group           string
+	Membership      kafkax.Membership
 	MaxPollRecords  int
 	Concurrency     int
 	DBMaxConns      int
@@ -72,6 +73,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Wait:   env.Duration("WALLET_LOCK_WAIT", 5*time.Second),
 		},
 	}
+	c.Membership = kafkax.ReadMembership(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
 	c.Payout = payout.Config{
 		Backoff: backoff.Policy{
@@ -130,7 +132,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	rdb := goredis.NewClient(redisOpts)
 	defer rdb.Close()
 
-	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, consume.ClientOpts(cfg.Group,
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, consume.ClientOpts(cfg.Group, cfg.Membership,
 		kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
 	if err != nil {
 		return err

@@ -34,6 +34,9 @@ type Config struct {
 	Brokers []string
 	// Group is the consumer group (DLQ_CONSUMER_GROUP).
 	Group string
+	// Membership is how this replica takes part in the group
+	// (KAFKA_SESSION_TIMEOUT, KAFKA_GROUP_INSTANCE_ID).
+	Membership kafkax.Membership
 	// MaxPollRecords bounds a batch: one transaction, one commit.
 	MaxPollRecords int
 	// Backoff spaces the retries of a batch Postgres refused. MaxAttempts is
@@ -117,7 +120,7 @@ func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Reg
 		return nil, err
 	}
 	logger = logger.With("component", "dlq-consumer", "group", cfg.Group)
-	client, err := kafkax.NewClient(cfg.Brokers, logger,
+	client, err := kafkax.NewClient(cfg.Brokers, logger, append([]kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(Topics()...),
 		// Commits are ours, after the rows are stored (see doc.go).
@@ -129,7 +132,7 @@ func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Reg
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
 			logger.Warn("rebalance waits for a dead-letter batch to be stored")
 		}),
-	)
+	}, cfg.Membership.Opts()...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
 
@@ -62,9 +63,10 @@ func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics,
 	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m, alerts: alerts}
 }
 
-// ClientOpts are the franz-go options the consumer relies on.
-func ClientOpts(group string, topics ...string) []kgo.Opt {
-	return []kgo.Opt{
+// ClientOpts are the franz-go options the consumer relies on, with the
+// group membership settings of m.
+func ClientOpts(group string, m kafkax.Membership, topics ...string) []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
@@ -72,7 +74,7 @@ func ClientOpts(group string, topics ...string) []kgo.Opt {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.RebalanceTimeout(2 * time.Minute),
-	}
+	}, m.Opts()...)
 }
 
 // Run consumes until ctx is done, then finishes the batch in flight (within

@@ -119,7 +119,7 @@ func setup(t *testing.T, o options) *world {
 	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, noNotify{}, time.Now)
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
-		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
 		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
 			logger, consume.NewMetrics(prometheus.NewRegistry()), alerts), cl

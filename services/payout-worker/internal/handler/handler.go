@@ -47,19 +47,21 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog
 	return h
 }
 
-// Handle routes m by topic. After a message whose transaction may have
-// written outbox rows (a retry, an outcome, a dead letter) it wakes the
-// relays.
+// Handle routes m by topic.
 func (h *Handler) Handle(ctx context.Context, m consume.Message) error {
-	var err error
 	switch m.Topic {
 	case kafkax.TopicWebhookPending:
-		err = h.pspEvent(ctx, m)
+		return h.pspEvent(ctx, m)
 	case kafkax.TopicTransactions:
-		err = h.payouts.Process(ctx, m)
-	default:
-		return errclass.AsPoison(fmt.Errorf("no handler for topic %s", m.Topic))
+		return h.wroteOutbox(h.payouts.Process(ctx, m))
 	}
+	return errclass.AsPoison(fmt.Errorf("no handler for topic %s", m.Topic))
+}
+
+// wroteOutbox wakes the relays after a committed transaction that may have
+// written outbox rows (a retry, a settlement, a dead letter). Credits, the
+// bulk of the traffic, write none and do not wake them.
+func (h *Handler) wroteOutbox(err error) error {
 	if err == nil {
 		h.notify.Notify()
 	}
@@ -77,7 +79,7 @@ func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
 	case event.ActionCredit:
 		return h.credit(ctx, m, e)
 	case event.ActionPayoutPaid, event.ActionPayoutFailed, event.ActionPayoutReversed:
-		return h.payouts.Finalize(ctx, m, e)
+		return h.wroteOutbox(h.payouts.Finalize(ctx, m, e))
 	}
 	return nil
 }
@@ -118,6 +120,7 @@ func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEven
 	}
 	h.credits.WithLabelValues(e.Provider, result).Inc()
 	if result == "dead_lettered" {
+		h.notify.Notify()
 		h.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":permanent", Severity: alert.Error,
 			Summary: "credit cannot be applied: " + problem.Error(),
 			Details: map[string]any{"event_id": e.EventID, "provider": e.Provider, "topic": m.Topic, "offset": m.Offset}})

@@ -3,8 +3,10 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -12,52 +14,90 @@ import (
 //
 // The notification is deliberately not part of the writer's transaction:
 // Postgres serializes the commits of all notifying transactions on one global
-// lock, which would undo group commit on the ingest path. Writers call Notify
-// after their commit instead; the notifier sends at most one NOTIFY per
-// interval on a connection of its own, so a burst of commits costs one
-// notification. If the process dies between a commit and its notification,
-// the relays' poll finds the row one poll interval later: NOTIFY is a latency
-// hint, never what delivery depends on.
+// lock, which would undo group commit on the ingest path. Writers send it
+// after their commit instead, at most one per interval, so a burst of commits
+// costs one notification: either in the same pipeline as their transaction,
+// right after its COMMIT (QueueNotify, no extra round trip), or by asking the
+// notifier to send one on a connection of its own (Notify). If the process
+// dies between a commit and its notification, the relays' poll finds the row
+// one poll interval later: NOTIFY is a latency hint, never what delivery
+// depends on.
 type Notifier struct {
 	pool     *pgxpool.Pool
 	interval time.Duration
 	logger   *slog.Logger
 	pending  chan struct{}
+	// last is when the latest notification was claimed (UnixNano), asked
+	// the latest Notify; a notification claimed after a request covers it,
+	// because it executes after the request's commit.
+	last, asked atomic.Int64
 }
+
+// NotifyInterval is the writers' notifier interval: a busy writer sends at
+// most 1,000 NOTIFYs a second, and a relay hears of a commit at most this
+// much later.
+const NotifyInterval = time.Millisecond
 
 // NewNotifier returns a notifier sending at most one NOTIFY per interval.
 func NewNotifier(pool *pgxpool.Pool, interval time.Duration, logger *slog.Logger) *Notifier {
 	return &Notifier{pool: pool, interval: interval, logger: logger, pending: make(chan struct{}, 1)}
 }
 
-// Notify asks for a notification soon. It never blocks.
+// Notify asks for a notification soon, after a commit. It never blocks.
 func (n *Notifier) Notify() {
+	n.asked.Store(time.Now().UnixNano())
 	select {
 	case n.pending <- struct{}{}:
 	default:
 	}
 }
 
-// Run sends the notifications until ctx is done.
+// QueueNotify adds a NOTIFY to b when one is due and reports whether it did.
+// Call it after queueing the COMMIT of a pipelined transaction: the
+// notification then executes right after the commit, in the same round trip.
+// A caller that got false calls Notify after its commit; so does one whose
+// batch failed, since the notification it claimed, which other writers'
+// commits may count on, was not sent.
+func (n *Notifier) QueueNotify(b *pgx.Batch) bool {
+	if !n.claim() {
+		return false
+	}
+	b.Queue(sqlNotify, NotifyChannel)
+	return true
+}
+
+// claim takes the right to send the next notification if one is due.
+func (n *Notifier) claim() bool {
+	now, last := time.Now().UnixNano(), n.last.Load()
+	return now-last >= int64(n.interval) && n.last.CompareAndSwap(last, now)
+}
+
+// Run sends the notifications asked for with Notify until ctx is done.
 func (n *Notifier) Run(ctx context.Context) {
-	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.pending:
 		}
-		if wait := n.interval - time.Since(last); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
+		for {
+			if wait := time.Duration(n.last.Load() + int64(n.interval) - time.Now().UnixNano()); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
 			}
-		}
-		last = time.Now()
-		if _, err := n.pool.Exec(ctx, sqlNotify, NotifyChannel); err != nil && ctx.Err() == nil {
-			// The relays poll anyway; a missed wake-up only costs latency.
-			n.logger.Warn("outbox notify failed; relays will find the rows on their next poll", "error", err.Error())
+			if n.last.Load() >= n.asked.Load() {
+				break // a writer's pipeline carried it meanwhile
+			}
+			if n.claim() {
+				if _, err := n.pool.Exec(ctx, sqlNotify, NotifyChannel); err != nil && ctx.Err() == nil {
+					// The relays poll anyway; a missed wake-up only costs latency.
+					n.logger.Warn("outbox notify failed; relays will find the rows on their next poll", "error", err.Error())
+				}
+				break
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,42 +49,75 @@ func (m Message) validate() error {
 // Insert writes msg in tx and returns its id. See the package doc for why it
 // locks the partition key first.
 func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
-	var id int64
+	ids := make([]int64, 1)
 	b := &pgx.Batch{}
-	if err := Queue(b, msg, &id); err != nil {
+	if err := Queue(b, []Message{msg}, ids); err != nil {
 		return 0, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("insert outbox message: %w", err)
 	}
-	return id, nil
+	return ids[0], nil
 }
 
-// Queue adds msg's statements (the key lock, then the insert) to b, for callers that pipeline them with their own statements inside an
-// open transaction; id receives the row's id when the batch is read. The
-// statements run in the order queued, so the lock is taken before the id is
-// drawn.
-func Queue(b *pgx.Batch, msg Message, id *int64) error {
-	if err := msg.validate(); err != nil {
-		return err
+// Queue adds the statements writing msgs to b, for callers that pipeline them
+// with their own statements inside an open transaction: one statement takes
+// the key locks of all of them, one inserts them all, whatever their number.
+// The statements run in the order queued, so the locks are held before any
+// id is drawn. If ids is not nil it must have one element per message and
+// receives their ids, in msgs order, when the batch is read.
+func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
+	if len(msgs) == 0 {
+		return nil
 	}
-	headers, err := json.Marshal(nonNil(msg.Headers))
-	if err != nil {
-		return fmt.Errorf("encode outbox headers: %w", err)
+	if ids != nil && len(ids) != len(msgs) {
+		return fmt.Errorf("queue outbox messages: %d ids for %d messages", len(ids), len(msgs))
 	}
-	var notBefore *time.Time
-	if !msg.NotBefore.IsZero() {
-		notBefore = &msg.NotBefore
+	var (
+		topics     = make([]string, len(msgs))
+		types      = make([]string, len(msgs))
+		keys       = make([]string, len(msgs))
+		payloads   = make([][]byte, len(msgs))
+		headers    = make([][]byte, len(msgs))
+		corrIDs    = make([]string, len(msgs))
+		maxRetries = make([]*int32, len(msgs))
+		notBefore  = make([]*time.Time, len(msgs))
+	)
+	for i, m := range msgs {
+		if err := m.validate(); err != nil {
+			return err
+		}
+		h, err := json.Marshal(nonNil(m.Headers))
+		if err != nil {
+			return fmt.Errorf("encode outbox headers: %w", err)
+		}
+		topics[i], types[i], keys[i], payloads[i], headers[i], corrIDs[i] = m.Topic, m.EventType, m.PartitionKey, m.Payload, h, m.CorrelationID
+		if m.MaxRetries > 0 {
+			n := int32(m.MaxRetries)
+			maxRetries[i] = &n
+		}
+		if !m.NotBefore.IsZero() {
+			notBefore[i] = &m.NotBefore
+		}
 	}
-	var maxRetries *int
-	if msg.MaxRetries > 0 {
-		maxRetries = &msg.MaxRetries
+	b.Queue(sqlLockKeys, lockNamespace, keys)
+	q := b.Queue(sqlInsert, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
+	if ids != nil {
+		q.Query(func(rows pgx.Rows) error {
+			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return fmt.Errorf("insert outbox messages: %w", err)
+			}
+			if len(got) != len(ids) {
+				return fmt.Errorf("insert outbox messages: %d rows for %d messages", len(got), len(ids))
+			}
+			// The ids were drawn in msgs order (sqlInsert's ORDER BY);
+			// RETURNING promises no order of its own.
+			slices.Sort(got)
+			copy(ids, got)
+			return nil
+		})
 	}
-	b.Queue(sqlLockKey, lockNamespace, msg.PartitionKey)
-	b.Queue(sqlInsert, msg.Topic, msg.EventType, msg.PartitionKey, msg.Payload, headers,
-		msg.CorrelationID, maxRetries, notBefore).QueryRow(func(row pgx.Row) error {
-		return row.Scan(id)
-	})
 	return nil
 }
 

@@ -266,6 +266,100 @@ func TestWritersOfOneKeySerializeSoIdOrderIsCommitOrder(t *testing.T) {
 	require.Greater(t, r.id, id1, "the later committer of a key gets the later id")
 }
 
+func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var msgs []outbox.Message
+	for n := range 40 {
+		msgs = append(msgs, msg(fmt.Sprintf("wallet-%d", (n*7)%5), n)) // keys interleaved
+	}
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	msgs[3].MaxRetries, msgs[3].NotBefore = 2, later
+	got := make([]int64, len(msgs))
+	err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		if err := outbox.Queue(b, msgs, got); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	require.NoError(t, err)
+	for i := 1; i < len(got); i++ {
+		require.Less(t, got[i-1], got[i], "ids are drawn in message order")
+	}
+	for i, id := range got {
+		var n, maxRetries int
+		var key, corr, header string
+		var due time.Time
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (payload->>'n')::int, partition_key, correlation_id, headers->>'event_type', max_retries, next_retry_at
+			FROM transaction_outbox WHERE id = $1`, id).Scan(&n, &key, &corr, &header, &maxRetries, &due))
+		require.Equal(t, i, n, "row %d holds message %d", id, i)
+		require.Equal(t, msgs[i].PartitionKey, key)
+		require.Equal(t, msgs[i].CorrelationID, corr)
+		require.Equal(t, "test.event", header)
+		if i == 3 {
+			require.Equal(t, 2, maxRetries)
+			require.True(t, due.Equal(later), "NotBefore %v stored as %v", later, due)
+		} else {
+			require.Equal(t, 6, maxRetries, "default publish attempts")
+			require.WithinDuration(t, time.Now(), due, time.Minute, "due at once by default")
+		}
+	}
+
+	b := &pgx.Batch{}
+	require.ErrorContains(t, outbox.Queue(b, msgs, make([]int64, 2)), "2 ids for 40 messages")
+	require.ErrorContains(t, outbox.Queue(b, []outbox.Message{{Topic: "t", EventType: "e", Payload: []byte("nope")}}, nil), "not valid JSON")
+	require.Zero(t, b.Len(), "a refused message queues nothing")
+}
+
+// Two writers whose key sets overlap, given in opposite orders, take the
+// key locks in one order: neither deadlocks (Postgres would abort one).
+func TestQueueWritersOfOverlappingKeysDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	keys := []string{"k-a", "k-b", "k-c", "k-d", "k-e", "k-f"}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 25 {
+				var msgs []outbox.Message
+				for i := range keys {
+					k := keys[i]
+					if w%2 == 1 {
+						k = keys[len(keys)-1-i]
+					}
+					msgs = append(msgs, msg(k, round))
+				}
+				err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+					b := &pgx.Batch{}
+					if err := outbox.Queue(b, msgs, nil); err != nil {
+						return err
+					}
+					// Hold the locks a little, as a group commit does.
+					b.Queue("SELECT pg_sleep(0.001)")
+					return tx.SendBatch(ctx, b).Close()
+				})
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&n))
+	require.Equal(t, 8*25*len(keys), n)
+}
+
 func TestStats(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -307,6 +401,48 @@ func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
 	defer stopQuiet()
 	_, err = listener.WaitForNotification(quiet)
 	require.Error(t, err, "a burst of Notify calls sends one NOTIFY")
+	cancel()
+	<-done
+}
+
+func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listener, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
+	require.NoError(t, err)
+	wait := func(d time.Duration) error {
+		w, stop := context.WithTimeout(ctx, d)
+		defer stop()
+		_, err := listener.WaitForNotification(w)
+		return err
+	}
+
+	n := outbox.NewNotifier(db.Pool, 300*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	require.NoError(t, outbox.Queue(b, []outbox.Message{msg("wallet-1", 1)}, nil))
+	b.Queue("COMMIT")
+	require.True(t, n.QueueNotify(b), "the first writer carries the notification")
+	require.False(t, n.QueueNotify(&pgx.Batch{}), "one notification per interval")
+	require.NoError(t, conn.SendBatch(ctx, b).Close())
+	// Nothing runs the notifier: the writer's own pipeline woke the listener.
+	require.NoError(t, wait(5*time.Second), "a listener is woken by the pipelined NOTIFY")
+
+	// A writer that was refused asks the notifier, which sends once the
+	// interval has passed.
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	n.Notify()
+	require.NoError(t, wait(5*time.Second), "the notifier sends for the writer that could not")
+	require.Error(t, wait(400*time.Millisecond), "and nothing more")
 	cancel()
 	<-done
 }

@@ -2,13 +2,24 @@ package outbox
 
 // All SQL on transaction_outbox lives here.
 
-const sqlLockKey = `SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))`
+// sqlLockKeys takes the partition-key locks of a write (see the package doc):
+// each key once, in hash order, so that two writers of overlapping key sets
+// always queue in the same order and cannot deadlock.
+const sqlLockKeys = `
+SELECT pg_advisory_xact_lock($1::int, h)
+FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k ORDER BY h) AS keys`
 
+// sqlInsert writes any number of rows in one statement. The ORDER BY draws
+// the ids in the order the messages were given (Postgres evaluates the
+// volatile id default after the sort).
 const sqlInsert = `
 INSERT INTO transaction_outbox
     (topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at)
-VALUES
-    ($1, $2, $3, $4, $5, $6, coalesce($7::int, 6), coalesce($8::timestamptz, now()))
+SELECT m.topic, m.event_type, m.partition_key, m.payload, m.headers, m.correlation_id,
+       coalesce(m.max_retries, 6), coalesce(m.next_retry_at, now())
+FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::text[], $7::int[], $8::timestamptz[])
+     WITH ORDINALITY AS m(topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at, n)
+ORDER BY m.n
 RETURNING id`
 
 const sqlNotify = `SELECT pg_notify($1, '')`

@@ -142,7 +142,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Runs before pool.Close: the consumer has committed and left the group
 	// by the time Postgres goes.
 	defer consumer.Close()
-	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	replays := replay.New(pool, st, logger, time.Now).WithNotifier(notifier)
 	runner, err := replay.NewRunner(replays, replay.RunnerConfig{Owner: runnerName(), Rate: cfg.ReplayRate})
 	if err != nil {

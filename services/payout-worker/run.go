@@ -157,7 +157,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(pool, l, proc, logger, reg, alerts, notifier, time.Now)
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,

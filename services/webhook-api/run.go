@@ -40,7 +40,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		StripeWebhookSecrets: env.List("STRIPE_WEBHOOK_SECRET"),
 		PaystackSecretKey:    env.String("PAYSTACK_SECRET_KEY", ""),
 		DBMaxConns:           env.Int("DB_MAX_CONNS", 16),
-		CommitWorkers:        env.Int("INGEST_COMMIT_WORKERS", 2),
+		CommitWorkers:        env.Int("INGEST_COMMIT_WORKERS", 1),
 		CommitGroup:          env.Int("INGEST_COMMIT_GROUP", 64),
 	}
 	if c.DBMaxConns < 1 {
@@ -87,7 +87,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	router := httpserver.NewRouter(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
 	// Shutdown order, by the defers below: the HTTP server drains, then the
 	// committer commits what is queued, then the notifier stops, then the pool.
-	notifier := outbox.NewNotifier(pool, time.Millisecond, logger)
+	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	go notifier.Run(notifyCtx)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
@@ -45,8 +46,9 @@ func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string 
 	tokens, err := bearer.Parse("acme:"+clientToken+",other:other-token-0123456789", nil)
 	require.NoError(t, err)
 	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
+	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: committer(t, pool), Payouts: payouts.NewStore(pool, noNotify{}),
+		Logger: logger, Ingest: committer(t, pool, notify), Payouts: payouts.NewStore(pool, notify),
 		Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
 		Paystack: verify.NewPaystack(paystackSecret), Tokens: tokens, Webhooks: api.NewWebhookMetric(prometheus.NewRegistry()),
 		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
@@ -56,15 +58,21 @@ func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string 
 	return srv.URL
 }
 
-// noNotify: these tests have no relay to wake.
-type noNotify struct{}
-
-func (noNotify) Notify() {}
+// notifier is the production relay wake-up (nothing listens in these tests).
+func notifier(t *testing.T, pool *pgxpool.Pool) *outbox.Notifier {
+	t.Helper()
+	n := outbox.NewNotifier(pool, outbox.NotifyInterval, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return n
+}
 
 // committer is the production ingest path: webhooks committed in groups.
-func committer(t *testing.T, pool *pgxpool.Pool) *ingest.Committer {
+func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier) *ingest.Committer {
 	t.Helper()
-	c, err := ingest.NewCommitter(ingest.NewStore(pool, noNotify{}, time.Now), 2, 16)
+	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), 2, 16)
 	require.NoError(t, err)
 	c.Start()
 	t.Cleanup(c.Stop)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,24 +40,42 @@ obj AS (
     RETURNING 1)
 SELECT (SELECT id FROM ev), (SELECT count(*) FROM obj)`
 
-// sqlInsertEventStrict is sqlInsertEvent without ON CONFLICT: on the one
-// round trip path a duplicate must abort the whole pipelined transaction
-// (unique violation) so that no outbox row is committed for it.
-const sqlInsertEventStrict = `
-WITH ev AS (
+// sqlInsertEvents is the one round trip path's insert: every event of a
+// group in one statement, without ON CONFLICT, because a duplicate must abort
+// the whole pipelined transaction (unique violation) so that no outbox row is
+// committed for it. psp_objects gets each object's newest event of the group
+// (one upsert per object: a statement cannot update a row twice), taken in
+// key order so that concurrent groups lock the objects in one order. An event
+// is fresh when its object's upsert applied and nothing newer about the
+// object came in the same group; the rows come back in input order.
+const sqlInsertEvents = `
+WITH input AS (
+    SELECT *
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+                $8::timestamptz[], $9::jsonb[], $10::text[], $11::text[])
+         WITH ORDINALITY AS i(provider, event_id, event_type, object_id, user_id, amount, currency,
+                              occurred_at, payload, correlation_id, status, n)),
+ev AS (
     INSERT INTO webhook_events
         (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
-    VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
-    RETURNING id),
+    SELECT provider, event_id, event_type, nullif(object_id, ''), nullif(user_id, ''), nullif(amount, 0),
+           nullif(currency, ''), occurred_at, payload, correlation_id
+    FROM input ORDER BY n),
+newest AS (
+    SELECT DISTINCT ON (provider, object_id) provider, object_id, status, event_type, event_id, occurred_at
+    FROM input WHERE object_id <> ''
+    ORDER BY provider, object_id, occurred_at DESC, n DESC),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
-    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> ''
+    SELECT provider, object_id, nullif(status, ''), event_type, event_id, occurred_at FROM newest
     ON CONFLICT (provider, object_id) DO UPDATE
     SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
         occurred_at = EXCLUDED.occurred_at, updated_at = now()
     WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
-    RETURNING 1)
-SELECT (SELECT id FROM ev), (SELECT count(*) FROM obj)`
+    RETURNING provider, object_id, occurred_at)
+SELECT coalesce(i.occurred_at >= o.occurred_at, false)
+FROM input i LEFT JOIN obj o ON o.provider = i.provider AND o.object_id = i.object_id
+ORDER BY i.n`
 
 const sqlPayoutOwner = `SELECT user_id FROM payouts WHERE id = $1`
 
@@ -83,7 +99,10 @@ const (
 )
 
 // Notifier wakes the relays after a commit (an outbox.Notifier).
-type Notifier interface{ Notify() }
+type Notifier interface {
+	Notify()
+	QueueNotify(b *pgx.Batch) bool
+}
 
 // Store commits webhook events.
 type Store struct {
@@ -130,14 +149,12 @@ type job struct {
 }
 
 // SaveGroup commits several webhooks in one transaction: the hot path of the
-// suite. The transaction is pipelined — BEGIN travels with the event
-// inserts, the outbox statements with COMMIT — so a group costs two round
-// trips and one commit however many webhooks it holds; each webhook is still
-// answered only after that commit. Outbox rows are inserted in partition-key
-// order so that concurrent groups take the per-key locks in the same order
-// and cannot deadlock. If the transaction fails, every result carries the
-// error (the caller retries them one by one, so one bad body cannot fail its
-// neighbours).
+// suite. The transaction is pipelined, and on the common path (credits and
+// events we do not act on) the whole group is one round trip of four
+// statements and one commit however many webhooks it holds; otherwise two
+// round trips. Each webhook is still answered only after that commit. If the
+// transaction fails, every result carries the error (the caller retries
+// them one by one, so one bad body cannot fail its neighbours).
 func (s *Store) SaveGroup(ctx context.Context, group []Pending) []Saved {
 	jobs := make([]*job, len(group))
 	for i, p := range group {
@@ -184,42 +201,77 @@ func fastPath(jobs []*job) bool {
 	return true
 }
 
-// saveGroupInOne sends BEGIN, every event insert, every outbox insert and
-// COMMIT as one pipeline: one round trip for the whole group.
+// saveGroupInOne sends BEGIN, the group's event insert, its outbox insert
+// and COMMIT as one pipeline: one round trip and four statements for the
+// whole group.
 func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	for _, j := range jobs {
+	n := len(jobs)
+	var (
+		providers, eventIDs, types, objects = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		users, currencies, corrIDs, states  = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		amounts                             = make([]int64, n)
+		occurred                            = make([]time.Time, n)
+		bodies                              = make([][]byte, n)
+	)
+	for i, j := range jobs {
 		e := &j.Event.Event
-		b.Queue(sqlInsertEventStrict, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
-			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus).QueryRow(func(r pgx.Row) error {
-			return r.Scan(&j.id, &j.fresh)
-		})
+		providers[i], eventIDs[i], types[i], objects[i] = e.Provider, e.EventID, e.Type, e.Reference
+		users[i], currencies[i], corrIDs[i], states[i] = e.UserID, e.Currency, j.CorrelationID, e.ObjectStatus
+		amounts[i], occurred[i], bodies[i] = e.Amount, e.OccurredAt, j.Body
 		if err := j.prepare(""); err != nil {
 			return err
 		}
 	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sqlInsertEvents, providers, eventIDs, types, objects, users, amounts, currencies,
+		occurred, bodies, corrIDs, states).Query(func(rows pgx.Rows) error {
+		fresh, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+		if err != nil {
+			return err
+		}
+		if len(fresh) != len(jobs) {
+			return fmt.Errorf("event insert answered %d rows for %d events", len(fresh), len(jobs))
+		}
+		for i, j := range jobs {
+			j.out = Accepted
+			if j.Event.Event.Reference != "" && !fresh[i] {
+				// Recorded as stale in psp_objects; a credit or an event
+				// that moves no money is harmless either way.
+				j.out = Stale
+			}
+		}
+		return nil
+	})
 	if err := s.queueOutbox(b, jobs); err != nil {
 		return err
 	}
-	b.Queue("COMMIT")
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("save webhooks: %w", err)
 	}
 	defer conn.Release()
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	return s.commit(ctx, conn, b, true)
+}
+
+// commit queues COMMIT at the end of b — and after it, when one is due, the
+// relays' wake-up, so that it costs no round trip of its own — and sends b.
+// It returns nil when the transaction committed, even if the wake-up then
+// failed (the notifier sends another).
+func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, wake bool) error {
+	committed := false
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		committed = ct.String() == "COMMIT"
+		return nil
+	})
+	notified := wake && s.notify.QueueNotify(b)
+	err := conn.SendBatch(ctx, b).Close()
+	if (notified && err != nil) || (wake && !notified && committed) {
+		s.notify.Notify()
+	}
+	if !committed {
 		return s.fail(ctx, conn, err)
 	}
-	for _, j := range jobs {
-		j.out = Accepted
-		if j.Event.Event.Reference != "" && j.fresh == 0 {
-			// Recorded as stale in psp_objects; a credit or an event that
-			// moves no money is harmless either way.
-			j.out = Stale
-		}
-	}
-	s.notify.Notify()
 	return nil
 }
 
@@ -240,21 +292,17 @@ func (j *job) prepare(owner string) error {
 	return nil
 }
 
-// queueOutbox queues the outbox rows of jobs in partition-key order, so that
-// concurrent groups take the per-key locks in one order and cannot deadlock.
+// queueOutbox queues the outbox rows of jobs (outbox.Queue takes their key
+// locks in an order that cannot deadlock against concurrent groups).
 func (s *Store) queueOutbox(b *pgx.Batch, jobs []*job) error {
-	sorted := slices.Clone(jobs)
-	slices.SortStableFunc(sorted, func(a, b *job) int { return strings.Compare(a.key, b.key) })
-	ids := make([]int64, len(sorted))
-	for i, j := range sorted {
-		if err := outbox.Queue(b, outbox.Message{
+	msgs := make([]outbox.Message, len(jobs))
+	for i, j := range jobs {
+		msgs[i] = outbox.Message{
 			Topic: kafkax.TopicWebhookPending, EventType: j.Event.Event.Type, PartitionKey: j.key,
 			Payload: j.payload, Headers: j.headers, CorrelationID: j.CorrelationID,
-		}, &ids[i]); err != nil {
-			return err
 		}
 	}
-	return nil
+	return outbox.Queue(b, msgs, nil)
 }
 
 // saveGroupInTwo is the general path: BEGIN with the event inserts, then,
@@ -326,14 +374,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 	if err := s.queueOutbox(second, publish); err != nil {
 		return s.fail(ctx, conn, err)
 	}
-	second.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, second).Close(); err != nil {
-		return s.fail(ctx, conn, err)
-	}
-	if len(publish) > 0 {
-		s.notify.Notify()
-	}
-	return nil
+	return s.commit(ctx, conn, second, len(publish) > 0)
 }
 
 // fail rolls the open transaction back and says why it was not saved. The

@@ -10,9 +10,11 @@
 // Ordering. Ids from a sequence are not commit order: a transaction can take
 // id 10, stall, and commit after the one that took id 11 (watermill #311). For
 // rows of one partition key that would publish a wallet's events out of
-// order. Insert therefore takes a transaction-scoped advisory lock on the
-// partition key before it draws an id: two transactions writing the same key
-// serialize, so within a key id order is commit order. The lock is held only
+// order. Insert and Queue therefore take a transaction-scoped advisory lock
+// on each partition key before they draw an id (all keys of a write in one
+// statement, in hash order, so two writers cannot deadlock): two
+// transactions writing the same key serialize, so within a key id order is
+// commit order. The lock is held only
 // until the writer commits and only contends between writes for the same
 // wallet. Claim then hands out a key's rows strictly in id order and never
 // while an earlier row of that key is unfinished (in flight, or failed and

@@ -270,6 +270,9 @@ func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, wa
 		s.notify.Notify()
 	}
 	if !committed {
+		if err == nil {
+			err = errors.New("the transaction was rolled back")
+		}
 		return s.fail(ctx, conn, err)
 	}
 	return nil

@@ -375,16 +375,29 @@ func TestStats(t *testing.T) {
 	require.InDelta(t, time.Minute.Seconds(), st.OldestAge.Seconds(), 5)
 }
 
+// listen LISTENs on the relays' channel and returns a function that waits up
+// to d for a notification.
+func listen(ctx context.Context, t *testing.T, db *pgtest.DB) func(d time.Duration) error {
+	t.Helper()
+	listener, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { listener.Close(context.Background()) })
+	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
+	require.NoError(t, err)
+	return func(d time.Duration) error {
+		w, stop := context.WithTimeout(ctx, d)
+		defer stop()
+		_, err := listener.WaitForNotification(w)
+		return err
+	}
+}
+
 func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	listener, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
-	require.NoError(t, err)
+	wait := listen(ctx, t, db)
 
 	n := outbox.NewNotifier(db.Pool, 50*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for range 100 {
@@ -392,15 +405,9 @@ func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { n.Run(ctx); close(done) }()
-	waitCtx, stop := context.WithTimeout(ctx, 5*time.Second)
-	defer stop()
-	_, err = listener.WaitForNotification(waitCtx)
-	require.NoError(t, err, "a listener is woken")
+	require.NoError(t, wait(5*time.Second), "a listener is woken")
 	// The burst was folded: no second notification is queued right behind.
-	quiet, stopQuiet := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer stopQuiet()
-	_, err = listener.WaitForNotification(quiet)
-	require.Error(t, err, "a burst of Notify calls sends one NOTIFY")
+	require.Error(t, wait(200*time.Millisecond), "a burst of Notify calls sends one NOTIFY")
 	cancel()
 	<-done
 }
@@ -410,17 +417,7 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	db := pgtest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	listener, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
-	require.NoError(t, err)
-	wait := func(d time.Duration) error {
-		w, stop := context.WithTimeout(ctx, d)
-		defer stop()
-		_, err := listener.WaitForNotification(w)
-		return err
-	}
+	wait := listen(ctx, t, db)
 
 	n := outbox.NewNotifier(db.Pool, 300*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	conn, err := db.Pool.Acquire(ctx)

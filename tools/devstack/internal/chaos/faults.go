@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -33,7 +35,8 @@ const (
 // is the fault most likely to expose a bug in the money path, so it comes
 // twice per cycle, in both forms: the PSP executed the call and the answer
 // was lost (a settlement webhook will follow), or the PSP never executed it
-// (only redelivery of the payout's message can finish it).
+// (only redelivery of the payout's message can finish it; this one waits
+// until the PSP is seen holding a call, so it never misses).
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
 		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
@@ -107,11 +110,11 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return in.killWorkerDuringCalls(ctx)
 	case faultKillWorkerPS:
 		// Calls hang at the PSP without being executed (and end in a 504
-		// after 3s for the worker that survives).
+		// after 3s).
 		if err := in.pspFaults(`{"timeout_rate":1,"timeout":"3s"}`); err != nil {
 			return err
 		}
-		return in.killWorkerDuringCalls(ctx)
+		return in.killWorkersWithCallsHung(ctx)
 	case faultKafkaOutage:
 		if err := in.s.Terminate("kafka", 10*time.Second); err != nil {
 			in.log("kafka stop: %v", err)
@@ -176,6 +179,67 @@ func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
 		return err
 	}
 	return in.pspFaults("")
+}
+
+// killWorkersWithCallsHung waits until the PSP holds a payout call without
+// executing it, then SIGKILLs both workers, so that whichever made the call
+// dies with it outstanding: only redelivery of the payout's message can
+// finish that payout (no settlement webhook will come). Waiting for the call,
+// rather than killing on a clock, makes the fault land every time there is
+// payout traffic; a worker that commits its offsets before the effect then
+// leaves a payout stuck on every seed. The workers come back after a second
+// and the faults are cleared.
+func (in *injector) killWorkersWithCallsHung(ctx context.Context) error {
+	since := time.Now()
+	deadline := since.Add(10 * time.Second)
+	for {
+		hung, err := in.hungCalls(since)
+		if err != nil {
+			return err
+		}
+		if hung > 0 {
+			in.log("fault %s: %d payout call(s) held at the PSP; killing both workers", faultKillWorkerPS, hung)
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			in.log("fault %s: no payout call reached the PSP in 10s; nothing killed", faultKillWorkerPS)
+			return in.pspFaults("")
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	workers := []string{"payout-worker", "payout-worker-2"}
+	for _, name := range workers {
+		if err := in.s.Kill(name); err != nil {
+			return err
+		}
+	}
+	sleep(ctx, time.Second)
+	for _, name := range workers {
+		if err := in.s.Relaunch(name); err != nil {
+			return err
+		}
+	}
+	return in.pspFaults("")
+}
+
+// hungCalls counts the calls the PSP has answered with a hang since t.
+func (in *injector) hungCalls(t time.Time) (int, error) {
+	resp, err := http.Get(in.psp + "/_psp/calls")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var calls psp.CallsView
+	if err := json.NewDecoder(resp.Body).Decode(&calls); err != nil {
+		return 0, fmt.Errorf("PSP calls: %w", err)
+	}
+	n := 0
+	for _, c := range calls.Items {
+		if c.Outcome == psp.OutcomeFaultTimeout && !c.Time.Before(t) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (in *injector) pspFaults(spec string) error {

@@ -131,3 +131,36 @@ func TestCommittedGroupWakesTheRelays(t *testing.T) {
 	_, err = listener.WaitForNotification(wait)
 	require.NoError(t, err, "the relays are woken")
 }
+
+// failingWake queues a relay wake-up that fails (as a NOTIFY would on a full
+// notification queue) and counts the Notify calls that make up for it.
+type failingWake struct{ notified int }
+
+func (f *failingWake) Notify() { f.notified++ }
+func (f *failingWake) QueueNotify(b *pgx.Batch) bool {
+	b.Queue("SELECT 1/0")
+	return true
+}
+
+// A wake-up that fails after COMMIT does not turn a committed group into an
+// error (the PSP would retry webhooks that are stored); the notifier is
+// asked to send another.
+func TestGroupCommittedBeforeAFailedWakeUpIsAccepted(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	wake := &failingWake{}
+	store := ingest.NewStore(db.Pool, wake, time.Now)
+	got := store.SaveGroup(ctx, []ingest.Pending{credit("evt_1", "pi_1", 0), credit("evt_2", "pi_2", 0)})
+	require.Equal(t, []ingest.Outcome{ingest.Accepted, ingest.Accepted}, outcomes(t, got))
+	var rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&rows))
+	require.Equal(t, 2, rows)
+	require.Equal(t, 1, wake.notified, "the notifier sends the wake-up that failed")
+
+	// A group that does not commit is an error, whatever the wake-up did.
+	got = store.SaveGroup(ctx, []ingest.Pending{{Event: credit("evt_3", "pi_3", 0).Event, Body: []byte(`{"bad":"\u0000"}`), CorrelationID: "c"}})
+	require.ErrorIs(t, got[0].Err, ingest.ErrUnstorable)
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&rows))
+	require.Equal(t, 2, rows, "nothing of the failed group is stored")
+}

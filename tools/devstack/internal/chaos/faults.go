@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -76,11 +77,21 @@ func (in *injector) run(ctx context.Context) {
 		}
 		kind := cycle[0]
 		cycle = cycle[1:]
-		if err := in.inject(ctx, kind); err != nil {
+		switch err := in.inject(ctx, kind); {
+		case errors.Is(err, errNoTarget):
+			cycle = append(cycle, kind) // try again later in the cycle
+		case err != nil:
 			in.log("fault %s: %v", kind, err)
+			in.count(kind)
+		default:
+			in.count(kind)
 		}
 	}
 }
+
+// errNoTarget: a fault found nothing to break (no payout call in flight) and
+// did nothing; it is not counted and comes again later.
+var errNoTarget = errors.New("nothing to break")
 
 func (in *injector) count(kind string) {
 	in.mu.Lock()
@@ -92,7 +103,6 @@ func (in *injector) pick(names ...string) string { return names[in.rng.IntN(len(
 
 func (in *injector) inject(ctx context.Context, kind string) error {
 	in.log("fault: %s", kind)
-	in.count(kind)
 	switch kind {
 	case faultKillRelay:
 		name := in.pick("outbox-relay", "outbox-relay-2")
@@ -187,8 +197,8 @@ func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
 // finish that payout (no settlement webhook will come). Waiting for the call,
 // rather than killing on a clock, makes the fault land every time there is
 // payout traffic; a worker that commits its offsets before the effect then
-// leaves a payout stuck on every seed. The workers come back after a second
-// and the faults are cleared.
+// leaves a payout stuck. The workers come back after a second and the faults
+// are cleared. With no payout call for 10 s it does nothing (errNoTarget).
 func (in *injector) killWorkersWithCallsHung(ctx context.Context) error {
 	since := time.Now()
 	deadline := since.Add(10 * time.Second)
@@ -202,8 +212,11 @@ func (in *injector) killWorkersWithCallsHung(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			in.log("fault %s: no payout call reached the PSP in 10s; nothing killed", faultKillWorkerPS)
-			return in.pspFaults("")
+			in.log("fault %s: no payout call reached the PSP in 10s; nothing killed, it comes again later", faultKillWorkerPS)
+			if err := in.pspFaults(""); err != nil {
+				return err
+			}
+			return errNoTarget
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}

@@ -250,6 +250,20 @@ func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) er
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// Pickup: from the payout's creation to the worker's first transition.
+	// Reported, not judged: under a 30 s Kafka outage and relay backoff a
+	// minute is legitimate, but a stuck consumer group shows here first.
+	var p50, p99, longest float64
+	if err := su.pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY d), 0),
+		       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY d), 0), coalesce(max(d), 0)
+		FROM (SELECT extract(epoch FROM min(at) FILTER (WHERE from_status IS NOT NULL)
+		                              - min(at) FILTER (WHERE from_status IS NULL)) AS d
+		      FROM payout_transitions GROUP BY payout_id) x
+		WHERE d IS NOT NULL`).Scan(&rep.Pickup.Payouts, &p50, &p99, &longest); err != nil {
+		return err
+	}
+	rep.Pickup.P50, rep.Pickup.P99, rep.Pickup.Max = seconds(p50), seconds(p99), seconds(longest)
 	bad := 0
 	for s, n := range rep.Payouts {
 		if s != "SUCCEEDED" && s != "FINALIZED" && s != "NEEDS_REVIEW" {
@@ -499,3 +513,5 @@ func (su *suite) checkOrder(ctx context.Context, _ *workload, rep *Report) error
 	}
 	return nil
 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

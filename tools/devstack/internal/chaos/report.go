@@ -21,12 +21,18 @@ type Report struct {
 	// NotReplayable counts dead letters dlq-admin refused to replay.
 	NotReplayable int
 	Payouts       map[string]int
-	Checks        []string
-	Violations    []string
-	Took          time.Duration
-	Duration      time.Duration
-	Rate          int
-	FaultEvery    time.Duration
+	// Pickup is the time from a payout's creation to its first transition
+	// by a worker.
+	Pickup struct {
+		Payouts       int
+		P50, P99, Max time.Duration
+	}
+	Checks     []string
+	Violations []string
+	Took       time.Duration
+	Duration   time.Duration
+	Rate       int
+	FaultEvery time.Duration
 	// Soak measurements.
 	StartFootprint, DrainedFootprint []ServiceSample
 	Lag                              []LagSample
@@ -74,6 +80,10 @@ func (r *Report) String() string {
 	row("dead letters replayed", r.Replays)
 	row("dead letters not replayable", r.NotReplayable)
 	row("violations", len(r.Violations))
+	if r.Pickup.Payouts > 0 {
+		fmt.Fprintf(&b, "\npayout pickup (created → first worker transition, %d payouts): p50 %s, p99 %s, max %s\n",
+			r.Pickup.Payouts, r.Pickup.P50.Round(time.Millisecond), r.Pickup.P99.Round(time.Millisecond), r.Pickup.Max.Round(time.Millisecond))
+	}
 	b.WriteString("\n")
 	for _, c := range r.Checks {
 		b.WriteString("ok   " + c + "\n")

@@ -27,9 +27,9 @@ type Notifier struct {
 	interval time.Duration
 	logger   *slog.Logger
 	pending  chan struct{}
-	// last is when the latest notification was claimed (UnixNano), asked
-	// the latest Notify; a notification claimed after a request covers it,
-	// because it executes after the request's commit.
+	// last is when the latest notification was claimed and asked when
+	// Notify was last called (both UnixNano). A notification claimed after
+	// a Notify covers it: it executes after that caller's commit.
 	last, asked atomic.Int64
 }
 

@@ -375,29 +375,12 @@ func TestStats(t *testing.T) {
 	require.InDelta(t, time.Minute.Seconds(), st.OldestAge.Seconds(), 5)
 }
 
-// listen LISTENs on the relays' channel and returns a function that waits up
-// to d for a notification.
-func listen(ctx context.Context, t *testing.T, db *pgtest.DB) func(d time.Duration) error {
-	t.Helper()
-	listener, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { listener.Close(context.Background()) })
-	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
-	require.NoError(t, err)
-	return func(d time.Duration) error {
-		w, stop := context.WithTimeout(ctx, d)
-		defer stop()
-		_, err := listener.WaitForNotification(w)
-		return err
-	}
-}
-
 func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wait := listen(ctx, t, db)
+	wait := db.Listen(t, outbox.NotifyChannel)
 
 	n := outbox.NewNotifier(db.Pool, 50*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for range 100 {
@@ -417,7 +400,7 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	db := pgtest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wait := listen(ctx, t, db)
+	wait := db.Listen(t, outbox.NotifyChannel)
 
 	n := outbox.NewNotifier(db.Pool, 300*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	conn, err := db.Pool.Acquire(ctx)

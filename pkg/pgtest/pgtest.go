@@ -157,3 +157,25 @@ func randSuffix(testName string) string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("%s%d", testName, time.Now().UnixNano())))
 	return strings.ToLower(hex.EncodeToString(h[:4]))
 }
+
+// Listen LISTENs on channel from a connection of its own, closed when t
+// ends, and returns a function that waits up to d for the next
+// notification.
+func (db *DB) Listen(t testing.TB, channel string) func(d time.Duration) error {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatalf("pgtest: listen: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: listen on %s: %v", channel, err)
+	}
+	return func(d time.Duration) error {
+		wait, stop := context.WithTimeout(ctx, d)
+		defer stop()
+		_, err := conn.WaitForNotification(wait)
+		return err
+	}
+}

@@ -116,20 +116,13 @@ func TestCommittedGroupWakesTheRelays(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	listener, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	defer listener.Close(ctx)
-	_, err = listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel)
-	require.NoError(t, err)
+	wait := db.Listen(t, outbox.NotifyChannel)
 
 	notifier := outbox.NewNotifier(db.Pool, outbox.NotifyInterval, slog.New(slog.DiscardHandler))
 	store := ingest.NewStore(db.Pool, notifier, time.Now)
 	got := store.SaveGroup(ctx, []ingest.Pending{credit("evt_1", "pi_1", 0), credit("evt_2", "pi_2", 0)})
 	require.Equal(t, []ingest.Outcome{ingest.Accepted, ingest.Accepted}, outcomes(t, got))
-	wait, stop := context.WithTimeout(ctx, 5*time.Second)
-	defer stop()
-	_, err = listener.WaitForNotification(wait)
-	require.NoError(t, err, "the relays are woken")
+	require.NoError(t, wait(5*time.Second), "the relays are woken")
 }
 
 // failingWake queues a relay wake-up that fails (as a NOTIFY would on a full

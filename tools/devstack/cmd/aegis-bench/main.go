@@ -77,8 +77,8 @@ Machine: %s.
 Ingest runs two webhook-api processes of the same build side by side on one
 database, each loaded in turn: one with GOMAXPROCS=1, which README's tuning
 table recommends when the service shares a small host with Postgres, and one
-with Go's default of one thread per core. Everything else is at its default
-(INGEST_COMMIT_WORKERS=1, INGEST_COMMIT_GROUP=64).
+with Go's default of one thread per core. Every other setting is the
+service's default (README, "Configuration").
 
 How each figure is made: tools/devstack/internal/bench (doc.go and the
 scenario files say what is sent, how it is timed and what is checked).

@@ -11,8 +11,9 @@
 // injects faults on a seeded schedule: SIGKILL of a relay or of a worker
 // (the latter while PSP calls are slow, so it dies between the call and the
 // commit; and, once the PSP is seen holding a payout call unexecuted, of
-// both workers, so that only redelivery can finish that payout), Kafka stopped and restarted on its data directory, broker errors
-// through kfake's fault hooks, Redis restarted under held wallet locks,
+// both workers, so that only redelivery can finish that payout), Kafka
+// stopped and restarted on its data directory, broker errors through kfake's
+// fault hooks, Redis restarted under held wallet locks,
 // Postgres connections terminated, and bursts of PSP 5xx, 429, timeouts and
 // invalid-account rejections.
 //

@@ -37,7 +37,7 @@ const (
 // twice per cycle, in both forms: the PSP executed the call and the answer
 // was lost (a settlement webhook will follow), or the PSP never executed it
 // (only redelivery of the payout's message can finish it; this one waits
-// until the PSP is seen holding a call, so it never misses).
+// until the PSP is seen holding a call, and comes again later if none came).
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
 		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
@@ -77,15 +77,15 @@ func (in *injector) run(ctx context.Context) {
 		}
 		kind := cycle[0]
 		cycle = cycle[1:]
-		switch err := in.inject(ctx, kind); {
-		case errors.Is(err, errNoTarget):
+		err := in.inject(ctx, kind)
+		if errors.Is(err, errNoTarget) {
 			cycle = append(cycle, kind) // try again later in the cycle
-		case err != nil:
-			in.log("fault %s: %v", kind, err)
-			in.count(kind)
-		default:
-			in.count(kind)
+			continue
 		}
+		if err != nil {
+			in.log("fault %s: %v", kind, err)
+		}
+		in.count(kind)
 	}
 }
 
@@ -175,7 +175,6 @@ func (in *injector) pspWindow(ctx context.Context, spec string) error {
 	return in.pspFaults("")
 }
 
-// pspFaults replaces the stand-in's faults; "" clears them.
 // killWorkerDuringCalls SIGKILLs a worker once the PSP faults just set have
 // had time to catch payout calls in flight, restarts it, and clears them.
 func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
@@ -255,6 +254,7 @@ func (in *injector) hungCalls(t time.Time) (int, error) {
 	return n, nil
 }
 
+// pspFaults replaces the stand-in's faults; "" clears them.
 func (in *injector) pspFaults(spec string) error {
 	method := http.MethodPut
 	if spec == "" {

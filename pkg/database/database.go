@@ -81,25 +81,28 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (err e
 	return nil
 }
 
-// Postgres error codes Aegis decides on.
+// Postgres error codes Aegis decides on, named once here
+// (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 const (
-	codeUniqueViolation      = "23505"
-	codeCheckViolation       = "23514"
-	codeSerializationFailure = "40001"
-	codeDeadlockDetected     = "40P01"
-	codeLockNotAvailable     = "55P03"
-	codeQueryCanceled        = "57014"
-	codeAdminShutdown        = "57P01"
-	codeCrashShutdown        = "57P02"
-	codeCannotConnectNow     = "57P03"
-	codeTooManyConnections   = "53300"
+	CodeUniqueViolation      = "23505"
+	CodeCheckViolation       = "23514"
+	CodeSerializationFailure = "40001"
+	CodeDeadlockDetected     = "40P01"
+	CodeLockNotAvailable     = "55P03"
+	CodeQueryCanceled        = "57014"
+	CodeAdminShutdown        = "57P01"
+	CodeCrashShutdown        = "57P02"
+	CodeCannotConnectNow     = "57P03"
+	CodeTooManyConnections   = "53300"
+	CodeProgramLimitExceeded = "54000"
+	CodeUntranslatable       = "22P05"
 )
 
 // IsUniqueViolation reports whether err is a unique violation, on constraint
 // when it is not empty.
 func IsUniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != codeUniqueViolation {
+	if !errors.As(err, &pgErr) || pgErr.Code != CodeUniqueViolation {
 		return false
 	}
 	return constraint == "" || pgErr.ConstraintName == constraint
@@ -109,7 +112,7 @@ func IsUniqueViolation(err error, constraint string) bool {
 // when it is not empty (for example wallets_user_balance_non_negative).
 func IsCheckViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != codeCheckViolation {
+	if !errors.As(err, &pgErr) || pgErr.Code != CodeCheckViolation {
 		return false
 	}
 	return constraint == "" || pgErr.ConstraintName == constraint
@@ -117,20 +120,16 @@ func IsCheckViolation(err error, constraint string) bool {
 
 // IsTransient reports whether the operation that failed with err may succeed
 // if retried: lost or refused connections, serialization failures,
-// deadlocks, lock timeouts, server shutdowns. Context cancellation is not
-// transient: the caller gave up.
+// deadlocks, lock timeouts, statement timeouts, server shutdowns, a server
+// out of connections or memory. Context cancellation is not transient: the
+// caller gave up.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable, codeQueryCanceled,
-			codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow, codeTooManyConnections:
-			return true
-		}
-		return false
+		return transientCode(pgErr.Code)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return true
@@ -144,6 +143,57 @@ func IsTransient(err error) bool {
 		return true
 	}
 	return pgconn.SafeToRetry(err) || pgconn.Timeout(err)
+}
+
+// transientCode reports whether a server error code says "the same statement
+// may succeed later": the classes of connection exceptions (08), transaction
+// rollbacks (40: serialization failures, deadlocks), insufficient resources
+// (53: disk full, out of memory, too many connections) and operator
+// intervention (57: shutdowns, statement timeouts), plus lock timeouts.
+func transientCode(code string) bool {
+	if code == CodeLockNotAvailable {
+		return true
+	}
+	switch codeClass(code) {
+	case "08", "40", "53", "57":
+		return true
+	}
+	return false
+}
+
+func codeClass(code string) string {
+	if len(code) < 2 {
+		return ""
+	}
+	return code[:2]
+}
+
+// IsPermanent reports whether Postgres refused the statement for what it
+// is, so the same statement with the same data fails every time: data
+// exceptions (22: a value out of range, an unsupported \u0000), integrity
+// violations (23) other than the duplicates a caller expects and checks
+// first, program limits (54: an index row too large), syntax or access
+// errors (42) and every other server error that is not transient. Errors
+// that never reached a server answer (a lost connection, a timeout) are not
+// permanent: the statement's fate is unknown.
+func IsPermanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return !transientCode(pgErr.Code)
+}
+
+// Code returns the Postgres error code carried by err, or "".
+func Code(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // Ping is a readiness check for /readyz.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,59 @@ func TestErrorClassificationOnARealServer(t *testing.T) {
 	_, err = database.Connect(ctx, "postgres://127.0.0.1:1/none?sslmode=disable&connect_timeout=1", database.Options{})
 	require.Error(t, err)
 	require.True(t, database.IsTransient(err), "connection refused is transient: %v", err)
+	require.False(t, database.IsPermanent(err), "a statement that never reached the server is not refused for what it is")
+}
+
+// TestPermanentErrorsOnARealServer: statements Postgres refuses for their
+// content fail every time, so a consumer must not retry them in place.
+func TestPermanentErrorsOnARealServer(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	cases := []struct {
+		name, sql string
+		args      []any
+		code      string
+	}{
+		{"bigint overflow", `SELECT $1::bigint + $1::bigint`, []any{int64(9_000_000_000_000_000_000)}, "22003"},
+		{"NUL in jsonb", `SELECT $1::jsonb`, []any{`{"a":"\u0000"}`}, database.CodeUntranslatable},
+		{"index row too large", `INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+			VALUES ('t', 'e', $1, '{}')`, []any{strings.Repeat("x", 1<<20)}, database.CodeProgramLimitExceeded},
+		{"check violation", `INSERT INTO wallets (kind, owner, currency) VALUES ('user', 'u', 'USD')`, nil, database.CodeCheckViolation},
+		{"division by zero", `SELECT 1/0`, nil, "22012"},
+	}
+	for _, c := range cases {
+		_, err := db.Pool.Exec(ctx, c.sql, c.args...)
+		require.Error(t, err, c.name)
+		if c.code != "" {
+			require.Equal(t, c.code, database.Code(err), c.name)
+		}
+		require.True(t, database.IsPermanent(err), "%s: %v", c.name, err)
+		require.False(t, database.IsTransient(err), "%s: %v", c.name, err)
+	}
+
+	// A serialization failure is the opposite: the same statement may
+	// succeed on the next try.
+	tx1, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	defer tx1.Rollback(ctx)
+	tx2, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	require.NoError(t, err)
+	defer tx2.Rollback(ctx)
+	for _, tx := range []pgx.Tx{tx1, tx2} {
+		_, err := tx.Exec(ctx, `SELECT count(*) FROM processed_events`)
+		require.NoError(t, err)
+	}
+	_, err = tx1.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', 'one')`)
+	require.NoError(t, err)
+	_, err = tx2.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', 'two')`)
+	require.NoError(t, err)
+	require.NoError(t, tx1.Commit(ctx))
+	err = tx2.Commit(ctx)
+	require.Error(t, err)
+	require.Equal(t, database.CodeSerializationFailure, database.Code(err))
+	require.True(t, database.IsTransient(err))
+	require.False(t, database.IsPermanent(err))
 }
 
 func TestInTxCommitsAndRollsBack(t *testing.T) {

@@ -187,6 +187,27 @@ func IsPermanent(err error) bool {
 	return !transientCode(pgErr.Code)
 }
 
+// RefusesData reports whether Postgres refused a statement for the data it
+// carried: a data exception (class 22: a \u0000 or an unpaired surrogate in
+// jsonb, invalid UTF-8, a number out of range), an integrity violation that
+// is not a duplicate (class 23 other than unique_violation: a check or NOT
+// NULL constraint) or a program limit (class 54: an index row over the
+// B-tree maximum). The same data fails the same way every time, so the
+// caller must answer it, not retry it. Unlike IsPermanent it is false for
+// errors that say the deployment is broken (an undefined table or column,
+// class 42; an internal error, XX): those need an operator, and whoever sent
+// the data should retry later.
+func RefusesData(err error) bool {
+	code := Code(err)
+	switch {
+	case code == CodeUniqueViolation:
+		return false
+	case codeClass(code) == "22", codeClass(code) == "23", codeClass(code) == "54":
+		return true
+	}
+	return false
+}
+
 // Code returns the Postgres error code carried by err, or "".
 func Code(err error) string {
 	var pgErr *pgconn.PgError

@@ -73,7 +73,17 @@ func TestPermanentErrorsOnARealServer(t *testing.T) {
 		}
 		require.True(t, database.IsPermanent(err), "%s: %v", c.name, err)
 		require.False(t, database.IsTransient(err), "%s: %v", c.name, err)
+		require.True(t, database.RefusesData(err), "%s: %v", c.name, err)
 	}
+
+	// Refused, but not for the data: the deployment is broken (a missing
+	// table) or the row is a duplicate the caller expects.
+	_, err := db.Pool.Exec(ctx, `SELECT * FROM no_such_table`)
+	require.True(t, database.IsPermanent(err))
+	require.False(t, database.RefusesData(err), "an undefined table is not the sender's fault: %v", err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', 'd'), ('g', 'd')`)
+	require.True(t, database.IsUniqueViolation(err, ""))
+	require.False(t, database.RefusesData(err), "a duplicate is answered as one, not refused")
 
 	// A serialization failure is the opposite: the same statement may
 	// succeed on the next try.
@@ -97,6 +107,7 @@ func TestPermanentErrorsOnARealServer(t *testing.T) {
 	require.Equal(t, database.CodeSerializationFailure, database.Code(err))
 	require.True(t, database.IsTransient(err))
 	require.False(t, database.IsPermanent(err))
+	require.False(t, database.RefusesData(err))
 }
 
 func TestInTxCommitsAndRollsBack(t *testing.T) {

@@ -10,6 +10,10 @@
 // violations, program limits, everything else the server answers) fails the
 // same way every time, so retrying it in place would stall whoever waits.
 // An error that never got a server answer is transient: its fate is unknown.
+// RefusesData is the narrower question a front door asks ("was it the data
+// the caller sent?"): data exceptions, non-duplicate integrity violations and
+// program limits. It is false for a broken deployment (an undefined table),
+// which an operator fixes while the sender retries.
 //
 // Transactions go through InTx so that every path rolls back on error and on
 // panic alike; writes that must commit together take the caller's pgx.Tx.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,11 +22,47 @@ type Set struct {
 	tokens []Token
 }
 
-// Parse reads "name:token,…" (roles == nil) or "name:role:token,…" with role
-// one of roles. Empty spec yields an empty Set, which refuses everyone.
-func Parse(spec string, roles []string) (*Set, error) {
+// Credential is one configured token before it is hashed.
+type Credential struct {
+	Name   string
+	Role   string
+	Secret string
+}
+
+// New returns the Set of creds. A name may come with several secrets
+// (rotation: the old and the new token both work while clients move over),
+// always with one role; a secret may belong to one name only, and is at
+// least 16 characters long. Errors name the credential, never its secret.
+func New(creds []Credential) (*Set, error) {
 	s := &Set{}
-	seen := map[string]bool{}
+	roleOf := map[string]string{}
+	secrets := map[[32]byte]bool{}
+	for _, c := range creds {
+		if c.Name == "" {
+			return nil, errors.New("token without a name")
+		}
+		if len(c.Secret) < 16 {
+			return nil, fmt.Errorf("token %q: secret must be at least 16 characters", c.Name)
+		}
+		if role, ok := roleOf[c.Name]; ok && role != c.Role {
+			return nil, fmt.Errorf("token name %q used with two roles (%q and %q)", c.Name, role, c.Role)
+		}
+		roleOf[c.Name] = c.Role
+		h := sha256.Sum256([]byte(c.Secret))
+		if secrets[h] {
+			return nil, fmt.Errorf("token %q: the same secret is configured twice", c.Name)
+		}
+		secrets[h] = true
+		s.tokens = append(s.tokens, Token{Name: c.Name, Role: c.Role, hash: h})
+	}
+	return s, nil
+}
+
+// Parse reads "name:token,…" (roles == nil) or "name:role:token,…" with role
+// one of roles. Empty spec yields an empty Set, which refuses everyone. A
+// name listed twice with two secrets is one client whose tokens both work.
+func Parse(spec string, roles []string) (*Set, error) {
+	var creds []Credential
 	for i, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -42,25 +79,16 @@ func Parse(spec string, roles []string) (*Set, error) {
 			}
 			return nil, fmt.Errorf("token %d: want name:token", i+1)
 		}
-		t := Token{Name: parts[0]}
-		secret := parts[want-1]
+		c := Credential{Name: parts[0], Secret: parts[want-1]}
 		if roles != nil {
-			t.Role = parts[1]
-			if !contains(roles, t.Role) {
-				return nil, fmt.Errorf("token %q: role %q, want one of %s", t.Name, t.Role, strings.Join(roles, ", "))
+			c.Role = parts[1]
+			if !contains(roles, c.Role) {
+				return nil, fmt.Errorf("token %q: role %q, want one of %s", c.Name, c.Role, strings.Join(roles, ", "))
 			}
 		}
-		if len(secret) < 16 {
-			return nil, fmt.Errorf("token %q: secret must be at least 16 characters", t.Name)
-		}
-		if seen[t.Name] {
-			return nil, fmt.Errorf("token name %q used twice", t.Name)
-		}
-		seen[t.Name] = true
-		t.hash = sha256.Sum256([]byte(secret))
-		s.tokens = append(s.tokens, t)
+		creds = append(creds, c)
 	}
-	return s, nil
+	return New(creds)
 }
 
 // Len is the number of configured tokens.

@@ -42,14 +42,32 @@ func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	roles := []string{"viewer", "operator"}
 	for spec, r := range map[string][]string{
-		"ops:admin:0123456789abcdef":             roles,
-		"ops:0123456789abcdef":                   roles,
-		"ops:short":                              nil,
-		"a:0123456789abcdef,a:0123456789abcdef0": nil,
-		":0123456789abcdef":                      nil,
+		"ops:admin:0123456789abcdef": roles,
+		"ops:0123456789abcdef":       roles,
+		"ops:short":                  nil,
+		":0123456789abcdef":          nil,
+		"a:operator:0123456789abcdef,a:viewer:0123456789abcdef0": roles,
+		"a:0123456789abcdef,b:0123456789abcdef":                  nil,
 	} {
 		if _, err := Parse(spec, r); err == nil {
 			t.Errorf("Parse(%q) must fail", spec)
+		}
+	}
+}
+
+// A client rotating its token lists its name twice: both secrets work and
+// both authenticate as the same name.
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	s, err := Parse("acme:old-secret-0123456789,acme:new-secret-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"old-secret-0123456789", "new-secret-0123456789"} {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("Authorization", "Bearer "+secret)
+		if tok, ok := s.Authenticate(r); !ok || tok.Name != "acme" {
+			t.Errorf("%s: %+v %v", secret, tok, ok)
 		}
 	}
 }

@@ -290,3 +290,13 @@ func (l Letter) OutboxMessage() (outbox.Message, error) {
 		Headers: headers, CorrelationID: l.CorrelationID,
 	}, nil
 }
+
+// HeaderPayloadFormat says what a dead letter's payload is when it is not a
+// message of its original topic. PayloadPSPWebhook: the PSP's webhook body
+// exactly as it was received, dead-lettered at ingest because it could not
+// be stored as sent (an over-long user id, a \u0000 Postgres refuses). It
+// cannot be published as it is; dlq-admin refuses to replay it.
+const (
+	HeaderPayloadFormat = "payload_format"
+	PayloadPSPWebhook   = "psp_webhook"
+)

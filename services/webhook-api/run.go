@@ -7,13 +7,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
@@ -25,8 +26,10 @@ type Config struct {
 	service.Base
 	StripeWebhookSecrets []string
 	PaystackSecretKey    string
-	APITokens            *bearer.Set
-	DBMaxConns           int
+	// Clients are API_TOKENS: names, tokens and scopes.
+	Clients    *clients.Set
+	Limits     payouts.Limits
+	DBMaxConns int
 	// CommitWorkers transactions commit webhooks concurrently, each holding
 	// up to CommitGroup of them (group commit).
 	CommitWorkers int
@@ -52,11 +55,17 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.CommitGroup < 1 {
 		env.Errorf("INGEST_COMMIT_GROUP must be at least 1")
 	}
-	tokens, err := bearer.Parse(env.String("API_TOKENS", ""), nil)
+	set, err := clients.Parse(env.String("API_TOKENS", ""))
 	if err != nil {
 		env.Errorf("API_TOKENS: %v", err)
 	}
-	c.APITokens = tokens
+	c.Clients = set
+	if c.Limits.PerPayout, err = payouts.ParseLimit(env.String("PAYOUT_MAX_AMOUNT", "")); err != nil {
+		env.Errorf("PAYOUT_MAX_AMOUNT: %v", err)
+	}
+	if c.Limits.Daily, err = payouts.ParseLimit(env.String("PAYOUT_DAILY_MAX", "")); err != nil {
+		env.Errorf("PAYOUT_DAILY_MAX: %v", err)
+	}
 	return c, env.Err()
 }
 
@@ -66,15 +75,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
-	tokens := cfg.APITokens
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: Stripe webhooks are refused with 503")
 	}
 	if cfg.PaystackSecretKey == "" {
 		logger.Warn("PAYSTACK_SECRET_KEY is not set: Paystack webhooks and payouts are disabled")
 	}
-	if tokens.Len() == 0 {
+	if cfg.Clients.Len() == 0 {
 		logger.Warn("API_TOKENS is not set: every /v1 request is refused")
+	}
+	for _, c := range cfg.Clients.Clients() {
+		if c.Scope.Implicit() {
+			logger.Warn("API client acts for every user: it is the only client and API_TOKENS states no scope for it",
+				"client", c.Name)
+			continue
+		}
+		logger.Info("API client", "client", c.Name, "scope", c.Scope.String())
+	}
+	if len(cfg.Limits.PerPayout)+len(cfg.Limits.Daily) > 0 {
+		logger.Info("payout limits", "per_payout", cfg.Limits.PerPayout, "daily", cfg.Limits.Daily)
 	}
 
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
@@ -98,14 +117,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	committer.Start()
 	defer committer.Stop()
 	api.Mount(router, api.Deps{
-		Logger:   logger,
-		Ingest:   committer,
-		Payouts:  payouts.NewStore(pool, notifier),
-		Wallets:  wallets.NewStore(pool),
-		Stripe:   verify.NewStripe(cfg.StripeWebhookSecrets),
-		Paystack: verify.NewPaystack(cfg.PaystackSecretKey),
-		Tokens:   tokens,
-		Webhooks: api.NewWebhookMetric(reg),
+		Logger:       logger,
+		Ingest:       committer,
+		Payouts:      payouts.NewStore(pool, notifier, cfg.Limits),
+		Destinations: destinations.NewStore(pool),
+		Wallets:      wallets.NewStore(pool),
+		Stripe:       verify.NewStripe(cfg.StripeWebhookSecrets),
+		Paystack:     verify.NewPaystack(cfg.PaystackSecretKey),
+		Clients:      cfg.Clients,
+		Webhooks:     api.NewWebhookMetric(reg),
+		Refused:      api.NewRefusalLog(logger, reg, time.Minute, time.Now),
 		ProviderEnabled: func(p string) bool {
 			return p == ingest.Stripe || (p == ingest.Paystack && cfg.PaystackSecretKey != "")
 		},

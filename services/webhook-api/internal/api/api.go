@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +16,13 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
@@ -32,20 +35,24 @@ const maxRequestBody = 64 << 10
 
 // Saver commits verified webhooks (an ingest.Committer, or an ingest.Store).
 type Saver interface {
-	Save(ctx context.Context, p ingest.Pending) (ingest.Outcome, error)
+	Save(ctx context.Context, p ingest.Pending) (ingest.Saved, error)
 }
 
 // Deps is what the API needs.
 type Deps struct {
-	Logger   *slog.Logger
-	Ingest   Saver
-	Payouts  *payouts.Store
-	Wallets  *wallets.Store
-	Stripe   *verify.Stripe
-	Paystack *verify.Paystack
-	Tokens   *bearer.Set
+	Logger       *slog.Logger
+	Ingest       Saver
+	Payouts      *payouts.Store
+	Destinations *destinations.Store
+	Wallets      *wallets.Store
+	Stripe       *verify.Stripe
+	Paystack     *verify.Paystack
+	// Clients are API_TOKENS: who may call /v1, and for which users.
+	Clients *clients.Set
 	// Webhooks counts webhooks by provider and outcome (NewWebhookMetric).
 	Webhooks *prometheus.CounterVec
+	// Refused counts and logs webhooks refused for their signature.
+	Refused *RefusalLog
 	// ProviderEnabled reports whether payouts through a provider are accepted.
 	ProviderEnabled func(provider string) bool
 	Now             func() time.Time
@@ -73,6 +80,9 @@ func Mount(r chi.Router, d Deps) {
 		r.Post("/payouts", a.createPayout)
 		r.Get("/payouts/{id}", a.getPayout)
 		r.Get("/wallets/{user_id}", a.getWallet)
+		r.Post("/users/{user_id}/destinations", a.registerDestination)
+		r.Get("/users/{user_id}/destinations", a.listDestinations)
+		r.Post("/users/{user_id}/destinations/{destination_id}/disable", a.disableDestination)
 	})
 }
 
@@ -89,25 +99,29 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 			return
 		}
 		if err := verifyBody(body, r.Header.Get(sigHeader)); err != nil {
-			a.Logger.WarnContext(r.Context(), "webhook refused", "provider", provider, "reason", err.Error())
-			a.fail(w, r, err)
+			a.refused(w, r, provider, err)
 			return
 		}
 		n, err := normalize(body, a.Now())
+		if errors.Is(err, ingest.ErrFromTheFuture) {
+			a.refused(w, r, provider, err)
+			return
+		}
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		outcome, err := a.Ingest.Save(r.Context(), ingest.Pending{Event: n, Body: body, CorrelationID: logging.CorrelationID(r.Context())})
+		saved, err := a.Ingest.Save(r.Context(), ingest.Pending{Event: n, Body: body, CorrelationID: logging.CorrelationID(r.Context())})
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
+		outcome := saved.Outcome
 		a.Webhooks.WithLabelValues(provider, string(outcome)).Inc()
-		attrs := []any{"provider", provider, "event_id", n.Event.EventID, "event_type", n.Event.Type, "outcome", string(outcome)}
+		attrs := []any{"provider", provider, "event_id", saved.EventID, "event_type", clipForLog(n.Event.Type), "outcome", string(outcome)}
 		switch {
-		case n.Problem != "":
-			a.Logger.WarnContext(r.Context(), "webhook stored and dead-lettered", append(attrs, "reason", n.Problem)...)
+		case outcome == ingest.DeadLettered:
+			a.Logger.WarnContext(r.Context(), "webhook stored and dead-lettered", append(attrs, "reason", saved.Reason)...)
 		case outcome == ingest.Accepted:
 			// The common case is in webhook_events (with its correlation id)
 			// and in aegis_webhooks_total; a line per webhook at thousands a
@@ -116,50 +130,81 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 		default:
 			a.Logger.InfoContext(r.Context(), "webhook stored", attrs...)
 		}
-		httpserver.WriteJSON(w, http.StatusOK, map[string]string{"status": string(outcome), "event_id": n.Event.EventID})
+		httpserver.WriteJSON(w, http.StatusOK, map[string]string{"status": string(outcome), "event_id": saved.EventID})
 	}
+}
+
+// refused answers a webhook refused for its signature or timestamp, counted
+// and logged at most once per interval (RefusalLog).
+func (a *api) refused(w http.ResponseWriter, r *http.Request, provider string, err error) {
+	_, code, _ := classify(err)
+	if !errors.Is(err, verify.ErrNotConfigured) {
+		a.Refused.Refused(r.Context(), provider, code, r.RemoteAddr)
+	}
+	a.fail(w, r, err)
+}
+
+// clipForLog bounds a PSP-supplied string in a log line.
+func clipForLog(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
 }
 
 func (a *api) authenticate(next http.Handler) http.Handler {
-	return a.Tokens.Middleware(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, errUnauthorized) })(next)
+	return a.Clients.Middleware(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, errUnauthorized) })(next)
+}
+
+// client is the request's API client (authenticate put it there).
+func client(r *http.Request) clients.Client {
+	c, _ := clients.FromContext(r.Context())
+	return c
+}
+
+// inScope answers 403 and reports false when the request's client may not
+// act for userID. It runs before anything is read or written for the user.
+func (a *api) inScope(w http.ResponseWriter, r *http.Request, userID string) bool {
+	c := client(r)
+	if c.Scope.Allows(userID) {
+		return true
+	}
+	a.Logger.WarnContext(r.Context(), "request outside the client's scope refused", "client", c.Name,
+		"route", r.URL.Path, "scope", c.Scope.String())
+	a.fail(w, r, errOutOfScope)
+	return false
 }
 
 func (a *api) createPayout(w http.ResponseWriter, r *http.Request) {
-	tok, _ := bearer.FromContext(r.Context())
+	c := client(r)
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
-	if key == "" || len(key) > 255 {
+	if key == "" || len(key) > 255 || strings.IndexFunc(key, notPrintableASCII) >= 0 {
 		a.fail(w, r, errIdempotencyKey)
 		return
 	}
-	body, err := readBody(w, r, maxRequestBody)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
 	var req payouts.Request
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		a.fail(w, r, fmt.Errorf("%w: %v", errBadJSON, err))
-		return
-	}
-	if dec.More() {
-		a.fail(w, r, fmt.Errorf("%w: trailing data after the JSON object", errBadJSON))
+	if err := decodeBody(w, r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if err := req.Normalize(a.ProviderEnabled); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	p, created, err := a.Payouts.Create(r.Context(), tok.Name, key, req)
+	if !a.inScope(w, r, req.UserID) {
+		return
+	}
+	p, created, err := a.Payouts.Create(r.Context(), c.Name, key, req)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.Logger.InfoContext(r.Context(), "payout accepted", "payout_id", p.ID, "client", tok.Name,
-		"created", created, "status", p.Status, "provider", p.Provider)
+	a.Logger.InfoContext(r.Context(), "payout accepted", "payout_id", p.ID, "client", c.Name,
+		"created", created, "status", p.Status, "provider", p.Provider, "destination_id", p.DestinationID)
 	httpserver.WriteJSON(w, http.StatusAccepted, map[string]string{"payout_id": p.ID, "status": p.Status})
 }
+
+func notPrintableASCII(r rune) bool { return r < 0x20 || r > 0x7e }
 
 func (a *api) getPayout(w http.ResponseWriter, r *http.Request) {
 	p, err := a.Payouts.Get(r.Context(), chi.URLParam(r, "id"))
@@ -167,26 +212,117 @@ func (a *api) getPayout(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if !a.inScope(w, r, p.UserID) {
+		return
+	}
 	httpserver.WriteJSON(w, http.StatusOK, p)
 }
 
+func (a *api) registerDestination(w http.ResponseWriter, r *http.Request) {
+	userID := chi.URLParam(r, "user_id")
+	var reg destinations.Registration
+	if err := decodeBody(w, r, &reg); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	kind, err := reg.Normalize(userID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if !a.inScope(w, r, userID) {
+		return
+	}
+	c := client(r)
+	d, created, err := a.Destinations.Register(r.Context(), c.Name, userID, kind, reg)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		a.Logger.InfoContext(r.Context(), "destination registered", "destination_id", d.ID, "client", c.Name,
+			"provider", d.Provider, "type", d.Type)
+	}
+	httpserver.WriteJSON(w, status, d)
+}
+
+func (a *api) listDestinations(w http.ResponseWriter, r *http.Request) {
+	userID := chi.URLParam(r, "user_id")
+	status := r.URL.Query().Get("status")
+	if status != "" && status != destinations.StatusActive && status != destinations.StatusDisabled {
+		a.fail(w, r, &validation.Error{Field: "status", Message: `must be "active" or "disabled"`})
+		return
+	}
+	if !a.inScope(w, r, userID) {
+		return
+	}
+	items, err := a.Destinations.List(r.Context(), userID, status)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []destinations.Destination{}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (a *api) disableDestination(w http.ResponseWriter, r *http.Request) {
+	userID := chi.URLParam(r, "user_id")
+	if !a.inScope(w, r, userID) {
+		return
+	}
+	c := client(r)
+	d, err := a.Destinations.Disable(r.Context(), c.Name, userID, chi.URLParam(r, "destination_id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.Logger.InfoContext(r.Context(), "destination disabled", "destination_id", d.ID, "client", c.Name)
+	httpserver.WriteJSON(w, http.StatusOK, d)
+}
+
 func (a *api) getWallet(w http.ResponseWriter, r *http.Request) {
+	userID := chi.URLParam(r, "user_id")
+	if !a.inScope(w, r, userID) {
+		return
+	}
 	limit := 50
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			a.fail(w, r, &payouts.ValidationError{Field: "limit", Message: "must be between 1 and 500"})
+			a.fail(w, r, &validation.Error{Field: "limit", Message: "must be between 1 and 500"})
 			return
 		}
 		limit = n
 	}
 	currency := strings.ToLower(r.URL.Query().Get("currency"))
-	wal, err := a.Wallets.Get(r.Context(), chi.URLParam(r, "user_id"), currency, limit)
+	wal, err := a.Wallets.Get(r.Context(), userID, currency, limit)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, wal)
+}
+
+// decodeBody reads one JSON object into v, refusing unknown fields and
+// trailing data.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r, maxRequestBody)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errBadJSON, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", errBadJSON)
+	}
+	return nil
 }
 
 // readBody reads at most limit bytes; a larger body is an error mapped to 413.

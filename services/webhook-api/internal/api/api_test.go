@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
@@ -40,17 +40,47 @@ type bundle struct {
 	url string
 }
 
+// testClients: acme and other both act for user-*; acme also for alice,
+// other also for o-*.
+const testClients = "acme(user-*|alice):" + clientToken + ",other(user-*|o-*):" + otherToken
+
+const otherToken = "other-token-0123456789"
+
+// options vary the server a test runs against.
+type options struct {
+	clients string
+	limits  payouts.Limits
+	logs    io.Writer
+	now     func() time.Time
+}
+
 func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string {
 	t.Helper()
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	tokens, err := bearer.Parse("acme:"+clientToken+",other:other-token-0123456789", nil)
+	return newServerWith(t, pool, stripeSecrets, options{})
+}
+
+func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o options) string {
+	t.Helper()
+	if o.clients == "" {
+		o.clients = testClients
+	}
+	if o.logs == nil {
+		o.logs = io.Discard
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	logger := slog.New(slog.NewJSONHandler(o.logs, nil))
+	set, err := clients.Parse(o.clients)
 	require.NoError(t, err)
-	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
+	reg := httpserver.NewRegistry()
+	r := httpserver.NewRouter(logger, reg)
 	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: committer(t, pool, notify), Payouts: payouts.NewStore(pool, notify),
-		Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
-		Paystack: verify.NewPaystack(paystackSecret), Tokens: tokens, Webhooks: api.NewWebhookMetric(prometheus.NewRegistry()),
+		Logger: logger, Ingest: committer(t, pool, notify), Payouts: payouts.NewStore(pool, notify, o.limits),
+		Destinations: destinations.NewStore(pool), Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
+		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
+		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),
 		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
 	})
 	srv := httptest.NewServer(r)
@@ -278,6 +308,7 @@ const payoutBody = `{"user_id":"user-1","amount":1500,"currency":"USD","destinat
 func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	register(t, b.url, clientToken, "user-1", "stripe", "ba_123")
 	a := payoutRequest(t, b.url, clientToken, "key-1", payoutBody)
 	require.Equal(t, 202, a.status, a.body)
 	require.Equal(t, "INITIALIZED", a.body["status"])
@@ -292,7 +323,7 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 	require.Equal(t, "idempotency_key_reused", other.errorCode())
 
 	// Keys are per client: another client's key-1 is its own payout.
-	mine := payoutRequest(t, b.url, "other-token-0123456789", "key-1", payoutBody)
+	mine := payoutRequest(t, b.url, otherToken, "key-1", payoutBody)
 	require.Equal(t, 202, mine.status)
 	require.NotEqual(t, id, mine.body["payout_id"])
 
@@ -317,6 +348,7 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 func TestConcurrentRequestsWithOneKeyMakeOnePayout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	register(t, b.url, clientToken, "user-1", "stripe", "ba_123")
 	var wg sync.WaitGroup
 	ids := make(chan any, 10)
 	for range 10 {
@@ -353,6 +385,10 @@ func TestPayoutBadInput(t *testing.T) {
 		{"no key", clientToken, "", payoutBody, 400, "idempotency_key_required"},
 		{"not json", clientToken, "k", `{"user_id":`, 400, "invalid_json"},
 		{"unknown field", clientToken, "k", `{"user_id":"u","amount":1,"currency":"usd","destination":"d","provider":"stripe","ammount":2}`, 400, "invalid_json"},
+		{"NUL in user_id", clientToken, "k", `{"user_id":"user-\u0000","amount":1,"currency":"usd","destination":"ba_1","provider":"stripe"}`, 400, "invalid_request"},
+		{"long user_id", clientToken, "k", `{"user_id":"user-` + strings.Repeat("x", 3000) + `","amount":1,"currency":"usd","destination":"ba_1","provider":"stripe"}`, 400, "invalid_request"},
+		{"no destination", clientToken, "k", `{"user_id":"user-1","amount":1,"currency":"usd","provider":"stripe"}`, 400, "invalid_request"},
+		{"bad destination id", clientToken, "k", `{"user_id":"user-1","amount":1,"currency":"usd","destination_id":"nope","provider":"stripe"}`, 400, "invalid_request"},
 		{"negative amount", clientToken, "k", `{"user_id":"u","amount":-1,"currency":"usd","destination":"d","provider":"stripe"}`, 400, "invalid_request"},
 		{"bad currency", clientToken, "k", `{"user_id":"u","amount":1,"currency":"dollars","destination":"d","provider":"stripe"}`, 400, "invalid_request"},
 		{"disabled provider", clientToken, "k", `{"user_id":"u","amount":1,"currency":"ngn","destination":"RCP_1","provider":"paystack"}`, 400, "invalid_request"},
@@ -364,6 +400,7 @@ func TestPayoutBadInput(t *testing.T) {
 		require.Equal(t, tc.code, a.errorCode(), tc.name)
 	}
 	require.Zero(t, count(t, b.db, "SELECT count(*) FROM payouts"))
+	require.Zero(t, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
 }
 
 func TestGetWallet(t *testing.T) {
@@ -433,8 +470,8 @@ func TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes(t *testing.T) {
 	b := setup(t)
 	const n = 120
 	var wg sync.WaitGroup
-	statuses := make([]string, n+1)
-	codes := make([]int, n+1)
+	statuses := make([]string, n)
+	codes := make([]int, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -445,14 +482,24 @@ func TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes(t *testing.T) {
 			codes[i], statuses[i] = a.status, fmt.Sprint(a.body["status"])
 		}()
 	}
-	// A signed body with a NUL escape Postgres cannot store in jsonb.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		bad := []byte(`{"id":"evt_nul","object":"event","created":1,"type":"customer.created","data":{"object":{"id":"cus_1","name":"a\u0000b"}}}`)
-		a := post(t, b.url+"/webhooks/stripe", bad, stripeHeaders(bad, stripeSecret, time.Now()))
-		codes[n], statuses[n] = a.status, a.errorCode()
-	}()
+	// Signed bodies Postgres cannot store as sent: a NUL escape (caught
+	// before the transaction) and a number beyond numeric's range (caught
+	// by Postgres refusing the group: the safety net). Each is answered and
+	// dead-lettered without failing its group.
+	bad := [][]byte{
+		[]byte(`{"id":"evt_nul","object":"event","created":1,"type":"customer.created","data":{"object":{"id":"cus_1","name":"a\u0000b"}}}`),
+		[]byte(`{"id":"evt_huge","object":"event","created":1,"type":"customer.created","data":{"object":{"id":"cus_2","balance":1e1000000}}}`),
+	}
+	badStatus := make([]string, len(bad))
+	for i, body := range bad {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+			require.Equal(t, 200, a.status, a.body)
+			badStatus[i] = fmt.Sprint(a.body["status"])
+		}()
+	}
 	wg.Wait()
 	accepted, duplicates := 0, 0
 	for i := range n {
@@ -466,8 +513,12 @@ func TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes(t *testing.T) {
 	}
 	require.Equal(t, n/2, accepted)
 	require.Equal(t, n/2, duplicates)
-	require.Equal(t, 400, codes[n])
-	require.Equal(t, "malformed_event", statuses[n])
-	require.Equal(t, n/2, count(t, b.db, "SELECT count(*) FROM webhook_events"))
+	require.Equal(t, []string{"dead_lettered", "dead_lettered"}, badStatus)
+	require.Equal(t, n/2+len(bad), count(t, b.db, "SELECT count(*) FROM webhook_events"))
 	require.Equal(t, n/2, count(t, b.db, "SELECT count(*) FROM transaction_outbox"))
+	require.Equal(t, len(bad), count(t, b.db, "SELECT count(*) FROM dead_letters WHERE headers->>'payload_format' = 'psp_webhook'"))
+	var reason string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT error FROM dead_letters d JOIN webhook_events e
+		ON e.correlation_id = d.correlation_id WHERE e.event_id = 'evt_huge'`).Scan(&reason))
+	require.Contains(t, reason, "postgres refused it (22003")
 }

@@ -5,15 +5,18 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
 
 var (
 	errUnauthorized   = errors.New("missing or invalid bearer token")
-	errIdempotencyKey = errors.New("Idempotency-Key header is required (at most 255 characters)")
+	errOutOfScope     = errors.New("this API client may not act for this user")
+	errIdempotencyKey = errors.New("Idempotency-Key header is required (at most 255 printable ASCII characters)")
 	errBadJSON        = errors.New("request body is not valid JSON")
 )
 
@@ -29,7 +32,8 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 func classify(err error) (status int, code, message string) {
 	var tooBig *http.MaxBytesError
-	var invalid *payouts.ValidationError
+	var invalid *validation.Error
+	var limit *payouts.LimitError
 	switch {
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
@@ -37,8 +41,8 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusServiceUnavailable, "provider_not_configured", "webhooks from this provider are not configured"
 	case errors.Is(err, verify.ErrMissingSignature):
 		return http.StatusUnauthorized, "missing_signature", "signature header is missing"
-	case errors.Is(err, verify.ErrStale):
-		return http.StatusUnauthorized, "timestamp_out_of_tolerance", "signature timestamp is outside the tolerance"
+	case errors.Is(err, verify.ErrStale), errors.Is(err, ingest.ErrFromTheFuture):
+		return http.StatusUnauthorized, "timestamp_out_of_tolerance", "signature or event timestamp is outside the tolerance"
 	case errors.Is(err, verify.ErrBadSignature):
 		return http.StatusUnauthorized, "invalid_signature", "signature does not match the body"
 	case errors.Is(err, ingest.ErrMalformed), errors.Is(err, ingest.ErrUnstorable):
@@ -47,10 +51,21 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_json", err.Error()
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, "invalid_request", invalid.Error()
+	case errors.Is(err, payouts.ErrRefused):
+		return http.StatusBadRequest, "invalid_request", err.Error()
 	case errors.Is(err, errIdempotencyKey):
 		return http.StatusBadRequest, "idempotency_key_required", err.Error()
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
+	case errors.Is(err, errOutOfScope):
+		return http.StatusForbidden, "forbidden", err.Error()
+	case errors.Is(err, destinations.ErrNotRegistered):
+		return http.StatusUnprocessableEntity, "destination_not_registered",
+			"the destination is not an active destination registered for this user and provider (POST /v1/users/{user_id}/destinations)"
+	case errors.As(err, &limit):
+		return http.StatusUnprocessableEntity, "limit_exceeded", limit.Error()
+	case errors.Is(err, destinations.ErrNotFound):
+		return http.StatusNotFound, "destination_not_found", "no destination with this id for this user"
 	case errors.Is(err, payouts.ErrKeyReused):
 		return http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request"
 	case errors.Is(err, payouts.ErrNotFound):

@@ -52,22 +52,22 @@ func (c *Committer) Stop() {
 	c.wg.Wait()
 }
 
-// Save queues n and waits for its commit.
-func (c *Committer) Save(ctx context.Context, p Pending) (Outcome, error) {
+// Save queues p and waits for its commit.
+func (c *Committer) Save(ctx context.Context, p Pending) (Saved, error) {
 	r := &request{p: p, done: make(chan Saved, 1)}
 	select {
 	case c.queue <- r:
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return Saved{}, ctx.Err()
 	}
 	// Once queued the webhook is committed or refused whether or not the
 	// caller is still waiting; a PSP that gave up retries and is told
 	// "duplicate".
 	select {
 	case s := <-r.done:
-		return s.Outcome, s.Err
+		return s, s.Err
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return Saved{}, ctx.Err()
 	}
 }
 

@@ -12,6 +12,22 @@
 //     5xx that would make the PSP retry forever.
 //   - An event type we do not act on is stored and published with action
 //     "none".
+//   - An event that can never be stored as sent (a user_id longer than
+//     event.MaxUserID, an identifier over 255 bytes, NUL or invalid UTF-8,
+//     JSON jsonb refuses) is answered 200 "dead_lettered": its inbox row
+//     keeps what can be stored (the body, or a note with its digest; an
+//     unstorable event id is replaced by its sha256, so the PSP's retries
+//     still deduplicate), and its body goes byte for byte into the
+//     dead-letter store (payload_format psp_webhook, not replayable) in the
+//     same transaction. It is never published, so it moves no money until a
+//     person settles it with the PSP. checkStorable catches what it can
+//     before the transaction; Postgres refusing the data (22, 23 other than
+//     duplicates, 54) is the safety net, taken when such a webhook is alone
+//     in its transaction (the Committer retries a failed group one by one).
+//     A connection or serialization failure stays a 503 the PSP retries.
+//   - A Stripe event created later than now plus the signature tolerance is
+//     refused like a stale signature (ErrFromTheFuture): kept, it would make
+//     every real event about its object look stale.
 //
 // Stale events. psp_objects keeps the newest occurred_at seen per PSP
 // object; an event older than that is stored and published for the record,

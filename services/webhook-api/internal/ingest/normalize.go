@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
 )
 
 // Providers.
@@ -22,6 +23,11 @@ const (
 // ErrMalformed means the body is not an event we can even identify (not
 // JSON, no id or type). The PSP gets a 400.
 var ErrMalformed = errors.New("malformed webhook body")
+
+// ErrFromTheFuture means a Stripe event's created time is later than now
+// plus the signature tolerance. It is refused like a stale signature: stored,
+// such an event would make every real event about its object look stale.
+var ErrFromTheFuture = errors.New("event created in the future beyond the tolerance")
 
 // Normalized is a parsed webhook. Problem is set when the event is one we act
 // on but lacks what acting needs; such events are stored and dead-lettered.
@@ -97,6 +103,9 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 		OccurredAt: now.UTC(), Raw: json.RawMessage(body), ObjectStatus: obj.Status,
 	}
 	if ev.Created > 0 {
+		if ev.Created > now.Add(verify.StripeTolerance).Unix() {
+			return Normalized{}, fmt.Errorf("%w: created at %d", ErrFromTheFuture, ev.Created)
+		}
 		e.OccurredAt = time.Unix(ev.Created, 0).UTC()
 	}
 	var problem string

@@ -79,9 +79,20 @@ ORDER BY i.n`
 
 const sqlPayoutOwner = `SELECT user_id FROM payouts WHERE id = $1`
 
-// ErrUnstorable means Postgres refused the body itself (for example a \u0000
-// in a JSON string, which jsonb cannot hold); retrying cannot help.
-var ErrUnstorable = errors.New("event body cannot be stored")
+// sqlInsertUnstorable records an event that cannot be stored as sent with
+// what of it can be: no psp_objects entry (it is never acted on) and no
+// outbox row; its body goes to the dead-letter store beside it.
+const sqlInsertUnstorable = `
+INSERT INTO webhook_events
+    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id`
+
+// ErrUnstorable means Postgres refused even the dead-letter record of an
+// event it could not store as sent. Nothing was stored; it should not
+// happen (that record holds only text made storable).
+var ErrUnstorable = errors.New("event cannot be stored")
 
 // Outcome of Save.
 type Outcome string
@@ -118,9 +129,9 @@ func NewStore(pool *pgxpool.Pool, notify Notifier, now func() time.Time) *Store 
 
 // Save commits one webhook and its outbox row (or its dead letter) in its own
 // transaction. Under load prefer a Committer, which groups them.
-func (s *Store) Save(ctx context.Context, p Pending) (Outcome, error) {
+func (s *Store) Save(ctx context.Context, p Pending) (Saved, error) {
 	r := s.SaveGroup(ctx, []Pending{p})
-	return r[0].Outcome, r[0].Err
+	return r[0], r[0].Err
 }
 
 // Pending is one verified webhook waiting to be committed.
@@ -133,7 +144,12 @@ type Pending struct {
 // Saved is what became of a Pending.
 type Saved struct {
 	Outcome Outcome
-	Err     error
+	// EventID is the id the event is stored under: the PSP's, or a digest
+	// of it when the PSP's cannot be stored.
+	EventID string
+	// Reason says why a DeadLettered event was dead-lettered.
+	Reason string
+	Err    error
 }
 
 // job is a Pending as SaveGroup works on it.
@@ -146,6 +162,8 @@ type job struct {
 	payload []byte
 	headers map[string]string
 	out     Outcome
+	// unstorable is set when the event cannot be stored as sent.
+	unstorable unstorable
 }
 
 // SaveGroup commits several webhooks in one transaction: the hot path of the
@@ -155,22 +173,55 @@ type job struct {
 // round trips. Each webhook is still answered only after that commit. If the
 // transaction fails, every result carries the error (the caller retries
 // them one by one, so one bad body cannot fail its neighbours).
+//
+// A webhook that cannot be stored as sent (checkStorable, or Postgres
+// refusing its data when it is alone in its group) is stored as far as it
+// can be and dead-lettered with its body as received: answered, never a 5xx
+// the PSP would retry until it gives up on the payment.
 func (s *Store) SaveGroup(ctx context.Context, group []Pending) []Saved {
-	jobs := make([]*job, len(group))
-	for i, p := range group {
-		jobs[i] = &job{Pending: p}
+	jobs := newJobs(group)
+	err := s.saveGroup(ctx, jobs)
+	if err != nil && len(jobs) == 1 && jobs[0].unstorable.reason == "" && database.RefusesData(err) {
+		jobs = newJobs(group)
+		jobs[0].unstorable = unstorable{reason: fmt.Sprintf("cannot be stored as sent: postgres refused it (%s)", refusal(err))}
+		err = s.saveGroup(ctx, jobs)
+		if database.RefusesData(err) {
+			err = fmt.Errorf("%w: %w", ErrUnstorable, err)
+		}
 	}
 	results := make([]Saved, len(group))
-	if err := s.saveGroup(ctx, jobs); err != nil {
-		for i := range results {
-			results[i].Err = err
-		}
-		return results
-	}
 	for i, j := range jobs {
-		results[i].Outcome = j.out
+		results[i] = Saved{Outcome: j.out, EventID: j.Event.Event.EventID, Err: err}
+		if j.unstorable.reason != "" {
+			results[i].EventID = storedEventID(j.Event.Event.EventID)
+		}
+		switch {
+		case err != nil:
+			results[i].Outcome = ""
+		case j.unstorable.reason != "":
+			results[i].Reason = j.unstorable.reason
+		default:
+			results[i].Reason = j.Event.Problem
+		}
 	}
 	return results
+}
+
+func newJobs(group []Pending) []*job {
+	jobs := make([]*job, len(group))
+	for i, p := range group {
+		jobs[i] = &job{Pending: p, unstorable: checkStorable(p)}
+	}
+	return jobs
+}
+
+// refusal is the code and message of the Postgres error in err.
+func refusal(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code + " " + pgErr.Message
+	}
+	return err.Error()
 }
 
 func (s *Store) saveGroup(ctx context.Context, jobs []*job) error {
@@ -193,7 +244,7 @@ func (s *Store) saveGroup(ctx context.Context, jobs []*job) error {
 func fastPath(jobs []*job) bool {
 	for _, j := range jobs {
 		e := j.Event.Event
-		if j.Event.Problem != "" || (e.Action != event.ActionCredit && e.Action != event.ActionNone) ||
+		if j.Event.Problem != "" || j.unstorable.reason != "" || (e.Action != event.ActionCredit && e.Action != event.ActionNone) ||
 			(e.UserID == "" && e.PayoutID != "") {
 			return false
 		}
@@ -323,6 +374,10 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 	first.Queue("BEGIN")
 	for _, j := range jobs {
 		e := j.Event.Event
+		if j.unstorable.reason != "" {
+			queueUnstorable(first, j, s.now())
+			continue
+		}
 		first.Queue(sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
 			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&j.id, &j.fresh)
@@ -346,6 +401,13 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 	for _, j := range jobs {
 		if j.id == nil {
 			j.out = Duplicate
+			continue
+		}
+		if j.unstorable.reason != "" {
+			j.out = DeadLettered
+			if err := s.deadLetterUnstorable(ctx, conn, j); err != nil {
+				return s.fail(ctx, conn, err)
+			}
 			continue
 		}
 		e := &j.Event.Event
@@ -382,14 +444,53 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 
 // fail rolls the open transaction back and says why it was not saved. The
 // cause stays in the chain (a duplicate on the one round trip path is
-// recognised by its unique violation).
+// recognised by its unique violation, data Postgres refused by its code).
 func (s *Store) fail(ctx context.Context, conn *pgxpool.Conn, err error) error {
 	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") // a broken connection is closed on release
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "22P05" || pgErr.Code == "22P02" || pgErr.Code == "22021") {
-		return fmt.Errorf("%w: %s", ErrUnstorable, pgErr.Message)
-	}
 	return fmt.Errorf("save webhooks: %w", err)
+}
+
+// queueUnstorable queues the inbox row of an event that cannot be stored as
+// sent: its identifiers where they can be stored, NULL where not, and its
+// body, or a note when jsonb refuses the body.
+func queueUnstorable(b *pgx.Batch, j *job, now time.Time) {
+	e := j.Event.Event
+	b.Queue(sqlInsertUnstorable, e.Provider, storedEventID(e.EventID), clip(e.Type, maxField),
+		keep(e.Reference, maxField), keep(e.UserID, event.MaxUserID), e.Amount, keep(e.Currency, maxField),
+		storableTime(e.OccurredAt, now), inboxPayload(j.Body, j.unstorable), j.CorrelationID).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&j.id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // a duplicate: id stays nil
+		}
+		return err
+	})
+}
+
+// deadLetterUnstorable stores the body of an unstorable event, byte for
+// byte, in the dead-letter store, in the open transaction. It is not
+// replayable (dlq.PayloadPSPWebhook): nothing can publish it as it is, and
+// no money moves until a person settles it with the PSP's record.
+func (s *Store) deadLetterUnstorable(ctx context.Context, conn *pgxpool.Conn, j *job) error {
+	e := j.Event.Event
+	now := s.now()
+	key := keep(e.UserID, event.MaxUserID)
+	if key == "" {
+		key = clip(e.Provider+":"+e.Reference, maxField)
+	}
+	_, _, err := dlq.Insert(ctx, conn, dlq.Letter{
+		Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: key,
+		EventType: clip(e.Type, maxField), Payload: j.Body, Error: j.unstorable.reason,
+		Headers: map[string]string{
+			kafkax.HeaderCorrelationID: j.CorrelationID,
+			kafkax.HeaderEventType:     clip(e.Type, maxField),
+			dlq.HeaderPayloadFormat:    dlq.PayloadPSPWebhook,
+			"provider":                 e.Provider,
+			"event_id":                 storedEventID(e.EventID),
+		},
+		ErrorClass: string(errclass.Permanent), FirstFailureAt: now, FailedAt: now, CorrelationID: j.CorrelationID,
+		RetryHistory: []dlq.Attempt{{At: now, Error: j.unstorable.reason, Class: string(errclass.Permanent)}},
+	})
+	return err
 }
 
 // partitionKey is the wallet owner: from the event, or for a payout outcome

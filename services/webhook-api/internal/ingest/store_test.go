@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,8 +153,35 @@ func TestGroupCommittedBeforeAFailedWakeUpIsAccepted(t *testing.T) {
 	require.Equal(t, 1, wake.notified, "the notifier sends the wake-up that failed")
 
 	// A group that does not commit is an error, whatever the wake-up did.
-	got = store.SaveGroup(ctx, []ingest.Pending{{Event: credit("evt_3", "pi_3", 0).Event, Body: []byte(`{"bad":"\u0000"}`), CorrelationID: "c"}})
-	require.ErrorIs(t, got[0].Err, ingest.ErrUnstorable)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	got = store.SaveGroup(canceled, []ingest.Pending{credit("evt_3", "pi_3", 0)})
+	require.ErrorIs(t, got[0].Err, context.Canceled)
+	require.Empty(t, got[0].Outcome)
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&rows))
 	require.Equal(t, 2, rows, "nothing of the failed group is stored")
+}
+
+// One webhook that cannot be stored as sent does not fail its group: it is
+// stored as far as it can be and dead-lettered with its body, and its
+// neighbours commit as usual (checkStorable routes it, no retry needed).
+func TestUnstorableWebhookInAGroupIsDeadLetteredBesideItsNeighbours(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
+	long := credit("evt_long", "pi_long", 0)
+	long.Event.Event.UserID = strings.Repeat("u", 4000)
+	long.Body = []byte(`{"id":"evt_long","metadata":{"user_id":"` + long.Event.Event.UserID + `"}}`)
+	got := store.SaveGroup(ctx, []ingest.Pending{credit("evt_1", "pi_1", 0), long, credit("evt_2", "pi_2", 0)})
+	require.Equal(t, []ingest.Outcome{ingest.Accepted, ingest.DeadLettered, ingest.Accepted}, outcomes(t, got))
+	require.Contains(t, got[1].Reason, "user_id is 4000 bytes")
+	var events, rows, letters int
+	var user *string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_events), (SELECT count(*) FROM transaction_outbox),
+		(SELECT count(*) FROM dead_letters), (SELECT user_id FROM webhook_events WHERE event_id = 'evt_long')`).Scan(&events, &rows, &letters, &user))
+	require.Equal(t, 3, events)
+	require.Equal(t, 2, rows, "the unstorable event is never published")
+	require.Equal(t, 1, letters)
+	require.Nil(t, user, "the user id that cannot be stored is left out of the inbox row")
 }

@@ -9,29 +9,35 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
 )
 
 // Errors the API maps to statuses.
 var (
 	ErrNotFound  = errors.New("payout not found")
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrRefused means Postgres refused the request's data (a safety net
+	// behind Normalize): the client gets a 400, never a 503 to retry.
+	ErrRefused = errors.New("the request's data cannot be stored")
 )
 
-// ValidationError names the field a request got wrong.
-type ValidationError struct {
-	Field   string
-	Message string
-}
-
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
-
-// Request is the body of POST /v1/payouts.
+// Request is the body of POST /v1/payouts. The destination is named by its
+// registered value (destination, as before registration existed) or by its
+// id (destination_id), or both, which must then agree.
 type Request struct {
 	UserID      string `json:"user_id"`
 	Amount      int64  `json:"amount"`
 	Currency    string `json:"currency"`
 	Destination string `json:"destination"`
 	Provider    string `json:"provider"`
+	// DestinationID is omitted from Hash when empty, so the hash of a
+	// request without it is what it was before it existed: a client
+	// retrying a key across the upgrade gets its payout, not a 422.
+	DestinationID string `json:"destination_id,omitempty"`
 }
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
@@ -42,20 +48,32 @@ func (r *Request) Normalize(enabled func(provider string) bool) error {
 	r.UserID = strings.TrimSpace(r.UserID)
 	r.Currency = strings.ToLower(strings.TrimSpace(r.Currency))
 	r.Destination = strings.TrimSpace(r.Destination)
+	r.DestinationID = strings.TrimSpace(r.DestinationID)
 	r.Provider = strings.ToLower(strings.TrimSpace(r.Provider))
+	if err := destinations.ValidateUserID(r.UserID); err != nil {
+		return err
+	}
 	switch {
-	case r.UserID == "" || len(r.UserID) > 128:
-		return &ValidationError{"user_id", "required, at most 128 characters"}
 	case r.Amount <= 0:
-		return &ValidationError{"amount", "must be a positive integer in minor units"}
+		return &validation.Error{Field: "amount", Message: "must be a positive integer in minor units"}
 	case !currencyRE.MatchString(r.Currency):
-		return &ValidationError{"currency", "must be a three-letter ISO 4217 code"}
-	case r.Destination == "" || len(r.Destination) > 255:
-		return &ValidationError{"destination", "required, at most 255 characters"}
+		return &validation.Error{Field: "currency", Message: "must be a three-letter ISO 4217 code"}
+	case r.Destination == "" && r.DestinationID == "":
+		return &validation.Error{Field: "destination", Message: "required: a registered destination (destination) or its id (destination_id)"}
 	case r.Provider != "stripe" && r.Provider != "paystack":
-		return &ValidationError{"provider", `must be "stripe" or "paystack"`}
+		return &validation.Error{Field: "provider", Message: `must be "stripe" or "paystack"`}
 	case !enabled(r.Provider):
-		return &ValidationError{"provider", fmt.Sprintf("%s payouts are not enabled on this deployment", r.Provider)}
+		return &validation.Error{Field: "provider", Message: fmt.Sprintf("%s payouts are not enabled on this deployment", r.Provider)}
+	}
+	if r.Destination != "" {
+		if err := validation.Text("destination", r.Destination, destinations.MaxDestination); err != nil {
+			return err
+		}
+	}
+	if r.DestinationID != "" {
+		if _, err := uuid.Parse(r.DestinationID); err != nil {
+			return &validation.Error{Field: "destination_id", Message: "must be a destination id (a UUID)"}
+		}
 	}
 	return nil
 }
@@ -79,18 +97,21 @@ type Transition struct {
 
 // Payout is a payout with its history.
 type Payout struct {
-	ID           string       `json:"payout_id"`
-	Status       string       `json:"status"`
-	UserID       string       `json:"user_id"`
-	Amount       int64        `json:"amount"`
-	Currency     string       `json:"currency"`
-	Destination  string       `json:"destination"`
-	Provider     string       `json:"provider"`
-	Attempts     int          `json:"attempts"`
-	PSPReference string       `json:"psp_reference,omitempty"`
-	LastError    string       `json:"last_error,omitempty"`
-	ErrorClass   string       `json:"error_class,omitempty"`
-	CreatedAt    time.Time    `json:"created_at"`
-	UpdatedAt    time.Time    `json:"updated_at"`
-	History      []Transition `json:"history"`
+	ID          string `json:"payout_id"`
+	Status      string `json:"status"`
+	UserID      string `json:"user_id"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Destination string `json:"destination"`
+	// DestinationID is the registered destination the payout was accepted
+	// for ("" for payouts from before registration existed).
+	DestinationID string       `json:"destination_id,omitempty"`
+	Provider      string       `json:"provider"`
+	Attempts      int          `json:"attempts"`
+	PSPReference  string       `json:"psp_reference,omitempty"`
+	LastError     string       `json:"last_error,omitempty"`
+	ErrorClass    string       `json:"error_class,omitempty"`
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
+	History       []Transition `json:"history"`
 }

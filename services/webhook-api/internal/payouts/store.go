@@ -15,12 +15,13 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 )
 
 const sqlInsert = `
 INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination,
-                     provider, correlation_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                     provider, correlation_id, destination_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (client_id, idempotency_key) DO NOTHING
 RETURNING id`
 
@@ -29,8 +30,20 @@ INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALU
 
 const sqlByKey = `SELECT id, request_hash FROM payouts WHERE client_id = $1 AND idempotency_key = $2`
 
+// sqlLockDaily serializes the daily-limit check of one user and currency:
+// two concurrent payouts cannot both fit under the limit by not seeing each
+// other. Transaction-scoped, released at commit.
+const sqlLockDaily = `SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || $1 || ':' || $2, 0))`
+
+// sqlPaidOutDaily is what userID was paid out in currency over the last 24
+// hours, counting every accepted payout that did not fail (payouts_user_idx).
+const sqlPaidOutDaily = `
+SELECT coalesce(sum(amount), 0)::bigint FROM payouts
+WHERE user_id = $1 AND currency = $2 AND created_at > now() - interval '24 hours'
+  AND status NOT IN ('FAILED', 'FINALIZED')`
+
 const sqlGet = `
-SELECT id, status, user_id, amount, currency, destination, provider, attempts,
+SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, ''), provider, attempts,
        coalesce(psp_reference, ''), coalesce(last_error, ''), coalesce(error_class, ''), created_at, updated_at
 FROM payouts WHERE id = $1`
 
@@ -42,16 +55,20 @@ FROM payout_transitions WHERE payout_id = $1 ORDER BY id`
 type Store struct {
 	pool   *pgxpool.Pool
 	notify interface{ Notify() }
+	limits Limits
 }
 
 // NewStore returns a Store on pool that tells notify (an outbox.Notifier)
-// after each committed payout request.
-func NewStore(pool *pgxpool.Pool, notify interface{ Notify() }) *Store {
-	return &Store{pool: pool, notify: notify}
+// after each committed payout request and enforces limits.
+func NewStore(pool *pgxpool.Pool, notify interface{ Notify() }, limits Limits) *Store {
+	return &Store{pool: pool, notify: notify, limits: limits}
 }
 
 // Create commits a new payout for (clientID, key) or returns the payout the
-// key already made. created is false for a replayed request.
+// key already made. created is false for a replayed request. A new payout
+// must go to an active destination of its user (destinations.Resolve) and
+// fit the limits; a replayed request answers its payout even if its
+// destination was disabled or a limit lowered since.
 func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (p Payout, created bool, err error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -61,18 +78,24 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 	corr := logging.CorrelationID(ctx)
 	var existing string
 	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		found, err := byKey(ctx, tx, clientID, key, hash, &existing)
+		if found || err != nil {
+			return err
+		}
+		destID, dest, err := destinations.Resolve(ctx, tx, req.UserID, req.Provider, req.DestinationID, req.Destination)
+		if err != nil {
+			return err
+		}
+		if err := s.checkLimits(ctx, tx, req); err != nil {
+			return err
+		}
 		var got uuid.UUID
-		err := tx.QueryRow(ctx, sqlInsert, id, clientID, key, hash, req.UserID, req.Amount, req.Currency,
-			req.Destination, req.Provider, corr).Scan(&got)
+		err = tx.QueryRow(ctx, sqlInsert, id, clientID, key, hash, req.UserID, req.Amount, req.Currency,
+			dest, req.Provider, corr, destID).Scan(&got)
 		if errors.Is(err, pgx.ErrNoRows) {
-			var prevHash string
-			if err := tx.QueryRow(ctx, sqlByKey, clientID, key).Scan(&existing, &prevHash); err != nil {
-				return fmt.Errorf("load payout for idempotency key: %w", err)
-			}
-			if prevHash != hash {
-				return ErrKeyReused
-			}
-			return nil
+			// A concurrent request with the key committed first.
+			_, err = byKey(ctx, tx, clientID, key, hash, &existing)
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("insert payout: %w", err)
@@ -97,6 +120,9 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 		})
 		return err
 	})
+	if database.RefusesData(err) {
+		return Payout{}, false, fmt.Errorf("%w: postgres refused it (%s)", ErrRefused, database.Code(err))
+	}
 	if err != nil {
 		return Payout{}, false, err
 	}
@@ -113,6 +139,45 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 	return p, created, err
 }
 
+// byKey finds the payout (clientID, key) made: found with its id in
+// existing, or ErrKeyReused when it was made by another request.
+func byKey(ctx context.Context, tx pgx.Tx, clientID, key, hash string, existing *string) (found bool, err error) {
+	var prevHash string
+	err = tx.QueryRow(ctx, sqlByKey, clientID, key).Scan(existing, &prevHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("load payout for idempotency key: %w", err)
+	}
+	if prevHash != hash {
+		return true, ErrKeyReused
+	}
+	return true, nil
+}
+
+// checkLimits refuses req when it exceeds a configured limit.
+func (s *Store) checkLimits(ctx context.Context, tx pgx.Tx, req Request) error {
+	if max, ok := s.limits.PerPayout[req.Currency]; ok && req.Amount > max {
+		return &LimitError{Limit: "per_payout", Currency: req.Currency, Max: max}
+	}
+	max, ok := s.limits.Daily[req.Currency]
+	if !ok {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, sqlLockDaily, req.UserID, req.Currency); err != nil {
+		return fmt.Errorf("lock daily limit: %w", err)
+	}
+	var used int64
+	if err := tx.QueryRow(ctx, sqlPaidOutDaily, req.UserID, req.Currency).Scan(&used); err != nil {
+		return fmt.Errorf("sum daily payouts: %w", err)
+	}
+	if used+req.Amount > max {
+		return &LimitError{Limit: "daily", Currency: req.Currency, Max: max, Used: used}
+	}
+	return nil
+}
+
 // Get returns a payout with its history.
 func (s *Store) Get(ctx context.Context, id string) (Payout, error) {
 	pid, err := uuid.Parse(id)
@@ -122,7 +187,7 @@ func (s *Store) Get(ctx context.Context, id string) (Payout, error) {
 	var p Payout
 	var got uuid.UUID
 	err = s.pool.QueryRow(ctx, sqlGet, pid).Scan(&got, &p.Status, &p.UserID, &p.Amount, &p.Currency,
-		&p.Destination, &p.Provider, &p.Attempts, &p.PSPReference, &p.LastError, &p.ErrorClass, &p.CreatedAt, &p.UpdatedAt)
+		&p.Destination, &p.DestinationID, &p.Provider, &p.Attempts, &p.PSPReference, &p.LastError, &p.ErrorClass, &p.CreatedAt, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payout{}, ErrNotFound
 	}

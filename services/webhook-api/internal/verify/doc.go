@@ -4,7 +4,9 @@
 // Stripe signs "<t>.<body>" with HMAC-SHA256 and sends t=…,v1=… (several v1
 // values while Stripe rolls a secret); we accept a signature made with any of
 // our configured secrets (our own rotation) and reject timestamps older than
-// five minutes. Verification is stripe-go's own ValidatePayloadWithTolerance;
+// five minutes, or more than five minutes in the future (stripe-go checks
+// only the past; ingest refuses an event whose own created time is in the
+// future the same way). Verification is stripe-go's own ValidatePayloadWithTolerance;
 // we deliberately do not use ConstructEvent, which refuses events whose
 // api_version differs from the library's pinned one — a real, correctly
 // signed event must never be turned away because of the account's API version.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func (s *Stripe) Verify(body []byte, header string) error {
 	for _, secret := range s.secrets {
 		err := webhook.ValidatePayloadWithTolerance(body, header, secret, StripeTolerance)
 		if err == nil {
-			return nil
+			return checkNotFuture(header)
 		}
 		last = err
 	}
@@ -61,6 +62,26 @@ func (s *Stripe) Verify(body []byte, header string) error {
 	default:
 		return ErrBadSignature
 	}
+}
+
+// checkNotFuture refuses a signature timestamp later than now plus the
+// tolerance: stripe-go checks only the past. A signature from the future
+// means a clock that is wrong, or a signature made to be replayed later.
+func checkNotFuture(header string) error {
+	for _, part := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		if k != "t" {
+			continue
+		}
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: malformed Stripe-Signature timestamp", ErrBadSignature)
+		}
+		if t > time.Now().Add(StripeTolerance).Unix() {
+			return fmt.Errorf("%w: signed in the future", ErrStale)
+		}
+	}
+	return nil
 }
 
 // Paystack verifies x-paystack-signature headers.

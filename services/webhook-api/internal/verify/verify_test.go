@@ -27,6 +27,8 @@ func TestStripe(t *testing.T) {
 		{"garbage", "nonsense", body, ErrBadSignature},
 		{"too old", SignStripe("whsec_new", body, now.Add(-6*time.Minute)), body, ErrStale},
 		{"just inside tolerance", SignStripe("whsec_new", body, now.Add(-4*time.Minute)), body, nil},
+		{"signed in the future", SignStripe("whsec_new", body, now.Add(6*time.Minute)), body, ErrStale},
+		{"a clock slightly ahead", SignStripe("whsec_new", body, now.Add(4*time.Minute)), body, nil},
 	}
 	for _, tc := range cases {
 		err := v.Verify(tc.body, tc.header)

@@ -1,0 +1,4 @@
+SET lock_timeout = '5s';
+
+ALTER TABLE payouts DROP COLUMN destination_id;
+DROP TABLE destinations;

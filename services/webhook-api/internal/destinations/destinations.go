@@ -1,0 +1,104 @@
+package destinations
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
+)
+
+// Errors the API maps to statuses.
+var (
+	// ErrNotFound: no such destination for this user (404).
+	ErrNotFound = errors.New("destination not found")
+	// ErrNotRegistered: a payout names a destination that is not an active
+	// registration of its user and provider (422).
+	ErrNotRegistered = errors.New("destination is not registered for this user")
+)
+
+// Statuses.
+const (
+	StatusActive   = "active"
+	StatusDisabled = "disabled"
+)
+
+// Destination is one registration.
+type Destination struct {
+	ID          string     `json:"destination_id"`
+	UserID      string     `json:"user_id"`
+	Provider    string     `json:"provider"`
+	Destination string     `json:"destination"`
+	Type        string     `json:"type"`
+	Status      string     `json:"status"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DisabledBy  *string    `json:"disabled_by"`
+	DisabledAt  *time.Time `json:"disabled_at"`
+}
+
+// Registration is the body of POST /v1/users/{user_id}/destinations.
+type Registration struct {
+	Provider    string `json:"provider"`
+	Destination string `json:"destination"`
+}
+
+// shapes are the identifiers each provider pays to, by prefix: the type it
+// names and the pattern of the whole value. Stripe ids are letters and
+// digits after the prefix; underscores are allowed for test fixtures.
+var shapes = map[string][]struct {
+	prefix, kind string
+	re           *regexp.Regexp
+}{
+	"stripe": {
+		{"ba_", "bank_account", regexp.MustCompile(`^ba_[A-Za-z0-9_]+$`)},
+		{"card_", "card", regexp.MustCompile(`^card_[A-Za-z0-9_]+$`)},
+		{"acct_", "connected_account", regexp.MustCompile(`^acct_[A-Za-z0-9_]+$`)},
+	},
+	"paystack": {
+		{"RCP_", "transfer_recipient", regexp.MustCompile(`^RCP_[A-Za-z0-9_]+$`)},
+	},
+}
+
+// MaxDestination bounds a destination value.
+const MaxDestination = 255
+
+// Normalize validates r for userID and returns the destination type it
+// names.
+func (r *Registration) Normalize(userID string) (kind string, err error) {
+	r.Provider = strings.ToLower(strings.TrimSpace(r.Provider))
+	r.Destination = strings.TrimSpace(r.Destination)
+	if err := ValidateUserID(userID); err != nil {
+		return "", err
+	}
+	return Shape(r.Provider, r.Destination)
+}
+
+// Shape checks that destination is an identifier provider pays to and
+// returns its type.
+func Shape(provider, destination string) (kind string, err error) {
+	kinds, ok := shapes[provider]
+	if !ok {
+		return "", &validation.Error{Field: "provider", Message: `must be "stripe" or "paystack"`}
+	}
+	if err := validation.Text("destination", destination, MaxDestination); err != nil {
+		return "", err
+	}
+	for _, k := range kinds {
+		if k.re.MatchString(destination) {
+			return k.kind, nil
+		}
+	}
+	want := map[string]string{
+		"stripe":   "a Stripe external account (ba_…, card_…) or connected account (acct_…) id",
+		"paystack": "a Paystack transfer recipient code (RCP_…)",
+	}[provider]
+	return "", &validation.Error{Field: "destination", Message: "must be " + want}
+}
+
+// ValidateUserID checks a user id from a path or a body.
+func ValidateUserID(userID string) error {
+	return validation.Text("user_id", userID, event.MaxUserID)
+}

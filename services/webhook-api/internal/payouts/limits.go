@@ -1,0 +1,64 @@
+package payouts
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrLimitExceeded is a payout over a configured limit (422 limit_exceeded).
+var ErrLimitExceeded = errors.New("payout limit exceeded")
+
+// LimitError says which limit a payout would exceed.
+type LimitError struct {
+	Limit    string // "per_payout" or "daily"
+	Currency string
+	Max      int64
+	// Used is what the user was already paid out in the window (daily).
+	Used int64
+}
+
+func (e *LimitError) Error() string {
+	if e.Limit == "daily" {
+		return fmt.Sprintf("the user's payouts in %s over the last 24 hours would exceed %d (already %d)", e.Currency, e.Max, e.Used)
+	}
+	return fmt.Sprintf("a payout in %s may be at most %d", e.Currency, e.Max)
+}
+
+// Is makes errors.Is(err, ErrLimitExceeded) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitExceeded }
+
+// Limits are per-currency maximums in minor units. A currency without an
+// entry has no limit; the zero Limits limits nothing (the default).
+type Limits struct {
+	// PerPayout caps one payout.
+	PerPayout map[string]int64
+	// Daily caps what one user is paid out in a currency over a rolling 24
+	// hours: accepted payouts that did not fail count, so money on its way
+	// out counts before the PSP confirms it.
+	Daily map[string]int64
+}
+
+// ParseLimit reads "usd:500000,ngn:100000000" (currency:amount in minor
+// units). Errors name the entry; the caller names the variable.
+func ParseLimit(spec string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		cur, amount, ok := strings.Cut(item, ":")
+		cur = strings.ToLower(strings.TrimSpace(cur))
+		n, err := strconv.ParseInt(strings.TrimSpace(amount), 10, 64)
+		if !ok || !currencyRE.MatchString(cur) || err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q: want currency:amount, a three-letter currency and a positive amount in minor units", item)
+		}
+		if _, dup := out[cur]; dup {
+			return nil, fmt.Errorf("currency %s listed twice", cur)
+		}
+		out[cur] = n
+	}
+	return out, nil
+}

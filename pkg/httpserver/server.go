@@ -30,25 +30,62 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // NewRouter returns a chi router with recovery, correlation ids, access logs
-// and the operational endpoints mounted. Services add their routes to it.
+// and the operational endpoints mounted: /healthz, /readyz with each
+// dependency's state, /metrics. Services add their routes to it.
 func NewRouter(logger *slog.Logger, reg *prometheus.Registry, checks ...Check) chi.Router {
-	r := chi.NewRouter()
-	r.Use(Recover(logger), Correlation, AccessLog(logger, NewMetrics(reg)))
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusNotFound, "not_found", "no such route")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
-	})
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	r.Get("/readyz", readyHandler(checks))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	r := newRouter(logger, reg)
+	mountOps(r, reg, checks, true)
 	return r
 }
 
-func readyHandler(checks []Check) http.HandlerFunc {
+// NewPublicRouter is NewRouter for a service whose operational endpoints
+// are served apart (NewAdminRouter on ADMIN_ADDR): /healthz, and /readyz
+// answering its status code and "ready" or "not_ready" without saying which
+// dependency failed or why (host names, error text); no /metrics. The
+// public port can then be exposed alone.
+func NewPublicRouter(logger *slog.Logger, reg *prometheus.Registry, checks ...Check) chi.Router {
+	r := newRouter(logger, reg)
+	r.Get("/healthz", healthy)
+	r.Get("/readyz", readyHandler(checks, false))
+	return r
+}
+
+// NewAdminRouter serves the operational endpoints alone: /healthz, /readyz
+// with each dependency's state, /metrics.
+func NewAdminRouter(reg *prometheus.Registry, checks ...Check) chi.Router {
+	r := chi.NewRouter()
+	r.Use(Correlation)
+	r.NotFound(notFound)
+	mountOps(r, reg, checks, true)
+	return r
+}
+
+func newRouter(logger *slog.Logger, reg *prometheus.Registry) chi.Router {
+	r := chi.NewRouter()
+	r.Use(Recover(logger), Correlation, AccessLog(logger, NewMetrics(reg)))
+	r.NotFound(notFound)
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
+	})
+	return r
+}
+
+func mountOps(r chi.Router, reg *prometheus.Registry, checks []Check, detail bool) {
+	r.Get("/healthz", healthy)
+	r.Get("/readyz", readyHandler(checks, detail))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+}
+
+func notFound(w http.ResponseWriter, _ *http.Request) {
+	WriteError(w, http.StatusNotFound, "not_found", "no such route")
+}
+
+func healthy(w http.ResponseWriter, _ *http.Request) {
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyHandler runs the checks; detail adds each one's state to the answer.
+func readyHandler(checks []Check, detail bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -65,6 +102,10 @@ func readyHandler(checks []Check) http.HandlerFunc {
 		state := "ready"
 		if status != http.StatusOK {
 			state = "not_ready"
+		}
+		if !detail {
+			WriteJSON(w, status, map[string]any{"status": state})
+			return
 		}
 		WriteJSON(w, status, map[string]any{"status": state, "checks": results})
 	}

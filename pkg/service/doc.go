@@ -1,8 +1,14 @@
 // Package service is the frame every Aegis binary runs in: SIGINT/SIGTERM
 // handling, the settings all services share (DATABASE_URL, HTTP_ADDR,
-// LOG_LEVEL, SHUTDOWN_GRACE), the JSON logger, and the `migrate` subcommand
+// LOG_LEVEL, SHUTDOWN_GRACE, ADMIN_ADDR), the JSON logger, and the `migrate` subcommand
 // that applies the embedded schema and exits (what `make migrate` and the
 // compose migration step run).
+//
+// ADMIN_ADDR moves /metrics and the detailed /readyz (which names each
+// dependency and its error) to a listener of their own, so that only the
+// API port need be reachable from outside; HTTP_ADDR then keeps /healthz and
+// a /readyz that answers its status code alone (what a load balancer and
+// the container healthcheck need).
 //
 // Each service's main is one line: service.Main("webhook-api", run).
 package service

@@ -14,8 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
 
@@ -32,6 +36,11 @@ type Base struct {
 	// PprofAddr serves net/http/pprof when set (PPROF_ADDR): for profiling
 	// a live replica. Bind it to a private address; it is off by default.
 	PprofAddr string
+	// AdminAddr, when set (ADMIN_ADDR), serves /metrics and the detailed
+	// /readyz on their own listener, and HTTP_ADDR keeps only the API,
+	// /healthz and a /readyz without detail: the public port can then be
+	// exposed alone.
+	AdminAddr string
 }
 
 // ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
@@ -43,9 +52,13 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 		HTTPAddr:      env.String("HTTP_ADDR", defaultAddr),
 		ShutdownGrace: env.Duration("SHUTDOWN_GRACE", 20*time.Second),
 		PprofAddr:     env.String("PPROF_ADDR", ""),
+		AdminAddr:     env.String("ADMIN_ADDR", ""),
 	}
 	if _, _, err := net.SplitHostPort(b.HTTPAddr); err != nil {
 		env.Errorf("HTTP_ADDR must be host:port or :port, got %q", b.HTTPAddr)
+	}
+	if _, _, err := net.SplitHostPort(b.AdminAddr); b.AdminAddr != "" && err != nil {
+		env.Errorf("ADMIN_ADDR must be host:port or :port, got %q", b.AdminAddr)
 	}
 	lvl, err := logging.ParseLevel(env.String("LOG_LEVEL", "info"))
 	if err != nil {
@@ -80,6 +93,25 @@ func (b Base) ServePprof(ctx context.Context, logger *slog.Logger) error {
 		return fmt.Errorf("pprof server: %w", err)
 	}
 	return nil
+}
+
+// Routers returns the router a service mounts its routes on and, when
+// ADMIN_ADDR is set, the handler of the operational endpoints to run with
+// ServeAdmin (nil otherwise: they are on the router).
+func (b Base) Routers(logger *slog.Logger, reg *prometheus.Registry, checks ...httpserver.Check) (chi.Router, http.Handler) {
+	if b.AdminAddr == "" {
+		return httpserver.NewRouter(logger, reg, checks...), nil
+	}
+	return httpserver.NewPublicRouter(logger, reg, checks...), httpserver.NewAdminRouter(reg, checks...)
+}
+
+// ServeAdmin serves admin (from Routers) on ADMIN_ADDR until ctx is done;
+// it returns at once when admin is nil.
+func (b Base) ServeAdmin(ctx context.Context, admin http.Handler, logger *slog.Logger) error {
+	if admin == nil {
+		return nil
+	}
+	return httpserver.Run(ctx, b.AdminAddr, admin, logger.With("listener", "admin"), b.ShutdownGrace)
 }
 
 // Logger returns the service's JSON logger on w.

@@ -2,26 +2,31 @@ package service
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/httpserver"
 )
 
 func TestReadBase(t *testing.T) {
 	t.Parallel()
 	env := config.New(func(k string) string {
-		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s"}[k]
+		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s", "ADMIN_ADDR": "nowhere"}[k]
 	})
 	b := ReadBase(env, "x", ":8080")
 	err := env.Err()
 	if err == nil {
 		t.Fatal("bad values must be reported")
 	}
-	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE"} {
+	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE", "ADMIN_ADDR"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -56,5 +61,85 @@ func TestHealthcheck(t *testing.T) {
 	}
 	if err := Healthcheck(context.Background(), func(string) string { return "" }); err == nil {
 		t.Fatal("no HTTP_ADDR must fail")
+	}
+}
+
+// With ADMIN_ADDR the public listener keeps the API, /healthz and a /readyz
+// that says nothing about the dependencies; /metrics and the detailed
+// /readyz are on the admin listener only.
+func TestAdminAddrSeparatesTheOperationalEndpoints(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminAddr := ln.Addr().String()
+	ln.Close()
+	env := config.New(func(k string) string { return map[string]string{"ADMIN_ADDR": adminAddr}[k] })
+	b := ReadBase(env, "x", ":8080")
+	if err := env.Err(); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	reg := httpserver.NewRegistry()
+	failing := httpserver.Check{Name: "postgres", Check: func(context.Context) error { return errors.New("dial db.internal:5432: refused") }}
+	public, admin := b.Routers(logger, reg, failing)
+	if admin == nil {
+		t.Fatal("ADMIN_ADDR set: an admin handler is expected")
+	}
+	pub := httptest.NewServer(public)
+	defer pub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.ServeAdmin(ctx, admin, logger) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	get := func(url string) (int, string) {
+		t.Helper()
+		for range 50 {
+			resp, err := http.Get(url)
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the admin listener is starting
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(body)
+		}
+		t.Fatalf("%s never answered", url)
+		return 0, ""
+	}
+	if code, _ := get(pub.URL + "/metrics"); code != http.StatusNotFound {
+		t.Errorf("public /metrics answered %d", code)
+	}
+	code, body := get(pub.URL + "/readyz")
+	if code != http.StatusServiceUnavailable || strings.Contains(body, "db.internal") || strings.Contains(body, "postgres") {
+		t.Errorf("public /readyz: %d %s", code, body)
+	}
+	if code, _ := get(pub.URL + "/healthz"); code != http.StatusOK {
+		t.Errorf("public /healthz answered %d", code)
+	}
+	code, body = get("http://" + adminAddr + "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "db.internal") {
+		t.Errorf("admin /readyz: %d %s", code, body)
+	}
+	if code, body := get("http://" + adminAddr + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("admin /metrics: %d", code)
+	}
+
+	// Without ADMIN_ADDR everything stays on the one router.
+	one, none := ReadBase(config.New(func(string) string { return "" }), "x", ":8080").Routers(logger, httpserver.NewRegistry())
+	if none != nil {
+		t.Fatal("no ADMIN_ADDR: no admin handler")
+	}
+	srv := httptest.NewServer(one)
+	defer srv.Close()
+	if code, _ := get(srv.URL + "/metrics"); code != http.StatusOK {
+		t.Errorf("/metrics without ADMIN_ADDR answered %d", code)
 	}
 }

@@ -153,7 +153,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
-	router := httpserver.NewRouter(logger, reg,
+	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
@@ -171,6 +171,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
+	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
 	g.Go(func() error { alerter.Run(gctx); return nil })
 	g.Go(func() error { return mon.Run(gctx) })
 	g.Go(func() error { return runner.Run(gctx) })

@@ -113,7 +113,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	router := httpserver.NewRouter(logger, reg,
+	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
 	)
@@ -134,6 +134,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
+	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
 	err = g.Wait()
 	stopBG()
 	helpers.Wait()

@@ -164,7 +164,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		InfraBackoff: backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
 	}, logger, consume.NewMetrics(reg), alerts)
 
-	router := httpserver.NewRouter(logger, reg,
+	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
@@ -176,6 +176,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
+	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
 	err = g.Wait()
 	// Leave the group cleanly so partitions move at once, after the last
 	// commit (consumer.Run commits before it returns).

@@ -103,7 +103,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer pool.Close()
 
 	reg := httpserver.NewRegistry()
-	router := httpserver.NewRouter(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
+	router, admin := cfg.Routers(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
 	// Shutdown order, by the defers below: the HTTP server drains, then the
 	// committer commits what is queued, then the notifier stops, then the pool.
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
@@ -135,5 +135,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
+	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
 	return g.Wait()
 }

@@ -27,6 +27,7 @@ var FS embed.FS
 // (a postgres:// URL) and reports the resulting version. golang-migrate holds
 // a Postgres advisory lock while it runs, so replicas starting together are safe.
 func Up(databaseURL string) (version uint, err error) {
+	defer redactPassword(databaseURL, &err)
 	m, err := open(databaseURL)
 	if err != nil {
 		return 0, err
@@ -48,6 +49,7 @@ func Up(databaseURL string) (version uint, err error) {
 // Down reverts every migration. Production is forward-only; tests use this to
 // prove each migration reverses cleanly.
 func Down(databaseURL string) (err error) {
+	defer redactPassword(databaseURL, &err)
 	m, err := open(databaseURL)
 	if err != nil {
 		return err
@@ -87,6 +89,11 @@ func closeMigrate(m *migrate.Migrate, err *error) {
 func driverURL(databaseURL string) (string, error) {
 	u, err := url.Parse(databaseURL)
 	if err != nil {
+		// url.Parse quotes the whole URL, password included, in its error.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return "", fmt.Errorf("parse database URL: %w", err)
 	}
 	switch strings.ToLower(u.Scheme) {
@@ -97,3 +104,48 @@ func driverURL(databaseURL string) (string, error) {
 	}
 	return u.String(), nil
 }
+
+// redactPassword replaces, in *err's text, the password of databaseURL as
+// written, unescaped and escaped: net/url and golang-migrate quote the URL
+// in some of their errors, and `migrate` prints its error. The chain stays
+// (errors.Is and As still work), only the text changes.
+func redactPassword(databaseURL string, err *error) {
+	if *err == nil {
+		return
+	}
+	var forms []string
+	if u, perr := url.Parse(databaseURL); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			forms = append(forms, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
+	} else if _, rest, ok := strings.Cut(databaseURL, "://"); ok {
+		// Unparsable: take what sits between the first ':' and the last
+		// '@' of the authority as written.
+		auth, _, _ := strings.Cut(rest, "/")
+		if at := strings.LastIndex(auth, "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(auth[:at], ":"); ok {
+				forms = append(forms, pw)
+				if dec, derr := url.QueryUnescape(pw); derr == nil {
+					forms = append(forms, dec)
+				}
+			}
+		}
+	}
+	msg := (*err).Error()
+	for _, f := range forms {
+		if f != "" {
+			msg = strings.ReplaceAll(msg, f, "xxxxx")
+		}
+	}
+	if msg != (*err).Error() {
+		*err = &redactedError{msg: msg, err: *err}
+	}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

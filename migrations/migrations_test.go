@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,31 @@ func TestUpDownUp(t *testing.T) {
 	}
 	if _, err := driverURL("mysql://x"); err == nil {
 		t.Fatal("non-postgres URL must be refused")
+	}
+}
+
+// A migration that cannot connect says why without printing the password,
+// however the URL is spelled.
+func TestErrorsNeverShowThePassword(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"postgres://aegis:hunter2secret@127.0.0.1:bad/aegis",
+		"postgres://aegis:hunter2secret@127.0.0.1:1/aegis?sslmode=disable&connect_timeout=2",
+		"postgres://aegis:hunter2secret@127.0.0.1:5432/aegis?sslmode=bogus",
+		"postgres://aegis:hunter%32secret@[::1/aegis",
+		"postgres://aegis:hunter%32secret@127.0.0.1:1/aegis?sslmode=disable&connect_timeout=2",
+	} {
+		_, err := Up(u)
+		if err == nil {
+			t.Fatalf("%s: Up must fail", u)
+		}
+		for _, pw := range []string{"hunter2secret", "hunter%32secret"} {
+			if strings.Contains(err.Error(), pw) {
+				t.Errorf("Up error shows the password: %v", err)
+			}
+		}
+		if err := Down(u); err == nil || strings.Contains(err.Error(), "hunter") {
+			t.Errorf("Down error: %v", err)
+		}
 	}
 }

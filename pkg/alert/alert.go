@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -93,6 +94,14 @@ func (c Config) Validate() error {
 	}
 	if c.DedupeWindow < 0 {
 		return errors.New("ALERT_DEDUPE_WINDOW must not be negative")
+	}
+	if c.WebhookURL != "" {
+		// The URL carries a secret (Slack's and most webhooks' path is the
+		// credential): the error describes it without quoting it.
+		u, err := url.Parse(c.WebhookURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errors.New("ALERT_WEBHOOK_URL must be an http:// or https:// URL with a host (its value is not shown: it holds a secret)")
+		}
 	}
 	return nil
 }
@@ -234,12 +243,12 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) {
 func (a *Alerter) post(ctx context.Context, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return withoutURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return err
+		return withoutURL(err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -247,6 +256,20 @@ func (a *Alerter) post(ctx context.Context, body []byte) error {
 		return fmt.Errorf("alert webhook answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// withoutURL drops the request URL net/http puts in its errors ("Post
+// \"https://hooks.slack.com/services/T…/B…/secret\": dial tcp …"): the URL
+// is a credential and must never reach a log line.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if ue.Op == "parse" {
+		return errors.New("the alert webhook URL does not parse")
+	}
+	return fmt.Errorf("%s to the alert webhook: %w", ue.Op, ue.Err)
 }
 
 func (a *Alerter) body(al Alert) ([]byte, error) {

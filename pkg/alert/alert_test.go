@@ -153,3 +153,62 @@ func TestWithoutWebhookOnlyLogsAndCounts(t *testing.T) {
 		t.Fatalf("log line missing: %s", logs.String())
 	}
 }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The webhook URL is a credential (Slack's path is the secret): a failed
+// delivery is logged without it, and a bad URL is refused without quoting it.
+func TestWebhookURLNeverReachesTheLog(t *testing.T) {
+	t.Parallel()
+	const secret = "T0000/B0000/s3cr3t-path-XXXXXXXX"
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // nothing listens there now: every delivery fails to connect
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	a, err := New(Config{Source: "test", WebhookURL: deadURL + "/services/" + secret}, slog.New(slog.NewJSONHandler(logs, nil)), reg, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	a.Raise(ctx, Alert{Key: "k", Summary: "s"})
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(a.sent.WithLabelValues("failed")) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery never failed; logs:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "alert webhook delivery failed") || !strings.Contains(out, "connection refused") {
+		t.Fatalf("the failure is logged with its cause: %s", out)
+	}
+	if strings.Contains(out, secret) || strings.Contains(out, "s3cr3t") {
+		t.Fatalf("the webhook URL leaked into the log: %s", out)
+	}
+
+	for _, bad := range []string{"ftp://hooks.example/" + secret, "hooks.example/" + secret, "http://[::1/" + secret} {
+		err := Config{WebhookURL: bad}.Validate()
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("ALERT_WEBHOOK_URL %q: %v", bad, err)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, newDetailView(d))
+	httpserver.WriteJSON(w, http.StatusOK, newDetailView(d, readerLevel(r)))
 }
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {

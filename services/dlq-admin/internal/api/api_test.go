@@ -314,9 +314,10 @@ func TestDetailRedactsButKeepsTheStoredRow(t *testing.T) {
 	headers := map[string]string{"correlation_id": "corr-1", "Authorization": "Bearer sk_live_abcdefabcdef", "x-paystack-signature": "deadbeefcafe"}
 	id := insert(t, b.db, kafkax.TopicWebhookPending, "permanent", 7, t0, payload, headers)
 
+	// A viewer sees neither credentials nor personal data.
 	a := get(t, fmt.Sprintf("%s/v1/dead-letters/%d", b.url, id), viewerToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
-	for _, secret := range []string{"0123456789", "4242424242424242", "GB82WEST12345698765432", "AUTH_8dfhjjdt", "sk_live_abcdefabcdef", "deadbeefcafe", `"123"`} {
+	for _, secret := range []string{"0123456789", "4242424242424242", "GB82WEST12345698765432", "AUTH_8dfhjjdt", "sk_live_abcdefabcdef", "deadbeefcafe", `"123"`, "a@example.com"} {
 		require.NotContains(t, a.raw, secret)
 	}
 	require.Equal(t, "json", a.body["payload_encoding"])
@@ -325,7 +326,18 @@ func TestDetailRedactsButKeepsTheStoredRow(t *testing.T) {
 	require.Equal(t, "evt_1", p["event_id"], "the rest of the payload is shown")
 	raw := p["raw"].(map[string]any)["data"].(map[string]any)
 	require.Equal(t, "[REDACTED]", raw["card"])
-	require.Equal(t, "a@example.com", raw["customer"].(map[string]any)["email"])
+	require.Equal(t, "[REDACTED]", raw["customer"].(map[string]any)["email"])
+
+	// An operator sees the stored payload, personal data and bank details
+	// included; credentials and card data stay hidden.
+	op := get(t, fmt.Sprintf("%s/v1/dead-letters/%d", b.url, id), operatorToken)
+	require.Equal(t, http.StatusOK, op.status, op.raw)
+	for _, shown := range []string{"0123456789", "GB82WEST12345698765432", "a@example.com"} {
+		require.Contains(t, op.raw, shown)
+	}
+	for _, secret := range []string{"4242424242424242", "AUTH_8dfhjjdt", "sk_live_abcdefabcdef", "deadbeefcafe", `"123"`} {
+		require.NotContains(t, op.raw, secret)
+	}
 	h := a.body["headers"].(map[string]any)
 	require.Equal(t, "[REDACTED]", h["Authorization"])
 	require.Equal(t, "[REDACTED]", h["x-paystack-signature"])
@@ -366,6 +378,12 @@ func TestDetailOfABinaryPayload(t *testing.T) {
 	require.Equal(t, "base64", a.body["payload_encoding"])
 	require.Equal(t, map[string]any{"base64": base64.StdEncoding.EncodeToString(payload)}, a.body["payload"])
 	require.Equal(t, map[string]any{}, a.body["headers"])
+
+	// Not JSON cannot be redacted by key: a viewer does not get it at all.
+	v := get(t, fmt.Sprintf("%s/v1/dead-letters/%d", b.url, id), viewerToken)
+	require.Equal(t, http.StatusOK, v.status, v.raw)
+	require.Equal(t, "hidden", v.body["payload_encoding"])
+	require.NotContains(t, v.raw, base64.StdEncoding.EncodeToString(payload))
 }
 
 func TestStats(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/redact"
 )
 
 // Roles of DLQ_ADMIN_TOKENS.
@@ -54,6 +55,16 @@ func (a *api) requireRole(needs string) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// readerLevel is what the request's token may see of a payload: operators
+// the stored payload (credentials and card data hidden), everyone else
+// personal data hidden as well.
+func readerLevel(r *http.Request) redact.Level {
+	if tok, ok := tokenFrom(r.Context()); ok && tok.Role == RoleOperator {
+		return redact.Secrets
+	}
+	return redact.Personal
 }
 
 // tokenFrom returns the authenticated token; its Name is the actor of

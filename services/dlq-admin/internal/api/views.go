@@ -15,6 +15,9 @@ import (
 const (
 	encodingJSON   = "json"
 	encodingBase64 = "base64"
+	// encodingHidden: not JSON, so not redactable by key, and the reader
+	// may not see personal data: the payload is withheld.
+	encodingHidden = "hidden"
 )
 
 type listView struct {
@@ -98,17 +101,23 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-func newDetailView(d store.DeadLetter) detailView {
+// newDetailView shows d to a reader who may see what level allows.
+func newDetailView(d store.DeadLetter, level redact.Level) detailView {
 	v := detailView{
 		summaryView:  newSummaryView(d.Summary),
-		Headers:      redactedOr(d.Headers, `{}`),
-		RetryHistory: redactedOr(d.RetryHistory, `[]`),
+		Headers:      redactedOr(d.Headers, `{}`, level),
+		RetryHistory: redactedOr(d.RetryHistory, `[]`, level),
 	}
-	if out, err := redact.JSON(d.Payload); err == nil {
+	out, err := redact.JSON(d.Payload, level)
+	switch {
+	case err == nil:
 		v.PayloadEncoding, v.Payload = encodingJSON, out
-	} else {
-		// Not JSON, so nothing to redact by key. encoding/json cannot fail
-		// on a map of strings.
+	case level >= redact.Personal:
+		// Not JSON, so nothing to redact by key, and it may be full of
+		// personal data: withheld from viewers.
+		v.PayloadEncoding, v.Payload = encodingHidden, json.RawMessage(`{"hidden":"not JSON: shown to operators only"}`)
+	default:
+		// encoding/json cannot fail on a map of strings.
 		b, _ := json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString(d.Payload)})
 		v.PayloadEncoding, v.Payload = encodingBase64, b
 	}
@@ -117,8 +126,8 @@ func newDetailView(d store.DeadLetter) detailView {
 
 // redactedOr redacts a stored JSON column; a column that does not parse (it
 // is jsonb, so it always should) is shown as empty rather than unredacted.
-func redactedOr(doc []byte, empty string) json.RawMessage {
-	out, err := redact.JSON(doc)
+func redactedOr(doc []byte, empty string, level redact.Level) json.RawMessage {
+	out, err := redact.JSON(doc, level)
 	if err != nil {
 		return json.RawMessage(empty)
 	}

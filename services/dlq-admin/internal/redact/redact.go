@@ -16,23 +16,44 @@ const Placeholder = "[REDACTED]"
 // maxDepth bounds nesting; encoding/json refuses deeper documents too.
 const maxDepth = 10000
 
+// Level is how much a reader may see.
+type Level int
+
+// Levels.
+const (
+	// Secrets hides credentials and card data: what nobody needs to fix a
+	// message (operators).
+	Secrets Level = iota
+	// Personal also hides personal data: names, email, phone, addresses,
+	// bank account numbers and IBANs, identity numbers (viewers).
+	Personal
+)
+
 // sensitive are the key names, as word sequences, whose values are always
 // hidden. A key matches when its words contain one of these sequences.
 func sensitive() [][]string {
 	return [][]string{
-		{"account", "number"}, {"card"}, {"card", "number"}, {"cvc"}, {"cvv"},
-		{"iban"}, {"routing", "number"}, {"bank", "account"}, {"authorization", "code"},
+		{"card"}, {"card", "number"}, {"cvc"}, {"cvv"}, {"authorization", "code"},
 		{"token"}, {"secret"}, {"password"}, {"api", "key"}, {"apikey"}, {"private", "key"},
-		{"authorization"}, {"signature"}, {"bvn"},
+		{"authorization"}, {"signature"},
+	}
+}
+
+// personal are the key names hidden at the Personal level as well.
+func personal() [][]string {
+	return [][]string{
+		{"email"}, {"phone"}, {"name"}, {"address"}, {"iban"}, {"account", "number"},
+		{"routing", "number"}, {"bank", "account"}, {"bvn"}, {"birth"}, {"dob"}, {"ssn"},
+		{"tax", "id"}, {"national", "id"},
 	}
 }
 
 // cardOnly are the key names sensitive inside card objects.
 func cardOnly() [][]string { return [][]string{{"number"}, {"exp", "month"}, {"exp", "year"}} }
 
-// JSON returns doc with every sensitive value replaced by Placeholder. It
-// fails when doc is not one valid JSON value.
-func JSON(doc []byte) ([]byte, error) {
+// JSON returns doc with every value hidden at level replaced by
+// Placeholder. It fails when doc is not one valid JSON value.
+func JSON(doc []byte, level Level) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	root, err := parse(dec, 0)
@@ -42,7 +63,7 @@ func JSON(doc []byte) ([]byte, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("parse json: trailing data after the value")
 	}
-	scrub(root, false)
+	scrub(root, false, level)
 	var out bytes.Buffer
 	if err := root.encode(&out); err != nil {
 		return nil, err
@@ -52,6 +73,11 @@ func JSON(doc []byte) ([]byte, error) {
 
 // SensitiveKey reports whether the value of key is always hidden.
 func SensitiveKey(key string) bool { return matches(words(key), sensitive()) }
+
+// hidden reports whether the value of a key with words w is hidden at level.
+func hidden(w []string, level Level) bool {
+	return matches(w, sensitive()) || (level >= Personal && matches(w, personal()))
+}
 
 // node is a parsed JSON value that keeps object key order (a map would not).
 type node struct {
@@ -99,31 +125,31 @@ func parse(dec *json.Decoder, depth int) (*node, error) {
 }
 
 // scrub redacts n in place; inCard is true inside a card object.
-func scrub(n *node, inCard bool) {
+func scrub(n *node, inCard bool, level Level) {
 	switch n.kind {
 	case '[':
 		for _, v := range n.vals {
-			scrub(v, inCard)
+			scrub(v, inCard, level)
 		}
 	case '{':
 		inCard = inCard || n.isCardObject()
 		for i, key := range n.keys {
 			w := words(key)
-			if matches(w, sensitive()) || (inCard && matches(w, cardOnly())) {
+			if hidden(w, level) || (inCard && matches(w, cardOnly())) {
 				n.vals[i] = &node{scalar: Placeholder}
 				continue
 			}
-			if key == "raw" && scrubEmbedded(n.vals[i]) {
+			if key == "raw" && scrubEmbedded(n.vals[i], level) {
 				continue
 			}
-			scrub(n.vals[i], inCard || (len(w) > 0 && w[len(w)-1] == "cards"))
+			scrub(n.vals[i], inCard || (len(w) > 0 && w[len(w)-1] == "cards"), level)
 		}
 	}
 }
 
 // scrubEmbedded redacts a JSON document carried as a string (a PSP payload
 // stored as text) and reports whether v was one.
-func scrubEmbedded(v *node) bool {
+func scrubEmbedded(v *node, level Level) bool {
 	s, ok := v.scalar.(string)
 	if !ok || v.kind != 0 {
 		return false
@@ -132,7 +158,7 @@ func scrubEmbedded(v *node) bool {
 	if trimmed == "" || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return false
 	}
-	out, err := JSON([]byte(trimmed))
+	out, err := JSON([]byte(trimmed), level)
 	if err != nil {
 		// Text that only looks like JSON: hide it rather than guess.
 		v.scalar = Placeholder

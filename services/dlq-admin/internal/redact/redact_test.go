@@ -22,8 +22,10 @@ func TestJSON(t *testing.T) {
 			`{"client_secret":"[REDACTED]","access_token":"[REDACTED]","bank_account_number":"[REDACTED]","routing_number":"[REDACTED]","bvn":"[REDACTED]","password":"[REDACTED]"}`},
 		{"whole sensitive objects", `{"card":{"number":"4242424242424242","brand":"visa"},"authorization":{"authorization_code":"AUTH_x","last4":"4081"}}`,
 			`{"card":"[REDACTED]","authorization":"[REDACTED]"}`},
-		{"number only inside cards", `{"phone_number":"0800","source":{"object":"card","number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123","last4":"4242"}}`,
-			`{"phone_number":"0800","source":{"object":"card","number":"[REDACTED]","exp_month":"[REDACTED]","exp_year":"[REDACTED]","cvc":"[REDACTED]","last4":"4242"}}`},
+		{"number only inside cards", `{"order_number":"0800","source":{"object":"card","number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123","last4":"4242"}}`,
+			`{"order_number":"0800","source":{"object":"card","number":"[REDACTED]","exp_month":"[REDACTED]","exp_year":"[REDACTED]","cvc":"[REDACTED]","last4":"4242"}}`},
+		{"personal data", `{"customer":{"email":"a@b.c","phone":"+234","first_name":"Ada","last_name":"O","customer_code":"CUS_1"},"billing_details":{"address":{"line1":"1 Road"},"name":"Ada"},"receipt_email":"a@b.c","dob":"1990-01-01","amount":5}`,
+			`{"customer":{"email":"[REDACTED]","phone":"[REDACTED]","first_name":"[REDACTED]","last_name":"[REDACTED]","customer_code":"CUS_1"},"billing_details":{"address":"[REDACTED]","name":"[REDACTED]"},"receipt_email":"[REDACTED]","dob":"[REDACTED]","amount":5}`},
 		{"cards lists", `{"saved_cards":[{"number":"4000056655665556","expMonth":1}],"items":[{"number":3}]}`,
 			`{"saved_cards":[{"number":"[REDACTED]","expMonth":"[REDACTED]"}],"items":[{"number":3}]}`},
 		{"nested raw object", `{"provider":"stripe","raw":{"data":{"object":{"payment_method_details":{"card":{"number":"4242424242424242"}},"metadata":{"user_id":"u1"}}}}}`,
@@ -39,7 +41,7 @@ func TestJSON(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := redact.JSON([]byte(tc.in))
+			got, err := redact.JSON([]byte(tc.in), redact.Personal)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, string(got), "key order and numbers are kept")
 			require.True(t, json.Valid(got))
@@ -47,10 +49,21 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+// Operators see the payload as stored, personal data and bank details
+// included; credentials and card data stay hidden from everyone.
+func TestJSONForOperators(t *testing.T) {
+	t.Parallel()
+	in := `{"account_number":"0123456789","iban":"DE89","customer":{"email":"a@b.c","name":"Ada"},"card":{"number":"4242"},"client_secret":"s","raw":"{\"phone\":\"+234\",\"token\":\"t\"}"}`
+	want := `{"account_number":"0123456789","iban":"DE89","customer":{"email":"a@b.c","name":"Ada"},"card":"[REDACTED]","client_secret":"[REDACTED]","raw":"{\"phone\":\"+234\",\"token\":\"[REDACTED]\"}"}`
+	got, err := redact.JSON([]byte(in), redact.Secrets)
+	require.NoError(t, err)
+	require.Equal(t, want, string(got))
+}
+
 func TestJSONRefusesWhatIsNotJSON(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{``, `garbage`, `{"a":1} {"b":2}`, `{"a":`, "\xff"} {
-		_, err := redact.JSON([]byte(in))
+		_, err := redact.JSON([]byte(in), redact.Secrets)
 		require.Error(t, err, "%q", in)
 	}
 }

@@ -18,9 +18,14 @@
 // same id would be skipped. Business effects stay idempotent below that
 // (the ledger's unique references, the payout state machine), which is why
 // replaying something that did succeed changes nothing. Relay and ingest
-// letters keep their message_id: no consumer ever applied them. A payload
-// that is not JSON (a poison message) cannot go through the jsonb outbox
-// and is refused as not replayable, changing nothing.
+// letters keep their message_id: no consumer ever applied them. Refused as
+// not replayable, changing nothing: a payload that is not JSON (a poison
+// message: it cannot go through the jsonb outbox), a letter whose original
+// topic is not one of the contract's (kafkax.AllTopics; a .dlq record's
+// headers name the topic, and a replay must not publish wherever a record
+// says), and a PSP webhook dead-lettered at ingest as it was received
+// (dlq.PayloadPSPWebhook: it is not a message of its topic, and what it
+// needs is a person checking the PSP's record).
 //
 // Bulk replay creates a replay_jobs row and returns; Runner works the jobs.
 // A runner claims a job with FOR UPDATE SKIP LOCKED and holds it by a lease

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,6 +155,12 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 	if d.OriginalTopic == "" {
 		return outbox.Message{}, fmt.Errorf("%w: it has no original topic to go back to", ErrNotReplayable)
 	}
+	if !slices.Contains(kafkax.AllTopics(), d.OriginalTopic) {
+		// A letter names its topic itself (a header on a .dlq record): a
+		// replay must not become a way to publish anywhere.
+		return outbox.Message{}, fmt.Errorf("%w: its original topic is not one of Aegis's topics (%s)",
+			ErrNotReplayable, strings.Join(kafkax.AllTopics(), ", "))
+	}
 	if !json.Valid(d.Payload) {
 		return outbox.Message{}, fmt.Errorf("%w: its payload is not JSON (a poison message); fix the producer, then discard it", ErrNotReplayable)
 	}
@@ -165,6 +172,11 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 	}
 	if headers == nil {
 		headers = map[string]string{}
+	}
+	if headers[dlq.HeaderPayloadFormat] == dlq.PayloadPSPWebhook {
+		return outbox.Message{}, fmt.Errorf("%w: it is a PSP webhook as received, which could not be stored as sent "+
+			"(see its error); it cannot be published as it is: settle the payment with the PSP's record, then discard it",
+			ErrNotReplayable)
 	}
 	count := d.ReplayCount + 1
 	headers[HeaderReplayOf] = store.ID(d.ID)

@@ -207,6 +207,48 @@ func TestPoisonIsNotReplayableAndNothingChanges(t *testing.T) {
 	require.Empty(t, b.outbox(t))
 }
 
+// A letter names its own topic (a header on the .dlq record anyone who can
+// produce to Kafka could set): a replay publishes only to the contract's
+// topics, so it cannot be used to write anywhere else.
+func TestReplayPublishesOnlyToTheContractsTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, topic := range []string{"aegis.internal.billing", "__consumer_offsets", "aegis.transactions ", "AEGIS.TRANSACTIONS"} {
+		id := b.letter(t, func(l *dlq.Letter) { l.OriginalTopic = topic })
+		_, err := b.svc.Replay(context.Background(), id, "bob", "")
+		require.ErrorIs(t, err, replay.ErrNotReplayable, topic)
+		require.Contains(t, err.Error(), "not one of Aegis's topics")
+	}
+	require.Empty(t, b.outbox(t))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM audit_log`))
+
+	for _, topic := range []string{kafkax.TopicSettlements, kafkax.DLQTopic(kafkax.TopicTransactions)} {
+		id := b.letter(t, func(l *dlq.Letter) { l.OriginalTopic = topic })
+		_, err := b.svc.Replay(context.Background(), id, "bob", "")
+		require.NoError(t, err, topic)
+	}
+	require.Len(t, b.outbox(t), 2)
+}
+
+// A PSP webhook dead-lettered at ingest as it was received (it could not be
+// stored as sent) is not a message of its topic: it is never published.
+func TestRawPSPWebhookIsNotReplayable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, ok, err := dlq.Insert(context.Background(), b.db.Pool, dlq.Letter{
+		Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: "stripe:pi_1",
+		EventType: "payment_intent.succeeded", Payload: []byte(`{"id":"evt_1","type":"payment_intent.succeeded"}`),
+		Headers: map[string]string{dlq.HeaderPayloadFormat: dlq.PayloadPSPWebhook}, Error: "cannot be stored as sent",
+		ErrorClass: "permanent", FirstFailureAt: t0, FailedAt: t0,
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = b.svc.Replay(context.Background(), id, "bob", "")
+	require.ErrorIs(t, err, replay.ErrNotReplayable)
+	require.Contains(t, err.Error(), "PSP webhook as received")
+	require.Empty(t, b.outbox(t))
+}
+
 func TestConcurrentReplaysOfOneLetterReplayItOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -214,7 +214,9 @@
       tr.appendChild(td);
       h.appendChild(tr);
     }
-    $('detail-encoding').textContent = d.payload_encoding === 'json' ? '(redacted JSON)' : '(not JSON: base64)';
+    $('detail-encoding').textContent = {
+      json: '(redacted JSON)', base64: '(not JSON: base64)', hidden: '(not JSON: shown to operators only)',
+    }[d.payload_encoding] || d.payload_encoding;
     $('detail-payload').textContent = JSON.stringify(d.payload, null, 2);
     $('detail-headers').textContent = JSON.stringify(d.headers, null, 2);
     const open = d.status === 'open';

@@ -70,9 +70,9 @@ soak: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reliability.md
 
-## compose-check: validate docker-compose.yml
+## compose-check: validate docker-compose.yml (with dev.env's local secrets)
 compose-check:
-	docker-compose config -q
+	docker-compose --env-file dev.env config -q
 
 clean:
 	rm -rf $(BIN)

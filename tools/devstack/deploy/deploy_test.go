@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -16,16 +18,96 @@ func root(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-func TestComposeFileIsValid(t *testing.T) {
-	t.Parallel()
+// secretVars are the variables docker-compose.yml must refuse to start
+// without; dev.env sets them for local use.
+var secretVars = []string{"POSTGRES_PASSWORD", "STRIPE_WEBHOOK_SECRET", "STRIPE_SECRET_KEY", "PAYSTACK_SECRET_KEY", "API_TOKENS", "DLQ_ADMIN_TOKENS"}
+
+// compose runs docker-compose config on docker-compose.yml in an
+// environment without any of secretVars, from a directory without a .env.
+func compose(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
 	bin, err := exec.LookPath("docker-compose")
 	if err != nil {
 		t.Skip("docker-compose not installed (scripts/devdeps.sh compose installs it); not validating docker-compose.yml")
 	}
-	cmd := exec.Command(bin, "-f", filepath.Join(root(t), "docker-compose.yml"), "config", "-q")
-	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=aegis")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docker-compose config -q: %v\n%s", err, out)
+	args = append([]string{"-f", filepath.Join(root(t), "docker-compose.yml"), "--project-directory", t.TempDir()}, args...)
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !slices.Contains(secretVars, strings.SplitN(kv, "=", 2)[0]) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "COMPOSE_PROJECT_NAME=aegis")
+	return cmd.CombinedOutput()
+}
+
+func TestComposeFileIsValidWithTheDevSecrets(t *testing.T) {
+	t.Parallel()
+	if out, err := compose(t, "--env-file", filepath.Join(root(t), "dev.env"), "config", "-q"); err != nil {
+		t.Fatalf("docker-compose --env-file dev.env config -q: %v\n%s", err, out)
+	}
+}
+
+// Without the secrets the stack refuses to start, naming what is missing:
+// no well-known development secret can end up in a deployment by default.
+func TestComposeRefusesToStartWithoutTheSecrets(t *testing.T) {
+	t.Parallel()
+	out, err := compose(t, "config", "-q")
+	if err == nil {
+		t.Fatal("docker-compose config succeeded without any secret")
+	}
+	if !strings.Contains(string(out), "(for local use, cp dev.env .env)") {
+		t.Fatalf("the refusal must say how to run locally: %s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(root(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := os.ReadFile(filepath.Join(root(t), "dev.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range secretVars {
+		if !strings.Contains(string(b), "${"+v+":?") {
+			t.Errorf("docker-compose.yml must require %s with ${%s:?...}", v, v)
+		}
+		if !strings.Contains(string(dev), "\n"+v+"=") {
+			t.Errorf("dev.env must set %s", v)
+		}
+	}
+	for _, leaked := range []string{"whsec_aegis_local_dev", "dev-api-token", "dev-ops-token", "sk_test_", "POSTGRES_PASSWORD: aegis"} {
+		if strings.Contains(string(b), leaked) {
+			t.Errorf("docker-compose.yml holds a development secret (%s); it belongs in dev.env", leaked)
+		}
+	}
+}
+
+// Every published port is bound to the loopback interface.
+func TestComposePublishesPortsOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	published := 0
+	for i, line := range lines {
+		if strings.TrimSpace(line) != "ports:" {
+			continue
+		}
+		for _, entry := range lines[i+1:] {
+			e := strings.TrimSpace(entry)
+			if !strings.HasPrefix(e, "- ") {
+				break
+			}
+			published++
+			if !strings.HasPrefix(strings.Trim(strings.TrimPrefix(e, "- "), `"'`), "127.0.0.1:") {
+				t.Errorf("port %s is not bound to 127.0.0.1", e)
+			}
+		}
+	}
+	if published < 5 {
+		t.Fatalf("found %d published ports; the parser no longer reads the file", published)
 	}
 }
 

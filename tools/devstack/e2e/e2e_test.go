@@ -137,6 +137,15 @@ func (s *suite) bearer(tok string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
 }
 
+// registerDestination registers a payout destination for user, as a client
+// must before paying out to it.
+func (s *suite) registerDestination(user, provider, dest string) {
+	s.t.Helper()
+	r := s.do(http.MethodPost, s.api+"/v1/users/"+user+"/destinations",
+		[]byte(fmt.Sprintf(`{"provider":%q,"destination":%q}`, provider, dest)), s.bearer(s.token))
+	require.Contains(s.t, []int{200, 201}, r.status, r.raw)
+}
+
 func (s *suite) eventually(what string, cond func() bool) {
 	s.t.Helper()
 	require.Eventually(s.t, cond, 60*time.Second, 50*time.Millisecond, what)
@@ -179,7 +188,13 @@ func TestWholePath(t *testing.T) {
 	}
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
-	// A payout goes out through the PSP and is finished by its webhook.
+	// A payout goes out through the PSP and is finished by its webhook; it
+	// goes only to a destination registered for the user.
+	unregistered := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-0"})
+	require.Equal(t, 422, unregistered.status, unregistered.raw)
+	s.registerDestination(user, "stripe", "ba_alice")
+	s.registerDestination(user, "stripe", "ba_invalid_closed")
 	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-1"})
 	require.Equal(t, 202, p.status, p.raw)

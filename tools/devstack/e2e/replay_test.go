@@ -32,6 +32,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 		return w.body["balance"].(float64)
 	}
 	require.Equal(t, 200, s.signedStripe(payment("evt_replay_credit", user, 5000)).status)
+	s.registerDestination(user, "stripe", "ba_alice")
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	// Attempt 1 times out before the PSP executes it; attempt 2 executes

@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed*7919))
 	wl := newWorkload(stack.URL(su.ports.WebhookAPI), su.secrets.StripeWebhookSecret, su.secrets.PaystackSecretKey,
-		"dev-api-token-0123456789", rng.Uint64(), cfg.Profile.Users)
+		chaosToken, rng.Uint64(), cfg.Profile.Users)
 	in := &injector{s: su.s, redis: su.redis, pool: su.pool, dbName: su.dbName, psp: stack.URL(su.ports.PSP),
 		kafkaAdmin: "http://" + su.kafka, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), profile: cfg.Profile,
 		log: cfg.log, injected: map[string]int{}}
@@ -122,6 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	su := &suite{cfg: cfg, secrets: stack.DevSecrets()}
+	su.secrets.APITokens = chaosAPITokens
 	su.dbName = fmt.Sprintf("aegis_chaos_%d_%d", cfg.Seed, time.Now().Unix())
 	admin, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err != nil {

@@ -7,7 +7,11 @@
 // and a Redis of its own), drives it with a seeded workload of signed Stripe
 // and Paystack webhooks (duplicates, twin events for one payment, stale
 // finalisations, bad signatures and bodies) and payout requests (repeated
-// Idempotency-Keys, with the same and with another body), and meanwhile
+// Idempotency-Keys, with the same and with another body, each to a
+// destination registered first), a second API client reaching for the first
+// one's users (payouts, reads, destinations: all must be refused 403 and
+// leave nothing behind) and payments whose user id no store can hold (they
+// must be answered, dead-lettered and never credited), and meanwhile
 // injects faults on a seeded schedule: SIGKILL of a relay or of a worker
 // (the latter while PSP calls are slow, so it dies between the call and the
 // commit; and, once the PSP is seen holding a payout call unexecuted, of

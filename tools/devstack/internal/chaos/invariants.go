@@ -20,6 +20,7 @@ import (
 func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
+		su.checkFrontDoor,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err

@@ -48,6 +48,9 @@ type workload struct {
 	users                           int
 	client                          *http.Client
 
+	// door is the front-door workload (frontdoor.go).
+	door frontDoor
+
 	mu       sync.Mutex
 	webhooks []*webhook
 	payouts  []*payoutReq
@@ -91,6 +94,9 @@ func (w *workload) next() func() {
 	r := w.rng.Float64()
 	u := w.user(w.rng.IntN(w.users))
 	amount := int64(500 + w.rng.IntN(4500))
+	if op := w.frontDoorOp(n, u); op != nil {
+		return op
+	}
 	switch {
 	case r < 0.36: // a Stripe payment; sometimes its twin event, sometimes sent twice
 		twin, dup := w.rng.Float64() < 0.15, w.rng.Float64() < 0.1
@@ -208,6 +214,7 @@ func (w *workload) payoutOp(n int, user string) func() {
 }
 
 func (w *workload) payout(key, body, expect string) {
+	w.registerDestination(body)
 	h := map[string]string{"Authorization": "Bearer " + w.token, "Idempotency-Key": key, "Content-Type": "application/json"}
 	var status int
 	var answer map[string]any

@@ -158,7 +158,7 @@ func banner(cfg stack.Config, took time.Duration) {
 	fmt.Printf(`
   Aegis is running (ready in %.1fs). Ctrl-C stops everything.
 
-    webhook-api    %s   (POST /webhooks/stripe, /webhooks/paystack, /v1/payouts)
+    webhook-api    %s   (POST /webhooks/stripe, /webhooks/paystack, /v1/users/{id}/destinations, /v1/payouts)
     outbox-relay   %s
     payout-worker  %s
     dlq-admin      %s   (GET /v1/dead-letters)

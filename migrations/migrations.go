@@ -4,6 +4,9 @@
 // It is its own module because //go:embed cannot reach outside a module
 // (services cannot embed ../../migrations), and every service and tool
 // requires it through a replace directive.
+//
+// Errors from Up and Down never carry the database password: net/url and
+// golang-migrate quote the URL in some of theirs, and `migrate` prints them.
 package migrations
 
 import (

@@ -11,4 +11,8 @@
 // Raise never blocks its caller on the network: deliveries go through a
 // bounded queue to a background sender, which retries a few times and then
 // drops (the log line and the metric already recorded the alert).
+//
+// The webhook URL is a credential (Slack's path is its secret): it is never
+// logged. Delivery errors are stripped of the URL net/http puts in them, and
+// a malformed ALERT_WEBHOOK_URL is refused without quoting it.
 package alert

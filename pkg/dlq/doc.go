@@ -8,4 +8,9 @@
 // only durable channel that does not depend on its own database transaction
 // succeeding) and dlq-admin stores it. Insert is idempotent on the letter's
 // origin, so a record delivered twice is stored once.
+//
+// Ingest also writes letters whose payload is not a message of their topic:
+// a PSP webhook exactly as received, when it could not be stored as sent
+// (header payload_format = psp_webhook). The payload column is bytea so it
+// keeps any body byte for byte; such a letter is for a person, not a replay.
 package dlq

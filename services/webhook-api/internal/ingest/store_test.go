@@ -2,9 +2,10 @@ package ingest_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -171,7 +172,9 @@ func TestUnstorableWebhookInAGroupIsDeadLetteredBesideItsNeighbours(t *testing.T
 	ctx := context.Background()
 	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
 	long := credit("evt_long", "pi_long", 0)
-	long.Event.Event.UserID = strings.Repeat("u", 4000)
+	random := make([]byte, 2000)
+	_, _ = rand.Read(random)
+	long.Event.Event.UserID = hex.EncodeToString(random) // incompressible: over the B-tree row limit
 	long.Body = []byte(`{"id":"evt_long","metadata":{"user_id":"` + long.Event.Event.UserID + `"}}`)
 	got := store.SaveGroup(ctx, []ingest.Pending{credit("evt_1", "pi_1", 0), long, credit("evt_2", "pi_2", 0)})
 	require.Equal(t, []ingest.Outcome{ingest.Accepted, ingest.DeadLettered, ingest.Accepted}, outcomes(t, got))

@@ -105,7 +105,7 @@ func (w *workload) intrude(n int, user string, kind int) {
 func (w *workload) unstorablePayment(n int) {
 	pi := fmt.Sprintf("pi_chaos_long_%d", n)
 	id := fmt.Sprintf("evt_chaos_long_%d", n)
-	user := "chaos-" + strings.Repeat("x", 3000)
+	user := "chaos-" + incompressible(n, 3200)
 	body := w.stripeEvent(id, "payment_intent.succeeded", time.Now().Unix(), fmt.Sprintf(
 		`{"id":%q,"object":"payment_intent","amount":900,"amount_received":900,"currency":"usd","status":"succeeded","metadata":{"user_id":%q}}`,
 		pi, user))
@@ -117,6 +117,18 @@ func (w *workload) unstorablePayment(n int) {
 	// Recorded as a webhook too (no Reference: nothing may be credited), so
 	// the webhook invariants hold it to "stored once".
 	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "unstorable", Status: status})
+}
+
+// incompressible is a deterministic id of size hex characters that Postgres
+// cannot compress under its B-tree row limit (a repeated letter would fit).
+func incompressible(seed, size int) string {
+	var b strings.Builder
+	sum := sha256.Sum256([]byte(fmt.Sprint(seed)))
+	for b.Len() < size {
+		b.WriteString(hex.EncodeToString(sum[:]))
+		sum = sha256.Sum256(sum[:])
+	}
+	return b.String()[:size]
 }
 
 // sendStripeJSON is sendStripe keeping the answer's body.

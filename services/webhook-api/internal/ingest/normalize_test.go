@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,6 +102,23 @@ func TestNormalizeStripeMalformed(t *testing.T) {
 	}
 }
 
+// A Stripe event created later than now plus the signature tolerance is
+// refused; one a little ahead (clock skew within the tolerance) is not.
+func TestNormalizeStripeRefusesEventsFromTheFuture(t *testing.T) {
+	t.Parallel()
+	body := func(created time.Time) []byte {
+		return []byte(strings.Replace(string(stripeEventJSON("evt_f", "payment_intent.succeeded",
+			`{"id":"pi_f","amount":1,"currency":"usd","metadata":{"user_id":"u"}}`)), "1763726400", fmt.Sprint(created.Unix()), 1))
+	}
+	if _, err := NormalizeStripe(body(now.Add(6*time.Minute)), now); !errors.Is(err, ErrFromTheFuture) {
+		t.Errorf("6 minutes ahead: want ErrFromTheFuture, got %v", err)
+	}
+	n, err := NormalizeStripe(body(now.Add(4*time.Minute)), now)
+	if err != nil || !n.Event.OccurredAt.Equal(now.Add(4*time.Minute).Truncate(time.Second)) {
+		t.Errorf("4 minutes ahead: %v %v", n.Event.OccurredAt, err)
+	}
+}
+
 func TestNormalizePaystack(t *testing.T) {
 	t.Parallel()
 	charge := `{"event":"charge.success","data":{"id":302961,"reference":"ref_1","amount":150000,"currency":"NGN","status":"success","paid_at":"2026-11-21T10:00:00.000Z","metadata":{"user_id":"u9"}}}`
@@ -149,7 +167,8 @@ func TestNormalizePaystack(t *testing.T) {
 }
 
 // FuzzNormalize: any body either normalizes into an envelope that encodes,
-// or fails with ErrMalformed; never a panic, never another error.
+// or fails with ErrMalformed (or ErrFromTheFuture, for a Stripe event created
+// ahead of the tolerance); never a panic, never another error.
 func FuzzNormalize(f *testing.F) {
 	f.Add([]byte(stripeEventJSON("evt_1", "payment_intent.succeeded", `{"id":"pi_1","amount":1,"currency":"usd","metadata":{"user_id":"u"}}`)), true)
 	f.Add([]byte(`{"event":"charge.success","data":{"id":1,"metadata":"{\"user_id\":1}"}}`), false)
@@ -162,7 +181,7 @@ func FuzzNormalize(f *testing.F) {
 		}
 		n, err := normalize(body, now)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrFromTheFuture) {
 				t.Fatalf("unexpected error class: %v", err)
 			}
 			return

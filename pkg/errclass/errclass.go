@@ -83,3 +83,14 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// Explicit returns the class err was marked with, if any. Unlike Of it does
+// not default: a caller that knows more about unmarked errors (a Postgres
+// error code, say) decides for itself.
+func Explicit(err error) (Class, bool) {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.class, true
+	}
+	return "", false
+}

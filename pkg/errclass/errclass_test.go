@@ -47,3 +47,13 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatal("plain transient has no retry-after")
 	}
 }
+
+func TestExplicit(t *testing.T) {
+	t.Parallel()
+	if c, ok := Explicit(fmt.Errorf("x: %w", AsPermanent(errors.New("p")))); !ok || c != Permanent {
+		t.Fatalf("Explicit = %q, %v", c, ok)
+	}
+	if _, ok := Explicit(errors.New("plain")); ok {
+		t.Fatal("an unmarked error has no explicit class")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
@@ -38,6 +39,9 @@ type Config struct {
 	Membership      kafkax.Membership
 	MaxPollRecords  int
 	Concurrency     int
+	RetryAttempts   int
+	RetryFor        time.Duration
+	PlantPoison     bool
 	DBMaxConns      int
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -58,6 +62,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Group:           env.String("CONSUMER_GROUP", "payout-worker"),
 		MaxPollRecords:  env.Int("WORKER_MAX_POLL_RECORDS", 500),
 		Concurrency:     env.Int("WORKER_CONCURRENCY", 32),
+		RetryAttempts:   env.Int("WORKER_RETRY_IN_PLACE_ATTEMPTS", 20),
+		RetryFor:        env.Duration("WORKER_RETRY_IN_PLACE_FOR", time.Minute),
+		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
@@ -93,6 +100,12 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.Concurrency < 1 {
 		env.Errorf("WORKER_CONCURRENCY must be at least 1")
+	}
+	if c.RetryAttempts < 1 {
+		env.Errorf("WORKER_RETRY_IN_PLACE_ATTEMPTS must be at least 1")
+	}
+	if c.RetryFor <= 0 {
+		env.Errorf("WORKER_RETRY_IN_PLACE_FOR must be positive")
 	}
 	if c.DBMaxConns < 2 {
 		env.Errorf("DB_MAX_CONNS must be at least 2")
@@ -140,6 +153,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer kafka.Close()
 
 	reg := httpserver.NewRegistry()
+	panicked := panics.NewCounter(reg)
 	psps, err := pspRegistry(cfg, logger, breaker.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -161,8 +175,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	h := handler.New(pool, l, proc, logger, reg, alerts, notifier, time.Now)
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
-		InfraBackoff: backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
+		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
+		RetryInPlaceAttempts: cfg.RetryAttempts, RetryInPlaceFor: cfg.RetryFor,
+		PermanentAsTransient: cfg.PlantPoison, Panics: panicked,
 	}, logger, consume.NewMetrics(reg), alerts)
+	if cfg.PlantPoison {
+		logger.Warn("WORKER_PLANT_POISON_RETRY is set: Postgres refusals are retried in place forever (a planted defect for the chaos suite)")
+	}
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},

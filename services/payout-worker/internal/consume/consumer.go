@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/panics"
 )
 
 // Handler applies one message.
@@ -39,6 +40,21 @@ type Config struct {
 	// StuckAfter is how many in-place retries of one record raise an alert:
 	// a partition is blocked, by an outage or by a bug.
 	StuckAfter int
+	// RetryInPlaceAttempts and RetryInPlaceFor bound the in-place retries
+	// of one record after transient failures (and the retries of its
+	// dead-letter publish): whichever comes first ends them. A record whose
+	// transient failure outlasts the bound is dead-lettered with class
+	// transient and its history, so an outage or an unclassified bug delays
+	// a batch by at most RetryInPlaceFor (plus one attempt) and never
+	// blocks it for good. Zero means the defaults, 20 attempts and 1m.
+	RetryInPlaceAttempts int
+	RetryInPlaceFor      time.Duration
+	// PermanentAsTransient plants the defect issue 16 fixed: every Postgres
+	// refusal is retried in place as if transient. Only the chaos suite
+	// sets it (WORKER_PLANT_POISON_RETRY), to prove it notices.
+	PermanentAsTransient bool
+	// Panics counts handler panics (aegis_panics_total); nil counts none.
+	Panics *panics.Counter
 }
 
 // Consumer runs a handler over a consumer group.
@@ -59,6 +75,12 @@ func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics,
 	}
 	if cfg.StuckAfter < 1 {
 		cfg.StuckAfter = 10
+	}
+	if cfg.RetryInPlaceAttempts < 1 {
+		cfg.RetryInPlaceAttempts = 20
+	}
+	if cfg.RetryInPlaceFor <= 0 {
+		cfg.RetryInPlaceFor = time.Minute
 	}
 	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m, alerts: alerts}
 }
@@ -108,37 +130,64 @@ func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
 
 	slots := make(chan struct{}, c.cfg.Concurrency)
 	var mu sync.Mutex
-	var commit []*kgo.Record
+	var commit, rewind []*kgo.Record
 	var partitions sync.WaitGroup
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		partitions.Add(1)
 		go func() {
 			defer partitions.Done()
-			if last := c.handlePartition(work, p.Records, slots); last != nil {
-				mu.Lock()
+			last, undone := c.handlePartition(work, p.Records, slots)
+			mu.Lock()
+			defer mu.Unlock()
+			if last != nil {
 				commit = append(commit, last)
-				mu.Unlock()
+			}
+			if undone != nil && ctx.Err() == nil {
+				rewind = append(rewind, undone)
 			}
 		}()
 	})
 	partitions.Wait()
-	if len(commit) == 0 {
+	if len(commit) > 0 {
+		commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancelCommit()
+		if err := c.cl.CommitRecords(commitCtx, commit...); err != nil {
+			// The effects are committed and idempotent: a redelivery is harmless.
+			c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
+		}
+	}
+	c.rewind(rewind)
+}
+
+// rewind moves the fetch position of each partition back to its first
+// undone record, so that the next poll delivers it again. Without it a
+// record left undone while the worker keeps running (its dead letter could
+// not be published) would be skipped until the next rebalance. Called
+// between polls with rebalances blocked, as SetOffsets requires.
+func (c *Consumer) rewind(undone []*kgo.Record) {
+	if len(undone) == 0 {
 		return
 	}
-	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancelCommit()
-	if err := c.cl.CommitRecords(commitCtx, commit...); err != nil {
-		// The effects are committed and idempotent: a redelivery is harmless.
-		c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range undone {
+		if set[r.Topic] == nil {
+			set[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		c.logger.Warn("record left undone; its partition is rewound to redeliver it", "topic", r.Topic,
+			"partition", r.Partition, "offset", r.Offset)
 	}
+	c.cl.SetOffsets(set)
 }
 
 // handlePartition handles one partition's records: records of one key in
 // order, different keys concurrently (each key takes a slot), and returns
-// the last record of the done prefix — the offset that may be committed.
-// A record left undone (the worker is stopping) stops its key; records after
-// it in the partition are redelivered and skipped if already processed.
-func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, slots chan struct{}) *kgo.Record {
+// the last record of the done prefix — the offset that may be committed —
+// and the first undone record, if any. A record left undone (the worker is
+// stopping, or its dead letter could not be published) stops its key;
+// records after it in the partition are redelivered and skipped if already
+// processed.
+func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, slots chan struct{}) (last, undone *kgo.Record) {
 	done := make([]bool, len(records))
 	byKey := map[string][]int{}
 	var keys []string
@@ -170,36 +219,50 @@ func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, s
 		}()
 	}
 	wg.Wait()
-	var last *kgo.Record
 	for i := range records {
 		if !done[i] {
-			break
+			return last, records[i]
 		}
 		last = records[i]
 	}
-	return last
+	return last, nil
 }
 
 // handle runs the handler for one record until it is done, dead-lettered or
 // the worker stops; it reports whether the record may be committed.
+// Transient failures are retried in place, bounded by RetryInPlaceAttempts
+// and RetryInPlaceFor; anything else ends in a dead letter at once.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 	m := newMessage(r, c.cfg.Group)
 	ctx = logging.WithCorrelationID(ctx, m.CorrelationID())
+	first := time.Now()
+	var history []dlq.Attempt
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := c.h.Handle(ctx, m)
-		c.metrics.handled.WithLabelValues(m.Topic, string(outcome(err))).Inc()
+		err := c.cfg.Panics.Call(ctx, c.logger, "payout-worker/handler", func() error { return c.h.Handle(ctx, m) })
+		class := classify(ctx, err, c.cfg.PermanentAsTransient)
+		c.metrics.handled.WithLabelValues(m.Topic, outcome(class)).Inc()
 		c.metrics.duration.WithLabelValues(m.Topic).Observe(time.Since(start).Seconds())
-		switch errclass.Of(err) {
+		switch class {
 		case "":
 			return true
 		case errclass.Canceled:
 			return false
 		case errclass.Poison, errclass.Permanent:
-			return c.deadLetter(ctx, m, err)
+			history = append(history, dlq.Attempt{At: time.Now(), Error: err.Error(), Class: string(class)})
+			return c.deadLetter(ctx, m, err, class, history)
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		history = append(history, dlq.Attempt{At: time.Now(), Error: err.Error(), Class: string(class)})
+		if c.exhausted(attempt, first) {
+			c.metrics.exhausted.WithLabelValues(m.Topic).Inc()
+			cause := fmt.Errorf("still failing after %d in-place attempts over %s: %w",
+				attempt, time.Since(first).Round(time.Millisecond), err)
+			c.logger.ErrorContext(ctx, "in-place retries exhausted; dead-lettering the record", "topic", m.Topic,
+				"partition", m.Partition, "offset", m.Offset, "attempts", attempt, "error", err.Error())
+			return c.deadLetter(ctx, m, cause, errclass.Transient, history)
 		}
 		wait := c.cfg.InfraBackoff.Delay(attempt)
 		c.logger.WarnContext(ctx, "handling failed; retrying the record in place", "topic", m.Topic,
@@ -209,29 +272,41 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 				Summary: fmt.Sprintf("payout-worker cannot handle a record on %s: its partition is blocked", m.Topic),
 				Details: map[string]any{"partition": m.Partition, "offset": m.Offset, "attempts": attempt, "error": err.Error()}})
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return false
-		case <-time.After(wait):
 		}
 	}
 }
 
-// deadLetter publishes an undecodable (or otherwise unhandleable) record to
-// its dead-letter topic and waits for the ack; until Kafka takes it the
-// record is not committed.
-func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error) bool {
+// exhausted reports whether a record that failed attempt times since first
+// has used up its in-place retries. The planted defect disables the bound.
+func (c *Consumer) exhausted(attempt int, first time.Time) bool {
+	if c.cfg.PermanentAsTransient {
+		return false
+	}
+	return attempt >= c.cfg.RetryInPlaceAttempts || time.Since(first) >= c.cfg.RetryInPlaceFor
+}
+
+// deadLetter publishes the record to its dead-letter topic with the error,
+// its class and the attempts made, and waits for the ack; until Kafka takes
+// it the record is not committed. The publish is retried within the same
+// bound as the handler; past it the record is left undone (the partition is
+// rewound and the record comes back on a later poll) and an alert says so.
+func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error, class errclass.Class, history []dlq.Attempt) bool {
 	now := time.Now()
-	class := errclass.Of(cause)
 	l := m.Letter()
-	l.Error, l.ErrorClass, l.RetryCount = cause.Error(), string(class), 1
-	l.RetryHistory = []dlq.Attempt{{At: now, Error: cause.Error(), Class: string(class)}}
+	l.Error, l.ErrorClass, l.RetryCount = cause.Error(), string(class), len(history)
+	l.RetryHistory = history
 	l.FirstFailureAt, l.FailedAt = now, now
+	if len(history) > 0 {
+		l.FirstFailureAt = history[0].At
+	}
 	rec, err := l.Record()
 	if err != nil {
 		c.logger.ErrorContext(ctx, "cannot build dead letter", "error", err.Error())
 		return false
 	}
+	first := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := c.cl.ProduceSync(ctx, rec).FirstErr()
 		if err == nil {
@@ -245,23 +320,37 @@ func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error) bool 
 		if ctx.Err() != nil {
 			return false
 		}
+		if attempt >= c.cfg.RetryInPlaceAttempts || time.Since(first) >= c.cfg.RetryInPlaceFor {
+			c.alerts.Raise(ctx, alert.Alert{Key: "dead_letter_publish_failed:" + m.Topic, Severity: alert.Critical,
+				Summary: "payout-worker cannot publish a dead letter; the record will be redelivered",
+				Details: map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset, "error": err.Error()}})
+			return false
+		}
 		wait := c.cfg.InfraBackoff.Delay(attempt)
 		c.logger.WarnContext(ctx, "dead-letter publish failed; retrying", "error", err.Error(), "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return false
-		case <-time.After(wait):
 		}
 	}
 }
 
-type handledOutcome string
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
-func outcome(err error) handledOutcome {
-	if err == nil {
+func outcome(class errclass.Class) string {
+	if class == "" {
 		return "ok"
 	}
-	return handledOutcome(errclass.Of(err))
+	return string(class)
 }
 
 // graceContext is a context that ends Grace after parent does.
@@ -284,6 +373,7 @@ type Metrics struct {
 	handled      *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	deadLettered *prometheus.CounterVec
+	exhausted    *prometheus.CounterVec
 }
 
 // NewMetrics registers them on reg.
@@ -299,7 +389,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_consumer_dead_lettered_total", Help: "Messages published to a dead-letter topic by the consumer, by topic and class.",
 		}, []string{"topic", "class"}),
+		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_consumer_retry_exhausted_total", Help: "Records whose in-place retries ran out (then dead-lettered), by topic.",
+		}, []string{"topic"}),
 	}
-	reg.MustRegister(m.handled, m.duration, m.deadLettered)
+	reg.MustRegister(m.handled, m.duration, m.deadLettered, m.exhausted)
 	return m
 }

@@ -3,6 +3,8 @@ package payout
 import (
 	"fmt"
 	"slices"
+
+	"github.com/aegis-payments/aegis/pkg/errclass"
 )
 
 // Payout states (ARCHITECTURE.md).
@@ -43,9 +45,13 @@ func next(from string) []string {
 	return nil
 }
 
+// checkTransition refuses a move the state machine does not allow. The
+// refusal is permanent: it is a bug or a record that contradicts the payout,
+// and the same record refuses the same way every time, so the consumer
+// dead-letters it instead of retrying it in place.
 func checkTransition(from, to string) error {
 	if !slices.Contains(next(from), to) {
-		return fmt.Errorf("payout state machine: %s → %s is not a transition", from, to)
+		return errclass.AsPermanent(fmt.Errorf("payout state machine: %s → %s is not a transition", from, to))
 	}
 	return nil
 }

@@ -150,8 +150,10 @@ func TestAHandlerPanicDeadLettersThatMessageOnly(t *testing.T) {
 func TestTransientFailuresAreBoundedThenDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 4, RetryInPlaceFor: time.Minute}, map[string]func(int) error{
-		"down":  func(int) error { return &pgconn.PgError{Code: "08006", Message: "connection failure"} },
-		"blip":  func(n int) error { return map[bool]error{true: &pgconn.PgError{Code: "40001", Message: "serialization"}}[n < 3] },
+		"down": func(int) error { return &pgconn.PgError{Code: "08006", Message: "connection failure"} },
+		"blip": func(n int) error {
+			return map[bool]error{true: &pgconn.PgError{Code: "40001", Message: "serialization"}}[n < 3]
+		},
 		"weird": func(int) error { return errors.New("an unclassified error") },
 	})
 	for _, k := range append([]string{"down", "blip", "weird"}, others...) {
@@ -190,7 +192,9 @@ func TestPostgresRefusalsArePermanentAndDuplicatesAreNot(t *testing.T) {
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 50}, map[string]func(int) error{
 		"overflow": func(int) error { return &pgconn.PgError{Code: "22003", Message: "bigint out of range"} },
 		"check":    func(int) error { return &pgconn.PgError{Code: "23514", Message: "check violation"} },
-		"dup":      func(n int) error { return map[bool]error{true: &pgconn.PgError{Code: "23505", Message: "duplicate"}}[n < 2] },
+		"dup": func(n int) error {
+			return map[bool]error{true: &pgconn.PgError{Code: "23505", Message: "duplicate"}}[n < 2]
+		},
 	})
 	for _, k := range append([]string{"overflow", "check", "dup"}, others...) {
 		b.produce(k)

@@ -57,6 +57,9 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
+	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one batch is retried
+	// in place before it is released and polled again.
+	StoreRetryFor time.Duration
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -73,6 +76,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 		ReplayRate:        env.Float("REPLAY_RATE", replay.DefaultRate),
 		ReconcileInterval: env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
+		StoreRetryFor:     env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
+	}
+	if c.StoreRetryFor <= 0 {
+		env.Errorf("DLQ_STORE_RETRY_FOR must be positive")
 	}
 	if c.Monitor.CheckInterval <= 0 {
 		env.Errorf("DLQ_CHECK_INTERVAL must be positive")
@@ -135,7 +142,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
-		Membership: cfg.Membership, OnStored: mon.Notify}, pool, logger, reg)
+		Membership: cfg.Membership, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor}, pool, logger, reg)
 	if err != nil {
 		return err
 	}

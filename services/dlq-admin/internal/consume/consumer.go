@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,9 +40,15 @@ type Config struct {
 	Membership kafkax.Membership
 	// MaxPollRecords bounds a batch: one transaction, one commit.
 	MaxPollRecords int
-	// Backoff spaces the retries of a batch Postgres refused. MaxAttempts is
-	// ignored: a batch is retried until it is stored or the consumer stops.
+	// Backoff spaces the retries of a batch Postgres could not store.
+	// MaxAttempts is ignored; RetryFor bounds the retries instead.
 	Backoff backoff.Policy
+	// RetryFor bounds the in-place retries of one polled batch while
+	// Postgres cannot store it (DLQ_STORE_RETRY_FOR, default 1m). Past it
+	// the batch is released, not dropped: nothing is committed, the
+	// partitions are rewound to it and rebalances may run, and the next
+	// poll brings the same records back for another round.
+	RetryFor time.Duration
 	// AttemptTimeout bounds one attempt to store a batch; an attempt under
 	// way at shutdown may finish within it.
 	AttemptTimeout time.Duration
@@ -71,6 +78,9 @@ func (c Config) withDefaults() Config {
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 10 * time.Second
 	}
+	if c.RetryFor == 0 {
+		c.RetryFor = time.Minute
+	}
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = 10 * time.Second
 	}
@@ -92,7 +102,7 @@ func (c Config) Validate() error {
 	if err := c.Backoff.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.AttemptTimeout < 0 || c.CommitTimeout < 0 {
+	if c.AttemptTimeout < 0 || c.CommitTimeout < 0 || c.RetryFor < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	return errors.Join(errs...)
@@ -167,8 +177,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.logger.Warn("kafka fetch failed", "topic", topic, "partition", partition, "error", err.Error())
 		})
 		var err error
-		if records := fetches.Records(); len(records) > 0 {
+		records := fetches.Records()
+		if len(records) > 0 {
 			err = c.ingest(ctx, records)
+		}
+		if errors.Is(err, errGaveUp) {
+			c.release(records)
+			c.client.AllowRebalance()
+			continue
 		}
 		c.client.AllowRebalance()
 		if err != nil { // only when ctx is done
@@ -176,6 +192,28 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// errGaveUp: a batch could not be stored within RetryFor.
+var errGaveUp = errors.New("dead letters not stored within the retry bound")
+
+// release rewinds each partition of an unstored batch to its first record,
+// so that the next poll delivers the batch again; called with rebalances
+// still blocked, as SetOffsets requires.
+func (c *Consumer) release(records []*kgo.Record) {
+	first := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range records {
+		if first[r.Topic] == nil {
+			first[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		if o, ok := first[r.Topic][r.Partition]; !ok || r.Offset < o.Offset {
+			first[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+		}
+	}
+	c.m.released.Inc()
+	c.logger.Error("dead letters could not be stored within the retry bound; the batch is released and will be polled again",
+		"records", len(records), "retry_for", c.cfg.RetryFor.String())
+	c.client.SetOffsets(first)
 }
 
 // ingest stores records and then commits their offsets. It returns an error
@@ -193,9 +231,16 @@ func (c *Consumer) ingest(ctx context.Context, records []*kgo.Record) error {
 	}
 
 	var inserted []bool
+	began := time.Now()
 	for retry := 1; ; retry++ {
 		var err error
 		inserted, err = c.store(ctx, records, letters)
+		if database.RefusesData(err) {
+			// One letter Postgres refuses for what it carries must not hold
+			// the others (or its partition) for ever: store them one by one
+			// and the refused one in its raw form.
+			inserted, err = c.storeEach(ctx, records, letters, err)
+		}
 		if err == nil {
 			break
 		}
@@ -203,6 +248,9 @@ func (c *Consumer) ingest(ctx context.Context, records []*kgo.Record) error {
 			return fmt.Errorf("store dead letters: %w", ctx.Err())
 		}
 		c.m.storeFailures.Inc()
+		if time.Since(began) >= c.cfg.RetryFor {
+			return errGaveUp
+		}
 		delay := c.cfg.Backoff.Delay(retry)
 		c.logger.Error("could not store dead letters; retrying the same records, offsets not committed",
 			"records", len(records), "retry", retry, "delay", delay.String(),
@@ -253,6 +301,72 @@ func (c *Consumer) store(ctx context.Context, records []*kgo.Record, letters []d
 		return nil, err
 	}
 	return inserted, nil
+}
+
+// storeEach stores letters one statement each (after cause refused the
+// batch); a letter Postgres still refuses for its data is replaced by its
+// raw form (rawLetter). It fails only if even that cannot be stored.
+func (c *Consumer) storeEach(ctx context.Context, records []*kgo.Record, letters []dlq.Letter, cause error) ([]bool, error) {
+	c.logger.Warn("Postgres refused a dead-letter batch for its data; storing its letters one by one",
+		"records", len(records), "error", cause.Error())
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AttemptTimeout)
+	defer cancel()
+	inserted := make([]bool, len(letters))
+	for i, l := range letters {
+		_, ok, err := dlq.Insert(actx, c.pool, l)
+		if database.RefusesData(err) {
+			r := records[i]
+			c.logger.Error("Postgres refuses a dead letter as read; storing it raw", "topic", r.Topic,
+				"partition", r.Partition, "offset", r.Offset, "error", err.Error())
+			_, ok, err = dlq.Insert(actx, c.pool, rawLetter(r, l, err))
+			if err == nil && ok {
+				c.m.storedRaw.WithLabelValues(r.Topic).Inc()
+			}
+		}
+		if err != nil {
+			r := records[i]
+			return nil, fmt.Errorf("record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		inserted[i] = ok
+	}
+	return inserted, nil
+}
+
+// rawLetter is what is stored of a record whose letter Postgres refused:
+// the record's value as it came (bytea takes any bytes), where it was read
+// from (which keeps redelivery idempotent), short cleaned text fields and
+// no headers, with class poison and an error that says what happened. An
+// operator sees it like any other dead letter; its origin may be unusable,
+// so replay may answer not_replayable.
+func rawLetter(r *kgo.Record, l dlq.Letter, refused error) dlq.Letter {
+	p, o := r.Partition, r.Offset
+	source := l.Source
+	if source != dlq.SourceIngest && source != dlq.SourceRelay && source != dlq.SourceConsumer {
+		source = dlq.SourceConsumer
+	}
+	at := r.Timestamp
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return dlq.Letter{
+		Source: source, OriginalTopic: truncate(l.OriginalTopic, 249), ConsumerGroup: truncate(l.ConsumerGroup, 255),
+		PartitionKey: truncate(l.PartitionKey, 255), EventType: truncate(l.EventType, 255), Payload: r.Value,
+		Error: truncate(fmt.Sprintf("stored raw: Postgres refused the dead letter as read (%v); its error was: %s",
+			refused, l.Error), 4000),
+		ErrorClass: "poison", FirstFailureAt: at, FailedAt: at, CorrelationID: truncate(l.CorrelationID, 255),
+		DLQTopic: r.Topic, DLQPartition: &p, DLQOffset: &o,
+	}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // commit commits the offsets of stored records, also when ctx is done: what

@@ -42,11 +42,15 @@ type running struct {
 // test ends).
 func start(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool) running {
 	t.Helper()
+	return startWith(t, cluster, pool, consume.Config{})
+}
+
+func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg consume.Config) running {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	c, err := consume.New(consume.Config{
-		Brokers: cluster.ListenAddrs(), Group: group,
-		Backoff: backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1},
-	}, pool, slog.New(slog.NewJSONHandler(io.Discard, nil)), reg)
+	cfg.Brokers, cfg.Group = cluster.ListenAddrs(), group
+	cfg.Backoff = backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1}
+	c, err := consume.New(cfg, pool, slog.New(slog.NewJSONHandler(io.Discard, nil)), reg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -10,12 +10,24 @@
 //     transaction. A crash before the commit redelivers the batch, and
 //     pkg/dlq.Insert stores each letter once (unique on its origin), so
 //     redelivery is harmless.
-//   - While Postgres refuses a batch, nothing is committed and the same
-//     records are retried with a growing, capped backoff, for as long as it
-//     takes: the client does not fetch a polled record twice, so skipping
-//     ahead would lose it. Rebalances are blocked meanwhile
+//   - While Postgres cannot store a batch (it is down, or the deployment is
+//     broken), nothing is committed and the same records are retried with a
+//     growing, capped backoff, within Config.RetryFor
+//     (DLQ_STORE_RETRY_FOR). Rebalances are blocked meanwhile
 //     (kgo.BlockRebalanceOnPoll), so the batch is committed by the member
-//     that still owns its partitions.
+//     that still owns its partitions. Past the bound the batch is released,
+//     never dropped: its partitions are rewound (SetOffsets) to its first
+//     records, rebalances may run, and the next poll brings the same records
+//     back. The retry never ends in a loss because there is nowhere safer
+//     for a dead letter than this table; the stall shows in the progress
+//     gauges and the stall alert.
+//   - When Postgres refuses a batch for the data one letter carries (a
+//     data exception, a check violation, an index row too large: the same
+//     letter fails the same way every time), the letters are stored one by
+//     one and the refused one is stored raw: the record's value as it came,
+//     short cleaned text fields, no headers, class poison and an error that
+//     says so (aegis_dlq_stored_raw_total). One bad letter never holds the
+//     others.
 //   - A record whose failure headers cannot be read is stored anyway, with
 //     what could be read, and its error text says the headers were
 //     malformed. Values Postgres would refuse (NUL bytes, invalid UTF-8, an

@@ -19,6 +19,8 @@ type metrics struct {
 	malformed      *prometheus.CounterVec
 	storeFailures  prometheus.Counter
 	commitFailures prometheus.Counter
+	storedRaw      *prometheus.CounterVec
+	released       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,8 +41,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "aegis_dlq_commit_failures_total",
 			Help: "Offset commits that failed after their batch was stored (the batch is redelivered and deduplicated).",
 		}),
+		storedRaw: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_dlq_stored_raw_total",
+			Help: "Dead letters Postgres refused as read and that were stored in their raw form instead, by .dlq topic.",
+		}, []string{"topic"}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aegis_dlq_batches_released_total",
+			Help: "Batches that could not be stored within DLQ_STORE_RETRY_FOR and were released to be polled again.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ingested, m.malformed, m.storeFailures, m.commitFailures} {
+	for _, c := range []prometheus.Collector{m.ingested, m.malformed, m.storeFailures, m.commitFailures, m.storedRaw, m.released} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register consumer metrics: %w", err)
 		}

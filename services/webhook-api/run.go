@@ -11,6 +11,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
@@ -114,7 +115,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	committer.Start()
+	committer.WithPanics(panics.NewCounter(reg), logger).Start()
 	defer committer.Stop()
 	api.Mount(router, api.Deps{
 		Logger:       logger,

@@ -3,7 +3,10 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
+
+	"github.com/aegis-payments/aegis/pkg/panics"
 )
 
 // Committer commits webhooks in groups (group commit): concurrent requests
@@ -13,6 +16,8 @@ import (
 // busy one commits them together. Each caller is still answered only after
 // the transaction holding its webhook committed.
 type Committer struct {
+	panics   *panics.Counter
+	logger   *slog.Logger
 	store    *Store
 	queue    chan *request
 	workers  int
@@ -31,7 +36,18 @@ func NewCommitter(store *Store, workers, maxGroup int) (*Committer, error) {
 	if workers < 1 || maxGroup < 1 {
 		return nil, fmt.Errorf("committer needs at least one worker and a group size of at least 1")
 	}
-	return &Committer{store: store, queue: make(chan *request, workers*maxGroup), workers: workers, maxGroup: maxGroup}, nil
+	return &Committer{store: store, queue: make(chan *request, workers*maxGroup), workers: workers, maxGroup: maxGroup,
+		logger: slog.New(slog.DiscardHandler)}, nil
+}
+
+// WithPanics counts and logs the panics the committer recovers (call before
+// Start). A panic while committing a group answers every webhook of that
+// group with the error (a 5xx: nothing was committed, the PSP retries) and
+// the committer goes on with the next group; without this recovery the
+// goroutine's panic would kill the process with every queued webhook.
+func (c *Committer) WithPanics(p *panics.Counter, logger *slog.Logger) *Committer {
+	c.panics, c.logger = p, logger
+	return c
 }
 
 // Start runs the committers until Stop.
@@ -98,14 +114,36 @@ func (c *Committer) commit(group []*request) {
 	for i, r := range group {
 		pending[i] = r.p
 	}
-	results := c.store.SaveGroup(ctx, pending)
-	if len(group) > 1 && results[0].Err != nil {
+	results, perr := c.save(ctx, pending)
+	if len(group) > 1 && (perr != nil || results[0].Err != nil) {
 		// One bad webhook must not fail its neighbours: try each alone.
+		results = make([]Saved, len(group))
 		for i, r := range group {
-			results[i] = c.store.SaveGroup(ctx, []Pending{r.p})[0]
+			one, err := c.save(ctx, []Pending{r.p})
+			if err != nil {
+				results[i] = Saved{Err: err}
+				continue
+			}
+			results[i] = one[0]
 		}
+		perr = nil
 	}
 	for i, r := range group {
+		if perr != nil {
+			r.done <- Saved{Err: perr}
+			continue
+		}
 		r.done <- results[i]
 	}
+}
+
+// save is SaveGroup with a panic turned into an error (the transaction was
+// rolled back by database.InTx on the way up).
+func (c *Committer) save(ctx context.Context, pending []Pending) ([]Saved, error) {
+	var results []Saved
+	err := c.panics.Call(ctx, c.logger, "webhook-api/committer", func() error {
+		results = c.store.SaveGroup(ctx, pending)
+		return nil
+	})
+	return results, err
 }

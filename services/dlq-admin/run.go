@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
@@ -141,8 +142,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	panicked := panics.NewCounter(reg)
 	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
-		Membership: cfg.Membership, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor}, pool, logger, reg)
+		Membership: cfg.Membership, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor, Panics: panicked}, pool, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -179,12 +181,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
 	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
-	g.Go(func() error { alerter.Run(gctx); return nil })
-	g.Go(func() error { return mon.Run(gctx) })
-	g.Go(func() error { return runner.Run(gctx) })
-	g.Go(func() error { notifier.Run(gctx); return nil })
-	g.Go(func() error {
-		return reconciler.Schedule(gctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
+	// A panic in a background loop restarts that loop, not the process.
+	loop := func(component string, fn func(context.Context) error) {
+		g.Go(func() error { return panicked.Loop(gctx, logger, component, time.Second, fn) })
+	}
+	loop("dlq-admin/alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil })
+	loop("dlq-admin/monitor", mon.Run)
+	loop("dlq-admin/replay-runner", runner.Run)
+	loop("dlq-admin/notifier", func(ctx context.Context) error { notifier.Run(ctx); return nil })
+	loop("dlq-admin/reconcile", func(ctx context.Context) error {
+		return reconciler.Schedule(ctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
 	})
 	err = g.Wait()
 	logger.Info("dlq-admin stopped")

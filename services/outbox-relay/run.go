@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay"
 )
@@ -109,10 +110,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	panicked := panics.NewCounter(reg)
 	r, err := relay.New(cfg.Relay, outbox.NewStore(pool), kafka, br, logger, relay.NewMetrics(reg), time.Now)
 	if err != nil {
 		return err
 	}
+	r.WithPanics(panicked)
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
@@ -123,9 +126,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer stopBG()
 	var helpers sync.WaitGroup
 	helpers.Add(3)
-	go func() { defer helpers.Done(); relay.Listen(bg, cfg.DatabaseURL, logger, r.Wake) }()
-	go func() { defer helpers.Done(); r.RunRetention(bg, time.Minute) }()
-	go func() { defer helpers.Done(); r.RunStats(bg, 5*time.Second) }()
+	// A panic in a helper restarts that helper, not the process.
+	helper := func(component string, fn func(context.Context)) {
+		defer helpers.Done()
+		_ = panicked.Loop(bg, logger, component, time.Second, func(ctx context.Context) error { fn(ctx); return nil })
+	}
+	go helper("outbox-relay/listen", func(ctx context.Context) { relay.Listen(ctx, cfg.DatabaseURL, logger, r.Wake) })
+	go helper("outbox-relay/retention", func(ctx context.Context) { r.RunRetention(ctx, time.Minute) })
+	go helper("outbox-relay/stats", func(ctx context.Context) { r.RunStats(ctx, 5*time.Second) })
 
 	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers)
 	g, gctx := errgroup.WithContext(ctx)

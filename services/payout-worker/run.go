@@ -190,8 +190,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	)
 	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { alerts.Run(gctx); return nil })
-	g.Go(func() error { notifier.Run(gctx); return nil })
+	// A panic in a background loop restarts that loop, not the process.
+	g.Go(func() error {
+		return panicked.Loop(gctx, logger, "payout-worker/alerts", time.Second, func(ctx context.Context) error { alerts.Run(ctx); return nil })
+	})
+	g.Go(func() error {
+		return panicked.Loop(gctx, logger, "payout-worker/notifier", time.Second, func(ctx context.Context) error { notifier.Run(ctx); return nil })
+	})
 	g.Go(func() error { return consumer.Run(gctx) })
 	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
 	g.Go(func() error { return cfg.ServePprof(gctx, logger) })

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/panics"
 )
 
 // Topics are the dead-letter topics consumed: <topic>.dlq of each topic
@@ -58,6 +59,8 @@ type Config struct {
 	// letter (package monitor's Notify, which alerts on them). It must not
 	// block.
 	OnStored func()
+	// Panics counts panics recovered while storing a batch; nil counts none.
+	Panics *panics.Counter
 }
 
 // DefaultBackoff starts at a few hundred milliseconds and caps at 5s.
@@ -179,7 +182,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 		var err error
 		records := fetches.Records()
 		if len(records) > 0 {
-			err = c.ingest(ctx, records)
+			err = c.cfg.Panics.Call(ctx, c.logger, "dlq-admin/consumer", func() error { return c.ingest(ctx, records) })
+		}
+		var perr *panics.Error
+		if errors.As(err, &perr) {
+			// A bug while storing: nothing of the batch was committed. Release
+			// it (it is polled again) after a pause, as after an outage,
+			// rather than lose it or let the panic end the process.
+			sleep(ctx, c.cfg.Backoff.Max)
+			err = errGaveUp
 		}
 		if errors.Is(err, errGaveUp) {
 			c.release(records)

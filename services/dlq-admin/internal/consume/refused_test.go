@@ -6,14 +6,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
 )
@@ -90,5 +93,28 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	good := start(t, cluster, db.Pool)
 	waitForRows(t, db, 1)
 	require.NoError(t, good.stop())
+	require.Equal(t, ends(t, cluster), committed(t, cluster))
+}
+
+// A panic while storing a batch (here in the OnStored callback) is
+// recovered and counted; the batch is released, polled again and stored
+// once, and the consumer goes on.
+func TestAPanicWhileStoringReleasesTheBatch(t *testing.T) {
+	t.Parallel()
+	cluster := kafkatest.NewCluster(t)
+	db := pgtest.New(t)
+	counter := panics.NewCounter(prometheus.NewRegistry())
+	var calls atomic.Int32
+	produce(t, cluster, record(t, consumerLetter()))
+	c := startWith(t, cluster, db.Pool, consume.Config{Panics: counter, OnStored: func() {
+		if calls.Add(1) == 1 {
+			panic("monitor bug")
+		}
+	}})
+	require.Eventually(t, func() bool {
+		return counter.Value("dlq-admin/consumer") == 1 && len(committed(t, cluster)) > 0
+	}, waitFor, 10*time.Millisecond)
+	waitForRows(t, db, 1)
+	require.NoError(t, c.stop())
 	require.Equal(t, ends(t, cluster), committed(t, cluster))
 }

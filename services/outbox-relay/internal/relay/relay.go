@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 )
 
 // Config tunes a relay.
@@ -78,6 +79,7 @@ type Relay struct {
 	metrics *Metrics
 	now     func() time.Time
 	wake    chan struct{}
+	panics  *panics.Counter
 }
 
 // New returns a relay. Call Run to start it.
@@ -87,6 +89,13 @@ func New(cfg Config, store *outbox.Store, kafka Producer, br *breaker.Breaker[st
 	}
 	return &Relay{cfg: cfg, store: store, kafka: kafka, breaker: br, logger: logger, metrics: m, now: now,
 		wake: make(chan struct{}, 1)}, nil
+}
+
+// WithPanics counts the panics the relay recovers in aegis_panics_total
+// (call before Run). Without it they are recovered and logged all the same.
+func (r *Relay) WithPanics(p *panics.Counter) *Relay {
+	r.panics = p
+	return r
 }
 
 // Wake makes an idle relay look for work now (a NOTIFY arrived).
@@ -110,7 +119,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-idle.C:
 		case <-r.wake:
 		}
-		n, err := r.Cycle(ctx)
+		// A panic in a cycle restarts the loop (after the failure pause),
+		// never the process; rows it had claimed come back after the lease.
+		var n int
+		err := r.panics.Call(ctx, r.logger, "outbox-relay/loop", func() error {
+			var err error
+			n, err = r.Cycle(ctx)
+			return err
+		})
 		wait := r.cfg.PollInterval
 		switch {
 		case err != nil && errclass.Of(err) == errclass.BreakerOpen:
@@ -158,7 +174,7 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 
 	var results []error
 	_, err = r.breaker.Execute(func() (struct{}, error) {
-		results = r.publish(work, rows)
+		results = r.safePublish(work, rows)
 		// Kafka is down only if nothing got through: one record failing for
 		// its own reasons must not stop every other key.
 		var transient error
@@ -226,6 +242,25 @@ func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
 				}
 			}
 			return results
+		}
+	}
+	return results
+}
+
+// safePublish is publish with a panic turned into a transient failure of
+// every row of the batch: each is retried with backoff and dead-lettered
+// when its attempts run out, so a row that makes the publish panic every
+// time ends in the dead-letter store instead of being reclaimed for ever.
+func (r *Relay) safePublish(ctx context.Context, rows []outbox.Row) []error {
+	var results []error
+	err := r.panics.Call(ctx, r.logger, "outbox-relay/publish", func() error {
+		results = r.publish(ctx, rows)
+		return nil
+	})
+	if err != nil {
+		results = make([]error, len(rows))
+		for i := range results {
+			results[i] = errclass.AsTransient(err)
 		}
 	}
 	return results

@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay"
 )
@@ -65,6 +66,9 @@ type relayOpts struct {
 	breakerFailures uint32
 	batch           int
 	now             func() time.Time
+	wrap            func(relay.Producer) relay.Producer
+	panics          *panics.Counter
+	poll            time.Duration
 }
 
 func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Breaker[struct{}]) {
@@ -87,6 +91,9 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 	if o.now == nil {
 		o.now = b.clock.Now
 	}
+	if o.poll == 0 {
+		o.poll = 20 * time.Millisecond
+	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	cl, err := kafkax.NewClient(o.brokers, logger, kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3))
 	require.NoError(t, err)
@@ -94,13 +101,17 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 	reg := prometheus.NewRegistry()
 	br, err := breaker.New[struct{}](breaker.Config{Name: "kafka", ConsecutiveFailures: o.breakerFailures, OpenFor: time.Hour, HalfOpenProbes: 1}, logger, breaker.NewMetrics(reg))
 	require.NoError(t, err)
+	var producer relay.Producer = cl
+	if o.wrap != nil {
+		producer = o.wrap(cl)
+	}
 	r, err := relay.New(relay.Config{
-		Owner: o.owner, BatchSize: o.batch, PollInterval: 20 * time.Millisecond, Lease: 4 * o.publishTimeout,
+		Owner: o.owner, BatchSize: o.batch, PollInterval: o.poll, Lease: 4 * o.publishTimeout,
 		PublishTimeout: o.publishTimeout, Retention: time.Hour,
 		Backoff: backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6},
-	}, outbox.NewStore(b.db.Pool), cl, br, logger, relay.NewMetrics(reg), o.now)
+	}, outbox.NewStore(b.db.Pool), producer, br, logger, relay.NewMetrics(reg), o.now)
 	require.NoError(t, err)
-	return r, br
+	return r.WithPanics(o.panics), br
 }
 
 func (b *bundle) insert(t *testing.T, key string, n int, maxRetries int) int64 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
@@ -26,6 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
 )
@@ -61,6 +63,8 @@ type Config struct {
 	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one batch is retried
 	// in place before it is released and polled again.
 	StoreRetryFor time.Duration
+	// Stall is STALL_GROUPS, STALL_AFTER and STALL_CHECK_INTERVAL.
+	Stall stall.Config
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -78,6 +82,17 @@ func readConfig(getenv func(string) string) (Config, error) {
 		ReplayRate:        env.Float("REPLAY_RATE", replay.DefaultRate),
 		ReconcileInterval: env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		StoreRetryFor:     env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
+	}
+	c.Stall = stall.Config{
+		Groups:   env.List("STALL_GROUPS"),
+		After:    env.Duration("STALL_AFTER", 2*time.Minute),
+		Interval: env.Duration("STALL_CHECK_INTERVAL", 15*time.Second),
+	}
+	if len(c.Stall.Groups) == 0 {
+		c.Stall.Groups = []string{"payout-worker", c.ConsumerGroup}
+	}
+	if err := c.Stall.Validate(); err != nil {
+		env.Errorf("%v", err)
 	}
 	if c.StoreRetryFor <= 0 {
 		env.Errorf("DLQ_STORE_RETRY_FOR must be positive")
@@ -161,6 +176,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	admClient, err := kafkax.NewClient(cfg.KafkaBrokers, logger)
+	if err != nil {
+		return err
+	}
+	defer admClient.Close()
+	stalls, err := stall.New(cfg.Stall, kadm.NewClient(admClient), alerter, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
@@ -187,6 +211,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	loop("dlq-admin/alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil })
 	loop("dlq-admin/monitor", mon.Run)
+	loop("dlq-admin/stall", stalls.Run)
 	loop("dlq-admin/replay-runner", runner.Run)
 	loop("dlq-admin/notifier", func(ctx context.Context) error { notifier.Run(ctx); return nil })
 	loop("dlq-admin/reconcile", func(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -386,7 +387,14 @@ func truncate(s string, n int) string {
 func (c *Consumer) commit(ctx context.Context, records []*kgo.Record) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	defer cancel()
-	if err := c.client.CommitRecords(cctx, records...); err != nil {
+	err := c.client.CommitRecords(cctx, records...)
+	if err == nil {
+		now := float64(time.Now().Unix())
+		for _, r := range records {
+			c.m.progress.WithLabelValues(r.Topic, strconv.Itoa(int(r.Partition))).Set(now)
+		}
+	}
+	if err != nil {
 		c.m.commitFailures.Inc()
 		c.logger.Warn("could not commit offsets of stored dead letters; they will be redelivered and deduplicated",
 			"records", len(records), "error", err.Error())

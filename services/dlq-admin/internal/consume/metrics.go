@@ -21,6 +21,7 @@ type metrics struct {
 	commitFailures prometheus.Counter
 	storedRaw      *prometheus.CounterVec
 	released       prometheus.Counter
+	progress       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,8 +50,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "aegis_dlq_batches_released_total",
 			Help: "Batches that could not be stored within DLQ_STORE_RETRY_FOR and were released to be polled again.",
 		}),
+		progress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aegis_dlq_consumer_last_progress_timestamp_seconds",
+			Help: "Unix time dlq-admin last committed stored dead letters on a .dlq partition.",
+		}, []string{"topic", "partition"}),
 	}
-	for _, c := range []prometheus.Collector{m.ingested, m.malformed, m.storeFailures, m.commitFailures, m.storedRaw, m.released} {
+	for _, c := range []prometheus.Collector{m.ingested, m.malformed, m.storeFailures, m.commitFailures, m.storedRaw, m.released, m.progress} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register consumer metrics: %w", err)
 		}

@@ -12,6 +12,7 @@ type Metrics struct {
 	pending      prometheus.Gauge
 	oldestAge    prometheus.Gauge
 	purged       prometheus.Counter
+	lastSuccess  prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics on reg.
@@ -43,7 +44,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aegis_outbox_purged_total", Help: "Processed outbox rows deleted by retention.",
 		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aegis_outbox_relay_last_success_timestamp_seconds",
+			Help: "Unix time this relay last finished a cycle without error (an empty one counts: nothing was due).",
+		}),
 	}
-	reg.MustRegister(m.published, m.failures, m.deadLettered, m.batchSize, m.commitToAck, m.pending, m.oldestAge, m.purged)
+	reg.MustRegister(m.published, m.failures, m.deadLettered, m.batchSize, m.commitToAck, m.pending, m.oldestAge, m.purged, m.lastSuccess)
 	return m
 }

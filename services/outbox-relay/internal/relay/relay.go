@@ -138,8 +138,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		case n == r.cfg.BatchSize:
 			failures = 0
 			wait = 0 // a full batch: there is more waiting
+			r.metrics.lastSuccess.SetToCurrentTime()
 		default:
 			failures = 0
+			r.metrics.lastSuccess.SetToCurrentTime()
 		}
 		if !idle.Stop() {
 			select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -141,6 +142,7 @@ func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
 			defer mu.Unlock()
 			if last != nil {
 				commit = append(commit, last)
+				c.metrics.lag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(p.HighWatermark - last.Offset - 1))
 			}
 			if undone != nil && ctx.Err() == nil {
 				rewind = append(rewind, undone)
@@ -154,6 +156,11 @@ func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
 		if err := c.cl.CommitRecords(commitCtx, commit...); err != nil {
 			// The effects are committed and idempotent: a redelivery is harmless.
 			c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
+		} else {
+			now := float64(time.Now().Unix())
+			for _, r := range commit {
+				c.metrics.progress.WithLabelValues(r.Topic, strconv.Itoa(int(r.Partition))).Set(now)
+			}
 		}
 	}
 	c.rewind(rewind)
@@ -374,6 +381,8 @@ type Metrics struct {
 	duration     *prometheus.HistogramVec
 	deadLettered *prometheus.CounterVec
 	exhausted    *prometheus.CounterVec
+	progress     *prometheus.GaugeVec
+	lag          *prometheus.GaugeVec
 }
 
 // NewMetrics registers them on reg.
@@ -392,7 +401,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_consumer_retry_exhausted_total", Help: "Records whose in-place retries ran out (then dead-lettered), by topic.",
 		}, []string{"topic"}),
+		progress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aegis_consumer_last_progress_timestamp_seconds",
+			Help: "Unix time this worker last committed an offset on a partition.",
+		}, []string{"topic", "partition"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aegis_consumer_lag",
+			Help: "Records after the last one this worker finished on a partition, from the fetch's high watermark.",
+		}, []string{"topic", "partition"}),
 	}
-	reg.MustRegister(m.handled, m.duration, m.deadLettered, m.exhausted)
+	reg.MustRegister(m.handled, m.duration, m.deadLettered, m.exhausted, m.progress, m.lag)
 	return m
 }

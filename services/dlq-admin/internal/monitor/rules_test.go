@@ -26,15 +26,23 @@ const rulesPath = "../../alerts/prometheus-rules.yml"
 func exported() map[string]string {
 	return map[string]string{
 		// dlq-admin (this module; checked against the registry below)
-		"aegis_dlq_depth":                                 "dlq-admin monitor",
-		"aegis_dlq_oldest_open_age_seconds":               "dlq-admin monitor",
-		"aegis_reconciliation_discrepancies":              "dlq-admin recon",
-		"aegis_reconciliation_last_run_timestamp_seconds": "dlq-admin recon",
-		"aegis_reconciliation_runs_total":                 "dlq-admin recon",
-		"aegis_dlq_ingested_total":                        "dlq-admin consume",
-		"aegis_dlq_ingested_malformed_total":              "dlq-admin consume",
-		"aegis_dlq_store_failures_total":                  "dlq-admin consume",
-		"aegis_dlq_commit_failures_total":                 "dlq-admin consume",
+		"aegis_dlq_depth":                                      "dlq-admin monitor",
+		"aegis_dlq_oldest_open_age_seconds":                    "dlq-admin monitor",
+		"aegis_reconciliation_discrepancies":                   "dlq-admin recon",
+		"aegis_reconciliation_last_run_timestamp_seconds":      "dlq-admin recon",
+		"aegis_reconciliation_runs_total":                      "dlq-admin recon",
+		"aegis_dlq_ingested_total":                             "dlq-admin consume",
+		"aegis_dlq_ingested_malformed_total":                   "dlq-admin consume",
+		"aegis_dlq_store_failures_total":                       "dlq-admin consume",
+		"aegis_dlq_commit_failures_total":                      "dlq-admin consume",
+		"aegis_dlq_stored_raw_total":                           "dlq-admin consume",
+		"aegis_dlq_batches_released_total":                     "dlq-admin consume",
+		"aegis_dlq_consumer_last_progress_timestamp_seconds":   "dlq-admin consume",
+		"aegis_consumer_group_lag":                             "dlq-admin stall",
+		"aegis_consumer_group_last_progress_timestamp_seconds": "dlq-admin stall",
+		"aegis_consumer_group_stalled":                         "dlq-admin stall",
+		// pkg/panics (every service)
+		"aegis_panics_total": "pkg/panics",
 		// pkg/alert, pkg/httpserver, pkg/breaker (every service)
 		"aegis_alerts_total":                  "pkg/alert",
 		"aegis_alert_deliveries_total":        "pkg/alert",
@@ -42,19 +50,23 @@ func exported() map[string]string {
 		"aegis_breaker_state":                 "pkg/breaker",
 		"aegis_breaker_transitions_total":     "pkg/breaker",
 		// outbox-relay
-		"aegis_outbox_pending":                    "outbox-relay",
-		"aegis_outbox_oldest_pending_age_seconds": "outbox-relay",
-		"aegis_outbox_published_total":            "outbox-relay",
-		"aegis_outbox_publish_failures_total":     "outbox-relay",
-		"aegis_outbox_dead_lettered_total":        "outbox-relay",
+		"aegis_outbox_pending":                              "outbox-relay",
+		"aegis_outbox_oldest_pending_age_seconds":           "outbox-relay",
+		"aegis_outbox_published_total":                      "outbox-relay",
+		"aegis_outbox_publish_failures_total":               "outbox-relay",
+		"aegis_outbox_dead_lettered_total":                  "outbox-relay",
+		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
 		// payout-worker
-		"aegis_dead_letters_total":           "payout-worker",
-		"aegis_psp_calls_total":              "payout-worker",
-		"aegis_payouts_finished_total":       "payout-worker",
-		"aegis_payout_retries_total":         "payout-worker",
-		"aegis_wallet_credits_total":         "payout-worker",
-		"aegis_consumer_messages_total":      "payout-worker",
-		"aegis_consumer_dead_lettered_total": "payout-worker",
+		"aegis_dead_letters_total":                       "payout-worker",
+		"aegis_psp_calls_total":                          "payout-worker",
+		"aegis_payouts_finished_total":                   "payout-worker",
+		"aegis_payout_retries_total":                     "payout-worker",
+		"aegis_wallet_credits_total":                     "payout-worker",
+		"aegis_consumer_messages_total":                  "payout-worker",
+		"aegis_consumer_dead_lettered_total":             "payout-worker",
+		"aegis_consumer_retry_exhausted_total":           "payout-worker",
+		"aegis_consumer_last_progress_timestamp_seconds": "payout-worker",
+		"aegis_consumer_lag":                             "payout-worker",
 	}
 }
 
@@ -121,6 +133,8 @@ func TestPrometheusRulesUseExportedMetrics(t *testing.T) {
 		`aegis_outbox_pending`,
 		`aegis_outbox_oldest_pending_age_seconds`,
 		`aegis_breaker_state\) == 2`,
+		`aegis_consumer_group_stalled\) == 1`,
+		`aegis_panics_total`,
 	} {
 		require.True(t, covered(want), "no rule matches %s", want)
 	}

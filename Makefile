@@ -57,12 +57,14 @@ bench: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
 
-## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full)
+## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full,
+## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s")
 SEEDS ?= 1 2 3
 PROFILE ?= full
+CHAOS_FLAGS ?=
 chaos: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log
+	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log $(CHAOS_FLAGS)
 
 ## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reliability.md
 DURATION ?= 10m

@@ -43,6 +43,8 @@ func run() (bool, error) {
 	logs := flag.String("logs", "", "write every process's output to this file")
 	keep := flag.Bool("keep", false, "keep the run's database for inspection")
 	out := flag.String("out", "", "write the (first) run's report with its footprint and lag to this Markdown file")
+	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the profile's longest Kafka outage)")
+	plantPoison := flag.Bool("plant-poison", false, "start the workers with WORKER_PLANT_POISON_RETRY (Postgres refusals retried in place for ever): the run must fail")
 	flag.Parse()
 
 	profile, err := chaos.ProfileNamed(*profileName)
@@ -79,7 +81,7 @@ func run() (bool, error) {
 	allOK := true
 	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
-			Logs: logw, Progress: os.Stderr, Keep: *keep})
+			Logs: logw, Progress: os.Stderr, Keep: *keep, PickupBound: *pickupBound, PlantPoison: *plantPoison})
 		if err != nil {
 			return false, fmt.Errorf("seed %d: %w", seed, err)
 		}

@@ -35,7 +35,20 @@ type Config struct {
 	Logs, Progress io.Writer
 	// Keep leaves the database behind for inspection.
 	Keep bool
+	// PickupBound fails the run when a payout or a credit waited longer to
+	// be picked up; zero means the default (defaultPickupBound).
+	PickupBound time.Duration
+	// PlantPoison starts the workers with WORKER_PLANT_POISON_RETRY: the
+	// old behaviour, Postgres refusals retried in place for ever. The run
+	// must then fail.
+	PlantPoison bool
 }
+
+// Timings the suite is started with (setUp), which the pickup bound uses.
+const (
+	chaosSessionTimeout = 10 * time.Second // KAFKA_SESSION_TIMEOUT's default
+	chaosPollInterval   = 200 * time.Millisecond
+)
 
 // suite is one running chaos run.
 type suite struct {
@@ -47,6 +60,8 @@ type suite struct {
 	ports   stack.Ports
 	secrets stack.Secrets
 	kafka   string
+	// replayStart is when the final replay of open dead letters began.
+	replayStart time.Time
 }
 
 func (c Config) log(format string, args ...any) {
@@ -67,6 +82,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.RedisServer = "/usr/bin/redis-server"
 	}
 	rep := &Report{Seed: cfg.Seed, Profile: cfg.Profile.Name}
+	if cfg.PickupBound == 0 {
+		cfg.PickupBound = defaultPickupBound(cfg.Profile, chaosSessionTimeout, chaosPollInterval)
+	}
 	su, err := setUp(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -85,11 +103,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Duration, rep.Rate, rep.FaultEvery = cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery
 	rep.StartFootprint = su.footprint(ctx)
 	phase, stop := context.WithTimeout(ctx, cfg.Profile.Duration)
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { in.run(phase); done <- struct{}{} }()
+	go func() { wl.sendPoison(phase, min(5*time.Second, cfg.Profile.Duration/4)); done <- struct{}{} }()
 	go func() { su.sample(phase, wl, cfg.Profile.SampleEvery, rep); done <- struct{}{} }()
 	wl.run(phase, cfg.Profile.Rate)
 	stop()
+	<-done
 	<-done
 	<-done
 	in.clear(ctx)
@@ -98,6 +118,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
 		rep.violation("drain: %v", err)
 	}
+	su.replayStart = time.Now()
 	replayed, notReplayable, err := su.replayOpenDeadLetters(ctx)
 	if err != nil {
 		return nil, err
@@ -171,18 +192,20 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
 		KafkaEnv: map[string]string{"KAFKA_ADMIN_ADDR": su.kafka},
 		Env: map[string]string{
-			"LOG_LEVEL":             "warn",
-			"RELAY_POLL_INTERVAL":   "200ms",
-			"RELAY_LEASE":           "6s",
-			"RELAY_PUBLISH_TIMEOUT": "2s",
-			"RELAY_BACKOFF_BASE":    "300ms",
-			"RELAY_BACKOFF_MAX":     "3s",
-			"BREAKER_OPEN_FOR":      "3s",
-			"PSP_BACKOFF_BASE":      "300ms",
-			"PSP_BACKOFF_MAX":       "3s",
-			"PSP_CALL_TIMEOUT":      "1s",
-			"WALLET_LOCK_EXPIRY":    "4s",
-			"SHUTDOWN_GRACE":        "10s",
+			"LOG_LEVEL":                 "warn",
+			"RELAY_POLL_INTERVAL":       chaosPollInterval.String(),
+			"RELAY_LEASE":               "6s",
+			"RELAY_PUBLISH_TIMEOUT":     "2s",
+			"RELAY_BACKOFF_BASE":        "300ms",
+			"RELAY_BACKOFF_MAX":         "3s",
+			"BREAKER_OPEN_FOR":          "3s",
+			"PSP_BACKOFF_BASE":          "300ms",
+			"PSP_BACKOFF_MAX":           "3s",
+			"PSP_CALL_TIMEOUT":          "1s",
+			"WALLET_LOCK_EXPIRY":        "4s",
+			"SHUTDOWN_GRACE":            "10s",
+			"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),
+			"WORKER_PLANT_POISON_RETRY": strconv.FormatBool(cfg.PlantPoison),
 		},
 	}, cfg.Logs)
 	if err != nil {

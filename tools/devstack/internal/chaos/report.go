@@ -27,12 +27,16 @@ type Report struct {
 		Payouts       int
 		P50, P99, Max time.Duration
 	}
-	Checks     []string
-	Violations []string
-	Took       time.Duration
-	Duration   time.Duration
-	Rate       int
-	FaultEvery time.Duration
+	// PayoutPickup and CreditPickup are the pickup latencies judged
+	// against PickupBound (latency.go).
+	PayoutPickup, CreditPickup Latency
+	PickupBound                time.Duration
+	Checks                     []string
+	Violations                 []string
+	Took                       time.Duration
+	Duration                   time.Duration
+	Rate                       int
+	FaultEvery                 time.Duration
 	// Soak measurements.
 	StartFootprint, DrainedFootprint []ServiceSample
 	Lag                              []LagSample
@@ -83,6 +87,9 @@ func (r *Report) String() string {
 	if r.Pickup.Payouts > 0 {
 		fmt.Fprintf(&b, "\npayout pickup (created → first worker transition, %d payouts): p50 %s, p99 %s, max %s\n",
 			r.Pickup.Payouts, r.Pickup.P50.Round(time.Millisecond), r.Pickup.P99.Round(time.Millisecond), r.Pickup.Max.Round(time.Millisecond))
+	}
+	if r.PickupBound > 0 {
+		fmt.Fprintf(&b, "pickup bound %s; payouts %s; credits (acknowledged → credited) %s\n", r.PickupBound, r.PayoutPickup, r.CreditPickup)
 	}
 	b.WriteString("\n")
 	for _, c := range r.Checks {

@@ -28,6 +28,8 @@ type webhook struct {
 	Amount    int64
 	Currency  string
 	Status    int
+	// AckedAt is when the answer arrived (pickup latency).
+	AckedAt time.Time
 }
 
 // payoutReq is one payout request and its answer.
@@ -56,6 +58,8 @@ type workload struct {
 	payouts  []*payoutReq
 	seq      int
 	sent     map[string]int
+	// poison is the poison workload's overflowing credit (poison.go).
+	poison *webhook
 }
 
 func newWorkload(api, stripeSecret, paystackKey, token string, seed uint64, users int) *workload {
@@ -117,6 +121,9 @@ func (w *workload) next() func() {
 }
 
 func (w *workload) record(h *webhook) {
+	if h.AckedAt.IsZero() {
+		h.AckedAt = time.Now()
+	}
 	w.mu.Lock()
 	w.webhooks = append(w.webhooks, h)
 	w.sent[h.Kind]++

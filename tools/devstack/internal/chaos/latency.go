@@ -1,0 +1,130 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Latency summarises how long work waited to be picked up.
+type Latency struct {
+	N             int
+	P50, P99, Max time.Duration
+	// Replayed counts items that were only done by the operator's replay
+	// at the end of the run: their wait is the run's, not the system's.
+	Replayed int
+}
+
+func (l Latency) String() string {
+	return fmt.Sprintf("%d: p50 %s, p99 %s, max %s (%d more only after the final replay)", l.N,
+		l.P50.Round(time.Millisecond), l.P99.Round(time.Millisecond), l.Max.Round(time.Millisecond), l.Replayed)
+}
+
+func summarise(waits []time.Duration, replayed int) Latency {
+	l := Latency{N: len(waits), Replayed: replayed}
+	if len(waits) == 0 {
+		return l
+	}
+	slices.Sort(waits)
+	at := func(q float64) time.Duration { return waits[min(len(waits)-1, int(q*float64(len(waits))))] }
+	l.P50, l.P99, l.Max = at(0.5), at(0.99), waits[len(waits)-1]
+	return l
+}
+
+// defaultPickupBound is the issue's bound: the group's session timeout (a
+// dead member's partitions move after it), twice the relay's poll interval
+// (a row committed just after a poll) and the longest outage the profile
+// injects (nothing moves while Kafka is down).
+func defaultPickupBound(p Profile, sessionTimeout, pollInterval time.Duration) time.Duration {
+	return sessionTimeout + 2*pollInterval + p.KafkaOutageMax
+}
+
+// checkPickup measures, for the work the system finished on its own (before
+// the final replay), how long it waited: a payout from its creation to the
+// worker's first transition, a payment from its webhook's acknowledgement to
+// its credit. Either over bound fails the run: a stalled partition shows
+// here even when everything is eventually done.
+func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) error {
+	bound := su.cfg.PickupBound
+	rows, err := su.pool.Query(ctx, `
+		SELECT min(at) FILTER (WHERE from_status IS NULL), min(at) FILTER (WHERE from_status IS NOT NULL)
+		FROM payout_transitions GROUP BY payout_id`)
+	if err != nil {
+		return err
+	}
+	var payouts []time.Duration
+	replayedPayouts := 0
+	for rows.Next() {
+		var created, first *time.Time
+		if err := rows.Scan(&created, &first); err != nil {
+			return err
+		}
+		if created == nil || first == nil {
+			continue
+		}
+		if !su.replayStart.IsZero() && first.After(su.replayStart) {
+			replayedPayouts++
+			continue
+		}
+		payouts = append(payouts, max(0, first.Sub(*created)))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = su.pool.Query(ctx, `SELECT reference, min(created_at) FROM ledger_transactions WHERE kind = 'credit' GROUP BY 1`)
+	if err != nil {
+		return err
+	}
+	creditedAt := map[string]time.Time{}
+	for rows.Next() {
+		var ref string
+		var at time.Time
+		if err := rows.Scan(&ref, &at); err != nil {
+			return err
+		}
+		creditedAt[ref] = at
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ackedAt := map[string]time.Time{}
+	wl.mu.Lock()
+	for _, h := range wl.webhooks {
+		if h.Reference == "" || h.Status/100 != 2 || h.AckedAt.IsZero() {
+			continue
+		}
+		if at, ok := ackedAt[h.Reference]; !ok || h.AckedAt.Before(at) {
+			ackedAt[h.Reference] = h.AckedAt
+		}
+	}
+	wl.mu.Unlock()
+	var credits []time.Duration
+	replayedCredits := 0
+	for ref, acked := range ackedAt {
+		at, ok := creditedAt[ref]
+		if !ok {
+			continue // check 1 reports it
+		}
+		if !su.replayStart.IsZero() && at.After(su.replayStart) {
+			replayedCredits++
+			continue
+		}
+		credits = append(credits, max(0, at.Sub(acked)))
+	}
+	rep.PayoutPickup, rep.CreditPickup = summarise(payouts, replayedPayouts), summarise(credits, replayedCredits)
+	rep.PickupBound = bound
+	bad := 0
+	for name, l := range map[string]Latency{"payout pickup (created → first worker transition)": rep.PayoutPickup,
+		"credit pickup (webhook acknowledged → credited)": rep.CreditPickup} {
+		if l.Max > bound {
+			rep.violation("%s: max %s exceeds the bound %s (p50 %s, p99 %s over %d)", name, l.Max.Round(time.Millisecond),
+				bound, l.P50.Round(time.Millisecond), l.P99.Round(time.Millisecond), l.N)
+			bad++
+		}
+	}
+	if bad == 0 {
+		rep.passed("8. pickup within %s: payouts %s; credits %s", bound, rep.PayoutPickup, rep.CreditPickup)
+	}
+	return nil
+}

@@ -22,6 +22,10 @@ import (
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
 
+// keptSection starts the hand-written part of docs/reliability.md that a
+// soak run's rewrite keeps.
+const keptSection = "## No unbounded in-place retry"
+
 func main() {
 	ok, err := run()
 	if err != nil {
@@ -93,6 +97,12 @@ func run() (bool, error) {
 				cmd = "make chaos PROFILE=" + profile.Name
 			}
 			doc := rep.Reliability(bench.Machine(ctx, admin), cmd)
+			// Hand-written sections after the generated report are kept.
+			if old, err := os.ReadFile(*out); err == nil {
+				if i := strings.Index(string(old), keptSection); i >= 0 {
+					doc = strings.TrimRight(doc, "\n") + "\n\n" + string(old[i:])
+				}
+			}
 			if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 				return false, err
 			}

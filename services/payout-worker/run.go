@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -84,6 +85,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 		BreakerDefer: env.Duration("PSP_BREAKER_DEFER", c.Breaker.OpenFor),
 		CallTimeout:  env.Duration("PSP_CALL_TIMEOUT", 30*time.Second),
+		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
+		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
+		StripeLivemode:    strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}

@@ -124,6 +124,7 @@ type idemEntry struct {
 	requestID   string // of the request that executed
 	done        bool
 	res         response
+	at          time.Time // when the key was first used; pruned after the window
 }
 
 // delivery is one webhook event on its way out.
@@ -169,6 +170,7 @@ type state struct {
 	byID         map[string]*object
 	paystackRefs map[string]*object // apiKey \x00 reference
 	idem         map[string]*idemEntry
+	idemOrder    []idemRef // keys in the order first used, for pruning
 	calls        []*CallRecord
 	callSeq      int64
 	callsDropped int64
@@ -185,6 +187,17 @@ func newState() *state {
 		idem:         make(map[string]*idemEntry),
 		paystackSeq:  1_000_000,
 	}
+}
+
+// idemRef names an idempotency entry in idemOrder.
+type idemRef struct {
+	scope string
+	e     *idemEntry
+}
+
+func (st *state) putIdem(scope string, e *idemEntry) {
+	st.idem[scope] = e
+	st.idemOrder = append(st.idemOrder, idemRef{scope: scope, e: e})
 }
 
 func (st *state) addObject(o *object) {

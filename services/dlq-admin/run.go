@@ -57,6 +57,8 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
+	// ReconcileStatementTimeout is RECONCILE_STATEMENT_TIMEOUT.
+	ReconcileStatementTimeout time.Duration
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -71,8 +73,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
 			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", monitor.DefaultDepthThreshold)),
 		},
-		ReplayRate:        env.Float("REPLAY_RATE", replay.DefaultRate),
-		ReconcileInterval: env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
+		ReplayRate:                env.Float("REPLAY_RATE", replay.DefaultRate),
+		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
+		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 	}
 	if c.Monitor.CheckInterval <= 0 {
 		env.Errorf("DLQ_CHECK_INTERVAL must be positive")
@@ -84,6 +87,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	// throttle no longer protects anything.
 	if c.ReplayRate < 0.1 || c.ReplayRate > 10000 {
 		env.Errorf("REPLAY_RATE must be between 0.1 and 10000 letters per second, got %v", c.ReplayRate)
+	}
+	if c.ReconcileStatementTimeout < time.Second {
+		env.Errorf("RECONCILE_STATEMENT_TIMEOUT must be at least 1s")
 	}
 	if c.ReconcileInterval < time.Second {
 		env.Errorf("RECONCILE_INTERVAL must be at least 1s")
@@ -152,6 +158,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	reconciler.WithStatementTimeout(cfg.ReconcileStatementTimeout)
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},

@@ -223,3 +223,31 @@ func TestOutcomeEventResolvesANeedsReviewPayoutOnlyWhenItMatches(t *testing.T) {
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM payout_evidence WHERE payout_id = $1 AND verdict = 'outcome_mismatch'`, pid))
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM payout_evidence WHERE payout_id = $1 AND verdict = 'applied'`, pid))
 }
+
+// A payout the PSP paid after we had given its hold back waits for a
+// person: neither a replay nor another paid event settles a hold that is
+// no longer there.
+func TestPaidAfterReleaseIsNeverSettledFromAHoldThatIsGone(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(1200, "ba_invalid_closed", "stripe")
+	w.requestPayout(pid, 1200, "stripe")
+	w.waitStatus(pid, payout.Finalized)
+	require.EqualValues(t, 5000, w.balance())
+
+	w.pspOutcome("evt_paid_late", pid, event.ActionPayoutPaid, time.Now())
+	w.waitStatus(pid, payout.NeedsReview)
+
+	b, _ := json.Marshal(event.PayoutRequested{PayoutID: pid, UserID: w.user, Amount: 1200, Currency: "usd", Provider: "stripe"})
+	w.produce(kafkax.TopicTransactions, w.user, "payout:"+pid+":request:replay:9:1", b)
+	w.waitProcessed("payout:" + pid + ":request:replay:9:1")
+	w.pspOutcome("evt_paid_again", pid, event.ActionPayoutPaid, time.Now().Add(time.Second))
+	w.waitProcessed("stripe:evt_paid_again")
+
+	require.Equal(t, payout.NeedsReview, w.payout(pid).Status)
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_settle' AND reference = $1`, pid))
+	require.Zero(t, w.count(`SELECT count(*) FROM payout_attempts WHERE payout_id = $1 AND at > now() - interval '1 minute' AND kind = 'lookup'`, pid),
+		"nothing was sent or looked up")
+	require.EqualValues(t, 5000, w.balance())
+}

@@ -58,6 +58,14 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			ev.verdict = verdictStale
 			return recordEvidence(ctx, tx, p, ev)
 		}
+		// A NEEDS_REVIEW payout may be one the PSP paid after we had given
+		// its hold back: no hold is left to settle.
+		released := false
+		if p.Status == NeedsReview {
+			if released, err = ledger.Posted(ctx, tx, ledger.KindPayoutRelease, p.ID.String()); err != nil {
+				return err
+			}
+		}
 		// What the event does, decided below; recorded with it.
 		ev.verdict = verdictApplied
 		applied := func() error { return recordEvidence(ctx, tx, p, ev) }
@@ -75,7 +83,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			reason += ": " + e.FailureCode
 		}
 		switch {
-		case e.Action == event.ActionPayoutPaid && inFlight(p.Status):
+		case e.Action == event.ActionPayoutPaid && inFlight(p.Status) && !released:
 			if err := applied(); err != nil {
 				return err
 			}

@@ -144,6 +144,22 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			// dead letter: the attempt looks the payout up at the PSP first,
 			// adopts what it finds and sends again (under a new key) only
 			// when the PSP confirms there is nothing.
+			if po.Status == NeedsReview {
+				released, err := ledger.Posted(ctx, tx, ledger.KindPayoutRelease, po.ID.String())
+				if err != nil {
+					return err
+				}
+				if released {
+					// Paid after its hold was given back: there is nothing
+					// to send and no hold to settle. A person must recover
+					// the money.
+					if _, err := consume.Claim(ctx, tx, m); err != nil {
+						return err
+					}
+					return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
+						"nothing to send; recover the money by hand"), errclass.Permanent, po)
+				}
+			}
 			call, wasReview = true, po.Status == NeedsReview
 			_, err := move(ctx, tx, po, step{to: Sending})
 			return err

@@ -105,7 +105,10 @@
 //     Payouts send only payout.paid / payout.failed.
 //   - Magic values: Stripe destination ba_invalid*/acct_invalid* →
 //     account_invalid; ba_fail* (payout) / acct_fail* (transfer) → settles
-//     failed with account_closed. Paystack recipient RCP_invalid* → Invalid
+//     failed with account_closed; ba_lost_* → the first create for a
+//     payout id executes but its answer is lost (a 504 after the timeout),
+//     ba_lost_invalid* being refused with account_invalid, ba_lost_ok* paid
+//     as usual: an unknown outcome the caller must resolve by a lookup. Paystack recipient RCP_invalid* → Invalid
 //     transfer recipient; RCP_fail* → transfer.failed.
 //   - Faults apply to money-moving POSTs only (latency to every PSP route).
 //     The Next queue is consumed head first: an infrastructure kind at the

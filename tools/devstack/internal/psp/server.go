@@ -351,7 +351,7 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 	}
 	s.mu.Unlock()
 
-	if execFault == FaultTimeoutAfterCreate {
+	if execFault == FaultTimeoutAfterCreate || res.lose {
 		s.markCall(op.call, OutcomeFaultTimeoutCreate, http.StatusGatewayTimeout, res.objectID)
 		s.hang(r.Context(), timeout)
 		s.respond(w, op.call, response{status: http.StatusGatewayTimeout, body: op.d.timedOut(), outcome: OutcomeFaultTimeoutCreate, objectID: res.objectID})

@@ -116,6 +116,9 @@ type response struct {
 	header   map[string]string
 	outcome  string
 	objectID string
+	// lose: the request executed (and its answer is saved under its key)
+	// but the caller gets a timeout, as with timeout_after_create.
+	lose bool
 }
 
 // idemEntry is one idempotency key's slot.
@@ -178,6 +181,9 @@ type state struct {
 	tasks        taskHeap
 	taskSeq      uint64
 	paystackSeq  int64
+	// lostOnce holds the payout ids whose first create to a ba_lost_*
+	// destination has lost its answer.
+	lostOnce map[string]bool
 }
 
 func newState() *state {
@@ -185,6 +191,7 @@ func newState() *state {
 		byID:         make(map[string]*object),
 		paystackRefs: make(map[string]*object),
 		idem:         make(map[string]*idemEntry),
+		lostOnce:     make(map[string]bool),
 		paystackSeq:  1_000_000,
 	}
 }

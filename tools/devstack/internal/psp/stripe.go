@@ -220,7 +220,21 @@ func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *param
 }
 
 func invalidDestination(dest string) bool {
-	return strings.HasPrefix(dest, "ba_invalid") || strings.HasPrefix(dest, "acct_invalid")
+	return strings.HasPrefix(dest, "ba_invalid") || strings.HasPrefix(dest, "acct_invalid") ||
+		strings.HasPrefix(dest, "ba_lost_invalid")
+}
+
+// loseFirstAnswer reports whether this payout create is the first for its
+// payout id to a ba_lost_* destination: it executes (creates the payout,
+// or for ba_lost_invalid* is refused) and its answer is lost, an unknown
+// outcome for the caller. Later creates for the payout answer normally.
+func loseFirstAnswer(st *state, c stripeCommon) bool {
+	pid := c.metadata["payout_id"]
+	if !strings.HasPrefix(c.destination, "ba_lost_") || pid == "" || st.lostOnce[pid] {
+		return false
+	}
+	st.lostOnce[pid] = true
+	return true
 }
 
 var (
@@ -297,11 +311,12 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			return response{status: http.StatusBadRequest, body: (&paramError{code: "string_length_invalid", param: "statement_descriptor", msg: "Statement descriptor must be at most 22 characters."}).body(), outcome: OutcomeInvalid}
 		}
 
+		lose := loseFirstAnswer(st, c)
 		switch f := draw(); {
 		case f == FaultInvalidAccount || invalidDestination(c.destination):
-			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected}
+			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected, lose: lose}
 		case f == FaultInsufficientFunds:
-			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
+			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected, lose: lose}
 		}
 
 		now := time.Now()
@@ -345,7 +360,7 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			stripePayout: p,
 		}
 		s.addObjectLocked(st, o, now)
-		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID}
+		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID, lose: lose}
 	}
 	s.runCreate(w, r, op)
 }

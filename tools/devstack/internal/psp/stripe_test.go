@@ -547,3 +547,33 @@ func TestStripeTransfer(t *testing.T) {
 	require.Equal(t, "destination", se.Param)
 	require.Equal(t, stripe.ErrorCodeParameterMissing, se.Code)
 }
+
+// ba_lost_*: the first create for a payout executes and its answer is
+// lost; later ones answer normally (a new key creates nothing new for
+// ba_lost_invalid*, which is refused).
+func TestStripeLostAnswerDestinations(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	h.putFaults(`{"provider":"stripe","timeout":"100ms"}`)
+	p := payoutParams("key-lost-1", "pay_lost_ok", 700)
+	p.Destination = stripe.String("ba_lost_ok_1")
+	_, err := h.payouts.New(p)
+	se := stripeErr(t, err)
+	require.Equal(t, http.StatusGatewayTimeout, se.HTTPStatusCode)
+	objs := h.objects()
+	require.Len(t, objs, 1, "it executed")
+	p = payoutParams("key-lost-1", "pay_lost_ok", 700)
+	p.Destination = stripe.String("ba_lost_ok_1")
+	got, err := h.payouts.New(p)
+	require.NoError(t, err, "a retry with the key replays the created payout")
+	require.Equal(t, objs[0].ID, got.ID)
+
+	p = payoutParams("key-lost-2", "pay_lost_invalid", 700)
+	p.Destination = stripe.String("ba_lost_invalid_1")
+	_, err = h.payouts.New(p)
+	require.Equal(t, http.StatusGatewayTimeout, stripeErr(t, err).HTTPStatusCode)
+	p = payoutParams("key-lost-3", "pay_lost_invalid", 700)
+	p.Destination = stripe.String("ba_lost_invalid_1")
+	_, err = h.payouts.New(p)
+	require.Equal(t, stripe.ErrorCode("account_invalid"), stripeErr(t, err).Code)
+	require.Len(t, h.objects(), 1)
+}

@@ -49,8 +49,10 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			}
 			pr.logger.WarnContext(ctx, "PSP outcome event does not match its payout; not applied", "payout_id", p.ID,
 				"event_id", e.EventID, "provider", e.Provider, "type", e.Type, "mismatch", mismatch)
-			return pr.deadLetter(ctx, tx, m, fmt.Errorf("%s: %s %s %s: %s", ClassOutcomeMismatch, e.Provider, e.Type,
-				e.EventID, mismatch), ClassOutcomeMismatch, p)
+			// The letter is about the event, not the payout's attempts: no
+			// payout history on it.
+			return pr.deadLetter(ctx, tx, m, fmt.Errorf("%s: %s %s %s does not match payout %s: %s", ClassOutcomeMismatch,
+				e.Provider, e.Type, e.EventID, p.ID, mismatch), ClassOutcomeMismatch, nil)
 		}
 		if e.Stale || p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,

@@ -251,3 +251,39 @@ func TestPaidAfterReleaseIsNeverSettledFromAHoldThatIsGone(t *testing.T) {
 		"nothing was sent or looked up")
 	require.EqualValues(t, 5000, w.balance())
 }
+
+// Paystack: a transfer whose answer was lost is verified by its reference
+// and adopted; its outcome events are held to the same checks.
+func TestPaystackLostAnswerIsVerifiedAndItsEventsCrossChecked(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{callTimeout: 300 * time.Millisecond})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "paystack", Timeout: "3s", Next: []psptest.Fault{{Kind: "timeout_after_create", Count: 1}}})
+	pid := w.createPayout(900, "RCP_lost", "paystack")
+	w.requestPayout(pid, 900, "paystack")
+	w.waitStatus(pid, payout.Retrying)
+	w.relay(kafkax.TopicTransactions)
+	p := w.waitStatus(pid, payout.Awaiting, payout.Succeeded)
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1)
+	require.Equal(t, []string{"create:unknown", "lookup:found"}, w.attempts(pid))
+	require.NotEmpty(t, p.Reference)
+	if p.Status == payout.Succeeded {
+		return // the stand-in answered the transfer as paid already
+	}
+
+	transferFailed := func(id string, amount int64, currency string) event.PSPEvent {
+		return event.PSPEvent{Provider: "paystack", EventID: id, Type: "transfer.failed", Action: event.ActionPayoutFailed,
+			PayoutID: pid, Reference: p.Reference, Amount: amount, Currency: currency, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	}
+	forged := transferFailed("transfer.failed:forged", 900, "ngn")
+	w.publishOutcome(forged)
+	w.waitProcessed(forged.MessageID())
+	require.Equal(t, payout.Awaiting, w.payout(pid).Status, "a transfer in another currency is not this payout")
+	require.EqualValues(t, 4100, w.balance())
+
+	real := transferFailed("transfer.failed:real", 900, "usd")
+	w.publishOutcome(real)
+	w.waitStatus(pid, payout.Finalized)
+	require.EqualValues(t, 5000, w.balance(), "the PSP's own failure gives the hold back")
+}

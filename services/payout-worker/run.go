@@ -32,10 +32,12 @@ import (
 // Config is payout-worker's settings.
 type Config struct {
 	service.Base
-	RedisURL        string
-	KafkaBrokers    []string
-	Group           string
-	Membership      kafkax.Membership
+	RedisURL     string
+	KafkaBrokers []string
+	Group        string
+	Membership   kafkax.Membership
+	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
+	KafkaSecurity   kafkax.Security
 	MaxPollRecords  int
 	Concurrency     int
 	DBMaxConns      int
@@ -74,6 +76,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 	}
 	c.Membership = kafkax.ReadMembership(env)
+	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
 	c.Payout = payout.Config{
 		Backoff: backoff.Policy{
@@ -132,8 +135,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	rdb := goredis.NewClient(redisOpts)
 	defer rdb.Close()
 
-	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, consume.ClientOpts(cfg.Group, cfg.Membership,
-		kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(consume.ClientOpts(cfg.Group, cfg.Membership,
+		kafkax.TopicWebhookPending, kafkax.TopicTransactions), cfg.KafkaSecurity.Opts()...)...)
 	if err != nil {
 		return err
 	}
@@ -169,7 +172,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		httpserver.Check{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
 	)
-	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
+	logger.Info("payout worker started", "group", cfg.Group, "kafka_security", cfg.KafkaSecurity.String(), "providers", providerNames(psps))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { alerts.Run(gctx); return nil })
 	g.Go(func() error { notifier.Run(gctx); return nil })

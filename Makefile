@@ -12,10 +12,11 @@ TEST_FLAGS ?= -race -count=1 -timeout 12m
 
 all: build
 
-## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin and the dev tools
+## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin, bin/aegisctl (static) and the dev tools
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) $(addprefix ./tools/devstack/cmd/,$(TOOLS))
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./services/dlq-admin/cmd/aegisctl
 
 ## dev: the whole suite in the foreground on localhost; Ctrl-C stops it
 dev: build

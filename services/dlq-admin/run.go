@@ -48,6 +48,8 @@ type Config struct {
 	Tokens        *bearer.Set
 	ConsumerGroup string
 	Membership    kafkax.Membership
+	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
+	KafkaSecurity kafkax.Security
 	// Alert is ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
 	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
 	Alert alert.Config
@@ -68,6 +70,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		KafkaBrokers:  env.List("KAFKA_BROKERS"),
 		ConsumerGroup: env.String("DLQ_CONSUMER_GROUP", defaultConsumerGroup),
 		Membership:    kafkax.ReadMembership(env),
+		KafkaSecurity: kafkax.ReadSecurity(env),
 		Alert:         alert.ReadConfig(env, "dlq-admin"),
 		Monitor: monitor.Config{
 			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
@@ -141,7 +144,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
-		Membership: cfg.Membership, OnStored: mon.Notify}, pool, logger, reg)
+		Membership: cfg.Membership, Security: cfg.KafkaSecurity, OnStored: mon.Notify}, pool, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -169,7 +172,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
-	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
+	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
 		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "")
 	// Any part failing stops the others; on SIGTERM all stop: the HTTP
 	// server drains in-flight requests, the consumer commits what it stored,

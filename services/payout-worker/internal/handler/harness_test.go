@@ -132,7 +132,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 	rdb := goredis.NewClient(ro)
 	t.Cleanup(func() { _ = rdb.Close() })
-	locks, err := walletlock.New(rdb, walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger)
+	locks, err := walletlock.New(walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger, rdb)
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()

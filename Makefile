@@ -8,7 +8,7 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check clean
 
 all: build
 
@@ -28,6 +28,7 @@ test:
 	@scripts/devdeps.sh compose browser promtool
 	$(GO) vet $(PACKAGES)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@$(MAKE) --no-print-directory tidy-check
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	@$(MAKE) --no-print-directory deploy-check
@@ -52,6 +53,14 @@ fuzz:
 ## tidy: go mod tidy in every module (-e: see services/payout-worker/go.mod)
 tidy:
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$d && $(GO) mod tidy -e) || exit 1; done
+	@cd deploy && GOWORK=off $(GO) mod tidy
+
+## tidy-check: fail when a module's go.mod or go.sum is not what `make tidy` would write
+tidy-check:
+	@for d in $$($(GO) list -m -f '{{.Dir}}'); do \
+		(cd $$d && $(GO) mod tidy -e -diff >/dev/null) || { echo "go.mod/go.sum in $$d are stale: run make tidy"; exit 1; }; \
+	done
+	@(cd deploy && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "deploy/go.mod is stale: run make tidy"; exit 1; }
 
 ## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
 BENCH_DURATION ?= 20s

@@ -20,7 +20,7 @@ import (
 func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
-		su.checkFrontDoor, su.checkPoison, su.checkPickup,
+		su.checkFrontDoor, su.checkEvidence, su.checkPoison, su.checkPickup,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err

@@ -124,7 +124,7 @@ func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) err
 		}
 	}
 	if bad == 0 {
-		rep.passed("8. pickup within %s: payouts %s; credits %s", bound, rep.PayoutPickup, rep.CreditPickup)
+		rep.passed("10. pickup within %s: payouts %s; credits %s", bound, rep.PayoutPickup, rep.CreditPickup)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func (w *workload) sendPoison(ctx context.Context, delay time.Duration) {
 	}
 }
 
-// 7. The poison credit is acknowledged, never credited, and dead-lettered by
+// 9. The poison credit is acknowledged, never credited, and dead-lettered by
 // the worker with class permanent and the database's refusal; the rest of
 // the run shows (checks 1 and pickup) that nothing else waited on it.
 func (su *suite) checkPoison(ctx context.Context, wl *workload, rep *Report) error {
@@ -78,7 +78,7 @@ func (su *suite) checkPoison(ctx context.Context, wl *workload, rep *Report) err
 		bad++
 	}
 	if bad == 0 {
-		rep.passed("7. the poison credit (a balance overflow Postgres refuses) was dead-lettered as permanent (%d letters) and applied nowhere", letters)
+		rep.passed("9. the poison credit (a balance overflow Postgres refuses) was dead-lettered as permanent (%d letters) and applied nowhere", letters)
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func run() (bool, error) {
 	logs := flag.String("logs", "", "write every process's output to this file")
 	keep := flag.Bool("keep", false, "keep the run's database for inspection")
 	out := flag.String("out", "", "write the (first) run's report with its footprint and lag to this Markdown file")
-	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the profile's longest Kafka outage)")
+	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the longest Kafka outage injected)")
 	plantPoison := flag.Bool("plant-poison", false, "start the workers with WORKER_PLANT_POISON_RETRY (Postgres refusals retried in place for ever): the run must fail")
 	flag.Parse()
 

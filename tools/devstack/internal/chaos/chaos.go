@@ -36,7 +36,8 @@ type Config struct {
 	// Keep leaves the database behind for inspection.
 	Keep bool
 	// PickupBound fails the run when a payout or a credit waited longer to
-	// be picked up; zero means the default (defaultPickupBound).
+	// be picked up; zero means the default (defaultPickupBound,
+	// from the longest Kafka outage the run injected).
 	PickupBound time.Duration
 	// PlantPoison starts the workers with WORKER_PLANT_POISON_RETRY: the
 	// old behaviour, Postgres refusals retried in place for ever. The run
@@ -62,6 +63,13 @@ type suite struct {
 	kafka   string
 	// replayStart is when the final replay of open dead letters began.
 	replayStart time.Time
+	// pickupBound is Config.PickupBound or the default from the faults
+	// actually injected.
+	pickupBound time.Duration
+	// outages are the Kafka outages injected (start, end); started is when
+	// the workload began.
+	outages [][2]time.Time
+	started time.Time
 }
 
 func (c Config) log(format string, args ...any) {
@@ -82,9 +90,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.RedisServer = "/usr/bin/redis-server"
 	}
 	rep := &Report{Seed: cfg.Seed, Profile: cfg.Profile.Name}
-	if cfg.PickupBound == 0 {
-		cfg.PickupBound = defaultPickupBound(cfg.Profile, chaosSessionTimeout, chaosPollInterval)
-	}
 	su, err := setUp(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -102,6 +107,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery)
 	rep.Duration, rep.Rate, rep.FaultEvery = cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery
 	rep.StartFootprint = su.footprint(ctx)
+	su.started = time.Now()
 	phase, stop := context.WithTimeout(ctx, cfg.Profile.Duration)
 	done := make(chan struct{}, 3)
 	go func() { in.run(phase); done <- struct{}{} }()
@@ -114,6 +120,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-done
 	in.clear(ctx)
 
+	su.pickupBound = cfg.PickupBound
+	if su.pickupBound == 0 {
+		in.mu.Lock()
+		su.pickupBound = defaultPickupBound(chaosSessionTimeout, chaosPollInterval, in.longestOutage)
+		in.mu.Unlock()
+	}
+	in.mu.Lock()
+	su.outages = in.outages
+	in.mu.Unlock()
 	cfg.log("faults stopped; draining")
 	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
 		rep.violation("drain: %v", err)

@@ -55,6 +55,10 @@ type injector struct {
 
 	mu       sync.Mutex
 	injected map[string]int
+	// longestOutage is the longest time Kafka was away, from the start of
+	// its stop to the end of its relaunch (the pickup bound, latency.go).
+	longestOutage time.Duration
+	outages       [][2]time.Time
 }
 
 // run injects a fault every profile.FaultEvery until ctx ends. Kinds are
@@ -99,6 +103,14 @@ func (in *injector) count(kind string) {
 	in.mu.Unlock()
 }
 
+// outage records an outage that began at start and ends now.
+func (in *injector) outage(start time.Time) {
+	in.mu.Lock()
+	in.longestOutage = max(in.longestOutage, time.Since(start))
+	in.outages = append(in.outages, [2]time.Time{start, time.Now()})
+	in.mu.Unlock()
+}
+
 func (in *injector) pick(names ...string) string { return names[in.rng.IntN(len(names))] }
 
 func (in *injector) inject(ctx context.Context, kind string) error {
@@ -126,6 +138,7 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		}
 		return in.killWorkersWithCallsHung(ctx)
 	case faultKafkaOutage:
+		defer in.outage(time.Now())
 		if err := in.s.Terminate("kafka", 10*time.Second); err != nil {
 			in.log("kafka stop: %v", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -105,15 +104,15 @@ func TestAPartitionWithLagAndNoProgressIsReportedWithItsMember(t *testing.T) {
 	require.Equal(t, "consumer_stalled:payout-worker:aegis.webhook.pending:1", alerts[0].Key)
 	require.Equal(t, alert.Critical, alerts[0].Severity)
 	require.True(t, strings.Contains(alerts[0].Summary, "partition 1"))
-	require.Equal(t, 1.0, testutil.ToFloat64(mustGauge(t, reg, "aegis_consumer_group_stalled", group, topic, "1")))
-	require.Equal(t, 4.0, testutil.ToFloat64(mustGauge(t, reg, "aegis_consumer_group_lag", group, topic, "1")))
+	require.Equal(t, 1.0, gauge(t, reg, "aegis_consumer_group_stalled", group, topic, "1"))
+	require.Equal(t, 4.0, gauge(t, reg, "aegis_consumer_group_lag", group, topic, "1"))
 
 	// Progress: the commit moves, the stall clears at once.
 	require.NoError(t, worker.CommitRecords(ctx, recs[4]))
 	got, err = d.Check(ctx)
 	require.NoError(t, err)
 	require.Empty(t, got)
-	require.Equal(t, 0.0, testutil.ToFloat64(mustGauge(t, reg, "aegis_consumer_group_stalled", group, topic, "1")))
+	require.Equal(t, 0.0, gauge(t, reg, "aegis_consumer_group_stalled", group, topic, "1"))
 }
 
 // A group nobody consumes (every member gone, or ghosts the broker dropped)
@@ -145,7 +144,7 @@ func TestAGroupWithoutMembersAndWithLagIsStalled(t *testing.T) {
 	require.EqualValues(t, 2, got[0].Lag)
 }
 
-func mustGauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) prometheus.Collector {
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -160,12 +159,10 @@ func mustGauge(t *testing.T, reg *prometheus.Registry, name string, labels ...st
 			}
 			// labels are sorted by name: group, partition, topic
 			if len(have) == 3 && have[0] == labels[0] && have[1] == labels[2] && have[2] == labels[1] {
-				g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
-				g.Set(m.GetGauge().GetValue())
-				return g
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
 	t.Fatalf("no %s%v", name, labels)
-	return nil
+	return 0
 }

@@ -93,7 +93,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 		CallTimeout:  env.Duration("PSP_CALL_TIMEOUT", 30*time.Second),
 		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
 		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
-		StripeLivemode:    strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
+		// How long the PSP may still execute a request we stopped waiting
+		// for (README: "Unknown outcomes"): stripe-go itself waits 80s.
+		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
+		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}

@@ -102,6 +102,7 @@ func TestUnknownThenRefusedNeedsReviewWhenThePSPCannotConfirm(t *testing.T) {
 	pid := w.createPayout(700, "ba_1", "stripe")
 	w.requestPayout(pid, 700, "stripe")
 	w.waitStatus(pid, payout.Retrying)
+	w.passSettleWindow() // the first attempt's timeout could still execute until then
 	w.relay(kafkax.TopicTransactions)
 	p := w.waitStatus(pid, payout.NeedsReview, payout.Finalized)
 	require.Equal(t, []string{"create:unknown", "lookup:not_found", "create:refused", "lookup:unknown"}, w.attempts(pid))
@@ -123,6 +124,7 @@ func TestUnknownThenRefusedReleasesOnlyAfterThePSPConfirmsNothingExists(t *testi
 	pid := w.createPayout(700, "ba_1", "stripe")
 	w.requestPayout(pid, 700, "stripe")
 	w.waitStatus(pid, payout.Retrying)
+	w.passSettleWindow() // the first attempt's timeout could still execute until then
 	w.relay(kafkax.TopicTransactions)
 	w.waitStatus(pid, payout.Finalized)
 	require.EqualValues(t, 5000, w.balance())
@@ -183,6 +185,7 @@ func TestReplayOfANeedsReviewPayoutWithNothingAtThePSPSendsUnderANewKey(t *testi
 	w.requestPayout(pid, 600, "stripe")
 	w.waitStatus(pid, payout.NeedsReview)
 	require.Empty(t, w.psp.Objects(t, pid))
+	w.passSettleWindow()
 
 	b, _ := json.Marshal(event.PayoutRequested{PayoutID: pid, UserID: w.user, Amount: 600, Currency: "usd", Provider: "stripe"})
 	w.produce(kafkax.TopicTransactions, w.user, "payout:"+pid+":request:replay:1:1", b)

@@ -21,7 +21,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	// The PSP never settles on its own here: the test settles the payout
 	// when it wants to, so the lost attempt's object cannot finish the
 	// payout behind the test's back.
-	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s"})
+	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s"})
 	ctx := context.Background()
 	user := "alice"
 	wallet := func() float64 {

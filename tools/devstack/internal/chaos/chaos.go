@@ -181,8 +181,11 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 			"PSP_BACKOFF_BASE":      "300ms",
 			"PSP_BACKOFF_MAX":       "3s",
 			"PSP_CALL_TIMEOUT":      "1s",
-			"WALLET_LOCK_EXPIRY":    "4s",
-			"SHUTDOWN_GRACE":        "10s",
+			// The stand-in executes a create at once or never (its
+			// slow_create is not in the chaos mix): 3s covers it.
+			"PSP_SETTLE_WINDOW":  "3s",
+			"WALLET_LOCK_EXPIRY": "4s",
+			"SHUTDOWN_GRACE":     "10s",
 		},
 	}, cfg.Logs)
 	if err != nil {

@@ -82,13 +82,14 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, "replayed", r.body["dead_letter"].(map[string]any)["status"])
 	outboxID := int64(r.body["outbox_id"].(float64))
 
-	// The worker retries with the same Idempotency-Key: the PSP answers with
-	// the payout it already made, and nothing new is created.
+	// The worker looks the payout up at the PSP and adopts the one the lost
+	// attempt made (sent under the attempt-scoped key taken once the first
+	// attempt, which never executed, was confirmed absent): nothing new.
 	s.eventually("payout sent again", func() bool { st := status(); return st == "AWAITING_RESPONSE" || st == "SUCCEEDED" })
 	objs := objects()
 	require.Len(t, objs, 1, "the PSP holds exactly one payout for the payout id")
 	obj := objs[0].(map[string]any)
-	require.Equal(t, "aegis-payout-"+pid, obj["idempotency_key"])
+	require.Equal(t, "aegis-payout-"+pid+"-k1", obj["idempotency_key"])
 	settle := s.do(http.MethodPost, fmt.Sprintf("%s/_psp/objects/%s/settle", s.psp, obj["id"]), []byte(`{"outcome":"paid"}`), nil)
 	require.Equal(t, 200, settle.status, settle.raw)
 	s.eventually("payout paid", func() bool { return status() == "SUCCEEDED" })

@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -97,4 +98,41 @@ func TestAbsenceCountsOnceTheSettleWindowHasPassed(t *testing.T) {
 	objs := w.psp.Objects(t, pid)
 	require.Len(t, objs, 1)
 	require.Equal(t, psp.AttemptKey(pid, 1), objs[0].IdempotencyKey)
+}
+
+// The release path is held to the window too, whatever led to it: a
+// refusal right after an unknown outcome, with a lookup that finds nothing
+// before the window has passed, keeps the hold and is looked up again
+// later; it neither releases nor ends the payout. (Here the lookup before
+// the retry is skipped by hand, which the worker itself never does.)
+func TestRefusalDoesNotReleaseBeforeTheSettleWindow(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{maxAttempts: 3, callTimeout: 300 * time.Millisecond, settleWindow: time.Minute})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Timeout: "3s", Next: []psptest.Fault{
+		{Kind: "timeout", Count: 1}, {Kind: "invalid_account", Count: 1}}})
+	pid := w.createPayout(700, "ba_1", "stripe")
+	w.requestPayout(pid, 700, "stripe")
+	w.waitStatus(pid, payout.Retrying)
+	_, err := w.db.Pool.Exec(context.Background(), `UPDATE payouts SET lookup_needed = false WHERE id = $1`, pid)
+	require.NoError(t, err)
+
+	w.relay(kafkax.TopicTransactions)
+	require.Eventually(t, func() bool { return len(w.attempts(pid)) >= 3 }, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"create:unknown", "create:refused", "lookup:not_found"}, w.attempts(pid))
+	p := w.payout(pid)
+	require.Equal(t, payout.Retrying, p.Status, "%+v", p)
+	require.Equal(t, string(payout.ClassSettling), p.Class)
+	require.EqualValues(t, 4300, w.balance(), "the hold is kept")
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_release' AND reference = $1`, pid))
+
+	// After the window the absence counts: sent again under a new key.
+	w.passSettleWindow()
+	w.relay(kafkax.TopicTransactions)
+	p = w.waitStatus(pid, payout.Awaiting)
+	require.Equal(t, []string{"create:unknown", "create:refused", "lookup:not_found", "lookup:not_found", "create:accepted"}, w.attempts(pid))
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1)
+	require.Equal(t, psp.AttemptKey(pid, 1), objs[0].IdempotencyKey)
+	require.EqualValues(t, 4300, w.balance())
 }

@@ -55,9 +55,9 @@
 // arriving late is recorded and ignored. That order is judged here only:
 // webhook-api cannot tell a genuine event from a mismatched one, and
 // counting a forged event dated ahead would make the genuine one look stale
-// (the envelope's stale flag is therefore ignored). A payout the PSP paid after its
-// hold was released waits in NEEDS_REVIEW for a person: neither a replay
-// nor another paid event settles a hold that is gone.
+// (the envelope's stale flag is therefore ignored). A payout the PSP paid
+// after its hold was released waits in NEEDS_REVIEW for a person: neither
+// a replay nor another paid event settles a hold that is gone.
 // Every transition and attempt is appended to payout_transitions.
 //
 // Replays: dlq-admin replays a dead-lettered command under a new message id

@@ -30,6 +30,8 @@ const (
 	faultPSP429       = "psp_429_burst"
 	faultPSPTimeout   = "psp_timeouts"
 	faultPSPInvalid   = "psp_invalid_accounts"
+	faultCrashWorker  = "crash_loop_worker"
+	faultCrashDLQ     = "crash_loop_dlq_admin"
 )
 
 // allFaults is one cycle of faults. A worker killed with PSP calls in flight
@@ -40,7 +42,8 @@ const (
 // until the PSP is seen holding a call, and comes again later if none came).
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
-		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
+		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid,
+		faultCrashWorker, faultCrashDLQ}
 }
 
 // injector breaks the running suite on a seeded schedule.
@@ -162,8 +165,58 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return in.pspWindow(ctx, `{"timeout_rate":0.3,"timeout_after_create_rate":0.2,"timeout":"3s"}`)
 	case faultPSPInvalid:
 		return in.pspWindow(ctx, `{"invalid_account_rate":0.3}`)
+	case faultCrashWorker:
+		return in.crashLoop(ctx, in.pick("payout-worker", "payout-worker-2"), "payout-worker")
+	case faultCrashDLQ:
+		return in.crashLoop(ctx, "dlq-admin", "dlq-admin")
 	}
 	return fmt.Errorf("unknown fault %s", kind)
+}
+
+// crashLoop SIGKILLs the process name and starts it again, 3 to 5 times
+// within a few seconds, and leaves the last one running: a crash-looping pod.
+// Each new process is killed as soon as it has joined its consumer group
+// (the group is then waiting for the members before it to rejoin or time
+// out), so every kill lands mid-rebalance: the pattern that left kfake with
+// dead members holding partitions forever (issue 16, docs/kfake.md).
+func (in *injector) crashLoop(ctx context.Context, name, group string) error {
+	kills := 3 + in.rng.IntN(3)
+	for i := range kills {
+		before, err := in.groupMembers(group)
+		if err != nil {
+			return err
+		}
+		if err := in.s.Kill(name); err != nil {
+			return err
+		}
+		if err := in.s.Relaunch(name); err != nil {
+			return err
+		}
+		if i == kills-1 {
+			break
+		}
+		// Wait for the newcomer's JoinGroup (the dead members stay listed
+		// until they time out, so the count only grows), then a little more.
+		deadline := time.Now().Add(3 * time.Second)
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			if n, err := in.groupMembers(group); err == nil && n > before {
+				break
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+		sleep(ctx, time.Duration(in.rng.IntN(400))*time.Millisecond)
+	}
+	in.log("crash loop: %s killed %d times", name, kills)
+	return nil
+}
+
+// groupMembers is how many members the broker lists in group.
+func (in *injector) groupMembers(group string) (int, error) {
+	g, err := groupInfo(in.kafkaAdmin, group)
+	if err != nil {
+		return 0, err
+	}
+	return len(g.Members), nil
 }
 
 // pspWindow sets PSP faults for a few seconds, then clears them.

@@ -65,6 +65,14 @@ type groupView struct {
 	generation int32
 }
 
+// saw records the group's state at a check made at now.
+func (g *groupView) saw(state string, now time.Time) {
+	if state != statePreparing && g.state == statePreparing {
+		g.settledAt = now
+	}
+	g.state = state
+}
+
 // reaper removes classic group members that stopped talking to the
 // coordinator, as Apache Kafka's coordinator does at session timeout.
 type reaper struct {
@@ -283,10 +291,7 @@ func (r *reaper) check(ctx context.Context) {
 			gv = &groupView{}
 			r.groups[dg.Group] = gv
 		}
-		if dg.State != statePreparing && gv.state == statePreparing {
-			gv.settledAt = now
-		}
-		gv.state = dg.State
+		gv.saw(dg.State, now)
 		present := make(map[string]bool, len(dg.Members))
 		for _, dm := range dg.Members {
 			present[dm.MemberID] = true

@@ -182,7 +182,9 @@ func (w *ghostWorld) crashLoop() string {
 	w.t.Helper()
 	w.start("live", sessionTimeout)
 	g := w.waitGroup("live alone", 15*time.Second, stableWith("live"))
-	c1 := w.start("c1", sessionTimeout)
+	// c1's session is the window for the crash loop: long, so that seven
+	// process starts fit in it on a loaded machine.
+	c1 := w.start("c1", 2*sessionTimeout)
 	w.waitGroup("live and c1", 30*time.Second, stableWith("live", "c1"))
 	c1.Kill()
 	for _, name := range ghostNames {
@@ -197,7 +199,7 @@ func (w *ghostWorld) crashLoop() string {
 	// hands them partitions. With the eager balancer the group is then
 	// Stable; with the cooperative one live gave partitions up, so it
 	// rejoins at once for a second round.
-	w.waitGroup("the round with the ghosts", 3*sessionTimeout, func(g *kfake.GroupInfo) bool {
+	w.waitGroup("the round with the ghosts", 4*sessionTimeout, func(g *kfake.GroupInfo) bool {
 		var ghostParts int
 		for _, m := range g.Members {
 			if m.ClientID == "c1" {
@@ -299,7 +301,7 @@ func TestKilledConsumersLeaveTheGroup(t *testing.T) {
 			liveID := w.crashLoop()
 			settled := time.Now()
 			ends := w.produce(200)
-			g := w.waitGroup("only the live members", sessionTimeout+10*time.Second, func(g *kfake.GroupInfo) bool {
+			g := w.waitGroup("only the live members", sessionTimeout+20*time.Second, func(g *kfake.GroupInfo) bool {
 				return stableWith("live", "last")(g) && g.NumAssigned() == ghostParts
 			})
 			t.Logf("ghosts gone %s after their round: %s", time.Since(settled).Round(time.Second), describe(g))

@@ -96,6 +96,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-done
 	<-done
 	in.clear(ctx)
+	for _, v := range in.violations {
+		rep.violation("%s", v)
+	}
 
 	cfg.log("faults stopped; draining")
 	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {

@@ -58,6 +58,9 @@ type injector struct {
 
 	mu       sync.Mutex
 	injected map[string]int
+	// violations are what a fault saw go wrong while it ran (a consumer
+	// group that did not settle after a crash loop).
+	violations []string
 }
 
 // run injects a fault every profile.FaultEvery until ctx ends. Kinds are
@@ -207,7 +210,33 @@ func (in *injector) crashLoop(ctx context.Context, name, group string) error {
 		sleep(ctx, time.Duration(in.rng.IntN(400))*time.Millisecond)
 	}
 	in.log("crash loop: %s killed %d times", name, kills)
+	// Apache Kafka's coordinator has the group whole again once the first
+	// dead member's session ended (the join round completes) and the
+	// members killed in that round timed out too: two session timeouts,
+	// plus time for the rebalances. kfake without member expiry keeps the
+	// dead ones for the rebalance timeout (minutes) or for ever.
+	bound := 2*crashSessionTimeout + 15*time.Second
+	want := processesIn(group)
+	g, err := waitGroupSettled(ctx, in.kafkaAdmin, group, want, bound)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		in.violation("consumer group %s not back to %d member(s) within %s of a crash loop of %s: %s", group, want, bound, name, g)
+	}
 	return nil
+}
+
+// crashSessionTimeout is the services' KAFKA_SESSION_TIMEOUT (its default;
+// the chaos suite does not set it).
+const crashSessionTimeout = 10 * time.Second
+
+func (in *injector) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	in.log("VIOLATION: %s", msg)
+	in.mu.Lock()
+	in.violations = append(in.violations, msg)
+	in.mu.Unlock()
 }
 
 // groupMembers is how many members the broker lists in group.

@@ -58,30 +58,49 @@ func groupInfo(adminURL, group string) (*kafkaGroup, error) {
 	return g, nil
 }
 
+// processesIn is how many processes the chaos suite runs in a consumer group
+// (setUp: two workers, one dlq-admin).
+func processesIn(group string) int {
+	if group == "payout-worker" {
+		return 2
+	}
+	return 1
+}
+
+// waitGroupSettled waits until group is Stable with want members; it returns
+// nil then, or the group as last seen once timeout passed.
+func waitGroupSettled(ctx context.Context, adminURL, group string, want int, timeout time.Duration) (*kafkaGroup, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		g, err := groupInfo(adminURL, group)
+		if err != nil {
+			return nil, err
+		}
+		if g.State == "Stable" && len(g.Members) == want {
+			return nil, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return g, nil
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
+}
+
 // checkGroups: once drained, every consumer group has exactly one member per
 // running process, Stable. A dead member still listed (a ghost) holds
 // partitions nobody consumes; the drain may have passed only because no
 // record happened to land on them.
 func (su *suite) checkGroups(ctx context.Context, rep *Report) {
-	want := map[string]int{"payout-worker": 2, "dlq-admin": 1}
 	for _, group := range []string{"payout-worker", "dlq-admin"} {
-		// A process restarted by the last fault may still be joining;
-		// a dead member goes after its session timeout (10 s).
-		deadline := time.Now().Add(45 * time.Second)
-		for {
-			g, err := groupInfo("http://"+su.kafka, group)
-			if err == nil && g.State == "Stable" && len(g.Members) == want[group] {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				if err != nil {
-					rep.violation("consumer group %s: %v", group, err)
-				} else {
-					rep.violation("consumer group %s has %d members, want %d (one per process): %s", group, len(g.Members), want[group], g)
-				}
-				break
-			}
-			sleep(ctx, 500*time.Millisecond)
+		want := processesIn(group)
+		// A process restarted by the last fault may still be joining; a
+		// dead member goes after its session timeout.
+		g, err := waitGroupSettled(ctx, "http://"+su.kafka, group, want, 2*crashSessionTimeout+15*time.Second)
+		switch {
+		case err != nil:
+			rep.violation("consumer group %s: %v", group, err)
+		case g != nil:
+			rep.violation("consumer group %s has %d members, want %d (one per process): %s", group, len(g.Members), want, g)
 		}
 	}
 }

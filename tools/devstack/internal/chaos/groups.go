@@ -68,7 +68,7 @@ func processesIn(group string) int {
 }
 
 // waitGroupSettled waits until group is Stable with want members; it returns
-// nil then, or the group as last seen once timeout passed.
+// nil then, the group as last seen once timeout passed, or ctx's error.
 func waitGroupSettled(ctx context.Context, adminURL, group string, want int, timeout time.Duration) (*kafkaGroup, error) {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -79,7 +79,11 @@ func waitGroupSettled(ctx context.Context, adminURL, group string, want int, tim
 		if g.State == "Stable" && len(g.Members) == want {
 			return nil, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			// The run is over, not the group's chance.
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
 			return g, nil
 		}
 		sleep(ctx, 250*time.Millisecond)

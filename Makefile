@@ -8,14 +8,15 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check clean
 
 all: build
 
-## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin and the dev tools
+## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin, bin/aegisctl (static) and the dev tools
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) $(addprefix ./tools/devstack/cmd/,$(TOOLS))
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./services/dlq-admin/cmd/aegisctl
 
 ## dev: the whole suite in the foreground on localhost; Ctrl-C stops it
 dev: build
@@ -29,6 +30,7 @@ test:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+	@$(MAKE) --no-print-directory deploy-check
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build
@@ -73,6 +75,19 @@ soak: build
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets)
 compose-check:
 	docker-compose --env-file dev.env config -q
+
+## deploy-check: render deploy/k8s (kustomize) and validate it strictly against the vendored schemas (kubeconform)
+DEPLOY_TOOLS = cd deploy && GOWORK=off $(GO) tool
+KUBECONFORM_FLAGS = -strict -schema-location 'k8s/schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json'
+deploy-check:
+	@mkdir -p $(BIN)
+	@for overlay in base overlays/production; do \
+		echo "kubeconform deploy/k8s/$$overlay"; \
+		($(DEPLOY_TOOLS) kustomize build k8s/$$overlay) > $(BIN)/k8s-rendered.yaml || exit 1; \
+		($(DEPLOY_TOOLS) kubeconform $(KUBECONFORM_FLAGS) -summary ../$(BIN)/k8s-rendered.yaml) || exit 1; \
+	done
+	@if ($(DEPLOY_TOOLS) kubeconform $(KUBECONFORM_FLAGS) k8s/schemas/testdata/invalid.yaml) >/dev/null; then \
+		echo "deploy-check: kubeconform accepted k8s/schemas/testdata/invalid.yaml; the check is broken"; exit 1; fi
 
 clean:
 	rm -rf $(BIN)

@@ -43,6 +43,14 @@ type PSPEvent struct {
 	// ObjectStatus is the PSP object's status as the event reports it.
 	ObjectStatus string `json:"object_status,omitempty"`
 	FailureCode  string `json:"failure_code,omitempty"`
+	// Account is the connected account a Stripe event came from (Connect);
+	// empty for events about our own account. An outcome event from a
+	// connected account is never about one of our payouts.
+	Account string `json:"account,omitempty"`
+	// Livemode is Stripe's livemode flag (nil for providers without one):
+	// a test-mode event is never evidence for a live-mode payout, nor the
+	// other way round.
+	Livemode *bool `json:"livemode,omitempty"`
 	// Stale is set when the PSP had already told us something newer about
 	// the same object: the event is kept for the record and changes nothing.
 	Stale      bool            `json:"stale,omitempty"`

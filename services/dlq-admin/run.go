@@ -48,6 +48,8 @@ type Config struct {
 	Tokens        *bearer.Set
 	ConsumerGroup string
 	Membership    kafkax.Membership
+	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
+	KafkaSecurity kafkax.Security
 	// Alert is ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
 	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
 	Alert alert.Config
@@ -57,6 +59,8 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
+	// ReconcileStatementTimeout is RECONCILE_STATEMENT_TIMEOUT.
+	ReconcileStatementTimeout time.Duration
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -66,13 +70,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 		KafkaBrokers:  env.List("KAFKA_BROKERS"),
 		ConsumerGroup: env.String("DLQ_CONSUMER_GROUP", defaultConsumerGroup),
 		Membership:    kafkax.ReadMembership(env),
+		KafkaSecurity: kafkax.ReadSecurity(env),
 		Alert:         alert.ReadConfig(env, "dlq-admin"),
 		Monitor: monitor.Config{
 			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
 			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", monitor.DefaultDepthThreshold)),
 		},
-		ReplayRate:        env.Float("REPLAY_RATE", replay.DefaultRate),
-		ReconcileInterval: env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
+		ReplayRate:                env.Float("REPLAY_RATE", replay.DefaultRate),
+		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
+		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 	}
 	if c.Monitor.CheckInterval <= 0 {
 		env.Errorf("DLQ_CHECK_INTERVAL must be positive")
@@ -84,6 +90,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	// throttle no longer protects anything.
 	if c.ReplayRate < 0.1 || c.ReplayRate > 10000 {
 		env.Errorf("REPLAY_RATE must be between 0.1 and 10000 letters per second, got %v", c.ReplayRate)
+	}
+	if c.ReconcileStatementTimeout < time.Second {
+		env.Errorf("RECONCILE_STATEMENT_TIMEOUT must be at least 1s")
 	}
 	if c.ReconcileInterval < time.Second {
 		env.Errorf("RECONCILE_INTERVAL must be at least 1s")
@@ -135,7 +144,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
-		Membership: cfg.Membership, OnStored: mon.Notify}, pool, logger, reg)
+		Membership: cfg.Membership, Security: cfg.KafkaSecurity, OnStored: mon.Notify}, pool, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -152,6 +161,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	reconciler.WithStatementTimeout(cfg.ReconcileStatementTimeout)
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
@@ -162,7 +172,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
-	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
+	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
 		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "")
 	// Any part failing stops the others; on SIGTERM all stop: the HTTP
 	// server drains in-flight requests, the consumer commits what it stored,

@@ -72,6 +72,8 @@ func TestReadConfigNamesTheBadVariable(t *testing.T) {
 		"DLQ_DEPTH_ALERT_THRESHOLD": {"DLQ_DEPTH_ALERT_THRESHOLD": "0"},
 		"DLQ_CHECK_INTERVAL":        {"DLQ_CHECK_INTERVAL": "-1s"},
 		"ALERT_WEBHOOK_FORMAT":      {"ALERT_WEBHOOK_FORMAT": "teams"},
+		"KAFKA_SASL_MECHANISM":      {"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"},
+		"KAFKA_TLS_CA_FILE":         {"KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem"},
 	}
 	for name, vars := range cases {
 		_, err := readConfig(env(vars))

@@ -27,6 +27,8 @@ import (
 type Config struct {
 	service.Base
 	KafkaBrokers []string
+	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
+	KafkaSecurity kafkax.Security
 	// Workers is how many claim/publish loops run in this process; they
 	// share the outbox exactly as replicas do.
 	Workers int
@@ -38,9 +40,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	host, _ := os.Hostname()
 	c := Config{
-		Base:         service.ReadBase(env, "outbox-relay", ":8081"),
-		KafkaBrokers: env.List("KAFKA_BROKERS"),
-		Workers:      env.Int("RELAY_WORKERS", 2),
+		Base:          service.ReadBase(env, "outbox-relay", ":8081"),
+		KafkaBrokers:  env.List("KAFKA_BROKERS"),
+		KafkaSecurity: kafkax.ReadSecurity(env),
+		Workers:       env.Int("RELAY_WORKERS", 2),
 		Relay: relay.Config{
 			Owner:          fmt.Sprintf("%s-%d-%s", host, os.Getpid(), logging.NewCorrelationID()[:6]),
 			BatchSize:      env.Int("RELAY_BATCH_SIZE", 500),
@@ -90,7 +93,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer pool.Close()
 
-	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger,
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(cfg.KafkaSecurity.Opts(),
 		// The relay hands Kafka a whole batch and waits for every ack:
 		// lingering for more records only adds latency to each batch.
 		kgo.ProducerLinger(0),
@@ -98,7 +101,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		kgo.ProduceRequestTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.MaxBufferedRecords(4*cfg.Workers*cfg.Relay.BatchSize+1000),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	go func() { defer helpers.Done(); r.RunRetention(bg, time.Minute) }()
 	go func() { defer helpers.Done(); r.RunStats(bg, 5*time.Second) }()
 
-	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers)
+	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String())
 	g, gctx := errgroup.WithContext(ctx)
 	for range cfg.Workers {
 		g.Go(func() error { return r.Run(gctx) })

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -32,10 +35,13 @@ import (
 // Config is payout-worker's settings.
 type Config struct {
 	service.Base
-	RedisURL        string
-	KafkaBrokers    []string
-	Group           string
-	Membership      kafkax.Membership
+	// RedisURLs is REDIS_URLS, or REDIS_URL alone: the wallet locks' nodes.
+	RedisURLs    []string
+	KafkaBrokers []string
+	Group        string
+	Membership   kafkax.Membership
+	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
+	KafkaSecurity   kafkax.Security
 	MaxPollRecords  int
 	Concurrency     int
 	DBMaxConns      int
@@ -53,7 +59,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{
 		Base:            service.ReadBase(env, "payout-worker", ":8082"),
-		RedisURL:        env.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisURLs:       env.List("REDIS_URLS"),
 		KafkaBrokers:    env.List("KAFKA_BROKERS"),
 		Group:           env.String("CONSUMER_GROUP", "payout-worker"),
 		MaxPollRecords:  env.Int("WORKER_MAX_POLL_RECORDS", 500),
@@ -74,6 +80,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 	}
 	c.Membership = kafkax.ReadMembership(env)
+	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
 	c.Payout = payout.Config{
 		Backoff: backoff.Policy{
@@ -84,6 +91,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 		BreakerDefer: env.Duration("PSP_BREAKER_DEFER", c.Breaker.OpenFor),
 		CallTimeout:  env.Duration("PSP_CALL_TIMEOUT", 30*time.Second),
+		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
+		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
+		StripeLivemode:    strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
@@ -97,8 +107,21 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.DBMaxConns < 2 {
 		env.Errorf("DB_MAX_CONNS must be at least 2")
 	}
-	if _, err := goredis.ParseURL(c.RedisURL); err != nil {
-		env.Errorf("REDIS_URL: %v", err)
+	redisVar := "REDIS_URLS"
+	switch len(c.RedisURLs) {
+	case 0:
+		redisVar = "REDIS_URL"
+		c.RedisURLs = []string{env.String("REDIS_URL", "redis://127.0.0.1:6379/0")}
+	case 2:
+		// A quorum of two is both nodes: losing either stops every payout.
+		env.Errorf("REDIS_URLS needs one node or at least three independent ones (Redlock quorum), got 2")
+	}
+	for i, u := range c.RedisURLs {
+		if _, err := goredis.ParseURL(u); err != nil {
+			// The error names the variable and position, never the URL:
+			// it may carry a password.
+			env.Errorf("%s: node %d: %v", redisVar, i+1, redactRedisErr(err, u))
+		}
 	}
 	if err := c.Payout.Validate(); err != nil {
 		env.Errorf("%v", err)
@@ -125,15 +148,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer pool.Close()
 
-	redisOpts, err := goredis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+	nodes := make([]goredis.UniversalClient, 0, len(cfg.RedisURLs))
+	for i, u := range cfg.RedisURLs {
+		opts, err := goredis.ParseURL(u)
+		if err != nil {
+			return fmt.Errorf("redis node %d: %w", i+1, redactRedisErr(err, u))
+		}
+		rdb := goredis.NewClient(opts)
+		defer rdb.Close()
+		nodes = append(nodes, rdb)
 	}
-	rdb := goredis.NewClient(redisOpts)
-	defer rdb.Close()
 
-	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, consume.ClientOpts(cfg.Group, cfg.Membership,
-		kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(consume.ClientOpts(cfg.Group, cfg.Membership,
+		kafkax.TopicWebhookPending, kafkax.TopicTransactions), cfg.KafkaSecurity.Opts()...)...)
 	if err != nil {
 		return err
 	}
@@ -144,7 +171,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	locks, err := walletlock.New(rdb, cfg.Lock, logger)
+	locks, err := walletlock.New(cfg.Lock, logger, nodes...)
 	if err != nil {
 		return err
 	}
@@ -166,10 +193,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
-		httpserver.Check{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		httpserver.Check{Name: "redis", Check: locks.Ping},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
 	)
-	logger.Info("payout worker started", "group", cfg.Group, "providers", providerNames(psps))
+	logger.Info("payout worker started", "group", cfg.Group, "kafka_security", cfg.KafkaSecurity.String(), "providers", providerNames(psps),
+		"redis_nodes", len(nodes), "lock_quorum", locks.Quorum())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { alerts.Run(gctx); return nil })
 	g.Go(func() error { notifier.Run(gctx); return nil })
@@ -223,4 +251,16 @@ func providerNames(r psp.Registry) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// redactRedisErr keeps url's password out of a parse error that quotes it.
+func redactRedisErr(err error, url string) error {
+	u, perr := neturl.Parse(url)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
 }

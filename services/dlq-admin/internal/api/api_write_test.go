@@ -212,4 +212,16 @@ func TestReconciliationRoutes(t *testing.T) {
 	require.Equal(t, []any{}, sum["wallets"])
 	require.Equal(t, float64(0), sum["wallet_mismatches"])
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'reconcile' AND actor = 'bob'`))
+
+	// While a check runs (it holds the check's lock), another answers 409.
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1701002, 1)`)
+	require.NoError(t, err)
+	a = call(t, http.MethodPost, b.url+"/v1/reconciliation", operatorToken, "")
+	require.Equal(t, http.StatusConflict, a.status, a.raw)
+	require.Equal(t, "conflict", a.errorCode())
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM reconciliation_runs`))
 }

@@ -55,6 +55,10 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusNotFound, "not_found", "no replay job with this id"
 	case errors.Is(err, recon.ErrNoRun):
 		return http.StatusNotFound, "not_found", "no reconciliation has run yet; POST /v1/reconciliation runs one"
+	case errors.Is(err, recon.ErrBusy):
+		// Checks run one at a time; the caller can read the result of the
+		// running one with GET when it finishes.
+		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, replay.ErrNotOpen):
 		// Replayed or discarded already: a second replay must not happen.
 		return http.StatusConflict, "conflict", err.Error()

@@ -37,6 +37,8 @@ type Config struct {
 	// Membership is how this replica takes part in the group
 	// (KAFKA_SESSION_TIMEOUT, KAFKA_GROUP_INSTANCE_ID).
 	Membership kafkax.Membership
+	// Security is TLS and SASL to the brokers (KAFKA_TLS*, KAFKA_SASL_*).
+	Security kafkax.Security
 	// MaxPollRecords bounds a batch: one transaction, one commit.
 	MaxPollRecords int
 	// Backoff spaces the retries of a batch Postgres refused. MaxAttempts is
@@ -132,7 +134,7 @@ func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Reg
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
 			logger.Warn("rebalance waits for a dead-letter batch to be stored")
 		}),
-	}, cfg.Membership.Opts()...)...)
+	}, append(cfg.Membership.Opts(), cfg.Security.Opts()...)...)...)
 	if err != nil {
 		return nil, err
 	}

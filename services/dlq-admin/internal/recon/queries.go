@@ -42,6 +42,26 @@ WHERE balance <> computed OR balance < 0 OR computed < 0
 ORDER BY owner, currency
 LIMIT $1`
 
+// sqlOpenHolds lists finished payouts (SUCCEEDED, FINALIZED) whose share of
+// the payout holds account is not zero: the hold was neither paid out nor
+// given back exactly once (a release and a settlement both posted, or
+// neither). The window count is the total before LIMIT.
+const sqlOpenHolds = `
+SELECT p.id::text, p.status, p.currency, sum(e.amount)::bigint, count(*) OVER ()
+FROM payouts p
+JOIN ledger_transactions t ON t.reference = p.id::text
+     AND t.kind IN ('payout_hold', 'payout_settle', 'payout_release')
+JOIN ledger_entries e ON e.transaction_id = t.id
+JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
+WHERE p.status IN ('SUCCEEDED', 'FINALIZED')
+GROUP BY p.id, p.status, p.currency
+HAVING sum(e.amount) <> 0
+ORDER BY p.id
+LIMIT $1`
+
+// sqlStatementTimeout bounds every statement of the check's transaction.
+const sqlStatementTimeout = `SELECT set_config('statement_timeout', $1, true)`
+
 const sqlSystemAccounts = `
 SELECT w.owner, w.currency, coalesce(sum(e.amount), 0)::bigint
 FROM wallets w
@@ -50,8 +70,9 @@ WHERE w.kind = 'system'
 GROUP BY w.id, w.owner, w.currency
 ORDER BY w.owner, w.currency`
 
-// sqlTryLock keeps replicas from running scheduled checks at once; it is
-// released when the check's transaction ends.
+// sqlTryLock keeps checks from running at once (replicas' scheduled runs,
+// and on-demand runs: a second one answers 409); it is released when the
+// check's transaction ends.
 const sqlTryLock = `SELECT pg_try_advisory_xact_lock(1701002, 1)`
 
 const sqlInsertRun = `

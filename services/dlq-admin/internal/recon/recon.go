@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,8 +37,13 @@ const alertListed = 10
 // ErrNoRun means no check has run yet.
 var ErrNoRun = errors.New("no reconciliation has run yet")
 
-// errSkipped means another replica holds the scheduled check's lock.
-var errSkipped = errors.New("another replica is running the check")
+// ErrBusy means another check is running (here or on another replica):
+// checks run one at a time.
+var ErrBusy = errors.New("a reconciliation is already running")
+
+// DefaultStatementTimeout bounds each statement of a check unless
+// WithStatementTimeout says otherwise.
+const DefaultStatementTimeout = time.Minute
 
 // Raiser is what discrepancies are alerted through: *alert.Alerter.
 type Raiser interface {
@@ -61,6 +67,10 @@ type Summary struct {
 	WalletMismatches int64           `json:"wallet_mismatches"`
 	NegativeWallets  int64           `json:"negative_wallets"`
 	Wallets          []WalletProblem `json:"wallets"`
+	// OpenHolds counts finished payouts whose hold is not zero in the payout
+	// holds account; Holds names the first MaxListed.
+	OpenHolds int64      `json:"open_holds"`
+	Holds     []OpenHold `json:"holds"`
 	// SystemAccounts are the sums of the system accounts, for information.
 	SystemAccounts []Account `json:"system_accounts"`
 }
@@ -82,6 +92,14 @@ type WalletProblem struct {
 	Problems []string `json:"problems"`
 }
 
+// OpenHold is a finished payout whose hold account share is not zero.
+type OpenHold struct {
+	PayoutID string `json:"payout_id"`
+	Status   string `json:"status"`
+	Currency string `json:"currency"`
+	Held     int64  `json:"held"`
+}
+
 // Account is a system account's balance: the sum of its entries.
 type Account struct {
 	Owner    string `json:"owner"`
@@ -91,7 +109,7 @@ type Account struct {
 
 // Discrepancies is the number of problems found.
 func (s Summary) Discrepancies() int64 {
-	return s.UnbalancedTransactions + s.WalletMismatches + s.NegativeWallets
+	return s.UnbalancedTransactions + s.WalletMismatches + s.NegativeWallets + s.OpenHolds
 }
 
 // Run is one stored check.
@@ -114,12 +132,24 @@ type Reconciler struct {
 	found   prometheus.Gauge
 	lastRun prometheus.Gauge
 	runs    *prometheus.CounterVec
+	// stmtTimeout bounds each statement of a check.
+	stmtTimeout time.Duration
+}
+
+// WithStatementTimeout sets the bound on each statement of a check
+// (RECONCILE_STATEMENT_TIMEOUT); d <= 0 keeps the default.
+func (r *Reconciler) WithStatementTimeout(d time.Duration) *Reconciler {
+	if d > 0 {
+		r.stmtTimeout = d
+	}
+	return r
 }
 
 // New returns a Reconciler and registers its metrics on reg.
 func New(pool *pgxpool.Pool, raiser Raiser, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Reconciler, error) {
 	r := &Reconciler{
 		pool: pool, raiser: raiser, logger: logger.With("component", "reconciliation"), now: now,
+		stmtTimeout: DefaultStatementTimeout,
 		found: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aegis_reconciliation_discrepancies",
 			Help: "Problems the latest ledger integrity check found (unbalanced transactions, wallet mismatches, negative wallets).",
@@ -142,10 +172,11 @@ func New(pool *pgxpool.Pool, raiser Raiser, logger *slog.Logger, reg prometheus.
 }
 
 // Run checks the ledger now, stores the run and alerts on a discrepancy.
-// actor is the token name of a manual run ("" for a scheduled one).
+// actor is the token name of a manual run ("" for a scheduled one). It
+// answers ErrBusy while another check runs.
 func (r *Reconciler) Run(ctx context.Context, trigger, actor string) (Run, error) {
-	run, err := r.run(ctx, trigger, actor, false)
-	if err != nil {
+	run, err := r.run(ctx, trigger, actor, true)
+	if err != nil && !errors.Is(err, ErrBusy) {
 		r.runs.WithLabelValues("error").Inc()
 	}
 	return run, err
@@ -200,16 +231,19 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		return Summary{}, fmt.Errorf("reconciliation: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, sqlStatementTimeout, strconv.FormatInt(r.stmtTimeout.Milliseconds(), 10)); err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: statement timeout: %w", err)
+	}
 	if exclusive {
 		var locked bool
 		if err := tx.QueryRow(ctx, sqlTryLock).Scan(&locked); err != nil {
 			return Summary{}, fmt.Errorf("reconciliation: lock: %w", err)
 		}
 		if !locked {
-			return Summary{}, errSkipped
+			return Summary{}, ErrBusy
 		}
 	}
-	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, SystemAccounts: []Account{}}
+	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, Holds: []OpenHold{}, SystemAccounts: []Account{}}
 	if err := tx.QueryRow(ctx, sqlCounts).Scan(&s.Transactions, &s.Entries, &s.UserWallets, &s.SystemWallets); err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: count: %w", err)
 	}
@@ -255,6 +289,22 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
 	}
 
+	rows, err = tx.Query(ctx, sqlOpenHolds, MaxListed)
+	if err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
+	}
+	for rows.Next() {
+		var h OpenHold
+		if err := rows.Scan(&h.PayoutID, &h.Status, &h.Currency, &h.Held, &s.OpenHolds); err != nil {
+			rows.Close()
+			return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
+		}
+		s.Holds = append(s.Holds, h)
+	}
+	if err := rows.Err(); err != nil {
+		return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
+	}
+
 	rows, err = tx.Query(ctx, sqlSystemAccounts)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
@@ -296,6 +346,16 @@ func discrepancyAlert(run Run) alert.Alert {
 	if s.UnbalancedTransactions > 0 {
 		parts = append(parts, fmt.Sprintf("%d unbalanced transaction(s)", s.UnbalancedTransactions))
 	}
+	var holds []string
+	for i, h := range s.Holds {
+		if i == alertListed {
+			break
+		}
+		holds = append(holds, fmt.Sprintf("%s %s held=%d %s", h.PayoutID, h.Status, h.Held, h.Currency))
+	}
+	if s.OpenHolds > 0 {
+		parts = append(parts, fmt.Sprintf("%d finished payout(s) with a hold not zero", s.OpenHolds))
+	}
 	summary := "ledger reconciliation failed: " + strings.Join(parts, ", ")
 	if len(wallets) > 0 {
 		summary += "; wallets: " + strings.Join(wallets, "; ")
@@ -307,6 +367,7 @@ func discrepancyAlert(run Run) alert.Alert {
 		Details: map[string]any{
 			"run_id": run.ID, "wallet_mismatches": s.WalletMismatches, "negative_wallets": s.NegativeWallets,
 			"unbalanced_transactions": s.UnbalancedTransactions, "wallets": wallets, "transactions": txs,
+			"open_holds": s.OpenHolds, "holds": holds,
 		},
 	}
 }
@@ -341,7 +402,7 @@ func (r *Reconciler) Schedule(ctx context.Context, first, interval time.Duration
 		}
 		_, err := r.run(ctx, TriggerScheduled, "", true)
 		switch {
-		case errors.Is(err, errSkipped):
+		case errors.Is(err, ErrBusy):
 			r.logger.Info("scheduled reconciliation skipped: another replica is running it")
 		case err != nil && ctx.Err() == nil:
 			r.runs.WithLabelValues("error").Inc()

@@ -262,3 +262,95 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("metric %s not registered", name)
 	return 0
 }
+
+// hold posts a payout's hold (and optionally its release) the way the
+// payout worker's ledger does, and sets the payout's status.
+func (b *bundle) payoutWithHold(t *testing.T, id, user, status string, amount int64, release bool) {
+	t.Helper()
+	ctx := context.Background()
+	holds := b.wallet(t, "system", "payout_holds")
+	w := b.wallet(t, "user", user)
+	_, err := b.db.Pool.Exec(ctx, `
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+		VALUES ($1::uuid, 'test', $1::text, 'h', $2, $3, 'usd', 'ba_1', 'stripe', $4)`, id, user, amount, status)
+	require.NoError(t, err)
+	post := func(kind string, userLeg int64) {
+		err := database.InTx(ctx, b.db.Pool, func(tx pgx.Tx) error {
+			var txID string
+			if err := tx.QueryRow(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ($1, $2) RETURNING id`, kind, id).Scan(&txID); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency) VALUES ($1, $2, $3, 'usd'), ($1, $4, $5, 'usd')`,
+				txID, w, userLeg, holds, -userLeg); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE wallets SET balance = balance + $2 WHERE id = $1`, w, userLeg)
+			return err
+		})
+		require.NoError(t, err)
+	}
+	post("payout_hold", -amount)
+	if release {
+		post("payout_release", amount)
+	}
+}
+
+// A finished payout whose hold was never paid out nor given back is a
+// discrepancy; one still in flight, or released, is not.
+func TestFinishedPayoutWithAHoldLeftIsFlagged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.credit(t, "alice", 5000, "pi_1")
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a1", "alice", "FINALIZED", 700, false)
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a2", "alice", "FINALIZED", 300, true)
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a3", "alice", "NEEDS_REVIEW", 200, false)
+
+	run, err := b.rec.Run(ctx, recon.TriggerManual, "ops")
+	require.NoError(t, err)
+	require.False(t, run.OK)
+	require.Equal(t, int64(1), run.Summary.OpenHolds)
+	require.Equal(t, []recon.OpenHold{{PayoutID: "0193a9c8-0000-7000-8000-0000000000a1", Status: "FINALIZED", Currency: "usd", Held: 700}},
+		run.Summary.Holds)
+	require.Equal(t, int64(1), run.Summary.Discrepancies())
+	require.Eventually(t, func() bool { return len(b.hook.got()) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Contains(t, b.hook.got()[0]["summary"], "1 finished payout(s) with a hold not zero")
+}
+
+// Checks run one at a time: while one holds the lock, another answers
+// ErrBusy (409 on the API) instead of running beside it.
+func TestOnlyOneCheckRunsAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1701002, 1)`)
+	require.NoError(t, err)
+	_, err = b.rec.Run(ctx, recon.TriggerManual, "ops")
+	require.ErrorIs(t, err, recon.ErrBusy)
+	require.NoError(t, tx.Rollback(ctx))
+	run, err := b.rec.Run(ctx, recon.TriggerManual, "ops")
+	require.NoError(t, err)
+	require.True(t, run.OK)
+}
+
+// A check that cannot finish in time fails instead of holding its snapshot
+// (and a connection) open without end.
+func TestCheckStatementsHaveATimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.rec.WithStatementTimeout(200 * time.Millisecond)
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = b.rec.Run(ctx, recon.TriggerManual, "ops")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "statement timeout")
+	require.Less(t, time.Since(start), 10*time.Second)
+}

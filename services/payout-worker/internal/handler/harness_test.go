@@ -8,8 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,7 +52,38 @@ type world struct {
 	kafka       *kfake.Cluster
 	producer    *kgo.Client
 	psp         *psptest.StandIn
+	pspProxy    *pspProxy
 	user        string
+}
+
+// pspProxy stands between the worker and the PSP stand-in and can make the
+// PSP unable to answer lookups (list payouts/transfers, Paystack verify).
+type pspProxy struct {
+	// failLookups makes lookups answer 500, after the first passLookups.
+	failLookups atomic.Bool
+	passLookups atomic.Int64
+	url         string
+}
+
+func newPSPProxy(t *testing.T, target string) *pspProxy {
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p := &pspProxy{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lookup := r.Method == http.MethodGet && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
+			strings.HasPrefix(r.URL.Path, "/transfer/verify/"))
+		if lookup && p.failLookups.Load() && p.passLookups.Add(-1) < 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"lookups are down (test proxy)"}}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
 }
 
 type options struct {
@@ -56,6 +91,8 @@ type options struct {
 	breakerFailures uint32
 	maxAttempts     int
 	callTimeout     time.Duration
+	// idempotencyWindow defaults to 23h.
+	idempotencyWindow time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -72,12 +109,16 @@ func setup(t *testing.T, o options) *world {
 	if o.breakerOpenFor == 0 {
 		o.breakerOpenFor = time.Hour
 	}
+	if o.idempotencyWindow == 0 {
+		o.idempotencyWindow = 23 * time.Hour
+	}
 	if o.callTimeout == 0 {
 		o.callTimeout = 5 * time.Second
 	}
 	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, nil),
 		user: "user-" + logging.NewCorrelationID()[:8]}
 	w.producer = kafkatest.NewClient(t, w.kafka)
+	w.pspProxy = newPSPProxy(t, w.psp.URL)
 
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if os.Getenv("TEST_WORKER_LOGS") != "" {
@@ -91,7 +132,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 	rdb := goredis.NewClient(ro)
 	t.Cleanup(func() { _ = rdb.Close() })
-	locks, err := walletlock.New(rdb, walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger)
+	locks, err := walletlock.New(walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger, rdb)
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
@@ -99,8 +140,8 @@ func setup(t *testing.T, o options) *world {
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
 	for name, c := range map[string]psp.Client{
-		"stripe":   psp.NewStripe("sk_test_aegis", w.psp.URL, httpClient),
-		"paystack": psp.NewPaystack("sk_test_paystack", w.psp.URL, httpClient),
+		"stripe":   psp.NewStripe("sk_test_aegis", w.pspProxy.url, httpClient),
+		"paystack": psp.NewPaystack("sk_test_paystack", w.pspProxy.url, httpClient),
 	} {
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
@@ -113,7 +154,7 @@ func setup(t *testing.T, o options) *world {
 	l := ledger.New(w.db.Pool)
 	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
-		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout,
+		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
 	}, logger, payout.NewMetrics(reg), alerts, time.Now)
 	require.NoError(t, err)
 	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, noNotify{}, time.Now)
@@ -194,12 +235,29 @@ func (w *world) requestPayout(id string, amount int64, provider string) {
 	w.produce(kafkax.TopicTransactions, w.user, "payout:"+id+":request", b)
 }
 
-// pspOutcome publishes a payout outcome webhook event.
+// pspOutcome publishes a payout outcome webhook event that matches the
+// payout as the PSP has it: its amount, currency and PSP reference.
 func (w *world) pspOutcome(eventID, payoutID string, action event.Action, at time.Time) {
 	w.t.Helper()
+	e := w.outcomeEvent(eventID, payoutID, action, at)
+	w.publishOutcome(e)
+}
+
+// outcomeEvent is the event pspOutcome sends, for a test to alter.
+func (w *world) outcomeEvent(eventID, payoutID string, action event.Action, at time.Time) event.PSPEvent {
+	w.t.Helper()
 	typ := map[event.Action]string{event.ActionPayoutPaid: "payout.paid", event.ActionPayoutFailed: "payout.failed"}[action]
-	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: typ, Action: action, PayoutID: payoutID,
-		Reference: "po_x", OccurredAt: at, Raw: json.RawMessage(`{}`)}
+	var amount int64
+	var currency, ref string
+	require.NoError(w.t, w.db.Pool.QueryRow(context.Background(),
+		`SELECT amount, currency, coalesce(psp_reference, 'po_x') FROM payouts WHERE id = $1`, payoutID).Scan(&amount, &currency, &ref))
+	live := false
+	return event.PSPEvent{Provider: "stripe", EventID: eventID, Type: typ, Action: action, PayoutID: payoutID,
+		Amount: amount, Currency: currency, Reference: ref, Livemode: &live, OccurredAt: at, Raw: json.RawMessage(`{}`)}
+}
+
+func (w *world) publishOutcome(e event.PSPEvent) {
+	w.t.Helper()
 	b, _ := json.Marshal(e)
 	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
 }

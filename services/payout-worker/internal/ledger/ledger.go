@@ -210,6 +210,15 @@ func (l *Ledger) Return(ctx context.Context, tx pgx.Tx, p Payout) error {
 		leg{user(p.UserID, p.Currency), p.Amount})
 }
 
+// Posted reports whether a transaction of kind for reference exists.
+func Posted(ctx context.Context, tx pgx.Tx, kind, reference string) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, sqlPosted, kind, reference).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look up ledger %s/%s: %w", kind, reference, err)
+	}
+	return ok, nil
+}
+
 // Balance returns the user's balance in currency (0 without a wallet).
 func Balance(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row

@@ -60,3 +60,5 @@ SELECT $1::uuid, w.id, CASE WHEN w.kind = 'user' THEN $4::bigint ELSE -$4::bigin
 FROM wallets w
 WHERE ((w.kind = 'user' AND w.owner = $2::text AND w.currency = $3::text) OR w.id = $5::bigint)
   AND EXISTS (SELECT 1 FROM ledger_transactions WHERE id = $1::uuid)`
+
+const sqlPosted = `SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = $1 AND reference = $2)`

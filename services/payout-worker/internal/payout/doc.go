@@ -19,18 +19,40 @@
 // it, or never got it) releases the hold exactly once (ledger kind
 // payout_release, unique per payout); an exhausted retry whose last attempt
 // may have executed (a timeout, a 500) goes to NEEDS_REVIEW and keeps the
-// hold. A 429's Retry-After and an open breaker defer the payout without
-// spending an attempt.
+// hold. Once any attempt's outcome was unknown (payouts.outcome_unknown,
+// sticky), a later definite failure also goes to NEEDS_REVIEW unless a
+// lookup at the PSP confirms it has no object for the payout: the lost
+// attempt may still have paid. A 429's Retry-After and an open breaker
+// defer the payout without spending an attempt.
+//
+// Lookups and keys (attempt.go): after an unknown outcome or a 5xx (Stripe
+// saves the first answer under an Idempotency-Key, 500s included, and
+// replays it for every retry with the key), on an operator's replay of a
+// NEEDS_REVIEW payout, and once the first attempt is older than the PSP's
+// idempotency window, an attempt first looks the payout up. What exists is
+// adopted (a failed object ends the payout as the PSP says); only when the
+// PSP confirms there is nothing is the payout sent again, under a new
+// attempt-scoped key. Every create (with its key) and every lookup is
+// recorded in payout_attempts, so no key is ever used for two objects.
+// The race this leaves open: a request the PSP is still executing when the
+// lookup runs. The backoff between attempts (seconds) is what makes it
+// unlikely; a confirmed absence after a definite failure is looked up again.
 //
 // PSP outcome webhooks (payout.paid/failed, transfer.success/failed/reversed)
-// finish payouts through Finalize. Each payout keeps the time of the latest
-// PSP event applied; an older event arriving late is recorded and ignored.
+// are evidence, not commands (finalize.go): one changes its payout only when
+// provider, amount, currency, the PSP's object id (once known), and for
+// Stripe the account (no Connect) and livemode (our key's) match. A mismatch
+// changes nothing: it is recorded in payout_evidence, dead-lettered with
+// class outcome_mismatch and alerted on. Every outcome event about a payout
+// is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each
+// payout keeps the time of the latest PSP event applied; an older event
+// arriving late is recorded and ignored. A payout the PSP paid after its
+// hold was released waits in NEEDS_REVIEW for a person: neither a replay
+// nor another paid event settles a hold that is gone.
 // Every transition and attempt is appended to payout_transitions.
 //
 // Replays: dlq-admin replays a dead-lettered command under a new message id
 // (the original is in processed_events). A FINALIZED payout ignores it — its
 // money is back in the wallet and the client must ask again; a NEEDS_REVIEW
-// payout is tried once more with the same Idempotency-Key, so if the lost
-// attempt did execute the PSP answers with that payout instead of paying
-// again.
+// payout is looked up at the PSP as above.
 package payout

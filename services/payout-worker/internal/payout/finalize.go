@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,11 +38,39 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 		if err != nil {
 			return err
 		}
+		ev := evidence{provider: e.Provider, eventID: e.EventID, eventType: e.Type, amount: e.Amount,
+			currency: e.Currency, reference: e.Reference}
+		if mismatch := pr.mismatch(p, e); mismatch != "" {
+			// Evidence that does not match the payout changes nothing: it is
+			// recorded on the payout, dead-lettered and alerted on.
+			ev.verdict, ev.reason = verdictMismatch, mismatch
+			if err := recordEvidence(ctx, tx, p, ev); err != nil {
+				return err
+			}
+			pr.logger.WarnContext(ctx, "PSP outcome event does not match its payout; not applied", "payout_id", p.ID,
+				"event_id", e.EventID, "provider", e.Provider, "type", e.Type, "mismatch", mismatch)
+			// The letter is about the event, not the payout's attempts: no
+			// payout history on it.
+			return pr.deadLetter(ctx, tx, m, fmt.Errorf("%s: %s %s %s does not match payout %s: %s", ClassOutcomeMismatch,
+				e.Provider, e.Type, e.EventID, p.ID, mismatch), ClassOutcomeMismatch, nil)
+		}
 		if e.Stale || p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,
-				"event_at", e.OccurredAt, "latest_applied_at", *p.PSPUpdatedAt)
-			return nil
+				"event_at", e.OccurredAt)
+			ev.verdict = verdictStale
+			return recordEvidence(ctx, tx, p, ev)
 		}
+		// A NEEDS_REVIEW payout may be one the PSP paid after we had given
+		// its hold back: no hold is left to settle.
+		released := false
+		if p.Status == NeedsReview {
+			if released, err = ledger.Posted(ctx, tx, ledger.KindPayoutRelease, p.ID.String()); err != nil {
+				return err
+			}
+		}
+		// What the event does, decided below; recorded with it.
+		ev.verdict = verdictApplied
+		applied := func() error { return recordEvidence(ctx, tx, p, ev) }
 		at := e.OccurredAt
 		p.PSPUpdatedAt = &at
 		if e.ObjectStatus != "" {
@@ -56,7 +85,10 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			reason += ": " + e.FailureCode
 		}
 		switch {
-		case e.Action == event.ActionPayoutPaid && inFlight(p.Status):
+		case e.Action == event.ActionPayoutPaid && inFlight(p.Status) && !released:
+			if err := applied(); err != nil {
+				return err
+			}
 			if err := pr.ledger.Settle(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 				return err
 			}
@@ -66,6 +98,9 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			return pr.outcome(ctx, tx, p, "")
 
 		case e.Action == event.ActionPayoutPaid && p.Status == Finalized:
+			if err := applied(); err != nil {
+				return err
+			}
 			// We released the hold, yet the PSP paid: money left twice.
 			msg := reason + " arrived for a payout whose hold was already released"
 			if _, err := move(ctx, tx, p, step{to: NeedsReview, err: msg, class: string(errclass.Permanent)}); err != nil {
@@ -74,6 +109,9 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			return pr.deadLetter(ctx, tx, m, errors.New(msg), errclass.Permanent, p)
 
 		case (e.Action == event.ActionPayoutFailed || e.Action == event.ActionPayoutReversed) && inFlight(p.Status):
+			if err := applied(); err != nil {
+				return err
+			}
 			if err := pr.ledger.Release(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 				return err
 			}
@@ -83,6 +121,9 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			return pr.outcome(ctx, tx, p, reason)
 
 		case (e.Action == event.ActionPayoutFailed || e.Action == event.ActionPayoutReversed) && p.Status == Succeeded:
+			if err := applied(); err != nil {
+				return err
+			}
 			// Paid, then returned by the bank or reversed by the PSP.
 			if err := pr.ledger.Return(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 				return err
@@ -94,7 +135,52 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 		}
 		// Already in the state the event reports (a duplicate under another
 		// event id) or finished: record what the PSP said, change nothing.
+		ev.verdict = verdictRecorded
+		if err := recordEvidence(ctx, tx, p, ev); err != nil {
+			return err
+		}
 		_, err = move(ctx, tx, p)
 		return err
 	})
+}
+
+// ClassOutcomeMismatch is the dead-letter class of a PSP outcome event that
+// does not match the payout it names.
+const ClassOutcomeMismatch errclass.Class = "outcome_mismatch"
+
+// Evidence verdicts (payout_evidence.verdict).
+const (
+	verdictApplied  = "applied"
+	verdictMismatch = string(ClassOutcomeMismatch)
+	verdictStale    = "stale"
+	verdictRecorded = "recorded"
+)
+
+// mismatch says why a PSP outcome event is no evidence about p, or "".
+// Provider, amount and currency must be the payout's, and the PSP's id once
+// we know it; a Stripe event from a connected account (Connect) or from the
+// other mode than our key's (livemode) is about somebody else's money.
+func (pr *Processor) mismatch(p *Payout, e event.PSPEvent) string {
+	var why []string
+	if e.Provider != p.Provider {
+		why = append(why, fmt.Sprintf("provider %q, payout's %q", e.Provider, p.Provider))
+	}
+	if e.Amount != p.Amount {
+		why = append(why, fmt.Sprintf("amount %d, payout's %d", e.Amount, p.Amount))
+	}
+	if !strings.EqualFold(e.Currency, p.Currency) {
+		why = append(why, fmt.Sprintf("currency %q, payout's %q", e.Currency, p.Currency))
+	}
+	if p.PSPReference != "" && e.Reference != p.PSPReference {
+		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", e.Reference, p.PSPReference))
+	}
+	if e.Provider == "stripe" {
+		if e.Account != "" {
+			why = append(why, fmt.Sprintf("sent for connected account %q", e.Account))
+		}
+		if e.Livemode != nil && *e.Livemode != pr.cfg.StripeLivemode {
+			why = append(why, fmt.Sprintf("livemode %t, our key's %t", *e.Livemode, pr.cfg.StripeLivemode))
+		}
+	}
+	return strings.Join(why, "; ")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,13 @@ type Config struct {
 	BreakerDefer time.Duration
 	// CallTimeout bounds one PSP call.
 	CallTimeout time.Duration
+	// IdempotencyWindow is how long the PSP keeps an Idempotency-Key
+	// (Stripe: 24h; PSP_IDEMPOTENCY_WINDOW, default 23h). A payout whose
+	// first attempt is older is looked up before it is sent again.
+	IdempotencyWindow time.Duration
+	// StripeLivemode is true for a live Stripe key (sk_live_, rk_live_):
+	// Stripe outcome events of the other mode are not evidence.
+	StripeLivemode bool
 }
 
 // Validate reports a configuration that cannot work.
@@ -49,6 +57,9 @@ func (c Config) Validate() error {
 	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, errors.New("PSP_CALL_TIMEOUT must be positive"))
+	}
+	if c.IdempotencyWindow <= 0 {
+		errs = append(errs, errors.New("PSP_IDEMPOTENCY_WINDOW must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -97,7 +108,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 
 	// 1. Hold the money and mark the payout as being sent.
 	var po *Payout
-	call := false
+	call, wasReview := false, false
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
 		if done, err := consume.Processed(ctx, tx, m); err != nil || done {
 			return err
@@ -130,9 +141,26 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			return err
 		case Retrying, NeedsReview:
 			// NEEDS_REVIEW only gets a command when an operator replays its
-			// dead letter: try once more with the same Idempotency-Key, which
-			// returns the PSP's payout if the lost attempt did execute.
-			call = true
+			// dead letter: the attempt looks the payout up at the PSP first,
+			// adopts what it finds and sends again (under a new key) only
+			// when the PSP confirms there is nothing.
+			if po.Status == NeedsReview {
+				released, err := ledger.Posted(ctx, tx, ledger.KindPayoutRelease, po.ID.String())
+				if err != nil {
+					return err
+				}
+				if released {
+					// Paid after its hold was given back: there is nothing
+					// to send and no hold to settle. A person must recover
+					// the money.
+					if _, err := consume.Claim(ctx, tx, m); err != nil {
+						return err
+					}
+					return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
+						"nothing to send; recover the money by hand"), errclass.Permanent, po)
+				}
+			}
+			call, wasReview = true, po.Status == NeedsReview
 			_, err := move(ctx, tx, po, step{to: Sending})
 			return err
 		case Sending:
@@ -152,21 +180,18 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 
 	// 2. Call the PSP.
 	client, err := pr.psps.Get(po.Provider)
-	var res psp.Result
+	var a attemptResult
 	if err == nil {
-		callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
-		res, err = client.CreatePayout(callCtx, psp.Request{PayoutID: po.ID.String(), Amount: po.Amount,
-			Currency: po.Currency, Destination: po.Destination})
-		cancel()
+		a = pr.attempt(ctx, client, po, pr.needsLookup(po, wasReview))
 	} else {
-		err = errclass.AsPermanent(err)
+		a.err, a.created = errclass.AsPermanent(err), false
 	}
 	if ctx.Err() != nil {
 		// Shutting down or the wallet lock is lost: record nothing; the
 		// redelivered message resumes from SENDING_TO_GATEWAY.
 		return fmt.Errorf("payout %s interrupted after its PSP call: %w", po.ID, context.Cause(ctx))
 	}
-	pr.metrics.calls.WithLabelValues(po.Provider, string(resultClass(err))).Inc()
+	pr.metrics.calls.WithLabelValues(po.Provider, string(resultClass(a.err))).Inc()
 
 	// 3. Record what the PSP said.
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
@@ -174,12 +199,15 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 		if err2 != nil {
 			return err2
 		}
+		if err := recordRequests(ctx, tx, cur, a.requests); err != nil {
+			return err
+		}
 		if cur.Status != Sending {
 			// A webhook settled it while we were calling.
 			_, err := consume.Claim(ctx, tx, m)
 			return err
 		}
-		if err := pr.record(ctx, tx, cur, m, res, err); err != nil {
+		if err := pr.record(ctx, tx, cur, m, a); err != nil {
 			return err
 		}
 		_, claimErr := consume.Claim(ctx, tx, m)
@@ -201,17 +229,40 @@ func (pr *Processor) unknownPayout(ctx context.Context, m consume.Message, err e
 	})
 }
 
-// record applies the PSP's answer (res, callErr) to a payout in
+// record applies what an attempt learned (a) to a payout in
 // SENDING_TO_GATEWAY.
-func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, res psp.Result, callErr error) error {
+func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, a attemptResult) error {
+	callErr := a.err
 	class := errclass.Of(callErr)
 	now := pr.now()
+	unknownBefore := p.OutcomeUnknown
+	a.learn(p, now)
 	switch {
+	case callErr == nil && a.adopted && (a.res.Amount != 0 && a.res.Amount != p.Amount ||
+		a.res.Currency != "" && !strings.EqualFold(a.res.Currency, p.Currency)):
+		// The PSP's object for this payout is not what we asked for: a
+		// person must look.
+		msg := fmt.Sprintf("the PSP's object %s for this payout is %d %s, not %d %s", a.res.Reference,
+			a.res.Amount, a.res.Currency, p.Amount, p.Currency)
+		return pr.needsReview(ctx, tx, p, m, msg, errclass.Permanent)
+
+	case callErr == nil && a.adopted && a.res.Failed:
+		// The PSP itself says its object for the payout failed.
+		p.PSPReference, p.PSPStatus = a.res.Reference, a.res.Status
+		return pr.fail(ctx, tx, p, m, fmt.Sprintf("the PSP's object %s for this payout is %s", a.res.Reference, a.res.Status),
+			errclass.Permanent)
+
 	case callErr == nil:
-		p.Attempts++
-		p.PSPReference, p.PSPStatus = res.Reference, res.Status
-		steps := []step{{to: Sent, detail: map[string]any{"psp_reference": res.Reference, "psp_status": res.Status}}}
-		if res.Final {
+		if !a.adopted {
+			p.Attempts++
+		}
+		p.PSPReference, p.PSPStatus = a.res.Reference, a.res.Status
+		detail := map[string]any{"psp_reference": a.res.Reference, "psp_status": a.res.Status}
+		if a.adopted {
+			detail["adopted"] = true
+		}
+		steps := []step{{to: Sent, detail: detail}}
+		if a.res.Final {
 			if err := pr.ledger.Settle(ctx, tx, p.ledgerPayout()); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 				return err
 			}
@@ -222,7 +273,8 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 		if _, err := move(ctx, tx, p, steps...); err != nil {
 			return err
 		}
-		pr.logger.InfoContext(ctx, "payout sent to PSP", "payout_id", p.ID, "psp_reference", res.Reference, "status", p.Status)
+		pr.logger.InfoContext(ctx, "payout sent to PSP", "payout_id", p.ID, "psp_reference", a.res.Reference,
+			"status", p.Status, "adopted", a.adopted)
 		if p.Status == Succeeded {
 			return pr.outcome(ctx, tx, p, "")
 		}
@@ -242,21 +294,38 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 		}
 		if psp.OutcomeUnknown(callErr) {
 			// The last attempt may have paid: keep the hold, ask a person.
-			msg := "retries exhausted; the PSP may have executed the last attempt: " + callErr.Error()
-			if _, err := move(ctx, tx, p, step{to: NeedsReview, err: msg, class: string(class)}); err != nil {
-				return err
-			}
-			if err := pr.outcome(ctx, tx, p, msg); err != nil {
-				return err
-			}
-			return pr.deadLetter(ctx, tx, m, errors.New(msg), class, p)
+			return pr.needsReview(ctx, tx, p, m,
+				"retries exhausted; the PSP may have executed the last attempt: "+callErr.Error(), class)
+		}
+		if unknownBefore && !a.confirmedAbsent {
+			return pr.needsReview(ctx, tx, p, m, "retries exhausted after an attempt whose outcome is unknown, "+
+				"and the PSP did not confirm it has no payout: "+callErr.Error(), class)
 		}
 		return pr.fail(ctx, tx, p, m, "retries exhausted: "+callErr.Error(), class)
 
-	default: // permanent: the PSP refused it, so nothing was paid
+	default: // permanent: the PSP refused this attempt
 		p.Attempts++
+		if unknownBefore && !a.confirmedAbsent {
+			// An earlier attempt may have paid: a refusal now proves nothing
+			// about it. Keep the hold.
+			return pr.needsReview(ctx, tx, p, m, "refused after an attempt whose outcome is unknown, "+
+				"and the PSP did not confirm it has no payout: "+callErr.Error(), errclass.Permanent)
+		}
 		return pr.fail(ctx, tx, p, m, callErr.Error(), errclass.Permanent)
 	}
+}
+
+// needsReview parks a payout that may have been paid: the hold is kept, a
+// person is asked (dead letter, alert), and an operator's replay looks the
+// payout up at the PSP.
+func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, msg string, class errclass.Class) error {
+	if _, err := move(ctx, tx, p, step{to: NeedsReview, err: msg, class: string(class)}); err != nil {
+		return err
+	}
+	if err := pr.outcome(ctx, tx, p, msg); err != nil {
+		return err
+	}
+	return pr.deadLetter(ctx, tx, m, errors.New(msg), class, p)
 }
 
 // fail ends a payout that certainly was not paid: FAILED, the hold released

@@ -15,14 +15,16 @@ import (
 
 const sqlLoad = `
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
-       coalesce(psp_reference, ''), psp_updated_at, correlation_id
+       coalesce(psp_reference, ''), psp_updated_at, correlation_id,
+       outcome_unknown, lookup_needed, coalesce(psp_key, ''), first_attempt_at, created_at
 FROM payouts WHERE id = $1
 FOR UPDATE`
 
 const sqlUpdate = `
 UPDATE payouts
 SET status = $2, attempts = $3, psp_reference = nullif($4, ''), psp_status = coalesce(nullif($5, ''), psp_status),
-    psp_updated_at = $6, last_error = nullif($7, ''), error_class = nullif($8, ''), updated_at = now()
+    psp_updated_at = $6, last_error = nullif($7, ''), error_class = nullif($8, ''), updated_at = now(),
+    outcome_unknown = $9, lookup_needed = $10, psp_key = nullif($11, ''), first_attempt_at = $12
 WHERE id = $1`
 
 const sqlTransition = `
@@ -33,6 +35,14 @@ RETURNING id`
 const sqlAttempts = `
 SELECT at, coalesce(error, ''), coalesce(error_class, '') FROM payout_transitions
 WHERE payout_id = $1 AND error IS NOT NULL ORDER BY id`
+
+const sqlAttempt = `
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
+VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), nullif($7, ''), $8)`
+
+const sqlEvidence = `
+INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
+VALUES ($1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8, nullif($9, ''))`
 
 // ErrUnknownPayout means a message names a payout that does not exist.
 var ErrUnknownPayout = errors.New("unknown payout")
@@ -53,6 +63,14 @@ type Payout struct {
 	CorrelationID string
 	LastError     string
 	ErrorClass    string
+	// OutcomeUnknown: some attempt may have executed at the PSP. Sticky.
+	OutcomeUnknown bool
+	// LookupNeeded: the next attempt looks the object up before sending.
+	LookupNeeded bool
+	// PSPKey is the Idempotency-Key of the next create ("" = the first key).
+	PSPKey         string
+	FirstAttemptAt *time.Time
+	CreatedAt      time.Time
 }
 
 func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
@@ -62,7 +80,8 @@ func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
 	}
 	p := &Payout{}
 	err = tx.QueryRow(ctx, sqlLoad, pid).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
-		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID)
+		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID,
+		&p.OutcomeUnknown, &p.LookupNeeded, &p.PSPKey, &p.FirstAttemptAt, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownPayout, id)
 	}
@@ -104,7 +123,7 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 		}
 	}
 	if _, err := tx.Exec(ctx, sqlUpdate, p.ID, p.Status, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
-		p.LastError, p.ErrorClass); err != nil {
+		p.LastError, p.ErrorClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt); err != nil {
 		return 0, fmt.Errorf("update payout %s: %w", p.ID, err)
 	}
 	return last, nil
@@ -127,4 +146,41 @@ func history(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attempt, error) {
 		err := r.Scan(&a.At, &a.Error, &a.Class)
 		return a, err
 	})
+}
+
+// pspRequest is one request made to the PSP for a payout, for
+// payout_attempts.
+type pspRequest struct {
+	kind    string // create or lookup
+	key     string
+	outcome string // accepted, refused, not_executed, unknown, found, not_found
+	ref     string
+	err     string
+	at      time.Time
+}
+
+func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest) error {
+	for _, r := range reqs {
+		if _, err := tx.Exec(ctx, sqlAttempt, p.ID, p.Attempts, r.kind, r.key, r.outcome, r.ref, r.err, r.at); err != nil {
+			return fmt.Errorf("record payout %s %s: %w", p.ID, r.kind, err)
+		}
+	}
+	return nil
+}
+
+// evidence is what a PSP outcome event said about a payout and what became
+// of it.
+type evidence struct {
+	provider, eventID, eventType string
+	amount                       int64
+	currency, reference          string
+	verdict, reason              string
+}
+
+func recordEvidence(ctx context.Context, tx pgx.Tx, p *Payout, e evidence) error {
+	if _, err := tx.Exec(ctx, sqlEvidence, p.ID, e.provider, e.eventID, e.eventType, e.amount, e.currency,
+		e.reference, e.verdict, e.reason); err != nil {
+		return fmt.Errorf("record evidence for payout %s: %w", p.ID, err)
+	}
+	return nil
 }

@@ -6,8 +6,16 @@
 // our payout through metadata[payout_id]); a connected account (acct_…) is a
 // Transfer, final when created. Paystack transfers go over its HTTP API with
 // our payout id as the transfer reference. Every call carries an
-// Idempotency-Key derived from the payout id alone, stable across retries,
-// redeliveries and replays, so the PSP itself refuses to pay twice.
+// Idempotency-Key derived from the payout id (AttemptKey), stable across
+// retries, redeliveries and replays, so the PSP itself refuses to pay twice;
+// the caller moves to the next key generation only after FindPayout
+// confirmed (ErrNotFound) that the PSP has no object for the payout.
+//
+// FindPayout looks a payout up: Stripe cannot filter by metadata, so it
+// lists payouts created since the payout (or transfers by transfer_group,
+// which is the payout id) and matches metadata[payout_id]; Paystack verifies
+// the transfer by its reference. Any failure to answer is an error whose
+// outcome is unknown, never ErrNotFound.
 //
 // Errors are classified from what the PSP actually said (errclass):
 // timeouts, connection failures, 409 key-in-use and 5xx are transient; a 429

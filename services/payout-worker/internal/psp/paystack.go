@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +41,8 @@ type paystackAnswer struct {
 		Reference    string `json:"reference"`
 		TransferCode string `json:"transfer_code"`
 		Status       string `json:"status"`
+		Amount       int64  `json:"amount"`
+		Currency     string `json:"currency"`
 	} `json:"data"`
 }
 
@@ -54,12 +57,17 @@ func (p *Paystack) CreatePayout(ctx context.Context, req Request) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("encode transfer: %w", err)
 	}
-	ans, status, hdr, err := p.do(ctx, http.MethodPost, "/transfer", body, req.PayoutID)
+	ans, status, hdr, err := p.do(ctx, http.MethodPost, "/transfer", body, req.key())
 	if err != nil {
 		return Result{}, err
 	}
 	if status == http.StatusBadRequest && strings.Contains(strings.ToLower(ans.Message), "duplicate transfer reference") {
-		return p.verify(ctx, req.PayoutID)
+		res, err := p.verify(ctx, req.PayoutID)
+		if errors.Is(err, ErrNotFound) {
+			// Paystack said "duplicate" yet cannot find it: ask again later.
+			return Result{}, unknownOutcome("paystack", "transfer reported duplicate but not found", nil)
+		}
+		return res, err
 	}
 	if status/100 != 2 || !ans.Status {
 		return Result{}, classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
@@ -74,14 +82,23 @@ func (p *Paystack) verify(ctx context.Context, reference string) (Result, error)
 		return Result{}, err
 	}
 	if status == http.StatusNotFound {
-		// Paystack said "duplicate" yet cannot find it: ask again later.
-		return Result{}, unknownOutcome("paystack", "transfer reported duplicate but not found", nil)
+		return Result{}, ErrNotFound
 	}
 	if status/100 != 2 || !ans.Status {
-		return Result{}, classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
+		err := classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
 			parseRetryAfter(hdr.Get("Retry-After")))
+		var e *Error
+		if errors.As(err, &e) {
+			e.Unknown = true // a lookup that failed leaves the outcome unknown
+		}
+		return Result{}, err
 	}
 	return result(ans), nil
+}
+
+// FindPayout verifies the transfer by its reference, the payout id.
+func (p *Paystack) FindPayout(ctx context.Context, l Lookup) (Result, error) {
+	return p.verify(ctx, l.PayoutID)
 }
 
 func result(ans paystackAnswer) Result {
@@ -89,7 +106,9 @@ func result(ans paystackAnswer) Result {
 	if ref == "" {
 		ref = ans.Data.Reference
 	}
-	return Result{Reference: ref, Status: ans.Data.Status, Final: ans.Data.Status == "success"}
+	return Result{Reference: ref, Status: ans.Data.Status, Final: ans.Data.Status == "success",
+		Failed: ans.Data.Status == "failed" || ans.Data.Status == "reversed", Amount: ans.Data.Amount,
+		Currency: strings.ToLower(ans.Data.Currency)}
 }
 
 func (p *Paystack) do(ctx context.Context, method, path string, body []byte, idemKey string) (paystackAnswer, int, http.Header, error) {

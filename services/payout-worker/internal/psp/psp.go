@@ -19,10 +19,47 @@ type Request struct {
 	Amount      int64
 	Currency    string
 	Destination string
+	// IdempotencyKey is the attempt's key; "" means IdempotencyKey(PayoutID).
+	IdempotencyKey string
 }
 
-// IdempotencyKey is the key every call for a payout carries.
+func (r Request) key() string {
+	if r.IdempotencyKey != "" {
+		return r.IdempotencyKey
+	}
+	return IdempotencyKey(r.PayoutID)
+}
+
+// IdempotencyKey is the first key of a payout: every call carries it until
+// a lookup shows that the PSP has no object for the payout and a new key is
+// needed (AttemptKey).
 func IdempotencyKey(payoutID string) string { return "aegis-payout-" + payoutID }
+
+// AttemptKey is the payout's key of generation n: n = 0 is
+// IdempotencyKey. A new generation is taken only after the PSP confirmed
+// that no object exists for the payout, so no key is ever used for two
+// different objects.
+func AttemptKey(payoutID string, n int) string {
+	if n <= 0 {
+		return IdempotencyKey(payoutID)
+	}
+	return IdempotencyKey(payoutID) + "-k" + strconv.Itoa(n)
+}
+
+// Lookup asks the PSP for the object of a payout (Stripe: the payout or
+// transfer whose metadata[payout_id] is the payout id; Paystack: the
+// transfer whose reference is the payout id).
+type Lookup struct {
+	PayoutID    string
+	Destination string
+	// Since bounds the search: the object cannot be older than the payout.
+	Since time.Time
+}
+
+// ErrNotFound means the PSP answered that it has no object for the payout:
+// the only answer after which a payout whose outcome was unknown may be
+// sent again under a new key, or failed for good.
+var ErrNotFound = errors.New("the PSP has no object for the payout")
 
 // Result is the PSP's acceptance of a payout.
 type Result struct {
@@ -33,12 +70,23 @@ type Result struct {
 	// Final is true when the money has moved already (a Stripe transfer, a
 	// Paystack transfer answered "success"); otherwise a webhook finishes it.
 	Final bool
+	// Failed is true when a looked-up object has failed at the PSP (a
+	// Stripe payout failed or canceled, a Paystack transfer failed or
+	// reversed): the PSP itself says the money did not leave.
+	Failed bool
+	// Amount and Currency are the object's, when the PSP says (lookups).
+	Amount   int64
+	Currency string
 }
 
 // Client sends payouts to one provider.
 type Client interface {
 	Provider() string
 	CreatePayout(ctx context.Context, req Request) (Result, error)
+	// FindPayout looks the payout's object up: its Result, ErrNotFound when
+	// the PSP confirms there is none, or another error when it could not
+	// tell (which leaves the outcome unknown).
+	FindPayout(ctx context.Context, l Lookup) (Result, error)
 }
 
 // Error is a PSP's refusal or a failure to reach it.
@@ -78,6 +126,25 @@ func (e *Error) Unwrap() error { return e.cause }
 func OutcomeUnknown(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Unknown
+}
+
+// ServerError reports whether the PSP answered err with a 5xx. Stripe saves
+// the answer of a request that began executing under its Idempotency-Key,
+// 5xx included, and replays it for every retry with that key: after one, a
+// retry under the same key cannot succeed, so the next attempt looks the
+// object up and, if there is none, takes a new key.
+func ServerError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status >= 500
+}
+
+// KeyGeneration is the generation n of a key made by AttemptKey(id, n).
+func KeyGeneration(payoutID, key string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(key, IdempotencyKey(payoutID)+"-k"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // classifyHTTP turns a PSP's HTTP answer into a classified error.
@@ -154,6 +221,24 @@ func WithBreaker(c Client, br *breaker.Breaker[Result]) *Guarded {
 // CreatePayout calls the PSP unless the breaker is open.
 func (g *Guarded) CreatePayout(ctx context.Context, req Request) (Result, error) {
 	return g.breaker.Execute(func() (Result, error) { return g.Client.CreatePayout(ctx, req) })
+}
+
+// FindPayout looks the payout up unless the breaker is open. A confirmed
+// absence is an answer, not a failure: it does not count against the PSP.
+func (g *Guarded) FindPayout(ctx context.Context, l Lookup) (Result, error) {
+	var notFound bool
+	res, err := g.breaker.Execute(func() (Result, error) {
+		res, err := g.Client.FindPayout(ctx, l)
+		if errors.Is(err, ErrNotFound) {
+			notFound = true
+			return Result{}, nil
+		}
+		return res, err
+	})
+	if err == nil && notFound {
+		return Result{}, ErrNotFound
+	}
+	return res, err
 }
 
 // BreakerState is the breaker's state: closed, half-open or open.

@@ -2,6 +2,7 @@ package psp_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -160,4 +161,65 @@ func TestBreakerOpensAndRefusesWithoutCalling(t *testing.T) {
 	_, err = c.CreatePayout(ctx, req("p-br", "ba_1"))
 	require.Equal(t, errclass.BreakerOpen, errclass.Of(err))
 	require.Len(t, s.Calls(t), before, "an open breaker makes no call")
+}
+
+// FindPayout finds the PSP's object for a payout (Stripe: by
+// metadata[payout_id] among listed payouts, or transfers by transfer_group;
+// Paystack: verify by reference) and says ErrNotFound only when the PSP
+// answered that there is none.
+func TestFindPayout(t *testing.T) {
+	s := standIn(t)
+	ctx := context.Background()
+	since := time.Now().Add(-time.Minute)
+	st := stripeClient(s)
+	ps := paystackClient(s)
+
+	for _, dest := range []string{"ba_find", "acct_find"} {
+		id := "p-find-" + dest
+		_, err := st.FindPayout(ctx, psp.Lookup{PayoutID: id, Destination: dest, Since: since})
+		require.ErrorIs(t, err, psp.ErrNotFound, dest)
+		// Other payouts exist, and more than one page of them.
+		for i := range 3 {
+			_, err := st.CreatePayout(ctx, psp.Request{PayoutID: fmt.Sprintf("%s-other-%d", id, i), Amount: 1, Currency: "usd", Destination: dest})
+			require.NoError(t, err)
+		}
+		created, err := st.CreatePayout(ctx, psp.Request{PayoutID: id, Amount: 1500, Currency: "usd", Destination: dest,
+			IdempotencyKey: psp.AttemptKey(id, 2)})
+		require.NoError(t, err)
+		for i := 3; i < 6; i++ {
+			_, err := st.CreatePayout(ctx, psp.Request{PayoutID: fmt.Sprintf("%s-other-%d", id, i), Amount: 1, Currency: "usd", Destination: dest})
+			require.NoError(t, err)
+		}
+		found, err := st.FindPayout(ctx, psp.Lookup{PayoutID: id, Destination: dest, Since: since})
+		require.NoError(t, err, dest)
+		require.Equal(t, created.Reference, found.Reference)
+		require.EqualValues(t, 1500, found.Amount)
+		require.Equal(t, "usd", found.Currency)
+		require.Equal(t, psp.AttemptKey(id, 2), s.Objects(t, id)[0].IdempotencyKey)
+	}
+
+	ref := "0193a9c8-0000-7000-8000-0000000000f1"
+	_, err := ps.FindPayout(ctx, psp.Lookup{PayoutID: ref})
+	require.ErrorIs(t, err, psp.ErrNotFound)
+	created, err := ps.CreatePayout(ctx, psp.Request{PayoutID: ref, Amount: 50000, Currency: "ngn", Destination: "RCP_abc"})
+	require.NoError(t, err)
+	found, err := ps.FindPayout(ctx, psp.Lookup{PayoutID: ref})
+	require.NoError(t, err)
+	require.Equal(t, created.Reference, found.Reference)
+	require.EqualValues(t, 50000, found.Amount)
+
+	// A PSP that cannot answer leaves the outcome unknown: never "not found".
+	down := psp.NewStripe("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second})
+	_, err = down.FindPayout(ctx, psp.Lookup{PayoutID: "p-x", Destination: "ba_1", Since: since})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, psp.ErrNotFound)
+	require.True(t, psp.OutcomeUnknown(err))
+}
+
+func TestAttemptKeys(t *testing.T) {
+	require.Equal(t, psp.IdempotencyKey("p"), psp.AttemptKey("p", 0))
+	for n := range 4 {
+		require.Equal(t, n, psp.KeyGeneration("p", psp.AttemptKey("p", n)))
+	}
+	require.NotEqual(t, psp.AttemptKey("p", 1), psp.AttemptKey("p", 2))
 }

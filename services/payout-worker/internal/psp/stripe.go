@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/payout"
@@ -49,7 +50,7 @@ func (s *Stripe) CreatePayout(ctx context.Context, req Request) (Result, error) 
 		}
 		params.Context = ctx
 		params.Metadata = meta
-		params.SetIdempotencyKey(IdempotencyKey(req.PayoutID))
+		params.SetIdempotencyKey(req.key())
 		tr, err := s.transfers.New(params)
 		if err != nil {
 			return Result{}, classifyStripe(err)
@@ -62,12 +63,88 @@ func (s *Stripe) CreatePayout(ctx context.Context, req Request) (Result, error) 
 	}
 	params.Context = ctx
 	params.Metadata = meta
-	params.SetIdempotencyKey(IdempotencyKey(req.PayoutID))
+	params.SetIdempotencyKey(req.key())
 	po, err := s.payouts.New(params)
 	if err != nil {
 		return Result{}, classifyStripe(err)
 	}
 	return Result{Reference: po.ID, Status: string(po.Status)}, nil
+}
+
+// maxLookupObjects bounds a lookup's listing. Stripe cannot filter payouts
+// by metadata, so a lookup lists the payouts created since the payout was
+// and matches metadata[payout_id]; past this many the answer is "could not
+// tell", never "not found".
+const maxLookupObjects = 10_000
+
+// FindPayout finds the Payout or Transfer whose metadata[payout_id] is the
+// payout id. Transfers are listed by their transfer_group (the payout id);
+// payouts by creation time, from a minute before l.Since.
+func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
+	since := stripe.Int64(l.Since.Add(-time.Minute).Unix())
+	seen := 0
+	if strings.HasPrefix(l.Destination, "acct_") {
+		params := &stripe.TransferListParams{TransferGroup: stripe.String(l.PayoutID),
+			CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
+		params.Context = ctx
+		params.Limit = stripe.Int64(100)
+		it := s.transfers.List(params)
+		for it.Next() {
+			tr := it.Transfer()
+			if tr.Metadata["payout_id"] == l.PayoutID {
+				res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency)}
+				if tr.Reversed {
+					res = Result{Reference: tr.ID, Status: "reversed", Failed: true, Amount: tr.Amount, Currency: string(tr.Currency)}
+				}
+				return res, nil
+			}
+			if seen++; seen >= maxLookupObjects {
+				return Result{}, unknownOutcome("stripe", "transfer lookup listed too many transfers", nil)
+			}
+		}
+		if err := it.Err(); err != nil {
+			return Result{}, lookupFailed(err)
+		}
+		return Result{}, ErrNotFound
+	}
+	params := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
+	if l.Destination != "" {
+		params.Destination = stripe.String(l.Destination)
+	}
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	it := s.payouts.List(params)
+	for it.Next() {
+		po := it.Payout()
+		if po.Metadata["payout_id"] == l.PayoutID {
+			res := Result{Reference: po.ID, Status: string(po.Status), Amount: po.Amount, Currency: string(po.Currency)}
+			switch po.Status {
+			case stripe.PayoutStatusPaid:
+				res.Final = true
+			case stripe.PayoutStatusFailed, stripe.PayoutStatusCanceled:
+				res.Failed = true
+			}
+			return res, nil
+		}
+		if seen++; seen >= maxLookupObjects {
+			return Result{}, unknownOutcome("stripe", "payout lookup listed too many payouts", nil)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return Result{}, lookupFailed(err)
+	}
+	return Result{}, ErrNotFound
+}
+
+// lookupFailed classifies a failed lookup: whatever the PSP said, the
+// payout's outcome stays unknown.
+func lookupFailed(err error) error {
+	err = classifyStripe(err)
+	var e *Error
+	if errors.As(err, &e) {
+		e.Unknown = true
+	}
+	return err
 }
 
 func classifyStripe(err error) error {

@@ -8,6 +8,11 @@
 // than committing without the lock. Release is owner-only (redsync's
 // compare-and-delete script), so a worker never frees a lock another took over.
 //
+// With several independent Redis nodes (REDIS_URLS) the lock is redsync's
+// Redlock: taken and renewed only on a majority of the nodes, so one node of
+// three can die mid-payout and the work goes on while the lock stays
+// exclusive; losing the majority cancels the work like losing a single Redis.
+//
 // Redis locks are advisory: a process paused past the expiry can still run
 // after another worker took the lock. The money is guarded in the ledger
 // transaction itself (row lock and balance check), so an overlap can delay or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredislib "github.com/redis/go-redis/v9"
 
@@ -33,19 +34,49 @@ type Config struct {
 // Locker hands out wallet locks.
 type Locker struct {
 	rs     *redsync.Redsync
+	nodes  []goredislib.UniversalClient
 	cfg    Config
 	logger *slog.Logger
 }
 
-// New returns a Locker on client.
-func New(client goredislib.UniversalClient, cfg Config, logger *slog.Logger) (*Locker, error) {
+// New returns a Locker over nodes: one Redis (REDIS_URL), or several
+// independent ones (REDIS_URLS), in which case a lock is held only while a
+// majority of them grant it (redsync's Redlock), so losing a minority of the
+// nodes neither stops payouts nor lets two workers hold one wallet.
+func New(cfg Config, logger *slog.Logger, nodes ...goredislib.UniversalClient) (*Locker, error) {
 	if cfg.Expiry < time.Second {
 		return nil, fmt.Errorf("wallet lock expiry %s must be at least 1s", cfg.Expiry)
 	}
 	if cfg.Wait <= 0 {
 		return nil, errors.New("wallet lock wait must be positive")
 	}
-	return &Locker{rs: redsync.New(goredis.NewPool(client)), cfg: cfg, logger: logger}, nil
+	if len(nodes) == 0 {
+		return nil, errors.New("wallet locks need at least one Redis node")
+	}
+	pools := make([]redis.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = goredis.NewPool(n)
+	}
+	return &Locker{rs: redsync.New(pools...), nodes: nodes, cfg: cfg, logger: logger}, nil
+}
+
+// Quorum is how many nodes must grant a lock.
+func (l *Locker) Quorum() int { return len(l.nodes)/2 + 1 }
+
+// Ping is a readiness check: at least a quorum of the nodes answer, so a
+// lock can be taken.
+func (l *Locker) Ping(ctx context.Context) error {
+	var errs []error
+	for i, n := range l.nodes {
+		if err := n.Ping(ctx).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("redis node %d: %w", i+1, err))
+		}
+	}
+	if up := len(l.nodes) - len(errs); up < l.Quorum() {
+		return fmt.Errorf("%d of %d Redis nodes answer, %d needed for a wallet lock: %w",
+			up, len(l.nodes), l.Quorum(), errors.Join(errs...))
+	}
+	return nil
 }
 
 // Key is the Redis key of userID's wallet lock.

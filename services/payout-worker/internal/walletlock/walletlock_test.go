@@ -3,9 +3,12 @@ package walletlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/walletlock"
 )
 
@@ -36,7 +40,7 @@ func redisClient(t *testing.T) *goredislib.Client {
 
 func locker(t *testing.T, c *goredislib.Client, expiry, wait time.Duration) *walletlock.Locker {
 	t.Helper()
-	l, err := walletlock.New(c, walletlock.Config{Expiry: expiry, Wait: wait}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := walletlock.New(walletlock.Config{Expiry: expiry, Wait: wait}, slog.New(slog.NewTextHandler(io.Discard, nil)), c)
 	require.NoError(t, err)
 	return l
 }
@@ -105,4 +109,71 @@ func TestLostLockCancelsTheWorkAndIsNotReleasedByItsFormerOwner(t *testing.T) {
 	lk.Release()
 	require.EqualValues(t, 1, c.Exists(context.Background(), walletlock.Key(user)).Val(),
 		"the former owner must not free the new owner's lock")
+}
+
+// redisNodes starts n independent redis-server processes, as REDIS_URLS
+// names them in production.
+func redisNodes(t *testing.T, n int) ([]*proctest.Proc, []goredislib.UniversalClient) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "redis-server must be installed (scripts/devdeps.sh installs it)")
+	procs := make([]*proctest.Proc, n)
+	clients := make([]goredislib.UniversalClient, n)
+	for i := range n {
+		port := proctest.FreePort(t)
+		procs[i] = proctest.Start(t, fmt.Sprintf("redis-%d", i+1), bin, nil,
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		c := goredislib.NewClient(&goredislib.Options{Addr: proctest.Addr(port), MaxRetries: -1,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = c.Close() })
+		require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil },
+			10*time.Second, 20*time.Millisecond, "redis node %d did not start", i+1)
+		clients[i] = c
+	}
+	return procs, clients
+}
+
+// TestRedlockKeepsTheLockWhenAMinorityOfNodesDies runs a lock over three
+// Redis processes and kills one while the work runs: the lock is renewed on
+// the other two and stays exclusive. Killing a second one (no quorum left)
+// cancels the work, as losing the only Redis does.
+func TestRedlockKeepsTheLockWhenAMinorityOfNodesDies(t *testing.T) {
+	t.Parallel()
+	procs, nodes := redisNodes(t, 3)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := walletlock.Config{Expiry: 2 * time.Second, Wait: 300 * time.Millisecond}
+	a, err := walletlock.New(cfg, logger, nodes...)
+	require.NoError(t, err)
+	b, err := walletlock.New(cfg, logger, nodes...)
+	require.NoError(t, err)
+	require.Equal(t, 2, a.Quorum())
+	ctx := context.Background()
+	user := "u-" + logging.NewCorrelationID()
+
+	lk, err := a.Acquire(ctx, user)
+	require.NoError(t, err)
+	for i, n := range nodes {
+		require.Equal(t, int64(1), n.Exists(ctx, walletlock.Key(user)).Val(), "node %d holds the lock", i+1)
+	}
+
+	procs[2].Kill() // a node dies in the middle of a payout
+	time.Sleep(2 * cfg.Expiry)
+	require.NoError(t, lk.Context().Err(), "two of three nodes renew the lock: the work goes on")
+	require.NoError(t, a.Ping(ctx), "a quorum answers: ready")
+	_, err = b.Acquire(ctx, user)
+	require.ErrorIs(t, err, walletlock.ErrBusy, "still exclusive on the surviving majority")
+	lk.Release()
+
+	lk, err = b.Acquire(ctx, user)
+	require.NoError(t, err, "a lock is taken on two of three nodes")
+
+	procs[1].Kill() // no quorum left
+	require.Eventually(t, func() bool { return lk.Context().Err() != nil }, 3*cfg.Expiry, 20*time.Millisecond,
+		"without a quorum the lock cannot be renewed and the work is cancelled")
+	require.ErrorIs(t, context.Cause(lk.Context()), walletlock.ErrLockLost)
+	lk.Release()
+	require.ErrorContains(t, a.Ping(ctx), "1 of 3 Redis nodes answer, 2 needed")
+	_, err = a.Acquire(ctx, "u-"+logging.NewCorrelationID())
+	require.ErrorIs(t, err, walletlock.ErrBusy, "no lock without a quorum")
+	require.Equal(t, errclass.Transient, errclass.Of(err), "and the payout is retried later, not failed")
 }

@@ -339,6 +339,30 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 	history := got.body["history"].([]any)
 	require.Len(t, history, 1)
 	require.Equal(t, "INITIALIZED", history[0].(map[string]any)["to"])
+	require.Equal(t, []any{}, got.body["psp_requests"])
+	require.Equal(t, []any{}, got.body["evidence"])
+
+	// What the worker recorded about the PSP is shown: its requests and the
+	// outcome events that named the payout, with their verdicts.
+	_, err := b.db.Pool.Exec(context.Background(), `
+		INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, error)
+		VALUES ($1, 0, 'create', 'aegis-payout-x', 'unknown', 'stripe: timeout'), ($1, 1, 'lookup', NULL, 'not_found', NULL)`, id)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(context.Background(), `
+		INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
+		VALUES ($1, 'stripe', 'evt_1', 'payout.failed', 1, 'usd', 'po_1', 'outcome_mismatch', 'amount 1, payout''s 1500')`, id)
+	require.NoError(t, err)
+	got = do(t, req.Clone(context.Background()))
+	require.Equal(t, 200, got.status)
+	reqs := got.body["psp_requests"].([]any)
+	require.Len(t, reqs, 2)
+	require.Equal(t, "aegis-payout-x", reqs[0].(map[string]any)["idempotency_key"])
+	require.Equal(t, "unknown", reqs[0].(map[string]any)["outcome"])
+	require.Equal(t, "not_found", reqs[1].(map[string]any)["outcome"])
+	ev := got.body["evidence"].([]any)
+	require.Len(t, ev, 1)
+	require.Equal(t, "outcome_mismatch", ev[0].(map[string]any)["verdict"])
+	require.Equal(t, "amount 1, payout's 1500", ev[0].(map[string]any)["reason"])
 
 	req, _ = http.NewRequest(http.MethodGet, b.url+"/v1/payouts/01930000-0000-7000-8000-000000000000", nil)
 	req.Header.Set("Authorization", "Bearer "+clientToken)

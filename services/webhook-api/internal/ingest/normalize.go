@@ -49,7 +49,10 @@ type stripeEvent struct {
 	ID      string `json:"id"`
 	Type    string `json:"type"`
 	Created int64  `json:"created"`
-	Data    struct {
+	// Account is set on events from a connected account (Connect).
+	Account  string `json:"account"`
+	Livemode *bool  `json:"livemode"`
+	Data     struct {
 		Object *stripeObject `json:"object"`
 	} `json:"data"`
 }
@@ -101,6 +104,7 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 	e := event.PSPEvent{
 		Provider: Stripe, EventID: ev.ID, Type: ev.Type, Action: event.ActionNone,
 		OccurredAt: now.UTC(), Raw: json.RawMessage(body), ObjectStatus: obj.Status,
+		Account: ev.Account, Livemode: ev.Livemode,
 	}
 	if ev.Created > 0 {
 		if ev.Created > now.Add(verify.StripeTolerance).Unix() {

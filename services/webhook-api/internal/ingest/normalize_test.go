@@ -119,6 +119,28 @@ func TestNormalizeStripeRefusesEventsFromTheFuture(t *testing.T) {
 	}
 }
 
+// A payout outcome carries what the worker cross-checks it against: amount,
+// currency, the PSP's id, the connected account and livemode.
+func TestNormalizeStripeCarriesTheEvidence(t *testing.T) {
+	t.Parallel()
+	obj := `{"id":"po_9","object":"payout","amount":700,"currency":"USD","status":"paid","metadata":{"payout_id":"0193"}}`
+	body := strings.Replace(string(stripeEventJSON("evt_9", "payout.paid", obj)), `"object":"event",`,
+		`"object":"event","account":"acct_other","livemode":true,`, 1)
+	n, err := NormalizeStripe([]byte(body), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := n.Event
+	if e.Amount != 700 || e.Currency != "usd" || e.Reference != "po_9" || e.PayoutID != "0193" ||
+		e.Account != "acct_other" || e.Livemode == nil || !*e.Livemode {
+		t.Errorf("evidence not carried: %+v", e)
+	}
+	n, err = NormalizeStripe(stripeEventJSON("evt_10", "payout.paid", obj), now)
+	if err != nil || n.Event.Account != "" || n.Event.Livemode != nil {
+		t.Errorf("no account, no livemode: %+v %v", n.Event, err)
+	}
+}
+
 func TestNormalizePaystack(t *testing.T) {
 	t.Parallel()
 	charge := `{"event":"charge.success","data":{"id":302961,"reference":"ref_1","amount":150000,"currency":"NGN","status":"success","paid_at":"2026-11-21T10:00:00.000Z","metadata":{"user_id":"u9"}}}`

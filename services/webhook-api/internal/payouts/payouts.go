@@ -114,4 +114,36 @@ type Payout struct {
 	CreatedAt     time.Time    `json:"created_at"`
 	UpdatedAt     time.Time    `json:"updated_at"`
 	History       []Transition `json:"history"`
+	// PSPRequests is every request made to the PSP for the payout: each
+	// create with the Idempotency-Key it carried, each lookup, and what
+	// came of it (accepted, refused, not_executed, unknown, found,
+	// not_found).
+	PSPRequests []PSPRequest `json:"psp_requests"`
+	// Evidence is every PSP outcome event that named the payout and its
+	// verdict (applied, outcome_mismatch, stale, recorded).
+	Evidence []Evidence `json:"evidence"`
+}
+
+// PSPRequest is one request made to the PSP for a payout.
+type PSPRequest struct {
+	Attempt        int       `json:"attempt"`
+	Kind           string    `json:"kind"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	Outcome        string    `json:"outcome"`
+	PSPReference   string    `json:"psp_reference,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	At             time.Time `json:"at"`
+}
+
+// Evidence is a PSP outcome event about a payout and what became of it.
+type Evidence struct {
+	Provider     string    `json:"provider"`
+	EventID      string    `json:"event_id"`
+	Type         string    `json:"type"`
+	Amount       int64     `json:"amount"`
+	Currency     string    `json:"currency,omitempty"`
+	PSPReference string    `json:"psp_reference,omitempty"`
+	Verdict      string    `json:"verdict"`
+	Reason       string    `json:"reason,omitempty"`
+	At           time.Time `json:"at"`
 }

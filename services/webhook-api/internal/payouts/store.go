@@ -51,6 +51,15 @@ const sqlHistory = `
 SELECT coalesce(from_status, ''), to_status, attempt, coalesce(error, ''), coalesce(error_class, ''), at
 FROM payout_transitions WHERE payout_id = $1 ORDER BY id`
 
+const sqlPSPRequests = `
+SELECT attempt, kind, coalesce(idempotency_key, ''), outcome, coalesce(psp_reference, ''), coalesce(error, ''), at
+FROM payout_attempts WHERE payout_id = $1 ORDER BY id`
+
+const sqlEvidence = `
+SELECT provider, event_id, event_type, coalesce(amount, 0), coalesce(currency, ''), coalesce(psp_reference, ''),
+       verdict, coalesce(reason, ''), at
+FROM payout_evidence WHERE payout_id = $1 ORDER BY id`
+
 // Store reads and creates payouts.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -206,6 +215,30 @@ func (s *Store) Get(ctx context.Context, id string) (Payout, error) {
 	})
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout history: %w", err)
+	}
+	rows, err = s.pool.Query(ctx, sqlPSPRequests, pid)
+	if err != nil {
+		return Payout{}, fmt.Errorf("load payout PSP requests: %w", err)
+	}
+	p.PSPRequests, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PSPRequest, error) {
+		var q PSPRequest
+		err := r.Scan(&q.Attempt, &q.Kind, &q.IdempotencyKey, &q.Outcome, &q.PSPReference, &q.Error, &q.At)
+		return q, err
+	})
+	if err != nil {
+		return Payout{}, fmt.Errorf("load payout PSP requests: %w", err)
+	}
+	rows, err = s.pool.Query(ctx, sqlEvidence, pid)
+	if err != nil {
+		return Payout{}, fmt.Errorf("load payout evidence: %w", err)
+	}
+	p.Evidence, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Evidence, error) {
+		var e Evidence
+		err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.Amount, &e.Currency, &e.PSPReference, &e.Verdict, &e.Reason, &e.At)
+		return e, err
+	})
+	if err != nil {
+		return Payout{}, fmt.Errorf("load payout evidence: %w", err)
 	}
 	return p, nil
 }

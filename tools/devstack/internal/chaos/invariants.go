@@ -20,7 +20,7 @@ import (
 func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
-		su.checkFrontDoor,
+		su.checkFrontDoor, su.checkEvidence,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err

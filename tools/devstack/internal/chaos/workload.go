@@ -50,6 +50,8 @@ type workload struct {
 
 	// door is the front-door workload (frontdoor.go).
 	door frontDoor
+	// evidence is the PSP-evidence workload (evidence.go).
+	evidence evidenceLog
 
 	mu       sync.Mutex
 	webhooks []*webhook
@@ -95,6 +97,9 @@ func (w *workload) next() func() {
 	u := w.user(w.rng.IntN(w.users))
 	amount := int64(500 + w.rng.IntN(4500))
 	if op := w.frontDoorOp(n, u); op != nil {
+		return op
+	}
+	if op := w.evidenceOp(n, u); op != nil {
 		return op
 	}
 	switch {
@@ -270,8 +275,11 @@ func (w *workload) staleFinalisation(n int) {
 		typ = "payout.paid"
 	}
 	id := fmt.Sprintf("evt_chaos_stale_%d", n)
-	obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":1,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
-		ref, typ[len("payout."):], pick.PayoutID)
+	// The payout's own amount: a stale event that matches its payout, so it
+	// is refused for its age and not as a mismatch (evidence.go sends those).
+	amount, _ := p["amount"].(float64)
+	obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":%d,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
+		ref, int64(amount), typ[len("payout."):], pick.PayoutID)
 	old := time.Now().Add(-48 * time.Hour).Unix()
 	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEvent(id, typ, old, obj))})
 }

@@ -22,6 +22,7 @@ const (
 	EnvSettleDelay         = "PSP_SETTLE_DELAY"
 	EnvWebhookMaxAttempts  = "PSP_WEBHOOK_MAX_ATTEMPTS"
 	EnvWebhookBackoff      = "PSP_WEBHOOK_BACKOFF"
+	EnvIdempotencyWindow   = "PSP_IDEMPOTENCY_WINDOW"
 )
 
 // Defaults.
@@ -32,6 +33,8 @@ const (
 	DefaultWebhookBackoff     = time.Second
 	DefaultWebhookTimeout     = 10 * time.Second
 	DefaultMaxCalls           = 100_000
+	// DefaultIdempotencyWindow is how long Stripe keeps a key (24 hours).
+	DefaultIdempotencyWindow = 24 * time.Hour
 )
 
 // Config configures a Server. The zero value is usable: no faults, seed 0,
@@ -66,6 +69,11 @@ type Config struct {
 	WebhookMaxAttempts int
 	WebhookBackoff     time.Duration
 	WebhookTimeout     time.Duration
+
+	// IdempotencyWindow is how long a Stripe Idempotency-Key and its saved
+	// response are kept (default 24h, as Stripe); after it the key is
+	// pruned and a request with it executes anew.
+	IdempotencyWindow time.Duration
 
 	// MaxCalls bounds the call log (oldest entries are dropped first).
 	// Default 100000.
@@ -131,6 +139,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.WebhookMaxAttempts = n
 	}
+	if v := get(EnvIdempotencyWindow); v != "" {
+		d, err := parseEnvDuration(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", EnvIdempotencyWindow, err)
+		}
+		cfg.IdempotencyWindow = d
+	}
 	if v := get(EnvWebhookBackoff); v != "" {
 		d, err := parseEnvDuration(v)
 		if err != nil {
@@ -186,6 +201,9 @@ func (c Config) validate() error {
 	if c.MaxCalls < 0 {
 		return errors.New("MaxCalls: must not be negative")
 	}
+	if c.IdempotencyWindow < 0 {
+		return fmt.Errorf("%s: must not be negative", EnvIdempotencyWindow)
+	}
 	if _, err := c.Faults.normalize(); err != nil {
 		return fmt.Errorf("%s: %w", EnvFaults, err)
 	}
@@ -216,6 +234,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxCalls == 0 {
 		c.MaxCalls = DefaultMaxCalls
+	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = DefaultIdempotencyWindow
 	}
 	return c
 }

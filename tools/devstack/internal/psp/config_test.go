@@ -36,6 +36,7 @@ func TestConfigFromEnvAll(t *testing.T) {
 		psp.EnvSettleDelay:         "0",
 		psp.EnvWebhookMaxAttempts:  "3",
 		psp.EnvWebhookBackoff:      "250ms",
+		psp.EnvIdempotencyWindow:   "90m",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:0", cfg.Addr)
@@ -48,6 +49,7 @@ func TestConfigFromEnvAll(t *testing.T) {
 	require.Zero(t, cfg.SettleDelay, "0 means never auto-settle")
 	require.Equal(t, 3, cfg.WebhookMaxAttempts)
 	require.Equal(t, 250*time.Millisecond, cfg.WebhookBackoff)
+	require.Equal(t, 90*time.Minute, cfg.IdempotencyWindow)
 
 	_, err = psp.New(cfg, nil)
 	require.NoError(t, err)
@@ -58,6 +60,7 @@ func TestConfigFromEnvErrorsNameTheVariable(t *testing.T) {
 		psp.EnvSeed:                {psp.EnvSeed: "abc"},
 		psp.EnvFaults:              {psp.EnvFaults: `{"error_rate":2}`},
 		psp.EnvSettleDelay:         {psp.EnvSettleDelay: "soon"},
+		psp.EnvIdempotencyWindow:   {psp.EnvIdempotencyWindow: "a day"},
 		psp.EnvWebhookMaxAttempts:  {psp.EnvWebhookMaxAttempts: "0"},
 		psp.EnvWebhookBackoff:      {psp.EnvWebhookBackoff: "-1s"},
 		psp.EnvStripeWebhookURL:    {psp.EnvStripeWebhookURL: "localhost:8080/x", psp.EnvStripeWebhookSecret: "whsec"},

@@ -17,8 +17,8 @@
 //
 // Stripe (form-encoded as stripe-go sends it, Authorization: Bearer sk_/rk_):
 //
-//	POST /v1/payouts          GET /v1/payouts/{id}
-//	POST /v1/transfers        GET /v1/transfers/{id}
+//	POST /v1/payouts          GET /v1/payouts/{id}     GET /v1/payouts (list)
+//	POST /v1/transfers        GET /v1/transfers/{id}   GET /v1/transfers (list)
 //
 // Paystack (JSON, Authorization: Bearer sk_):
 //
@@ -48,6 +48,7 @@
 //	PSP_SETTLE_DELAY          auto-settle delay (default 2s; 0 = only via /settle)
 //	PSP_WEBHOOK_MAX_ATTEMPTS  delivery attempts per event (default 5)
 //	PSP_WEBHOOK_BACKOFF       delay before the 2nd attempt, doubled after (default 1s)
+//	PSP_IDEMPOTENCY_WINDOW    how long Stripe keys are kept (default 24h)
 //
 // # Faithful to the real PSPs
 //
@@ -66,9 +67,19 @@
 //     (current state, nothing new); different parameters give 400
 //     "Duplicate Transfer Reference". A reference whose create was rejected
 //     is not taken.
-//   - Infrastructure faults (5xx, 429 with Retry-After, timeout before
-//     processing) model a request that never reached execution, so they are
-//     never stored: a retry with the same key executes normally.
+//   - A Stripe 5xx is saved under its Idempotency-Key and replayed for every
+//     retry with that key, as Stripe does once execution has begun (its
+//     idempotency documentation: "results are saved ... including 500
+//     errors"): a caller must look the object up and retry under a new key.
+//     Keys are pruned after PSP_IDEMPOTENCY_WINDOW (Stripe: 24h).
+//   - Lists: GET /v1/payouts and /v1/transfers, newest first, with limit,
+//     starting_after, created[gte|gt|lte|lt], destination and (transfers)
+//     transfer_group; Stripe cannot filter by metadata, so callers match
+//     metadata[payout_id] themselves.
+//   - Other infrastructure faults (429 with Retry-After, timeout before
+//     processing) and Paystack 5xx model a request that never reached
+//     execution, so they are never stored: a retry with the same key
+//     executes normally.
 //     timeout_after_create executes and stores the create, then hangs and
 //     answers 504: the classic unknown outcome, resolved by retrying with
 //     the same key (which replays) or by GET.
@@ -80,7 +91,7 @@
 //
 // # Simplified
 //
-//   - Idempotency keys never expire (Stripe: 24h); nothing is persisted.
+//   - Nothing is persisted.
 //   - Only the parameters listed in the routes are accepted; unknown Stripe
 //     parameters are rejected (parameter_unknown) as Stripe does, but the
 //     validation messages are approximations of Stripe's, and Paystack's
@@ -94,7 +105,10 @@
 //     Payouts send only payout.paid / payout.failed.
 //   - Magic values: Stripe destination ba_invalid*/acct_invalid* →
 //     account_invalid; ba_fail* (payout) / acct_fail* (transfer) → settles
-//     failed with account_closed. Paystack recipient RCP_invalid* → Invalid
+//     failed with account_closed; ba_lost_* → the first create for a
+//     payout id executes but its answer is lost (a 504 after the timeout),
+//     ba_lost_invalid* being refused with account_invalid, ba_lost_ok* paid
+//     as usual: an unknown outcome the caller must resolve by a lookup. Paystack recipient RCP_invalid* → Invalid
 //     transfer recipient; RCP_fail* → transfer.failed.
 //   - Faults apply to money-moving POSTs only (latency to every PSP route).
 //     The Next queue is consumed head first: an infrastructure kind at the

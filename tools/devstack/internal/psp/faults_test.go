@@ -72,8 +72,9 @@ func TestFaultsAdminRoundTrip(t *testing.T) {
 func TestFaultsNextQueueCountsDown(t *testing.T) {
 	h := newHarness(t, psp.Config{})
 	h.putFaults(`{"provider":"stripe","next":[{"kind":"5xx","count":2},{"kind":"429"}]}`)
-	for range 3 {
-		_, err := h.payouts.New(payoutParams("key-q", "pay_q", 1))
+	// Each attempt under its own key: Stripe saves a 5xx under its key.
+	for i := range 3 {
+		_, err := h.payouts.New(payoutParams(fmt.Sprintf("key-q-%d", i), "pay_q", 1))
 		require.Error(t, err)
 	}
 	_, err := h.payouts.New(payoutParams("key-q", "pay_q", 1))

@@ -83,7 +83,9 @@ func (s *Server) routes() *http.ServeMux {
 
 	// Stripe.
 	mux.HandleFunc("POST /v1/payouts", s.handleStripePayoutCreate)
+	mux.HandleFunc("GET /v1/payouts", s.handleStripeList(KindPayout))
 	mux.HandleFunc("GET /v1/payouts/{id}", s.handleStripeGet(KindPayout))
+	mux.HandleFunc("GET /v1/transfers", s.handleStripeList(KindTransfer))
 	mux.HandleFunc("POST /v1/transfers", s.handleStripeTransferCreate)
 	mux.HandleFunc("GET /v1/transfers/{id}", s.handleStripeGet(KindTransfer))
 	mux.HandleFunc("/v1/", s.handleStripeUnknown)
@@ -266,7 +268,18 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 
 	switch infra {
 	case Fault5xx:
-		s.respond(w, op.call, response{status: spec.ErrorStatus, body: op.d.serverError(spec.ErrorStatus), outcome: OutcomeFault5xx})
+		res := response{status: spec.ErrorStatus, body: op.d.serverError(spec.ErrorStatus), outcome: OutcomeFault5xx}
+		if op.provider == ProviderStripe && op.idemKey != "" {
+			// Stripe saves the answer of a request that began executing,
+			// 500s included, and replays it for every retry with the key.
+			s.mu.Lock()
+			if s.liveIdemLocked(op.st, op.idemScope) == nil {
+				op.st.putIdem(op.idemScope, &idemEntry{fingerprint: op.fingerprint, requestID: op.call.RequestID,
+					done: true, res: res, at: time.Now()})
+			}
+			s.mu.Unlock()
+		}
+		s.respond(w, op.call, res)
 		return
 	case Fault429:
 		s.respond(w, op.call, response{
@@ -286,7 +299,7 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 	var entry *idemEntry
 	if op.idemKey != "" {
 		s.mu.Lock()
-		if e, ok := op.st.idem[op.idemScope]; ok {
+		if e := s.liveIdemLocked(op.st, op.idemScope); e != nil {
 			var res response
 			switch {
 			case e.fingerprint != op.fingerprint:
@@ -308,8 +321,8 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 			s.respond(w, op.call, res)
 			return
 		}
-		entry = &idemEntry{fingerprint: op.fingerprint, requestID: op.call.RequestID}
-		op.st.idem[op.idemScope] = entry
+		entry = &idemEntry{fingerprint: op.fingerprint, requestID: op.call.RequestID, at: time.Now()}
+		op.st.putIdem(op.idemScope, entry)
 		op.call.Outcome = OutcomeExecuting
 		s.mu.Unlock()
 	}
@@ -338,13 +351,36 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 	}
 	s.mu.Unlock()
 
-	if execFault == FaultTimeoutAfterCreate {
+	if execFault == FaultTimeoutAfterCreate || res.lose {
 		s.markCall(op.call, OutcomeFaultTimeoutCreate, http.StatusGatewayTimeout, res.objectID)
 		s.hang(r.Context(), timeout)
 		s.respond(w, op.call, response{status: http.StatusGatewayTimeout, body: op.d.timedOut(), outcome: OutcomeFaultTimeoutCreate, objectID: res.objectID})
 		return
 	}
 	s.respond(w, op.call, res)
+}
+
+// liveIdemLocked returns the key's entry, pruning it (and any other
+// expired finished entry, a few at a time) once it is older than the
+// idempotency window, as Stripe forgets keys after 24 hours.
+func (s *Server) liveIdemLocked(st *state, scope string) *idemEntry {
+	now := time.Now()
+	expired := func(e *idemEntry) bool { return e.done && now.Sub(e.at) >= s.cfg.IdempotencyWindow }
+	// Keys are pruned in the order they were first used.
+	for len(st.idemOrder) > 0 && expired(st.idemOrder[0].e) {
+		head := st.idemOrder[0]
+		if st.idem[head.scope] == head.e {
+			delete(st.idem, head.scope)
+		}
+		st.idemOrder[0] = idemRef{}
+		st.idemOrder = st.idemOrder[1:]
+	}
+	e := st.idem[scope]
+	if e != nil && expired(e) {
+		delete(st.idem, scope)
+		return nil
+	}
+	return e
 }
 
 // ---------------------------------------------------------------------------

@@ -116,6 +116,9 @@ type response struct {
 	header   map[string]string
 	outcome  string
 	objectID string
+	// lose: the request executed (and its answer is saved under its key)
+	// but the caller gets a timeout, as with timeout_after_create.
+	lose bool
 }
 
 // idemEntry is one idempotency key's slot.
@@ -124,6 +127,7 @@ type idemEntry struct {
 	requestID   string // of the request that executed
 	done        bool
 	res         response
+	at          time.Time // when the key was first used; pruned after the window
 }
 
 // delivery is one webhook event on its way out.
@@ -169,6 +173,7 @@ type state struct {
 	byID         map[string]*object
 	paystackRefs map[string]*object // apiKey \x00 reference
 	idem         map[string]*idemEntry
+	idemOrder    []idemRef // keys in the order first used, for pruning
 	calls        []*CallRecord
 	callSeq      int64
 	callsDropped int64
@@ -176,6 +181,9 @@ type state struct {
 	tasks        taskHeap
 	taskSeq      uint64
 	paystackSeq  int64
+	// lostOnce holds the payout ids whose first create to a ba_lost_*
+	// destination has lost its answer.
+	lostOnce map[string]bool
 }
 
 func newState() *state {
@@ -183,8 +191,20 @@ func newState() *state {
 		byID:         make(map[string]*object),
 		paystackRefs: make(map[string]*object),
 		idem:         make(map[string]*idemEntry),
+		lostOnce:     make(map[string]bool),
 		paystackSeq:  1_000_000,
 	}
+}
+
+// idemRef names an idempotency entry in idemOrder.
+type idemRef struct {
+	scope string
+	e     *idemEntry
+}
+
+func (st *state) putIdem(scope string, e *idemEntry) {
+	st.idem[scope] = e
+	st.idemOrder = append(st.idemOrder, idemRef{scope: scope, e: e})
 }
 
 func (st *state) addObject(o *object) {

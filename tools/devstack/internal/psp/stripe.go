@@ -1,6 +1,7 @@
 package psp
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -219,7 +220,21 @@ func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *param
 }
 
 func invalidDestination(dest string) bool {
-	return strings.HasPrefix(dest, "ba_invalid") || strings.HasPrefix(dest, "acct_invalid")
+	return strings.HasPrefix(dest, "ba_invalid") || strings.HasPrefix(dest, "acct_invalid") ||
+		strings.HasPrefix(dest, "ba_lost_invalid")
+}
+
+// loseFirstAnswer reports whether this payout create is the first for its
+// payout id to a ba_lost_* destination: it executes (creates the payout,
+// or for ba_lost_invalid* is refused) and its answer is lost, an unknown
+// outcome for the caller. Later creates for the payout answer normally.
+func loseFirstAnswer(st *state, c stripeCommon) bool {
+	pid := c.metadata["payout_id"]
+	if !strings.HasPrefix(c.destination, "ba_lost_") || pid == "" || st.lostOnce[pid] {
+		return false
+	}
+	st.lostOnce[pid] = true
+	return true
 }
 
 var (
@@ -296,11 +311,12 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			return response{status: http.StatusBadRequest, body: (&paramError{code: "string_length_invalid", param: "statement_descriptor", msg: "Statement descriptor must be at most 22 characters."}).body(), outcome: OutcomeInvalid}
 		}
 
+		lose := loseFirstAnswer(st, c)
 		switch f := draw(); {
 		case f == FaultInvalidAccount || invalidDestination(c.destination):
-			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected}
+			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected, lose: lose}
 		case f == FaultInsufficientFunds:
-			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
+			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected, lose: lose}
 		}
 
 		now := time.Now()
@@ -344,7 +360,7 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			stripePayout: p,
 		}
 		s.addObjectLocked(st, o, now)
-		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID}
+		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID, lose: lose}
 	}
 	s.runCreate(w, r, op)
 }
@@ -467,12 +483,109 @@ func (s *Server) handleStripeGet(kind string) http.HandlerFunc {
 	}
 }
 
+// handleStripeList serves GET /v1/payouts and GET /v1/transfers as Stripe
+// does, newest first: limit (1-100, default 10), starting_after,
+// created[gte|gt|lte|lt] or created, destination and (transfers)
+// transfer_group. Stripe cannot filter by metadata; neither can this.
+func (s *Server) handleStripeList(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, call := s.beginCall(r, ProviderStripe)
+		if _, errBody := stripeAPIKey(r); errBody != nil {
+			s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+			return
+		}
+		s.sleep(r.Context(), s.latency(ProviderStripe))
+		q := r.URL.Query()
+		limit := 10
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				s.respond(w, call, response{status: http.StatusBadRequest, outcome: OutcomeInvalid,
+					body: (&paramError{code: "parameter_invalid_integer", param: "limit", msg: "Limit must be between 1 and 100."}).body()})
+				return
+			}
+			limit = n
+		}
+		bound := func(key string) (int64, bool) {
+			v := q.Get(key)
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, v != "" && err == nil
+		}
+		keep := func(o *object) bool {
+			var created int64
+			var dest, group string
+			if o.stripePayout != nil {
+				created = o.stripePayout.Created
+				if o.stripePayout.Destination != nil {
+					dest = *o.stripePayout.Destination
+				}
+			} else {
+				created, dest = o.stripeTransfer.Created, o.stripeTransfer.Destination
+				if o.stripeTransfer.TransferGroup != nil {
+					group = *o.stripeTransfer.TransferGroup
+				}
+			}
+			if n, ok := bound("created"); ok && created != n {
+				return false
+			}
+			if n, ok := bound("created[gte]"); ok && created < n {
+				return false
+			}
+			if n, ok := bound("created[gt]"); ok && created <= n {
+				return false
+			}
+			if n, ok := bound("created[lte]"); ok && created > n {
+				return false
+			}
+			if n, ok := bound("created[lt]"); ok && created >= n {
+				return false
+			}
+			if v := q.Get("destination"); v != "" && v != dest {
+				return false
+			}
+			if v := q.Get("transfer_group"); v != "" && v != group {
+				return false
+			}
+			return true
+		}
+		after := q.Get("starting_after")
+		list := stripeList{Object: "list", Data: []any{}, URL: "/v1/" + kind + "s"}
+		s.mu.Lock()
+		objs := s.st.objects
+		skipping := after != ""
+		for i := len(objs) - 1; i >= 0; i-- {
+			o := objs[i]
+			if o.rec.Provider != ProviderStripe || o.rec.Kind != kind {
+				continue
+			}
+			if skipping {
+				skipping = o.rec.ID != after
+				continue
+			}
+			if !keep(o) {
+				continue
+			}
+			if len(list.Data) == limit {
+				list.HasMore = true
+				break
+			}
+			if o.stripePayout != nil {
+				list.Data = append(list.Data, json.RawMessage(mustJSON(o.stripePayout)))
+			} else {
+				list.Data = append(list.Data, json.RawMessage(mustJSON(o.stripeTransfer)))
+			}
+		}
+		s.mu.Unlock()
+		s.respond(w, call, response{status: http.StatusOK, body: mustJSON(list), outcome: OutcomeOK})
+	}
+}
+
 func (s *Server) handleStripeUnknown(w http.ResponseWriter, r *http.Request) {
 	_, call := s.beginCall(r, ProviderStripe)
 	s.respond(w, call, response{
 		status: http.StatusNotFound,
 		body: stripeErr("invalid_request_error", "", "", fmt.Sprintf(
-			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST /v1/payouts, GET /v1/payouts/{id}, POST /v1/transfers and GET /v1/transfers/{id}.", r.Method, r.URL.Path)),
+			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST and GET /v1/payouts, GET /v1/payouts/{id}, POST and GET /v1/transfers and GET /v1/transfers/{id}.", r.Method, r.URL.Path)),
 		outcome: OutcomeInvalid,
 	})
 }

@@ -2,6 +2,7 @@ package psp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -127,24 +128,89 @@ func TestStripeRequestsWithoutKeyExecuteEachTime(t *testing.T) {
 	require.Len(t, h.objects(), 2)
 }
 
-func TestStripe5xxFaultIsNotStored(t *testing.T) {
+// Stripe saves the answer of a request that began executing under an
+// Idempotency-Key, 500s included, and replays it for every retry with that
+// key: only a new key (after the caller made sure nothing was created) gets
+// the payout made.
+func TestStripe5xxIsSavedAndReplayedPerKey(t *testing.T) {
 	h := newHarness(t, psp.Config{})
-	h.putFaults(`{"provider":"stripe","error_status":503,"next":[{"kind":"5xx","count":1}]}`)
+	h.putFaults(`{"provider":"stripe","error_status":500,"next":[{"kind":"5xx","count":1}]}`)
 
 	_, err := h.payouts.New(payoutParams("key-5xx", "pay_5xx", 700))
 	se := stripeErr(t, err)
-	require.Equal(t, http.StatusServiceUnavailable, se.HTTPStatusCode)
+	require.Equal(t, http.StatusInternalServerError, se.HTTPStatusCode)
 	require.Equal(t, stripe.ErrorTypeAPI, se.Type)
 	require.Empty(t, h.objects())
 
-	p, err := h.payouts.New(payoutParams("key-5xx", "pay_5xx", 700))
-	require.NoError(t, err, "a retry with the same key executes normally")
-	require.Empty(t, p.LastResponse.Header.Get("Idempotent-Replayed"))
+	_, err = h.payouts.New(payoutParams("key-5xx", "pay_5xx", 700))
+	se = stripeErr(t, err)
+	require.Equal(t, http.StatusInternalServerError, se.HTTPStatusCode, "the saved 500 is replayed")
+	require.Equal(t, "true", se.LastResponse.Header.Get("Idempotent-Replayed"))
+	require.Empty(t, h.objects())
 
+	p, err := h.payouts.New(payoutParams("key-5xx-2", "pay_5xx", 700))
+	require.NoError(t, err, "a new key executes")
 	objs := h.objects()
 	require.Len(t, objs, 1)
 	require.Equal(t, p.ID, objs[0].ID)
-	require.Equal(t, []string{psp.OutcomeFault5xx, psp.OutcomeCreated}, outcomes(h.calls()))
+	require.Equal(t, []string{psp.OutcomeFault5xx, psp.OutcomeReplayed, psp.OutcomeCreated}, outcomes(h.calls()))
+}
+
+// Keys are forgotten after the idempotency window: a request with an old
+// key executes anew.
+func TestStripeKeysArePrunedAfterTheWindow(t *testing.T) {
+	h := newHarness(t, psp.Config{IdempotencyWindow: 50 * time.Millisecond})
+	p1, err := h.payouts.New(payoutParams("key-prune", "pay_prune", 700))
+	require.NoError(t, err)
+	p2, err := h.payouts.New(payoutParams("key-prune", "pay_prune", 700))
+	require.NoError(t, err)
+	require.Equal(t, p1.ID, p2.ID, "within the window: replayed")
+	time.Sleep(80 * time.Millisecond)
+	p3, err := h.payouts.New(payoutParams("key-prune", "pay_prune", 700))
+	require.NoError(t, err)
+	require.NotEqual(t, p1.ID, p3.ID, "after the window the key is forgotten")
+	require.Len(t, h.objects(), 2)
+}
+
+// The lookups the worker makes: list payouts (matched on metadata by the
+// caller) and transfers by transfer_group, newest first, paginated.
+func TestStripeListsPayoutsAndTransfers(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	var ids []string
+	for i := range 3 {
+		p, err := h.payouts.New(payoutParams(fmt.Sprintf("key-list-%d", i), fmt.Sprintf("pay_list_%d", i), 100))
+		require.NoError(t, err)
+		ids = append(ids, p.ID)
+	}
+	params := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: time.Now().Add(-time.Minute).Unix()}}
+	params.Limit = stripe.Int64(2)
+	var got []string
+	it := h.payouts.List(params)
+	for it.Next() {
+		got = append(got, it.Payout().ID)
+		require.Equal(t, "pay_list_"+fmt.Sprint(2-len(got)+1), it.Payout().Metadata["payout_id"])
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, []string{ids[2], ids[1], ids[0]}, got)
+
+	params = &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: time.Now().Add(time.Hour).Unix()}}
+	it = h.payouts.List(params)
+	require.False(t, it.Next(), "nothing created after the bound")
+	require.NoError(t, it.Err())
+
+	tp := &stripe.TransferParams{Amount: stripe.Int64(100), Currency: stripe.String("usd"), Destination: stripe.String("acct_1"),
+		TransferGroup: stripe.String("pay_tr_1")}
+	tp.AddMetadata("payout_id", "pay_tr_1")
+	tr, err := h.transfer.New(tp)
+	require.NoError(t, err)
+	tl := &stripe.TransferListParams{TransferGroup: stripe.String("pay_tr_1")}
+	tit := h.transfer.List(tl)
+	require.True(t, tit.Next())
+	require.Equal(t, tr.ID, tit.Transfer().ID)
+	require.False(t, tit.Next())
+	tit = h.transfer.List(&stripe.TransferListParams{TransferGroup: stripe.String("pay_tr_none")})
+	require.False(t, tit.Next())
+	require.NoError(t, tit.Err())
 }
 
 func TestStripe429CarriesRetryAfter(t *testing.T) {
@@ -480,4 +546,34 @@ func TestStripeTransfer(t *testing.T) {
 	se := stripeErr(t, err)
 	require.Equal(t, "destination", se.Param)
 	require.Equal(t, stripe.ErrorCodeParameterMissing, se.Code)
+}
+
+// ba_lost_*: the first create for a payout executes and its answer is
+// lost; later ones answer normally (a new key creates nothing new for
+// ba_lost_invalid*, which is refused).
+func TestStripeLostAnswerDestinations(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	h.putFaults(`{"provider":"stripe","timeout":"100ms"}`)
+	p := payoutParams("key-lost-1", "pay_lost_ok", 700)
+	p.Destination = stripe.String("ba_lost_ok_1")
+	_, err := h.payouts.New(p)
+	se := stripeErr(t, err)
+	require.Equal(t, http.StatusGatewayTimeout, se.HTTPStatusCode)
+	objs := h.objects()
+	require.Len(t, objs, 1, "it executed")
+	p = payoutParams("key-lost-1", "pay_lost_ok", 700)
+	p.Destination = stripe.String("ba_lost_ok_1")
+	got, err := h.payouts.New(p)
+	require.NoError(t, err, "a retry with the key replays the created payout")
+	require.Equal(t, objs[0].ID, got.ID)
+
+	p = payoutParams("key-lost-2", "pay_lost_invalid", 700)
+	p.Destination = stripe.String("ba_lost_invalid_1")
+	_, err = h.payouts.New(p)
+	require.Equal(t, http.StatusGatewayTimeout, stripeErr(t, err).HTTPStatusCode)
+	p = payoutParams("key-lost-3", "pay_lost_invalid", 700)
+	p.Destination = stripe.String("ba_lost_invalid_1")
+	_, err = h.payouts.New(p)
+	require.Equal(t, stripe.ErrorCode("account_invalid"), stripeErr(t, err).Code)
+	require.Len(t, h.objects(), 1)
 }

@@ -1,0 +1,168 @@
+package payout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
+)
+
+// Outcomes of a request to the PSP (payout_attempts.outcome).
+const (
+	reqAccepted    = "accepted"
+	reqRefused     = "refused"
+	reqNotExecuted = "not_executed"
+	reqUnknown     = "unknown"
+	reqFound       = "found"
+	reqNotFound    = "not_found"
+)
+
+// attemptResult is what one attempt learned from the PSP: the answer to
+// apply (res or err), and every request made, for the attempt history.
+type attemptResult struct {
+	res psp.Result
+	err error
+	// created: a create was sent.
+	created bool
+	// adopted: res is the PSP's existing object, found by a lookup.
+	adopted bool
+	// newKey is the key generation taken after a lookup confirmed that
+	// the PSP has no object for the payout.
+	newKey string
+	// confirmedAbsent: after a definite failure, a lookup confirmed that
+	// the PSP has no object for the payout (so an earlier unknown outcome
+	// did not pay).
+	confirmedAbsent bool
+	requests        []pspRequest
+}
+
+// needsLookup says whether the attempt must look the payout up before
+// sending: after an unknown outcome or a 5xx (LookupNeeded), on an
+// operator's replay of a NEEDS_REVIEW payout, and once the first attempt is
+// older than the PSP's idempotency window (the PSP has forgotten the key,
+// so re-sending under it could pay twice).
+func (pr *Processor) needsLookup(p *Payout, wasReview bool) bool {
+	if p.LookupNeeded || wasReview {
+		return true
+	}
+	return p.FirstAttemptAt != nil && pr.now().Sub(*p.FirstAttemptAt) >= pr.cfg.IdempotencyWindow
+}
+
+// attempt makes one payout attempt at the PSP: an optional lookup (adopt
+// what exists; a new key only when the PSP confirms there is nothing), the
+// create, and, when a definite failure follows an earlier unknown outcome,
+// a lookup that decides whether the hold may be released.
+func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool) attemptResult {
+	var a attemptResult
+	id := p.ID.String()
+	key := p.PSPKey
+	if key == "" {
+		key = psp.IdempotencyKey(id)
+	}
+	if lookupFirst {
+		res, err := pr.find(ctx, client, p, &a)
+		switch {
+		case err == nil:
+			a.res, a.adopted = res, true
+			return a
+		case errors.Is(err, psp.ErrNotFound):
+			key = psp.AttemptKey(id, psp.KeyGeneration(id, key)+1)
+			a.newKey = key
+		default:
+			a.err = err
+			return a
+		}
+	}
+	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
+	res, err := client.CreatePayout(callCtx, psp.Request{PayoutID: id, Amount: p.Amount, Currency: p.Currency,
+		Destination: p.Destination, IdempotencyKey: key})
+	cancel()
+	a.res, a.err, a.created = res, err, true
+	r := pspRequest{kind: "create", key: key, at: pr.now(), outcome: requestOutcome(err), ref: res.Reference}
+	if err != nil {
+		r.err = err.Error()
+	}
+	a.requests = append(a.requests, r)
+
+	if err != nil && p.OutcomeUnknown && pr.definite(err, p) && ctx.Err() == nil {
+		// An earlier attempt may have paid: only the PSP saying it has no
+		// object lets this failure release the hold.
+		found, lerr := pr.find(ctx, client, p, &a)
+		switch {
+		case lerr == nil:
+			a.res, a.err, a.adopted = found, nil, true
+		case errors.Is(lerr, psp.ErrNotFound):
+			a.confirmedAbsent = true
+		}
+	}
+	return a
+}
+
+// find looks the payout up and records the request.
+func (pr *Processor) find(ctx context.Context, client *psp.Guarded, p *Payout, a *attemptResult) (psp.Result, error) {
+	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
+	res, err := client.FindPayout(callCtx, psp.Lookup{PayoutID: p.ID.String(), Destination: p.Destination, Since: p.CreatedAt})
+	cancel()
+	r := pspRequest{kind: "lookup", at: pr.now(), ref: res.Reference}
+	switch {
+	case err == nil:
+		r.outcome = reqFound
+	case errors.Is(err, psp.ErrNotFound):
+		r.outcome = reqNotFound
+	default:
+		r.outcome, r.err = reqUnknown, err.Error()
+		err = fmt.Errorf("look the payout up: %w", err)
+	}
+	a.requests = append(a.requests, r)
+	return res, err
+}
+
+// definite reports whether err ends the payout as failed if nothing else
+// is known: a refusal, or a known non-execution on the last attempt.
+func (pr *Processor) definite(err error, p *Payout) bool {
+	switch errclass.Of(err) {
+	case errclass.Permanent:
+		return true
+	case errclass.Transient:
+		if _, ok := errclass.RetryAfterOf(err); ok || psp.OutcomeUnknown(err) {
+			return false
+		}
+		return pr.cfg.Backoff.Exhausted(p.Attempts + 1)
+	}
+	return false
+}
+
+func requestOutcome(err error) string {
+	switch {
+	case err == nil:
+		return reqAccepted
+	case psp.OutcomeUnknown(err):
+		return reqUnknown
+	case errclass.Of(err) == errclass.Permanent:
+		return reqRefused
+	}
+	return reqNotExecuted
+}
+
+// learn updates what the payout knows about the PSP after an attempt.
+func (a attemptResult) learn(p *Payout, now time.Time) {
+	if a.newKey != "" {
+		p.PSPKey = a.newKey
+	}
+	if a.created {
+		if p.FirstAttemptAt == nil {
+			t := now
+			p.FirstAttemptAt = &t
+		}
+		if psp.OutcomeUnknown(a.err) {
+			p.OutcomeUnknown = true
+		}
+		p.LookupNeeded = a.err != nil && (psp.OutcomeUnknown(a.err) || psp.ServerError(a.err))
+	}
+	if a.adopted {
+		p.LookupNeeded = false
+	}
+}

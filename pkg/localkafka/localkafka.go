@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config is how New builds the cluster.
@@ -22,6 +23,10 @@ type Config struct {
 	CheckInterval time.Duration
 	// Logger receives one line per expired member (default: discarded).
 	Logger *slog.Logger
+	// ClientOpts are added to the reaper's franz-go client: TLS and SASL
+	// for a cluster built with kfake.TLS or kfake.EnableSASL (the reaper
+	// needs a superuser: it leaves groups on other members' behalf).
+	ClientOpts []kgo.Opt
 }
 
 // Cluster is a kfake cluster plus, unless disabled, its member reaper. Use
@@ -51,7 +56,7 @@ func New(cfg Config, opts ...kfake.Opt) (*Cluster, error) {
 	}
 	c := &Cluster{Cluster: kc}
 	if !cfg.DisableMemberExpiry {
-		r, err := startReaper(kc, cfg.CheckInterval, cfg.Logger)
+		r, err := startReaper(kc, cfg.CheckInterval, cfg.Logger, cfg.ClientOpts...)
 		if err != nil {
 			kc.Close()
 			return nil, fmt.Errorf("start member reaper: %w", err)

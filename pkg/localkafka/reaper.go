@@ -90,13 +90,13 @@ type reaper struct {
 	done   chan struct{}
 }
 
-func startReaper(kc *kfake.Cluster, interval time.Duration, logger *slog.Logger) (*reaper, error) {
-	cl, err := kgo.NewClient(
+func startReaper(kc *kfake.Cluster, interval time.Duration, logger *slog.Logger, extra ...kgo.Opt) (*reaper, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(kc.ListenAddrs()...),
 		kgo.ClientID("aegis-localkafka-reaper"),
 		// A request that cannot be answered is retried at the next check.
 		kgo.RequestRetries(1),
-	)
+	}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("reaper client: %w", err)
 	}

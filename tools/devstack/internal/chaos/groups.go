@@ -95,6 +95,12 @@ func waitGroupSettled(ctx context.Context, adminURL, group string, want int, tim
 // partitions nobody consumes; the drain may have passed only because no
 // record happened to land on them.
 func (su *suite) checkGroups(ctx context.Context, rep *Report) {
+	ok := true
+	defer func() {
+		if ok {
+			rep.passed("every consumer group Stable with one member per process after the drain (payout-worker 2, dlq-admin 1); no dead member kept")
+		}
+	}()
 	for _, group := range []string{"payout-worker", "dlq-admin"} {
 		want := processesIn(group)
 		// A process restarted by the last fault may still be joining; a
@@ -102,8 +108,10 @@ func (su *suite) checkGroups(ctx context.Context, rep *Report) {
 		g, err := waitGroupSettled(ctx, "http://"+su.kafka, group, want, 2*crashSessionTimeout+15*time.Second)
 		switch {
 		case err != nil:
+			ok = false
 			rep.violation("consumer group %s: %v", group, err)
 		case g != nil:
+			ok = false
 			rep.violation("consumer group %s has %d members, want %d (one per process): %s", group, len(g.Members), want, g)
 		}
 	}

@@ -101,20 +101,12 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, newStatsView(st))
 }
 
-// filterFromQuery reads the list filters. An empty value is no filter, so
-// `?topic=&status=open` filters on status alone.
+// filterFromQuery reads the list filters and the page. An empty value is
+// no filter, so `?topic=&status=open` filters on status alone.
 func filterFromQuery(q url.Values) (store.Filter, error) {
-	f := store.Filter{
-		Topic:      q.Get("topic"),
-		Status:     q.Get("status"),
-		ErrorClass: q.Get("error_class"),
-		Cursor:     q.Get("cursor"),
-	}
-	var err error
-	if f.Since, err = timeParam(q, "since"); err != nil {
-		return f, err
-	}
-	if f.Until, err = timeParam(q, "until"); err != nil {
+	m, err := matchFromQuery(q)
+	f := store.Filter{Match: m, Cursor: q.Get("cursor")}
+	if err != nil {
 		return f, err
 	}
 	if v := q.Get("limit"); v != "" {
@@ -126,6 +118,27 @@ func filterFromQuery(q url.Values) (store.Filter, error) {
 	}
 	// The store re-validates; checking here answers before touching Postgres.
 	return f, f.Validate()
+}
+
+// matchFromQuery reads the filters shared by the list and the groups.
+func matchFromQuery(q url.Values) (store.Match, error) {
+	m := store.Match{
+		Topic:         q.Get("topic"),
+		Status:        q.Get("status"),
+		ErrorClass:    q.Get("error_class"),
+		PayoutID:      q.Get("payout_id"),
+		User:          q.Get("user"),
+		CorrelationID: q.Get("correlation_id"),
+		EventType:     q.Get("event_type"),
+	}
+	var err error
+	if m.Since, err = timeParam(q, "since"); err != nil {
+		return m, err
+	}
+	if m.Until, err = timeParam(q, "until"); err != nil {
+		return m, err
+	}
+	return m, m.Validate()
 }
 
 func timeParam(q url.Values, name string) (time.Time, error) {

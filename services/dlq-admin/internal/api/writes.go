@@ -26,14 +26,18 @@ type reasonBody struct {
 // bulkBody is the body of POST /v1/dead-letters/replay: the list filters,
 // dry_run and max.
 type bulkBody struct {
-	Topic      string `json:"topic"`
-	Status     string `json:"status"`
-	ErrorClass string `json:"error_class"`
-	Since      string `json:"since"`
-	Until      string `json:"until"`
-	DryRun     bool   `json:"dry_run"`
-	Max        int    `json:"max"`
-	Reason     string `json:"reason"`
+	Topic         string `json:"topic"`
+	Status        string `json:"status"`
+	ErrorClass    string `json:"error_class"`
+	Since         string `json:"since"`
+	Until         string `json:"until"`
+	PayoutID      string `json:"payout_id"`
+	User          string `json:"user"`
+	CorrelationID string `json:"correlation_id"`
+	EventType     string `json:"event_type"`
+	DryRun        bool   `json:"dry_run"`
+	Max           int    `json:"max"`
+	Reason        string `json:"reason"`
 }
 
 // actor is the name of the request's token: who did it, for audit_log.
@@ -57,7 +61,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusAccepted, replayedView{OutboxID: res.OutboxID, DeadLetter: newSummaryView(res.Letter)})
+	httpserver.WriteJSON(w, http.StatusAccepted, newReplayedView(res))
 }
 
 func (a *api) discard(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +88,8 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason}
+	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason,
+		PayoutID: body.PayoutID, User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType}
 	var err error
 	if req.Since, err = bodyTime("since", body.Since); err != nil {
 		a.fail(w, r, err)

@@ -42,13 +42,23 @@ var ErrJobFinished = errors.New("replay job already finished")
 // BulkRequest selects the open letters to replay: the list filters (status
 // may only be "open" or empty) and how many at most.
 type BulkRequest struct {
-	Topic      string
-	Status     string
-	ErrorClass string
-	Since      time.Time
-	Until      time.Time
-	Max        int
-	Reason     string
+	Topic         string
+	Status        string
+	ErrorClass    string
+	Since         time.Time
+	Until         time.Time
+	PayoutID      string
+	User          string
+	CorrelationID string
+	EventType     string
+	Max           int
+	Reason        string
+}
+
+// match is the request's filters as the store takes them.
+func (r BulkRequest) match() store.Match {
+	return store.Match{Topic: r.Topic, Status: r.Status, ErrorClass: r.ErrorClass, Since: r.Since, Until: r.Until,
+		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
 }
 
 // Validate returns a *store.InvalidError naming the first bad field.
@@ -59,14 +69,15 @@ func (r BulkRequest) Validate() error {
 	if r.Max < 1 || r.Max > MaxBulk {
 		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
 	}
-	if !r.Since.IsZero() && !r.Until.IsZero() && !r.Since.Before(r.Until) {
-		return &store.InvalidError{Param: "until", Reason: "must be after since"}
+	if err := r.match().Validate(); err != nil {
+		return err
 	}
 	return checkReason(r.Reason, false)
 }
 
 func (r BulkRequest) filter() JobFilter {
-	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass}
+	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass,
+		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
 	if !r.Since.IsZero() {
 		t := r.Since.UTC()
 		f.Since = &t
@@ -85,10 +96,17 @@ type JobFilter struct {
 	ErrorClass string     `json:"error_class,omitempty"`
 	Since      *time.Time `json:"since,omitempty"`
 	Until      *time.Time `json:"until,omitempty"`
+	// The subject filters (migration 000009); absent from older jobs,
+	// which is "any".
+	PayoutID      string `json:"payout_id,omitempty"`
+	User          string `json:"user,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	EventType     string `json:"event_type,omitempty"`
 }
 
 func (f JobFilter) selection(after, upto int64) store.Selection {
-	sel := store.Selection{Topic: f.Topic, ErrorClass: f.ErrorClass, After: after, Upto: upto}
+	sel := store.Selection{Match: store.Match{Topic: f.Topic, ErrorClass: f.ErrorClass, PayoutID: f.PayoutID,
+		User: f.User, CorrelationID: f.CorrelationID, EventType: f.EventType}, After: after, Upto: upto}
 	if f.Since != nil {
 		sel.Since = *f.Since
 	}
@@ -110,10 +128,12 @@ type Job struct {
 	Status string
 	// Matched is how many open letters matched when the job started.
 	Matched int
-	// Replayed, Skipped (no longer open when reached) and Failed (not
-	// replayable) count the letters handled so far; Replayed+Failed never
-	// exceeds Max.
+	// Replayed (republished), Noop (resolved without publishing: the
+	// subject was already final), Skipped (no longer open when reached)
+	// and Failed (not replayable) count the letters handled so far;
+	// Replayed+Noop+Failed never exceeds Max.
 	Replayed   int
+	Noop       int
 	Skipped    int
 	Failed     int
 	LastError  *string
@@ -123,12 +143,12 @@ type Job struct {
 	FinishedAt *time.Time
 }
 
-func (j Job) remaining() int { return j.Max - j.Replayed - j.Failed }
+func (j Job) remaining() int { return j.Max - j.Replayed - j.Noop - j.Failed }
 
 func scanJob(row pgx.Row) (Job, error) {
 	var j Job
 	var filter []byte
-	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed,
+	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed, &j.Noop,
 		&j.Skipped, &j.Failed, &j.LastError, &j.CursorID, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
 	if err != nil {
 		return Job{}, err

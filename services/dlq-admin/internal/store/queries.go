@@ -19,8 +19,9 @@ const summaryColumns = `
 // query renders a statement whose WHERE clause holds only the filters a
 // request sets: every filter is then a plain equality or range the planner
 // can serve from its index (dead_letters_list_idx for id order, the
-// per-filter indexes of migration 000009), where a "$n = '' OR col = $n"
-// form would not be under a generic plan.
+// per-filter indexes of migration 000009), which one static statement with
+// "no filter when the parameter is empty" conditions would not be under a
+// generic plan.
 type query struct {
 	conds []string
 	args  []any

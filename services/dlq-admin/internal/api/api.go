@@ -40,7 +40,9 @@ func Mount(r chi.Router, d Deps) {
 		r.Use(a.authenticate)
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleViewer))
+			r.Get("/me", a.me)
 			r.Get("/dead-letters", a.list)
+			r.Get("/dead-letters/groups", a.groups)
 			// Registered before {id} for readers; chi prefers the static
 			// segment either way, so "stats" is never taken for an id.
 			r.Get("/dead-letters/stats", a.stats)
@@ -59,6 +61,40 @@ func Mount(r chi.Router, d Deps) {
 			r.Post("/reconciliation", a.reconcile)
 		})
 	})
+}
+
+// meView is who the request's token is: the page shows write actions only
+// to operators.
+type meView struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+func (a *api) me(w http.ResponseWriter, r *http.Request) {
+	tok, _ := tokenFrom(r.Context()) // requireRole has checked it is there
+	httpserver.WriteJSON(w, http.StatusOK, meView{Name: tok.Name, Role: tok.Role})
+}
+
+func (a *api) groups(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("status") {
+		q.Set("status", store.StatusOpen) // what is waiting for someone
+	}
+	m, err := matchFromQuery(q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	groups, err := a.Store.Groups(r.Context(), m)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := groupListView{Items: make([]groupView, 0, len(groups))}
+	for _, g := range groups {
+		out.Items = append(out.Items, newGroupView(g))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 )
 
@@ -91,4 +94,178 @@ func TestReplayAnswerAndDetailSayWhatTheReplayDid(t *testing.T) {
 		outcomes[int64(m["id"].(float64))] = m["replay"].(map[string]any)["outcome"].(string)
 	}
 	require.Equal(t, map[int64]string{noop: "noop", again: "republished"}, outcomes)
+}
+
+func TestMeSaysWhoTheTokenIs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := get(t, b.url+"/v1/me", viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, map[string]any{"name": "alice", "role": "viewer"}, a.body)
+	a = get(t, b.url+"/v1/me", operatorToken)
+	require.Equal(t, map[string]any{"name": "bob", "role": "operator"}, a.body)
+	require.Equal(t, http.StatusUnauthorized, get(t, b.url+"/v1/me", "").status)
+	require.Equal(t, http.StatusUnauthorized, get(t, b.url+"/v1/me", "nope-0123456789").status)
+}
+
+// subjects stores letters about payouts and PSP events of two users.
+type subjects struct {
+	payoutA1, payoutA2, payoutB, credit, eventPaid, poison int64
+	payoutA                                                string
+}
+
+func (b bundle) subjects(t *testing.T) subjects {
+	t.Helper()
+	var s subjects
+	s.payoutA = "0193a1b2-0000-7000-8000-0000000000a1"
+	ins := func(off int64, topic, class, key, eventType, corr string, payload []byte, errText string) int64 {
+		p := int32(0)
+		id, ok, err := dlq.Insert(context.Background(), b.db.Pool, dlq.Letter{
+			Source: dlq.SourceConsumer, OriginalTopic: topic, OriginalPartition: &p, OriginalOffset: &off,
+			ConsumerGroup: "payout-worker", PartitionKey: key, EventType: eventType, Payload: payload,
+			Error: errText, ErrorClass: class, FailedAt: t0.Add(time.Duration(off) * time.Minute), CorrelationID: corr,
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return id
+	}
+	cmd := func(payoutID, user string) []byte {
+		return fmt.Appendf(nil, `{"payout_id":%q,"user_id":%q,"amount":1500,"currency":"usd","provider":"stripe"}`, payoutID, user)
+	}
+	s.payoutA1 = ins(1, kafkax.TopicTransactions, "permanent", "alice", "payout.requested", "corr-a1", cmd(s.payoutA, "alice"),
+		"payout 0193a1b2-0000-7000-8000-0000000000a1: stripe 400 account_invalid")
+	s.payoutA2 = ins(2, kafkax.TopicTransactions, "permanent", "alice", "payout.requested", "corr-a2", cmd(s.payoutA, "alice"),
+		"payout 0193a1b2-0000-7000-8000-0000000000a1: stripe 400 account_invalid")
+	s.payoutB = ins(3, kafkax.TopicTransactions, "permanent", "carol", "payout.requested", "corr-b", cmd("0193a1b2-0000-7000-8000-0000000000b1", "carol"),
+		"payout 0193a1b2-0000-7000-8000-0000000000b1: stripe 400 account_invalid")
+	s.credit = ins(4, kafkax.TopicWebhookPending, "permanent", "carol", "payment_intent.succeeded", "corr-c",
+		[]byte(`{"provider":"stripe","event_id":"evt_1","type":"payment_intent.succeeded","action":"credit","user_id":"carol","amount":5000,"currency":"eur","reference":"pi_1"}`),
+		"credit amount 5000 exceeds limit 1000")
+	s.eventPaid = ins(5, kafkax.TopicWebhookPending, "transient", "", "payout.paid", "corr-a1",
+		[]byte(`{"provider":"stripe","event_id":"evt_2","type":"payout.paid","action":"payout_paid","payout_id":"0193a1b2-0000-7000-8000-0000000000a1","amount":1500,"currency":"usd"}`),
+		"deadlock detected")
+	s.poison = ins(6, kafkax.TopicSettlements, "poison", "alice", "payout.succeeded", "corr-p", []byte("\x00garbage"), "not decodable")
+	return s
+}
+
+func TestListFiltersBySubjectAndShowsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.subjects(t)
+
+	cases := []struct {
+		query string
+		want  []int64
+	}{
+		{"payout_id=" + s.payoutA, []int64{s.eventPaid, s.payoutA2, s.payoutA1}},
+		{"payout_id=" + s.payoutA + "&topic=aegis.transactions", []int64{s.payoutA2, s.payoutA1}},
+		{"user=carol", []int64{s.credit, s.payoutB}},
+		{"user=alice&error_class=permanent", []int64{s.payoutA2, s.payoutA1}},
+		{"correlation_id=corr-a1", []int64{s.eventPaid, s.payoutA1}},
+		{"event_type=payout.paid", []int64{s.eventPaid}},
+		{"event_type=payment_intent.succeeded&user=alice", []int64{}},
+		{"payout_id=nope", []int64{}},
+	}
+	for _, tc := range cases {
+		a := get(t, b.url+"/v1/dead-letters?"+tc.query, viewerToken)
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		require.Equal(t, tc.want, itemIDs(t, a), tc.query)
+	}
+
+	// Every item carries its subject; keys are always there.
+	a := get(t, b.url+"/v1/dead-letters", viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	subject := map[int64]map[string]any{}
+	for _, it := range a.body["items"].([]any) {
+		m := it.(map[string]any)
+		subject[int64(m["id"].(float64))] = m["subject"].(map[string]any)
+	}
+	require.Equal(t, map[string]any{"payout_id": s.payoutA, "provider": "stripe", "event_id": nil, "user_id": "alice",
+		"amount": float64(1500), "currency": "usd", "event_type": "payout.requested"}, subject[s.payoutA1])
+	require.Equal(t, map[string]any{"payout_id": nil, "provider": "stripe", "event_id": "evt_1", "user_id": "carol",
+		"amount": float64(5000), "currency": "eur", "event_type": "payment_intent.succeeded"}, subject[s.credit])
+	require.Equal(t, map[string]any{"payout_id": s.payoutA, "provider": "stripe", "event_id": "evt_2", "user_id": nil,
+		"amount": float64(1500), "currency": "usd", "event_type": "payout.paid"}, subject[s.eventPaid])
+	require.Equal(t, map[string]any{"payout_id": nil, "provider": nil, "event_id": nil, "user_id": "alice",
+		"amount": nil, "currency": nil, "event_type": "payout.succeeded"}, subject[s.poison])
+
+	// Filters are validated.
+	a = get(t, b.url+"/v1/dead-letters?payout_id="+strings.Repeat("x", 501), viewerToken)
+	require.Equal(t, http.StatusBadRequest, a.status)
+	require.Contains(t, a.errorMessage(), "payout_id")
+}
+
+func TestListFiltersUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.subjects(t)
+	ctx := context.Background()
+	conn, err := b.db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET enable_seqscan = off")
+	require.NoError(t, err)
+	for index, cond := range map[string]string{
+		"dead_letters_payout_idx":        `subject ? 'payout_id' AND subject->>'payout_id' = 'x'`,
+		"dead_letters_partition_key_idx": `partition_key = 'x'`,
+		"dead_letters_correlation_idx":   `correlation_id = 'x'`,
+		"dead_letters_event_type_idx":    `event_type = 'x'`,
+	} {
+		var plan string
+		rows, err := conn.Query(ctx, "EXPLAIN SELECT id FROM dead_letters WHERE id < 100 AND "+cond+" ORDER BY id DESC LIMIT 50")
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan += line + "\n"
+		}
+		require.NoError(t, rows.Err())
+		require.Contains(t, plan, index, plan)
+	}
+}
+
+func TestGroupsCountOpenLettersByClassAndMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.subjects(t)
+
+	a := get(t, b.url+"/v1/dead-letters/groups", viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	items := a.body["items"].([]any)
+	require.Len(t, items, 4)
+	first := items[0].(map[string]any)
+	require.Equal(t, "permanent", first["error_class"])
+	require.Equal(t, "payout <id>: stripe <n> account_invalid", first["message"])
+	require.Equal(t, float64(3), first["count"], "three payouts, one message")
+	require.Equal(t, float64(s.payoutB), first["sample_id"])
+	require.Contains(t, first["sample_error"], "0000000000b1")
+	require.Equal(t, []any{"aegis.transactions"}, first["topics"])
+	require.Equal(t, t0.Add(time.Minute).Format(time.RFC3339), first["oldest_failed_at"])
+	require.Equal(t, t0.Add(3*time.Minute).Format(time.RFC3339), first["newest_failed_at"])
+	messages := map[string]float64{}
+	for _, it := range items {
+		m := it.(map[string]any)
+		messages[m["error_class"].(string)+": "+m["message"].(string)] = m["count"].(float64)
+	}
+	require.Equal(t, map[string]float64{
+		"permanent: payout <id>: stripe <n> account_invalid": 3,
+		"permanent: credit amount <n> exceeds limit <n>":     1,
+		"transient: deadlock detected":                       1,
+		"poison: not decodable":                              1,
+	}, messages)
+
+	// Filterable like the list; resolved letters are left out unless asked.
+	a = get(t, b.url+"/v1/dead-letters/groups?user=alice&topic=aegis.transactions", viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Len(t, a.body["items"], 1)
+	require.Equal(t, float64(2), a.body["items"].([]any)[0].(map[string]any)["count"])
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE dead_letters SET status = 'discarded', resolved_at = now(),
+		resolved_by = 'bob', resolution_reason = 'x' WHERE id = $1`, s.payoutA1)
+	require.NoError(t, err)
+	a = get(t, b.url+"/v1/dead-letters/groups?user=alice&topic=aegis.transactions", viewerToken)
+	require.Equal(t, float64(1), a.body["items"].([]any)[0].(map[string]any)["count"])
+	a = get(t, b.url+"/v1/dead-letters/groups?user=alice&topic=aegis.transactions&status=", viewerToken)
+	require.Equal(t, float64(2), a.body["items"].([]any)[0].(map[string]any)["count"], "status= is every status")
+	a = get(t, b.url+"/v1/dead-letters/groups?status=bogus", viewerToken)
+	require.Equal(t, http.StatusBadRequest, a.status)
 }

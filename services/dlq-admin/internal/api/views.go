@@ -342,3 +342,28 @@ func newRunView(r recon.Run) runView {
 	return runView{ID: r.ID, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(), OK: r.OK,
 		Trigger: r.Trigger, Actor: r.Actor, Summary: r.Summary}
 }
+
+type groupListView struct {
+	Items []groupView `json:"items"`
+}
+
+// groupView is the letters sharing an error class and normalised message.
+type groupView struct {
+	ErrorClass  string    `json:"error_class"`
+	Message     string    `json:"message"`
+	Count       int64     `json:"count"`
+	OldestAt    time.Time `json:"oldest_failed_at"`
+	NewestAt    time.Time `json:"newest_failed_at"`
+	SampleID    int64     `json:"sample_id"`
+	SampleError string    `json:"sample_error"`
+	Topics      []string  `json:"topics"`
+}
+
+func newGroupView(g store.Group) groupView {
+	topics := g.Topics
+	if topics == nil {
+		topics = []string{}
+	}
+	return groupView{ErrorClass: g.ErrorClass, Message: g.Message, Count: g.Count, OldestAt: g.Oldest.UTC(),
+		NewestAt: g.Newest.UTC(), SampleID: g.SampleID, SampleError: g.SampleError, Topics: topics}
+}

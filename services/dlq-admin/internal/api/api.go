@@ -55,6 +55,7 @@ func Mount(r chi.Router, d Deps) {
 			r.Use(a.requireRole(RoleOperator))
 			// A static segment again: "replay" is never taken for an id.
 			r.Post("/dead-letters/replay", a.bulkReplay)
+			r.Post("/dead-letters/discard", a.bulkDiscard)
 			r.Post("/dead-letters/{id}/replay", a.replay)
 			r.Post("/dead-letters/{id}/discard", a.discard)
 			r.Post("/replay-jobs/{id}/cancel", a.cancelJob)

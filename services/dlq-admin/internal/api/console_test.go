@@ -269,3 +269,67 @@ func TestGroupsCountOpenLettersByClassAndMessage(t *testing.T) {
 	a = get(t, b.url+"/v1/dead-letters/groups?status=bogus", viewerToken)
 	require.Equal(t, http.StatusBadRequest, a.status)
 }
+
+func TestBulkDiscard(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.subjects(t)
+	post := func(token, body string) answer {
+		return call(t, http.MethodPost, b.url+"/v1/dead-letters/discard", token, body)
+	}
+	open := func() int { return b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'open'`) }
+
+	// Viewers may not; a real run needs a reason; the status filter is open.
+	a := post(viewerToken, `{"user":"alice","max":10,"reason":"x"}`)
+	require.Equal(t, http.StatusForbidden, a.status)
+	for _, body := range []string{
+		`{"user":"alice","max":10}`, `{"user":"alice","max":10,"reason":"  "}`, `{"user":"alice","reason":"x"}`,
+		`{"user":"alice","max":10,"reason":"x","status":"replayed"}`, `{"ids":[0],"reason":"x"}`,
+		`{"user":"alice","max":10,"reason":"x","dry_rn":true}`,
+	} {
+		a = post(operatorToken, body)
+		require.Equal(t, http.StatusBadRequest, a.status, body)
+	}
+	require.Equal(t, 6, open())
+	require.Zero(t, b.count(t, `SELECT count(*) FROM audit_log`))
+
+	// A dry run counts and changes nothing; no reason needed.
+	a = post(operatorToken, `{"payout_id":"`+s.payoutA+`","dry_run":true,"max":2}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, map[string]any{"dry_run": true, "matched": float64(3), "discarded": float64(2),
+		"ids": []any{float64(s.payoutA1), float64(s.payoutA2)}}, a.body)
+	require.Equal(t, 6, open())
+
+	// For real: at most max, oldest first, each audited.
+	a = post(operatorToken, `{"payout_id":"`+s.payoutA+`","max":2,"reason":"payout cancelled with the customer"}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, map[string]any{"dry_run": false, "matched": float64(3), "discarded": float64(2),
+		"ids": []any{float64(s.payoutA1), float64(s.payoutA2)}}, a.body)
+	for _, id := range []int64{s.payoutA1, s.payoutA2} {
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM dead_letters WHERE id = $1 AND status = 'discarded'
+			AND resolved_by = 'bob' AND resolution_reason = 'payout cancelled with the customer'`, id))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'discard' AND target_type = 'dead_letter'
+			AND target_id = $1::bigint::text AND actor = 'bob' AND reason = 'payout cancelled with the customer'
+			AND detail->>'bulk' = 'true'`, id))
+	}
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'bulk_discard' AND actor = 'bob'
+		AND (detail->>'discarded')::int = 2 AND detail->'filter'->>'payout_id' = $1`, s.payoutA))
+	require.Equal(t, 4, open())
+
+	// Explicit ids: only those still open are discarded.
+	a = post(operatorToken, fmt.Sprintf(`{"ids":[%d,%d,%d],"reason":"known PSP incident"}`, s.payoutA1, s.credit, s.poison))
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, map[string]any{"dry_run": false, "matched": float64(2), "discarded": float64(2),
+		"ids": []any{float64(s.credit), float64(s.poison)}}, a.body)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM dead_letters WHERE id = $1 AND resolution_reason = 'payout cancelled with the customer'`, s.payoutA1),
+		"an already discarded letter keeps its resolution")
+	require.Equal(t, 2, open())
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM dead_letters WHERE id = $1 AND status = 'open'`, s.payoutB))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM dead_letters WHERE id = $1 AND status = 'open'`, s.eventPaid))
+
+	// Nothing left to match: an empty answer, not an error.
+	a = post(operatorToken, `{"user":"nobody","max":5,"reason":"x"}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, float64(0), a.body["discarded"])
+	require.Equal(t, []any{}, a.body["ids"])
+}

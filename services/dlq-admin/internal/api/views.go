@@ -367,3 +367,12 @@ func newGroupView(g store.Group) groupView {
 	return groupView{ErrorClass: g.ErrorClass, Message: g.Message, Count: g.Count, OldestAt: g.Oldest.UTC(),
 		NewestAt: g.Newest.UTC(), SampleID: g.SampleID, SampleError: g.SampleError, Topics: topics}
 }
+
+// bulkDiscardedView answers a bulk discard or its dry run.
+type bulkDiscardedView struct {
+	DryRun  bool  `json:"dry_run"`
+	Matched int64 `json:"matched"`
+	// Discarded is how many were (a dry run: would be) discarded.
+	Discarded int64   `json:"discarded"`
+	IDs       []int64 `json:"ids"`
+}

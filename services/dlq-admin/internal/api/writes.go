@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // maxBody bounds a request body; every body here is a few fields.
@@ -38,6 +39,14 @@ type bulkBody struct {
 	DryRun        bool   `json:"dry_run"`
 	Max           int    `json:"max"`
 	Reason        string `json:"reason"`
+}
+
+// bulkDiscardBody is the body of POST /v1/dead-letters/discard: the list
+// filters or explicit ids (or both: the ids that match), dry_run, max and
+// the reason.
+type bulkDiscardBody struct {
+	bulkBody
+	IDs []int64 `json:"ids"`
 }
 
 // actor is the name of the request's token: who did it, for audit_log.
@@ -115,6 +124,32 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/replay-jobs/"+strconv.FormatInt(job.ID, 10))
 	httpserver.WriteJSON(w, http.StatusAccepted, newJobView(job))
+}
+
+func (a *api) bulkDiscard(w http.ResponseWriter, r *http.Request) {
+	var body bulkDiscardBody
+	if err := decodeBody(w, r, &body, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req := replay.BulkDiscardRequest{IDs: body.IDs, Max: body.Max, Reason: body.Reason, DryRun: body.DryRun,
+		Match: store.Match{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, PayoutID: body.PayoutID,
+			User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType}}
+	var err error
+	if req.Match.Since, err = bodyTime("since", body.Since); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Match.Until, err = bodyTime("until", body.Until); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.Replay.BulkDiscard(r.Context(), actor(r), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, bulkDiscardedView{DryRun: res.DryRun, Matched: res.Matched, Discarded: res.Discarded, IDs: res.IDs})
 }
 
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) {

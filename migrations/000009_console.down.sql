@@ -1,5 +1,6 @@
 SET lock_timeout = '5s';
 
+DROP TABLE IF EXISTS replay_job_letters;
 DROP INDEX IF EXISTS dead_letters_replay_of_idx;
 DROP INDEX IF EXISTS dead_letters_event_type_idx;
 DROP INDEX IF EXISTS dead_letters_correlation_idx;

@@ -53,6 +53,22 @@ ALTER TABLE replay_jobs ADD COLUMN noop integer NOT NULL DEFAULT 0 CHECK (noop >
 ALTER TABLE replay_jobs DROP CONSTRAINT replay_jobs_attempted_within_max;
 ALTER TABLE replay_jobs ADD CONSTRAINT replay_jobs_attempted_within_max CHECK (replayed + noop + failed <= max);
 
+-- What a bulk replay did with each letter it reached, written in the
+-- letter's own transaction with the job's progress: republished (outbox_id),
+-- noop (subject_state), not_replayable (error; the letter stays open) or
+-- skipped (resolved by someone else first). A job reaches a letter once: its
+-- cursor moves past it in the same transaction.
+CREATE TABLE replay_job_letters (
+    job_id         bigint      NOT NULL REFERENCES replay_jobs (id),
+    dead_letter_id bigint      NOT NULL,
+    outcome        text        NOT NULL CHECK (outcome IN ('republished', 'noop', 'not_replayable', 'skipped')),
+    outbox_id      bigint,
+    subject_state  text,
+    error          text,
+    at             timestamptz NOT NULL,
+    PRIMARY KEY (job_id, dead_letter_id)
+);
+
 -- The list's subject filters; each ends in id so that a filtered page is
 -- read newest first straight from the index.
 CREATE INDEX dead_letters_payout_idx ON dead_letters ((subject->>'payout_id'), id) WHERE subject ? 'payout_id';

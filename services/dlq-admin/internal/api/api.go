@@ -49,6 +49,7 @@ func Mount(r chi.Router, d Deps) {
 			r.Get("/dead-letters/{id}", a.get)
 			r.Get("/replay-jobs", a.listJobs)
 			r.Get("/replay-jobs/{id}", a.getJob)
+			r.Get("/replay-jobs/{id}/letters", a.jobLetters)
 			r.Get("/reconciliation", a.latestReconciliation)
 		})
 		r.Group(func(r chi.Router) {

@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // payout stores a payout in status for user-1 and returns its id.
@@ -332,4 +336,74 @@ func TestBulkDiscard(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, float64(0), a.body["discarded"])
 	require.Equal(t, []any{}, a.body["ids"])
+}
+
+func TestBulkReplayBySubjectReportsEachLetter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.subjects(t)
+	finalized := b.payout(t, "FINALIZED")
+	done := insert(t, b.db, kafkax.TopicTransactions, "permanent", 50, t0, commandPayload(finalized), nil)
+
+	// A runner on the same database works the jobs the API queues.
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	st := store.New(b.db.Pool)
+	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, logger, time.Now),
+		replay.RunnerConfig{Owner: "test-runner", Rate: 1000, Poll: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-stopped)
+	})
+
+	// The subject filters select the job's letters: alice's payout, and the
+	// FINALIZED one (a no-op).
+	a := call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken,
+		`{"payout_id":"`+s.payoutA+`","topic":"aegis.transactions","dry_run":true,"max":10}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.JSONEq(t, fmt.Sprintf(`{"dry_run":true,"matched":2,"would_replay":2,"ids":[%d,%d]}`, s.payoutA1, s.payoutA2), a.raw)
+	var jobs []int64
+	for _, body := range []string{
+		`{"payout_id":"` + s.payoutA + `","topic":"aegis.transactions","max":10,"reason":"account fixed"}`,
+		`{"payout_id":"` + finalized + `","max":10}`,
+	} {
+		a = call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken, body)
+		require.Equal(t, http.StatusAccepted, a.status, a.raw)
+		jobs = append(jobs, int64(a.body["id"].(float64)))
+	}
+	wait := func(id int64) map[string]any {
+		var job answer
+		require.Eventually(t, func() bool {
+			job = get(t, fmt.Sprintf("%s/v1/replay-jobs/%d", b.url, id), viewerToken)
+			return job.body["status"] == "done"
+		}, 30*time.Second, 20*time.Millisecond)
+		return job.body
+	}
+	j := wait(jobs[0])
+	require.Equal(t, float64(2), j["replayed"])
+	require.Equal(t, float64(0), j["noop"])
+	require.Equal(t, s.payoutA, j["filter"].(map[string]any)["payout_id"])
+	j = wait(jobs[1])
+	require.Equal(t, float64(0), j["replayed"])
+	require.Equal(t, float64(1), j["noop"])
+
+	l := get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters", b.url, jobs[0]), viewerToken)
+	require.Equal(t, http.StatusOK, l.status, l.raw)
+	items := l.body["items"].([]any)
+	require.Len(t, items, 2)
+	first := items[0].(map[string]any)
+	require.Equal(t, float64(s.payoutA1), first["dead_letter_id"])
+	require.Equal(t, "republished", first["outcome"])
+	require.NotNil(t, first["outbox_id"])
+	l = get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters?after=%d&limit=5", b.url, jobs[0], s.payoutA1), viewerToken)
+	require.Len(t, l.body["items"], 1)
+	l = get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters", b.url, jobs[1]), viewerToken)
+	require.Equal(t, []any{map[string]any{"dead_letter_id": float64(done), "outcome": "noop", "outbox_id": nil,
+		"subject_state": "FINALIZED", "error": nil, "at": l.body["items"].([]any)[0].(map[string]any)["at"]}}, l.body["items"])
+	require.Equal(t, http.StatusNotFound, get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters", b.url, jobs[1]+10), viewerToken).status)
+	require.Equal(t, http.StatusBadRequest, get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters?after=x", b.url, jobs[1]), viewerToken).status)
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM transaction_outbox`), "only alice's two letters were published")
 }

@@ -376,3 +376,26 @@ type bulkDiscardedView struct {
 	Discarded int64   `json:"discarded"`
 	IDs       []int64 `json:"ids"`
 }
+
+// jobLettersView is what a bulk replay did with each letter it reached, in
+// letter id order; the next page is ?after=<last dead_letter_id>.
+type jobLettersView struct {
+	Items []jobLetterView `json:"items"`
+}
+
+type jobLetterView struct {
+	DeadLetterID int64 `json:"dead_letter_id"`
+	// Outcome is republished, noop, not_replayable or skipped.
+	Outcome      string    `json:"outcome"`
+	OutboxID     *int64    `json:"outbox_id"`
+	SubjectState *string   `json:"subject_state"`
+	Error        *string   `json:"error"`
+	At           time.Time `json:"at"`
+}
+
+func nonZeroID(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}

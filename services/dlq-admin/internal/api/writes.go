@@ -165,6 +165,42 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, newJobView(job))
 }
 
+func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	limit, after := 100, int64(0)
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > replay.MaxJobLetters {
+			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			a.fail(w, r, &paramError{param: "after", reason: "must be a dead letter id"})
+			return
+		}
+		after = n
+	}
+	letters, err := a.Replay.JobLetters(r.Context(), id, after, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := jobLettersView{Items: make([]jobLetterView, 0, len(letters))}
+	for _, l := range letters {
+		out.Items = append(out.Items, jobLetterView{DeadLetterID: l.DeadLetterID, Outcome: l.Outcome,
+			OutboxID: nonZeroID(l.OutboxID), SubjectState: nonEmpty(l.SubjectState), Error: nonEmpty(l.Error), At: l.At.UTC()})
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
 	limit := 20
 	if v := r.URL.Query().Get("limit"); v != "" {

@@ -48,6 +48,9 @@
 // letter's detail lists (store.DeadLetter.FailedAgainAs).
 //
 // Bulk replay creates a replay_jobs row and returns; Runner works the jobs.
+// What a job did with each letter (republished, noop, not_replayable,
+// skipped) is a replay_job_letters row written with its progress, so the
+// console can show a job letter by letter.
 // A runner claims a job with FOR UPDATE SKIP LOCKED and holds it by a lease
 // it extends with every letter, so replicas never work one job at once and
 // a job whose runner died is resumed by another once the lease runs out.

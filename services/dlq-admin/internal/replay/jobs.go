@@ -283,3 +283,75 @@ func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, e
 	}
 	return job, nil
 }
+
+// Outcomes of a letter in a job besides store.OutcomeRepublished and
+// store.OutcomeNoop.
+const (
+	// JobLetterNotReplayable: the letter cannot be put back (Error says
+	// why); it stays open.
+	JobLetterNotReplayable = "not_replayable"
+	// JobLetterSkipped: someone resolved the letter before the job reached it.
+	JobLetterSkipped = "skipped"
+)
+
+// MaxJobLetters is the most letters JobLetters returns at once.
+const MaxJobLetters = 500
+
+// JobLetter is what a bulk replay did with one letter.
+type JobLetter struct {
+	DeadLetterID int64
+	Outcome      string
+	OutboxID     int64
+	SubjectState string
+	Error        string
+	At           time.Time
+}
+
+// JobLetters returns what job id did with its letters, in letter id order,
+// those after letter after, at most limit (1..MaxJobLetters). Errors:
+// ErrJobNotFound.
+func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) ([]JobLetter, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, sqlJobExists, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("get replay job %d: %w", id, err)
+	}
+	if !exists {
+		return nil, ErrJobNotFound
+	}
+	if limit < 1 || limit > MaxJobLetters {
+		limit = MaxJobLetters
+	}
+	rows, err := s.pool.Query(ctx, sqlJobLetters, id, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
+	}
+	letters, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (JobLetter, error) {
+		var l JobLetter
+		var outbox *int64
+		var state, msg *string
+		if err := row.Scan(&l.DeadLetterID, &l.Outcome, &outbox, &state, &msg, &l.At); err != nil {
+			return l, err
+		}
+		if outbox != nil {
+			l.OutboxID = *outbox
+		}
+		if state != nil {
+			l.SubjectState = *state
+		}
+		if msg != nil {
+			l.Error = *msg
+		}
+		return l, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
+	}
+	return letters, nil
+}
+
+func nonZero(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}

@@ -148,6 +148,25 @@ func TestJobCountsNoopsApartFromRepublished(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StatusOpen, d.Status)
 	require.Nil(t, d.ReplayOutcome)
+
+	// Per letter, what the job did.
+	letters, err := b.svc.JobLetters(context.Background(), job.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, letters, 3)
+	require.Equal(t, []int64{done, again, poison}, []int64{letters[0].DeadLetterID, letters[1].DeadLetterID, letters[2].DeadLetterID})
+	require.Equal(t, store.OutcomeNoop, letters[0].Outcome)
+	require.Equal(t, "FINALIZED", letters[0].SubjectState)
+	require.Zero(t, letters[0].OutboxID)
+	require.Equal(t, store.OutcomeRepublished, letters[1].Outcome)
+	require.Equal(t, b.outbox(t)[0].ID, letters[1].OutboxID)
+	require.Equal(t, replay.JobLetterNotReplayable, letters[2].Outcome)
+	require.Contains(t, letters[2].Error, "not JSON")
+	page, err := b.svc.JobLetters(context.Background(), job.ID, again, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, poison, page[0].DeadLetterID)
+	_, err = b.svc.JobLetters(context.Background(), job.ID+1, 0, 10)
+	require.ErrorIs(t, err, replay.ErrJobNotFound)
 }
 
 func TestDetailNamesTheLettersAReplayBecame(t *testing.T) {

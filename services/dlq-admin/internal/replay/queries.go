@@ -86,3 +86,16 @@ SELECT p.status
 FROM payout_evidence e JOIN payouts p ON p.id = e.payout_id
 WHERE e.payout_id = $1 AND e.provider = $2 AND e.event_id = $3 AND e.verdict = 'applied'
 LIMIT 1`
+
+const sqlRecordJobLetter = `
+INSERT INTO replay_job_letters (job_id, dead_letter_id, outcome, outbox_id, subject_state, error, at)
+VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), $7)`
+
+const sqlJobLetters = `
+SELECT dead_letter_id, outcome, outbox_id, subject_state, error, at
+FROM replay_job_letters
+WHERE job_id = $1 AND dead_letter_id > $2
+ORDER BY dead_letter_id
+LIMIT $3`
+
+const sqlJobExists = `SELECT EXISTS (SELECT 1 FROM replay_jobs WHERE id = $1)`

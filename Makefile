@@ -8,7 +8,7 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check clean
 
 all: build
 
@@ -25,12 +25,14 @@ dev: build
 
 ## test: every test of every module with the race detector, against real Postgres, Redis and kfake
 test:
-	@scripts/devdeps.sh compose browser
+	@scripts/devdeps.sh compose browser promtool
 	$(GO) vet $(PACKAGES)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@$(MAKE) --no-print-directory tidy-check
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	@$(MAKE) --no-print-directory deploy-check
+	@$(MAKE) --no-print-directory rules-check
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build
@@ -51,6 +53,14 @@ fuzz:
 ## tidy: go mod tidy in every module (-e: see services/payout-worker/go.mod)
 tidy:
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$d && $(GO) mod tidy -e) || exit 1; done
+	@cd deploy && GOWORK=off $(GO) mod tidy
+
+## tidy-check: fail when a module's go.mod or go.sum is not what `make tidy` would write
+tidy-check:
+	@for d in $$($(GO) list -m -f '{{.Dir}}'); do \
+		(cd $$d && $(GO) mod tidy -e -diff >/dev/null) || { echo "go.mod/go.sum in $$d are stale: run make tidy"; exit 1; }; \
+	done
+	@(cd deploy && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "deploy/go.mod is stale: run make tidy"; exit 1; }
 
 ## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
 BENCH_DURATION ?= 20s
@@ -75,6 +85,16 @@ soak: build
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets)
 compose-check:
 	docker-compose --env-file dev.env config -q
+
+## rules-check: promtool checks the alert rules, runs their unit tests and checks the observability profile's Prometheus config
+RULES := services/dlq-admin/alerts/prometheus-rules.yml
+rules-check:
+	@mkdir -p $(BIN)/prometheus/rules
+	@cp deploy/observability/prometheus.yml $(BIN)/prometheus/prometheus.yml
+	@cp $(RULES) $(BIN)/prometheus/rules/aegis.yml
+	promtool check config $(BIN)/prometheus/prometheus.yml
+	promtool check rules $(RULES)
+	cd $(dir $(RULES)) && promtool test rules prometheus-rules.test.yml
 
 ## deploy-check: render deploy/k8s (kustomize) and validate it strictly against the vendored schemas (kubeconform)
 DEPLOY_TOOLS = cd deploy && GOWORK=off $(GO) tool

@@ -8,7 +8,8 @@
 #   scripts/devdeps.sh            Postgres and Redis
 #   scripts/devdeps.sh compose    also docker-compose (to validate docker-compose.yml)
 #   scripts/devdeps.sh browser    also Debian's chromium (dlq-admin's headless-browser test)
-#   scripts/devdeps.sh compose browser   both
+#   scripts/devdeps.sh promtool   also promtool (Debian's prometheus package) for the alert rules' checks
+#   scripts/devdeps.sh compose browser promtool   all of them
 set -euo pipefail
 
 PGHOST=127.0.0.1
@@ -133,6 +134,17 @@ ensure_chromium() {
   fi
 }
 
+# The alert rules and the observability profile's Prometheus config are
+# checked with promtool (make rules-check), which Debian ships in prometheus.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  if can_install; then
+    apt_install prometheus || die "prometheus could not be installed; make rules-check needs its promtool (sudo apt-get install prometheus)"
+  else
+    die "promtool is not installed; make rules-check needs it: sudo apt-get install prometheus"
+  fi
+}
+
 ensure_postgres
 ensure_redis
 say "PostgreSQL on $PGHOST:$PGPORT and Redis on 127.0.0.1:$REDIS_PORT are up"
@@ -140,6 +152,7 @@ for extra in "$@"; do
   case "$extra" in
     compose) ensure_compose ;;
     browser) ensure_chromium ;;
-    *) die "unknown argument '$extra': want compose and/or browser" ;;
+    promtool) ensure_promtool ;;
+    *) die "unknown argument '$extra': want compose, browser and/or promtool" ;;
   esac
 done

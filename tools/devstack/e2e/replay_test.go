@@ -82,13 +82,19 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, "replayed", r.body["dead_letter"].(map[string]any)["status"])
 	outboxID := int64(r.body["outbox_id"].(float64))
 
-	// The worker retries with the same Idempotency-Key: the PSP answers with
-	// the payout it already made, and nothing new is created.
+	// The replayed attempt looks the payout up at the PSP first and adopts
+	// the object the lost attempt made: nothing new is created. (That object
+	// was created under an attempt-scoped key: the first attempt timed out
+	// before reaching the PSP, a lookup confirmed it made nothing, and only
+	// then did the next attempt use a new key.)
 	s.eventually("payout sent again", func() bool { st := status(); return st == "AWAITING_RESPONSE" || st == "SUCCEEDED" })
 	objs := objects()
 	require.Len(t, objs, 1, "the PSP holds exactly one payout for the payout id")
 	obj := objs[0].(map[string]any)
-	require.Equal(t, "aegis-payout-"+pid, obj["idempotency_key"])
+	var key string
+	require.NoError(t, s.db.Pool.QueryRow(context.Background(), `SELECT psp_key FROM payouts WHERE id = $1`, pid).Scan(&key))
+	require.Equal(t, key, obj["idempotency_key"], "the payout records the key of the object it holds")
+	require.True(t, strings.HasPrefix(key, "aegis-payout-"+pid), key)
 	settle := s.do(http.MethodPost, fmt.Sprintf("%s/_psp/objects/%s/settle", s.psp, obj["id"]), []byte(`{"outcome":"paid"}`), nil)
 	require.Equal(t, 200, settle.status, settle.raw)
 	s.eventually("payout paid", func() bool { return status() == "SUCCEEDED" })

@@ -261,6 +261,25 @@ func (su *suite) replayOpenDeadLetters(ctx context.Context) (replayed, notReplay
 		return 0, 0, err
 	}
 	for _, id := range ids {
+		ok, err := su.replayOne(ctx, id)
+		if err != nil {
+			return replayed, notReplayable, err
+		}
+		if ok {
+			replayed++
+		} else {
+			notReplayable++
+		}
+	}
+	return replayed, notReplayable, nil
+}
+
+// replayOne replays one letter as an operator (or aegisctl's user) would: a
+// 503 says Postgres did not answer and is safe to retry, so it is retried;
+// a 409 after such a retry means the first attempt committed after all.
+func (su *suite) replayOne(ctx context.Context, id int64) (replayed bool, err error) {
+	retried := false
+	for attempt := 1; ; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
 			fmt.Sprintf("%s/v1/dead-letters/%d/replay", stack.URL(su.ports.DLQAdmin), id),
 			strings.NewReader(`{"reason":"chaos: replay after the faults stopped"}`))
@@ -268,19 +287,29 @@ func (su *suite) replayOpenDeadLetters(ctx context.Context) (replayed, notReplay
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return replayed, notReplayable, err
+			return false, err
 		}
 		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusAccepted:
-			replayed++
-		case http.StatusUnprocessableEntity:
-			notReplayable++
-		default:
-			return replayed, notReplayable, fmt.Errorf("replay of dead letter %d answered %d", id, resp.StatusCode)
+		switch {
+		case resp.StatusCode == http.StatusAccepted:
+			return true, nil
+		case resp.StatusCode == http.StatusUnprocessableEntity:
+			return false, nil
+		case resp.StatusCode == http.StatusConflict && retried:
+			var status string
+			if err := su.pool.QueryRow(ctx, `SELECT status FROM dead_letters WHERE id = $1`, id).Scan(&status); err != nil {
+				return false, err
+			}
+			if status == "replayed" {
+				return true, nil
+			}
+		case resp.StatusCode == http.StatusServiceUnavailable && attempt < 10:
+			retried = true
+			sleep(ctx, 500*time.Millisecond)
+			continue
 		}
+		return false, fmt.Errorf("replay of dead letter %d answered %d (attempt %d)", id, resp.StatusCode, attempt)
 	}
-	return replayed, notReplayable, nil
 }
 
 func freePort() (int, error) {

@@ -1,0 +1,8 @@
+// Package observability checks the observability artefacts in
+// deploy/observability and the example alert rules against the code: every
+// aegis_* metric a Grafana panel or an alert rule queries must be one a
+// service defines (a prometheus.*Opts literal in services/ or pkg/, with a
+// histogram's _bucket/_sum/_count series). A panel on a metric nobody
+// exports shows "No data" forever, and a rule on one never fires — both look
+// like "all is well". It has no non-test code: the check is the test.
+package observability

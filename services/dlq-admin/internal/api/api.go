@@ -127,7 +127,18 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, newDetailView(d, readerLevel(r)))
+	v := newDetailView(d, readerLevel(r))
+	if d.Status == store.StatusOpen {
+		p, err := a.Replay.Predict(r.Context(), d)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if p.Outcome != "" {
+			v.ReplayWould = &replayWouldView{Outcome: p.Outcome, SubjectState: nonEmpty(p.SubjectState)}
+		}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, v)
 }
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {

@@ -52,9 +52,13 @@ func TestReplayAnswerAndDetailSayWhatTheReplayDid(t *testing.T) {
 	require.Nil(t, d.body["replay"])
 	require.Equal(t, true, d.body["replayable"])
 	require.Nil(t, d.body["not_replayable_reason"])
+	require.Equal(t, map[string]any{"outcome": "noop", "subject_state": "FINALIZED"}, d.body["replay_would"],
+		"the detail warns that a replay would do nothing")
+	require.Equal(t, map[string]any{"outcome": "republished", "subject_state": nil}, detail(again).body["replay_would"])
 	d = detail(poison)
 	require.Equal(t, false, d.body["replayable"])
 	require.Contains(t, d.body["not_replayable_reason"], "not JSON")
+	require.Nil(t, d.body["replay_would"])
 
 	// The payout is FINALIZED: nothing is published, and the answer says so.
 	a := call(t, http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", b.url, noop), operatorToken, "")
@@ -65,6 +69,7 @@ func TestReplayAnswerAndDetailSayWhatTheReplayDid(t *testing.T) {
 	require.Contains(t, a.body["message"], "nothing published: payout "+finalized+" is already FINALIZED")
 	require.Equal(t, "replayed", a.body["dead_letter"].(map[string]any)["status"])
 	require.Zero(t, b.count(t, `SELECT count(*) FROM transaction_outbox`))
+	require.Nil(t, detail(noop).body["replay_would"], "resolved: nothing to predict")
 	rp := detail(noop).body["replay"].(map[string]any)
 	require.Equal(t, "noop", rp["outcome"])
 	require.Equal(t, "FINALIZED", rp["subject_state"])

@@ -99,6 +99,16 @@ type detailView struct {
 	NotReplayableReason *string `json:"not_replayable_reason"`
 	// FailedAgainAs are the letters its replay became, oldest first.
 	FailedAgainAs []int64 `json:"failed_again_as"`
+	// ReplayWould is what a replay would do now (open, replayable letters
+	// only; null otherwise).
+	ReplayWould *replayWouldView `json:"replay_would"`
+}
+
+// replayWouldView predicts a replay: outcome republished, or noop with the
+// subject state that makes it one.
+type replayWouldView struct {
+	Outcome      string  `json:"outcome"`
+	SubjectState *string `json:"subject_state"`
 }
 
 type statsView struct {

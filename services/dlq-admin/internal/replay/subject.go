@@ -32,7 +32,7 @@ var payoutIgnoresCommands = map[string]bool{
 // state of its subject ("" when a replay has work to do, or when it cannot
 // tell, in which case the letter is republished and the consumers'
 // idempotency decides). See the package doc.
-func noopState(ctx context.Context, tx pgx.Tx, d store.DeadLetter) (string, error) {
+func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (string, error) {
 	switch d.OriginalTopic {
 	case kafkax.TopicTransactions:
 		var cmd event.PayoutRequested
@@ -82,7 +82,7 @@ func noopState(ctx context.Context, tx pgx.Tx, d store.DeadLetter) (string, erro
 
 // payoutStatus is payout id's state, "" when there is no such payout (a
 // replay republishes, and the worker dead-letters it again as unknown).
-func payoutStatus(ctx context.Context, tx pgx.Tx, payoutID string) (string, error) {
+func payoutStatus(ctx context.Context, tx store.Querier, payoutID string) (string, error) {
 	id, ok := payoutUUID(payoutID)
 	if !ok {
 		return "", nil
@@ -106,4 +106,34 @@ func payoutUUID(s string) (pgtype.UUID, bool) {
 		return pgtype.UUID{}, false
 	}
 	return u, true
+}
+
+// Prediction is what a replay of an open letter would do now.
+type Prediction struct {
+	// Outcome is store.OutcomeRepublished, store.OutcomeNoop, or "" when
+	// the letter cannot be replayed (Error says why).
+	Outcome      string
+	SubjectState string
+	Error        string
+}
+
+// Predict says what replaying open letter d would do now, changing
+// nothing: the same decision Replay takes, so an operator sees a no-op (or
+// a refusal) coming before acting. For a letter that is not open it
+// returns the zero Prediction.
+func (s *Service) Predict(ctx context.Context, d store.DeadLetter) (Prediction, error) {
+	if d.Status != store.StatusOpen {
+		return Prediction{}, nil
+	}
+	if _, err := Message(d); err != nil {
+		return Prediction{Error: err.Error()}, nil
+	}
+	state, err := noopState(ctx, s.pool, d)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("predict replay of dead letter %d: %w", d.ID, err)
+	}
+	if state != "" {
+		return Prediction{Outcome: store.OutcomeNoop, SubjectState: state}, nil
+	}
+	return Prediction{Outcome: store.OutcomeRepublished}, nil
 }

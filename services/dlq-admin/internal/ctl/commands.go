@@ -231,6 +231,38 @@ func (e *env) showLetter(ctx context.Context, args []string) error {
 	return e.indent(l.Payload)
 }
 
+func (e *env) groups(ctx context.Context, args []string) error {
+	var f filterFlags
+	pos, err := flags("dead-letters groups", args, func(fs *flag.FlagSet) { f.define(fs, true) })
+	if err != nil {
+		return err
+	}
+	if err := noArgs("dead-letters groups", pos); err != nil {
+		return err
+	}
+	var out struct {
+		Items []struct {
+			ErrorClass string `json:"error_class"`
+			Message    string `json:"message"`
+			Count      int64  `json:"count"`
+			Newest     string `json:"newest_failed_at"`
+			SampleID   int64  `json:"sample_id"`
+		} `json:"items"`
+	}
+	raw, err := e.c.getJSON(ctx, "/v1/dead-letters/groups", f.query(), &out)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printRaw(raw)
+	}
+	t := newTable(e.out, "COUNT", "CLASS", "NEWEST", "SAMPLE", "MESSAGE")
+	for _, g := range out.Items {
+		t.row(fmt.Sprint(g.Count), g.ErrorClass, g.Newest, fmt.Sprint(g.SampleID), g.Message)
+	}
+	return t.flush()
+}
+
 func (e *env) stats(ctx context.Context, args []string) error {
 	pos, err := flags("dead-letters stats", args, nil)
 	if err != nil {

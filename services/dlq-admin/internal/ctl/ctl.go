@@ -37,6 +37,7 @@ Dead letters:
                       [--payout-id P] [--user U] [--correlation-id C] [--event-type E]
   dead-letters show ID
   dead-letters stats
+  dead-letters groups [the list's filters]   open letters by error class and message, with counts
   dead-letters replay ID [--reason R]
   dead-letters discard ID --reason R
   dead-letters bulk-replay --max N [--topic T] [--error-class C] [--since ..] [--until ..]
@@ -155,6 +156,8 @@ func run(ctx context.Context, std IO) error {
 		return e.showLetter(ctx, rest)
 	case "dead-letters stats":
 		return e.stats(ctx, rest)
+	case "dead-letters groups":
+		return e.groups(ctx, rest)
 	case "dead-letters replay":
 		return e.replay(ctx, rest)
 	case "dead-letters discard":

@@ -130,6 +130,14 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Len(t, items, 1)
 		require.Equal(t, "user-3", items[0].(map[string]any)["partition_key"])
 
+		// Grouped: three account_invalid, two connection refused.
+		r = cli(t, base, viewerToken, "dead-letters", "groups")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 3, r.stdout)
+		require.Regexp(t, `^3\s+permanent\s.*stripe account_invalid$`, lines[1])
+		require.Regexp(t, `^2\s+transient\s.*postgres: connection refused$`, lines[2])
+
 		r = cli(t, base, viewerToken, "dead-letters", "stats")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, "aegis.transactions")

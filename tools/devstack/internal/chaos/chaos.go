@@ -35,6 +35,9 @@ type Config struct {
 	Logs, Progress io.Writer
 	// Keep leaves the database behind for inspection.
 	Keep bool
+	// KafkaEnv adds variables for aegis-kafka, for example
+	// KAFKA_MEMBER_EXPIRY=off to plant kfake's ghost members.
+	KafkaEnv map[string]string
 }
 
 // suite is one running chaos run.
@@ -93,6 +96,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-done
 	<-done
 	in.clear(ctx)
+	for _, v := range in.violations {
+		rep.violation("%s", v)
+	}
 
 	cfg.log("faults stopped; draining")
 	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
@@ -109,6 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.violation("drain after replay: %v", err)
 		}
 	}
+	su.checkGroups(ctx, rep)
 	rep.DrainedFootprint = su.footprint(ctx)
 	cfg.log("checking invariants")
 	if err := su.check(ctx, wl, rep); err != nil {
@@ -165,11 +172,15 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	if err := waitRedis(ctx, redisPort); err != nil {
 		return nil, err
 	}
+	kafkaEnv := map[string]string{"KAFKA_ADMIN_ADDR": su.kafka}
+	for k, v := range cfg.KafkaEnv {
+		kafkaEnv[k] = v
+	}
 	su.s, err = stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, Ports: su.ports, Secrets: su.secrets, DatabaseURL: dbURL,
 		RedisURL:     fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
-		KafkaEnv: map[string]string{"KAFKA_ADMIN_ADDR": su.kafka},
+		KafkaEnv: kafkaEnv,
 		Env: map[string]string{
 			"LOG_LEVEL":             "warn",
 			"RELAY_POLL_INTERVAL":   "200ms",

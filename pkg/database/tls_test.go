@@ -2,23 +2,14 @@ package database_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/tlstest"
 )
 
 // TestTLSThroughDatabaseURL shows that DATABASE_URL's sslmode and
@@ -63,21 +54,7 @@ func TestTLSThroughDatabaseURL(t *testing.T) {
 	require.False(t, on)
 
 	// verify-full against a CA that did not sign the server: refused.
-	_, err = encrypted(withParams(map[string]string{"sslmode": "verify-full", "sslrootcert": otherCA(t)}))
+	_, err = encrypted(withParams(map[string]string{"sslmode": "verify-full", "sslrootcert": tlstest.New(t).CAFile}))
 	require.Error(t, err, "a server certificate the CA did not sign is refused")
 	require.Contains(t, err.Error(), "certificate")
-}
-
-func otherCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the server's CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "ca.pem")
-	require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	return p
 }

@@ -9,22 +9,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/localkafka"
 )
 
 // Partitions is how many partitions each seeded topic has.
 const Partitions = 3
 
 // NewCluster starts a kfake cluster with every Aegis topic and closes it when
-// t ends.
+// t ends. It is localkafka's cluster, the one `make dev` and the chaos suite
+// run: dead group members expire after their session timeout as in Apache
+// Kafka (see docs/kfake.md).
 func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
 	base := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(Partitions, kafkax.AllTopics()...)}
-	c, err := kfake.NewCluster(append(base, opts...)...)
+	c, err := localkafka.New(localkafka.Config{}, append(base, opts...)...)
 	if err != nil {
-		t.Fatalf("kafkatest: start kfake: %v", err)
+		t.Fatalf("kafkatest: start kafka: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return c.Cluster
 }
 
 // NewClient returns a client on c, closed when t ends.

@@ -2,19 +2,9 @@ package kafkax_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,60 +14,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/tlstest"
 )
-
-// testPKI is a CA and a broker certificate for 127.0.0.1, as PEM files.
-type testPKI struct {
-	caFile     string
-	serverCert tls.Certificate
-	clientCert string
-	clientKey  string
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aegis test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-
-	leaf := func(name string, usage x509.ExtKeyUsage, serial int64) (certPEM, keyPEM []byte) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		require.NoError(t, err)
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		require.NoError(t, err)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, b, 0o600))
-		return p
-	}
-	p := testPKI{caFile: write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))}
-	sc, sk := leaf("broker", x509.ExtKeyUsageServerAuth, 2)
-	p.serverCert, err = tls.X509KeyPair(sc, sk)
-	require.NoError(t, err)
-	cc, ck := leaf("payout-worker", x509.ExtKeyUsageClientAuth, 3)
-	p.clientCert, p.clientKey = write("client.pem", cc), write("client-key.pem", ck)
-	return p
-}
 
 func envOf(m map[string]string) *config.Env {
 	return config.New(func(k string) string { return m[k] })
@@ -110,9 +48,9 @@ func roundTrip(t *testing.T, brokers []string, sec kafkax.Security) error {
 
 func TestSecurityTLSAndSCRAMAgainstASecuredBroker(t *testing.T) {
 	t.Parallel()
-	pki := newTestPKI(t)
+	pki := tlstest.New(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pki.serverCert}, MinVersion: tls.VersionTLS12}),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pki.ServerCertificate(t)}, MinVersion: tls.VersionTLS12}),
 		kfake.EnableSASL(),
 		kfake.SeedTopics(1, "secured"),
 		kfake.Superuser(kafkax.MechanismScramSHA512, "aegis", "s3cret"),
@@ -122,7 +60,7 @@ func TestSecurityTLSAndSCRAMAgainstASecuredBroker(t *testing.T) {
 	t.Cleanup(c.Close) // after the parallel subtests, unlike defer
 
 	good := envOf(map[string]string{
-		"KAFKA_TLS_CA_FILE":    pki.caFile,
+		"KAFKA_TLS_CA_FILE":    pki.CAFile,
 		"KAFKA_SASL_MECHANISM": "scram-sha-512",
 		"KAFKA_SASL_USERNAME":  "aegis",
 		"KAFKA_SASL_PASSWORD":  "s3cret",
@@ -133,8 +71,8 @@ func TestSecurityTLSAndSCRAMAgainstASecuredBroker(t *testing.T) {
 	require.NoError(t, roundTrip(t, c.ListenAddrs(), sec))
 
 	plain := envOf(map[string]string{
-		"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": pki.caFile, "KAFKA_TLS_CERT_FILE": pki.clientCert,
-		"KAFKA_TLS_KEY_FILE": pki.clientKey, "KAFKA_SASL_MECHANISM": "PLAIN",
+		"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": pki.CAFile, "KAFKA_TLS_CERT_FILE": pki.ClientCertFile,
+		"KAFKA_TLS_KEY_FILE": pki.ClientKeyFile, "KAFKA_SASL_MECHANISM": "PLAIN",
 		"KAFKA_SASL_USERNAME": "plainuser", "KAFKA_SASL_PASSWORD": "pl41n",
 	})
 	sec = kafkax.ReadSecurity(plain)
@@ -145,16 +83,16 @@ func TestSecurityTLSAndSCRAMAgainstASecuredBroker(t *testing.T) {
 	t.Run("wrong password is refused", func(t *testing.T) {
 		t.Parallel()
 		bad := kafkax.ReadSecurity(envOf(map[string]string{
-			"KAFKA_TLS_CA_FILE": pki.caFile, "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+			"KAFKA_TLS_CA_FILE": pki.CAFile, "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 			"KAFKA_SASL_USERNAME": "aegis", "KAFKA_SASL_PASSWORD": "guess",
 		}))
 		require.Error(t, roundTrip(t, c.ListenAddrs(), bad))
 	})
 	t.Run("a broker signed by an unknown CA is refused", func(t *testing.T) {
 		t.Parallel()
-		other := newTestPKI(t)
+		other := tlstest.New(t)
 		bad := kafkax.ReadSecurity(envOf(map[string]string{
-			"KAFKA_TLS_CA_FILE": other.caFile, "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+			"KAFKA_TLS_CA_FILE": other.CAFile, "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
 			"KAFKA_SASL_USERNAME": "aegis", "KAFKA_SASL_PASSWORD": "s3cret",
 		}))
 		require.Error(t, roundTrip(t, c.ListenAddrs(), bad))

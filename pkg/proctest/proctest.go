@@ -131,6 +131,12 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
+// Signal sends sig to the process group, for example SIGSTOP to freeze a
+// process with its connections still open.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
 // Exited reports whether the process has exited.
 func (p *Proc) Exited() bool {
 	select {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -37,7 +39,10 @@ import (
 type Config struct {
 	service.Base
 	// RedisURLs is REDIS_URLS, or REDIS_URL alone: the wallet locks' nodes.
-	RedisURLs    []string
+	RedisURLs []string
+	// RedisRootCAs is REDIS_TLS_CA_FILE: the CAs that sign rediss:// nodes
+	// (nil: the system's).
+	RedisRootCAs *x509.CertPool
 	KafkaBrokers []string
 	Group        string
 	Membership   kafkax.Membership
@@ -100,7 +105,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 		CallTimeout:  env.Duration("PSP_CALL_TIMEOUT", 30*time.Second),
 		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
 		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
-		StripeLivemode:    strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
+		// How long the PSP may still execute a request we stopped waiting
+		// for (README: "Unknown outcomes"): stripe-go itself waits 80s.
+		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
+		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
@@ -129,7 +137,19 @@ func readConfig(getenv func(string) string) (Config, error) {
 		// A quorum of two is both nodes: losing either stops every payout.
 		env.Errorf("REDIS_URLS needs one node or at least three independent ones (Redlock quorum), got 2")
 	}
+	if caFile, ok := env.Lookup("REDIS_TLS_CA_FILE"); ok {
+		pem, err := os.ReadFile(caFile)
+		c.RedisRootCAs = x509.NewCertPool()
+		if err != nil {
+			env.Errorf("REDIS_TLS_CA_FILE: %v", err)
+		} else if !c.RedisRootCAs.AppendCertsFromPEM(pem) {
+			env.Errorf("REDIS_TLS_CA_FILE %s holds no PEM certificate", caFile)
+		}
+	}
 	for i, u := range c.RedisURLs {
+		if opts, err := goredis.ParseURL(u); err == nil && c.RedisRootCAs != nil && opts.TLSConfig == nil {
+			env.Errorf("REDIS_TLS_CA_FILE is set but %s node %d is not rediss://", redisVar, i+1)
+		}
 		if _, err := goredis.ParseURL(u); err != nil {
 			// The error names the variable and position, never the URL:
 			// it may carry a password.
@@ -166,6 +186,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		opts, err := goredis.ParseURL(u)
 		if err != nil {
 			return fmt.Errorf("redis node %d: %w", i+1, redactRedisErr(err, u))
+		}
+		if opts.TLSConfig != nil && cfg.RedisRootCAs != nil {
+			opts.TLSConfig.RootCAs = cfg.RedisRootCAs
 		}
 		rdb := goredis.NewClient(opts)
 		defer rdb.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,5 +33,32 @@ func TestReadConfigEvidenceSettings(t *testing.T) {
 		return map[string]string{"PSP_IDEMPOTENCY_WINDOW": "0s"}[k]
 	}); err == nil {
 		t.Error("a zero idempotency window must be refused")
+	}
+}
+
+// PSP_SETTLE_WINDOW defaults to 2m and must exceed PSP_CALL_TIMEOUT: a
+// request we stopped waiting for may still be executing at the PSP.
+func TestReadConfigSettleWindow(t *testing.T) {
+	cfg, err := readConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Payout.SettleWindow != 2*time.Minute || cfg.Payout.SettleWindow <= cfg.Payout.CallTimeout {
+		t.Errorf("default settle window %s (call timeout %s)", cfg.Payout.SettleWindow, cfg.Payout.CallTimeout)
+	}
+	for _, env := range []map[string]string{
+		{"PSP_SETTLE_WINDOW": "30s"},
+		{"PSP_SETTLE_WINDOW": "1m", "PSP_CALL_TIMEOUT": "90s"},
+	} {
+		_, err := readConfig(func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), "PSP_SETTLE_WINDOW") {
+			t.Errorf("%v: want PSP_SETTLE_WINDOW refused, got %v", env, err)
+		}
+	}
+	cfg, err = readConfig(func(k string) string {
+		return map[string]string{"PSP_SETTLE_WINDOW": "5s", "PSP_CALL_TIMEOUT": "1s"}[k]
+	})
+	if err != nil || cfg.Payout.SettleWindow != 5*time.Second {
+		t.Errorf("settle window 5s: %v %v", cfg.Payout.SettleWindow, err)
 	}
 }

@@ -21,7 +21,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	// The PSP never settles on its own here: the test settles the payout
 	// when it wants to, so the lost attempt's object cannot finish the
 	// payout behind the test's back.
-	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s"})
+	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s"})
 	ctx := context.Background()
 	user := "alice"
 	wallet := func() float64 {
@@ -126,8 +126,10 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
 
 	// Replaying something that had in fact succeeded: a dead letter made
-	// from the credit's own record. The worker takes it (a new message id)
-	// and the ledger's unique reference makes it change nothing.
+	// from the credit's own record. dlq-admin sees the credit is already in
+	// the ledger: it publishes nothing and says so (outcome noop, issue 14);
+	// were it published, the ledger's unique reference would make it
+	// change nothing.
 	var dupID int64
 	require.NoError(t, s.db.Pool.QueryRow(ctx, `
 		INSERT INTO dead_letters (source, original_topic, original_partition, original_offset, consumer_group,
@@ -140,10 +142,13 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	credits := s.count(`SELECT count(*) FROM ledger_transactions`)
 	dup := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dupID), nil, s.bearer(s.opToken))
 	require.Equal(t, 202, dup.status, dup.raw)
-	s.eventually("the worker took the replayed credit", func() bool {
-		return s.count(`SELECT count(*) FROM processed_events WHERE consumer_group = 'payout-worker' AND event_id LIKE $1`,
-			fmt.Sprintf("%%:replay:%d:1", dupID)) == 1
-	})
+	require.Equal(t, "noop", dup.body["outcome"], dup.raw)
+	require.Equal(t, "CREDITED", dup.body["subject_state"], dup.raw)
+	require.Nil(t, dup.body["outbox_id"], dup.raw)
+	require.Equal(t, "replayed", dup.body["dead_letter"].(map[string]any)["status"])
+	require.Zero(t, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dupID)),
+		"nothing was published")
+	require.Equal(t, "republished", d.body["replay"].(map[string]any)["outcome"], "the NEEDS_REVIEW payout's replay was a real one")
 	require.EqualValues(t, 3500, wallet(), "a replay of a credit that was applied changes no balance")
 	require.Equal(t, credits, s.count(`SELECT count(*) FROM ledger_transactions`))
 

@@ -40,25 +40,63 @@ func Mount(r chi.Router, d Deps) {
 		r.Use(a.authenticate)
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleViewer))
+			r.Get("/me", a.me)
 			r.Get("/dead-letters", a.list)
+			r.Get("/dead-letters/groups", a.groups)
 			// Registered before {id} for readers; chi prefers the static
 			// segment either way, so "stats" is never taken for an id.
 			r.Get("/dead-letters/stats", a.stats)
 			r.Get("/dead-letters/{id}", a.get)
 			r.Get("/replay-jobs", a.listJobs)
 			r.Get("/replay-jobs/{id}", a.getJob)
+			r.Get("/replay-jobs/{id}/letters", a.jobLetters)
 			r.Get("/reconciliation", a.latestReconciliation)
 		})
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleOperator))
 			// A static segment again: "replay" is never taken for an id.
 			r.Post("/dead-letters/replay", a.bulkReplay)
+			r.Post("/dead-letters/discard", a.bulkDiscard)
 			r.Post("/dead-letters/{id}/replay", a.replay)
 			r.Post("/dead-letters/{id}/discard", a.discard)
 			r.Post("/replay-jobs/{id}/cancel", a.cancelJob)
 			r.Post("/reconciliation", a.reconcile)
 		})
 	})
+}
+
+// meView is who the request's token is: the page shows write actions only
+// to operators.
+type meView struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+func (a *api) me(w http.ResponseWriter, r *http.Request) {
+	tok, _ := tokenFrom(r.Context()) // requireRole has checked it is there
+	httpserver.WriteJSON(w, http.StatusOK, meView{Name: tok.Name, Role: tok.Role})
+}
+
+func (a *api) groups(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("status") {
+		q.Set("status", store.StatusOpen) // what is waiting for someone
+	}
+	m, err := matchFromQuery(q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	groups, err := a.Store.Groups(r.Context(), m)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := groupListView{Items: make([]groupView, 0, len(groups))}
+	for _, g := range groups {
+		out.Items = append(out.Items, newGroupView(g))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +127,18 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, newDetailView(d, readerLevel(r)))
+	v := newDetailView(d, readerLevel(r))
+	if d.Status == store.StatusOpen {
+		p, err := a.Replay.Predict(r.Context(), d)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if p.Outcome != "" {
+			v.ReplayWould = &replayWouldView{Outcome: p.Outcome, SubjectState: nonEmpty(p.SubjectState)}
+		}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, v)
 }
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {
@@ -101,20 +150,12 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, newStatsView(st))
 }
 
-// filterFromQuery reads the list filters. An empty value is no filter, so
-// `?topic=&status=open` filters on status alone.
+// filterFromQuery reads the list filters and the page. An empty value is
+// no filter, so `?topic=&status=open` filters on status alone.
 func filterFromQuery(q url.Values) (store.Filter, error) {
-	f := store.Filter{
-		Topic:      q.Get("topic"),
-		Status:     q.Get("status"),
-		ErrorClass: q.Get("error_class"),
-		Cursor:     q.Get("cursor"),
-	}
-	var err error
-	if f.Since, err = timeParam(q, "since"); err != nil {
-		return f, err
-	}
-	if f.Until, err = timeParam(q, "until"); err != nil {
+	m, err := matchFromQuery(q)
+	f := store.Filter{Match: m, Cursor: q.Get("cursor")}
+	if err != nil {
 		return f, err
 	}
 	if v := q.Get("limit"); v != "" {
@@ -126,6 +167,27 @@ func filterFromQuery(q url.Values) (store.Filter, error) {
 	}
 	// The store re-validates; checking here answers before touching Postgres.
 	return f, f.Validate()
+}
+
+// matchFromQuery reads the filters shared by the list and the groups.
+func matchFromQuery(q url.Values) (store.Match, error) {
+	m := store.Match{
+		Topic:         q.Get("topic"),
+		Status:        q.Get("status"),
+		ErrorClass:    q.Get("error_class"),
+		PayoutID:      q.Get("payout_id"),
+		User:          q.Get("user"),
+		CorrelationID: q.Get("correlation_id"),
+		EventType:     q.Get("event_type"),
+	}
+	var err error
+	if m.Since, err = timeParam(q, "since"); err != nil {
+		return m, err
+	}
+	if m.Until, err = timeParam(q, "until"); err != nil {
+		return m, err
+	}
+	return m, m.Validate()
 }
 
 func timeParam(q url.Values, name string) (time.Time, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // maxBody bounds a request body; every body here is a few fields.
@@ -26,14 +27,26 @@ type reasonBody struct {
 // bulkBody is the body of POST /v1/dead-letters/replay: the list filters,
 // dry_run and max.
 type bulkBody struct {
-	Topic      string `json:"topic"`
-	Status     string `json:"status"`
-	ErrorClass string `json:"error_class"`
-	Since      string `json:"since"`
-	Until      string `json:"until"`
-	DryRun     bool   `json:"dry_run"`
-	Max        int    `json:"max"`
-	Reason     string `json:"reason"`
+	Topic         string `json:"topic"`
+	Status        string `json:"status"`
+	ErrorClass    string `json:"error_class"`
+	Since         string `json:"since"`
+	Until         string `json:"until"`
+	PayoutID      string `json:"payout_id"`
+	User          string `json:"user"`
+	CorrelationID string `json:"correlation_id"`
+	EventType     string `json:"event_type"`
+	DryRun        bool   `json:"dry_run"`
+	Max           int    `json:"max"`
+	Reason        string `json:"reason"`
+}
+
+// bulkDiscardBody is the body of POST /v1/dead-letters/discard: the list
+// filters or explicit ids (or both: the ids that match), dry_run, max and
+// the reason.
+type bulkDiscardBody struct {
+	bulkBody
+	IDs []int64 `json:"ids"`
 }
 
 // actor is the name of the request's token: who did it, for audit_log.
@@ -57,7 +70,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusAccepted, replayedView{OutboxID: res.OutboxID, DeadLetter: newSummaryView(res.Letter)})
+	httpserver.WriteJSON(w, http.StatusAccepted, newReplayedView(res))
 }
 
 func (a *api) discard(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +97,8 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason}
+	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason,
+		PayoutID: body.PayoutID, User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType}
 	var err error
 	if req.Since, err = bodyTime("since", body.Since); err != nil {
 		a.fail(w, r, err)
@@ -112,6 +126,32 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusAccepted, newJobView(job))
 }
 
+func (a *api) bulkDiscard(w http.ResponseWriter, r *http.Request) {
+	var body bulkDiscardBody
+	if err := decodeBody(w, r, &body, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req := replay.BulkDiscardRequest{IDs: body.IDs, Max: body.Max, Reason: body.Reason, DryRun: body.DryRun,
+		Match: store.Match{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, PayoutID: body.PayoutID,
+			User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType}}
+	var err error
+	if req.Match.Since, err = bodyTime("since", body.Since); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Match.Until, err = bodyTime("until", body.Until); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.Replay.BulkDiscard(r.Context(), actor(r), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, bulkDiscardedView{DryRun: res.DryRun, Matched: res.Matched, Discarded: res.Discarded, IDs: res.IDs})
+}
+
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
 	id, ok := a.idParam(w, r)
 	if !ok {
@@ -123,6 +163,42 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newJobView(job))
+}
+
+func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.idParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	limit, after := 100, int64(0)
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > replay.MaxJobLetters {
+			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			a.fail(w, r, &paramError{param: "after", reason: "must be a dead letter id"})
+			return
+		}
+		after = n
+	}
+	letters, err := a.Replay.JobLetters(r.Context(), id, after, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := jobLettersView{Items: make([]jobLetterView, 0, len(letters))}
+	for _, l := range letters {
+		out.Items = append(out.Items, jobLetterView{DeadLetterID: l.DeadLetterID, Outcome: l.Outcome,
+			OutboxID: nonZeroID(l.OutboxID), SubjectState: nonEmpty(l.SubjectState), Error: nonEmpty(l.Error), At: l.At.UTC()})
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {

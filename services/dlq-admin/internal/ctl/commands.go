@@ -93,11 +93,18 @@ func noArgs(name string, pos []string) error {
 }
 
 // filterFlags are the list and bulk-replay filters, as the API names them.
-type filterFlags struct{ topic, status, errorClass, since, until string }
+type filterFlags struct {
+	topic, status, errorClass, since, until  string
+	payoutID, user, correlationID, eventType string
+}
 
 func (f *filterFlags) define(fs *flag.FlagSet, withStatus bool) {
 	fs.StringVar(&f.topic, "topic", "", "")
 	fs.StringVar(&f.errorClass, "error-class", "", "")
+	fs.StringVar(&f.payoutID, "payout-id", "", "")
+	fs.StringVar(&f.user, "user", "", "")
+	fs.StringVar(&f.correlationID, "correlation-id", "", "")
+	fs.StringVar(&f.eventType, "event-type", "", "")
 	fs.StringVar(&f.since, "since", "", "")
 	fs.StringVar(&f.until, "until", "", "")
 	if withStatus {
@@ -108,7 +115,8 @@ func (f *filterFlags) define(fs *flag.FlagSet, withStatus bool) {
 func (f filterFlags) query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"topic": f.topic, "status": f.status, "error_class": f.errorClass,
-		"since": f.since, "until": f.until} {
+		"since": f.since, "until": f.until, "payout_id": f.payoutID, "user": f.user,
+		"correlation_id": f.correlationID, "event_type": f.eventType} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -223,6 +231,38 @@ func (e *env) showLetter(ctx context.Context, args []string) error {
 	return e.indent(l.Payload)
 }
 
+func (e *env) groups(ctx context.Context, args []string) error {
+	var f filterFlags
+	pos, err := flags("dead-letters groups", args, func(fs *flag.FlagSet) { f.define(fs, true) })
+	if err != nil {
+		return err
+	}
+	if err := noArgs("dead-letters groups", pos); err != nil {
+		return err
+	}
+	var out struct {
+		Items []struct {
+			ErrorClass string `json:"error_class"`
+			Message    string `json:"message"`
+			Count      int64  `json:"count"`
+			Newest     string `json:"newest_failed_at"`
+			SampleID   int64  `json:"sample_id"`
+		} `json:"items"`
+	}
+	raw, err := e.c.getJSON(ctx, "/v1/dead-letters/groups", f.query(), &out)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printRaw(raw)
+	}
+	t := newTable(e.out, "COUNT", "CLASS", "NEWEST", "SAMPLE", "MESSAGE")
+	for _, g := range out.Items {
+		t.row(fmt.Sprint(g.Count), g.ErrorClass, g.Newest, fmt.Sprint(g.SampleID), g.Message)
+	}
+	return t.flush()
+}
+
 func (e *env) stats(ctx context.Context, args []string) error {
 	pos, err := flags("dead-letters stats", args, nil)
 	if err != nil {
@@ -276,10 +316,16 @@ func (e *env) replay(ctx context.Context, args []string) error {
 		return e.printRaw(raw)
 	}
 	var r struct {
-		OutboxID int64 `json:"outbox_id"`
+		Outcome  string `json:"outcome"`
+		OutboxID int64  `json:"outbox_id"`
+		Message  string `json:"message"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("decode replay answer: %w", err)
+	}
+	if r.Outcome == "noop" {
+		fmt.Fprintf(e.out, "dead letter %d closed, no-op: %s\n", id, r.Message)
+		return nil
 	}
 	fmt.Fprintf(e.out, "dead letter %d replayed: outbox row %d is on its way to Kafka\n", id, r.OutboxID)
 	return nil
@@ -337,7 +383,8 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 		return usageErrorf("--dry-run and --yes contradict each other")
 	}
 	body := map[string]any{"max": maxN, "dry_run": true}
-	for k, v := range map[string]string{"topic": f.topic, "error_class": f.errorClass, "since": f.since, "until": f.until, "reason": reason} {
+	for k, v := range map[string]string{"topic": f.topic, "error_class": f.errorClass, "since": f.since, "until": f.until,
+		"payout_id": f.payoutID, "user": f.user, "correlation_id": f.correlationID, "event_type": f.eventType, "reason": reason} {
 		if v != "" {
 			body[k] = v
 		}

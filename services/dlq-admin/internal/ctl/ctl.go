@@ -34,11 +34,14 @@ Usage: aegisctl [global flags] <command> [flags] [args]
 Dead letters:
   dead-letters list   [--topic T] [--status open|replayed|discarded] [--error-class C]
                       [--since RFC3339] [--until RFC3339] [--limit N] [--all]
+                      [--payout-id P] [--user U] [--correlation-id C] [--event-type E]
   dead-letters show ID
   dead-letters stats
+  dead-letters groups [the list's filters]   open letters by error class and message, with counts
   dead-letters replay ID [--reason R]
   dead-letters discard ID --reason R
   dead-letters bulk-replay --max N [--topic T] [--error-class C] [--since ..] [--until ..]
+                      [--payout-id P] [--user U] [--correlation-id C] [--event-type E]
                       [--reason R] [--dry-run | --yes] [--follow]
       without --yes only the dry run is shown (exit 2): the count comes first.
 Replay jobs:
@@ -153,6 +156,8 @@ func run(ctx context.Context, std IO) error {
 		return e.showLetter(ctx, rest)
 	case "dead-letters stats":
 		return e.stats(ctx, rest)
+	case "dead-letters groups":
+		return e.groups(ctx, rest)
 	case "dead-letters replay":
 		return e.replay(ctx, rest)
 	case "dead-letters discard":

@@ -123,6 +123,21 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Len(t, r.json(t)["items"], 5, "--all follows the cursor over three pages")
 
+		// By user (the partition key): one letter.
+		r = cli(t, base, viewerToken, "--output", "json", "dead-letters", "list", "--user", "user-3")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		items := r.json(t)["items"].([]any)
+		require.Len(t, items, 1)
+		require.Equal(t, "user-3", items[0].(map[string]any)["partition_key"])
+
+		// Grouped: three account_invalid, two connection refused.
+		r = cli(t, base, viewerToken, "dead-letters", "groups")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 3, r.stdout)
+		require.Regexp(t, `^3\s+permanent\s.*stripe account_invalid$`, lines[1])
+		require.Regexp(t, `^2\s+transient\s.*postgres: connection refused$`, lines[2])
+
 		r = cli(t, base, viewerToken, "dead-letters", "stats")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, "aegis.transactions")
@@ -161,6 +176,23 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, 1, count(`SELECT count(*) FROM transaction_outbox WHERE topic = $1`, kafkax.TopicWebhookPending))
 		r = cli(t, base, operatorToken, "dead-letters", "replay", fmt.Sprint(transient[0]))
 		require.Equal(t, ctl.ExitRefused, r.code, "already replayed: 409")
+
+		// A payout already FINALIZED: the replay publishes nothing and says so.
+		var payoutID string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `
+			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+			VALUES (gen_random_uuid(), 'shop', 'k1', 'h', 'user-9', 1500, 'usd', 'ba_1', 'stripe', 'FINALIZED')
+			RETURNING id::text`).Scan(&payoutID))
+		p, o := int32(0), int64(100)
+		done, _, err := dlq.Insert(context.Background(), db.Pool, dlq.Letter{Source: dlq.SourceConsumer,
+			OriginalTopic: kafkax.TopicTransactions, OriginalPartition: &p, OriginalOffset: &o, PartitionKey: "user-9",
+			Payload: fmt.Appendf(nil, `{"payout_id":%q,"user_id":"user-9"}`, payoutID), Error: "x", ErrorClass: "permanent"})
+		require.NoError(t, err)
+		before := count(`SELECT count(*) FROM transaction_outbox`)
+		r = cli(t, base, operatorToken, "dead-letters", "replay", fmt.Sprint(done))
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "no-op: nothing published: payout "+payoutID+" is already FINALIZED")
+		require.Equal(t, before, count(`SELECT count(*) FROM transaction_outbox`))
 
 		r = cli(t, base, operatorToken, "dead-letters", "discard", fmt.Sprint(transient[1]))
 		require.Equal(t, ctl.ExitUsage, r.code, "a discard needs a reason")

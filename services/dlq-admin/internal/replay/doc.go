@@ -27,7 +27,30 @@
 // (dlq.PayloadPSPWebhook: it is not a message of its topic, and what it
 // needs is a person checking the PSP's record).
 //
+// A replay says what it did (store.OutcomeRepublished or OutcomeNoop, kept
+// on the letter and in its audit record), decided in its transaction by
+// looking at what the letter is about (subject.go): a payout command whose
+// payout is SUCCEEDED, FAILED or FINALIZED, or at the PSP (SENT_TO_GATEWAY,
+// AWAITING_RESPONSE), is read in the payouts table (the payload carries
+// payout_id): payout-worker ignores commands for such a payout, so
+// republishing it would look like a fix and do nothing. A PSP outcome event
+// already applied to its payout (payout_evidence, verdict applied) and a
+// payment whose credit is already posted (ledger_transactions, kind credit,
+// reference "<provider>:<reference>") are final the same way. Then nothing
+// is published and the letter is closed as replayed with outcome noop and
+// the subject's state. Reading those rows without a lock is enough: the
+// states that make a replay a no-op are left only through PSP evidence,
+// never through a replayed message, so the answer cannot turn wrong under a
+// race. When the subject cannot be read (no payout_id, no such payout, a
+// payload of another shape) the letter is republished and the consumers'
+// idempotency decides, as before. A republished message that fails again
+// becomes a new letter carrying the replay_of header, which the replayed
+// letter's detail lists (store.DeadLetter.FailedAgainAs).
+//
 // Bulk replay creates a replay_jobs row and returns; Runner works the jobs.
+// What a job did with each letter (republished, noop, not_replayable,
+// skipped) is a replay_job_letters row written with its progress, so the
+// console can show a job letter by letter.
 // A runner claims a job with FOR UPDATE SKIP LOCKED and holds it by a lease
 // it extends with every letter, so replicas never work one job at once and
 // a job whose runner died is resumed by another once the lease runs out.

@@ -42,13 +42,23 @@ var ErrJobFinished = errors.New("replay job already finished")
 // BulkRequest selects the open letters to replay: the list filters (status
 // may only be "open" or empty) and how many at most.
 type BulkRequest struct {
-	Topic      string
-	Status     string
-	ErrorClass string
-	Since      time.Time
-	Until      time.Time
-	Max        int
-	Reason     string
+	Topic         string
+	Status        string
+	ErrorClass    string
+	Since         time.Time
+	Until         time.Time
+	PayoutID      string
+	User          string
+	CorrelationID string
+	EventType     string
+	Max           int
+	Reason        string
+}
+
+// match is the request's filters as the store takes them.
+func (r BulkRequest) match() store.Match {
+	return store.Match{Topic: r.Topic, Status: r.Status, ErrorClass: r.ErrorClass, Since: r.Since, Until: r.Until,
+		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
 }
 
 // Validate returns a *store.InvalidError naming the first bad field.
@@ -59,14 +69,15 @@ func (r BulkRequest) Validate() error {
 	if r.Max < 1 || r.Max > MaxBulk {
 		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
 	}
-	if !r.Since.IsZero() && !r.Until.IsZero() && !r.Since.Before(r.Until) {
-		return &store.InvalidError{Param: "until", Reason: "must be after since"}
+	if err := r.match().Validate(); err != nil {
+		return err
 	}
 	return checkReason(r.Reason, false)
 }
 
 func (r BulkRequest) filter() JobFilter {
-	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass}
+	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass,
+		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
 	if !r.Since.IsZero() {
 		t := r.Since.UTC()
 		f.Since = &t
@@ -85,10 +96,17 @@ type JobFilter struct {
 	ErrorClass string     `json:"error_class,omitempty"`
 	Since      *time.Time `json:"since,omitempty"`
 	Until      *time.Time `json:"until,omitempty"`
+	// The subject filters (migration 000009); absent from older jobs,
+	// which is "any".
+	PayoutID      string `json:"payout_id,omitempty"`
+	User          string `json:"user,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	EventType     string `json:"event_type,omitempty"`
 }
 
 func (f JobFilter) selection(after, upto int64) store.Selection {
-	sel := store.Selection{Topic: f.Topic, ErrorClass: f.ErrorClass, After: after, Upto: upto}
+	sel := store.Selection{Match: store.Match{Topic: f.Topic, ErrorClass: f.ErrorClass, PayoutID: f.PayoutID,
+		User: f.User, CorrelationID: f.CorrelationID, EventType: f.EventType}, After: after, Upto: upto}
 	if f.Since != nil {
 		sel.Since = *f.Since
 	}
@@ -110,10 +128,12 @@ type Job struct {
 	Status string
 	// Matched is how many open letters matched when the job started.
 	Matched int
-	// Replayed, Skipped (no longer open when reached) and Failed (not
-	// replayable) count the letters handled so far; Replayed+Failed never
-	// exceeds Max.
+	// Replayed (republished), Noop (resolved without publishing: the
+	// subject was already final), Skipped (no longer open when reached)
+	// and Failed (not replayable) count the letters handled so far;
+	// Replayed+Noop+Failed never exceeds Max.
 	Replayed   int
+	Noop       int
 	Skipped    int
 	Failed     int
 	LastError  *string
@@ -123,12 +143,12 @@ type Job struct {
 	FinishedAt *time.Time
 }
 
-func (j Job) remaining() int { return j.Max - j.Replayed - j.Failed }
+func (j Job) remaining() int { return j.Max - j.Replayed - j.Noop - j.Failed }
 
 func scanJob(row pgx.Row) (Job, error) {
 	var j Job
 	var filter []byte
-	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed,
+	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed, &j.Noop,
 		&j.Skipped, &j.Failed, &j.LastError, &j.CursorID, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
 	if err != nil {
 		return Job{}, err
@@ -262,4 +282,76 @@ func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, e
 		return Job{}, err
 	}
 	return job, nil
+}
+
+// Outcomes of a letter in a job besides store.OutcomeRepublished and
+// store.OutcomeNoop.
+const (
+	// JobLetterNotReplayable: the letter cannot be put back (Error says
+	// why); it stays open.
+	JobLetterNotReplayable = "not_replayable"
+	// JobLetterSkipped: someone resolved the letter before the job reached it.
+	JobLetterSkipped = "skipped"
+)
+
+// MaxJobLetters is the most letters JobLetters returns at once.
+const MaxJobLetters = 500
+
+// JobLetter is what a bulk replay did with one letter.
+type JobLetter struct {
+	DeadLetterID int64
+	Outcome      string
+	OutboxID     int64
+	SubjectState string
+	Error        string
+	At           time.Time
+}
+
+// JobLetters returns what job id did with its letters, in letter id order,
+// those after letter after, at most limit (1..MaxJobLetters). Errors:
+// ErrJobNotFound.
+func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) ([]JobLetter, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, sqlJobExists, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("get replay job %d: %w", id, err)
+	}
+	if !exists {
+		return nil, ErrJobNotFound
+	}
+	if limit < 1 || limit > MaxJobLetters {
+		limit = MaxJobLetters
+	}
+	rows, err := s.pool.Query(ctx, sqlJobLetters, id, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
+	}
+	letters, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (JobLetter, error) {
+		var l JobLetter
+		var outbox *int64
+		var state, msg *string
+		if err := row.Scan(&l.DeadLetterID, &l.Outcome, &outbox, &state, &msg, &l.At); err != nil {
+			return l, err
+		}
+		if outbox != nil {
+			l.OutboxID = *outbox
+		}
+		if state != nil {
+			l.SubjectState = *state
+		}
+		if msg != nil {
+			l.Error = *msg
+		}
+		return l, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
+	}
+	return letters, nil
+}
+
+func nonZero(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
 }

@@ -4,7 +4,7 @@ package replay
 // through package store.
 
 const jobColumns = `
-    id, actor, coalesce(reason, ''), filter, max, upto_id, status, matched, replayed, skipped,
+    id, actor, coalesce(reason, ''), filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at`
 
 const sqlInsertJob = `
@@ -41,7 +41,8 @@ RETURNING ` + jobColumns
 const sqlAdvance = `
 UPDATE replay_jobs
 SET replayed = replayed + $3, skipped = skipped + $4, failed = failed + $5,
-    last_error = coalesce($6, last_error), cursor_id = greatest(cursor_id, $7), locked_until = $8
+    last_error = coalesce($6, last_error), cursor_id = greatest(cursor_id, $7), locked_until = $8,
+    noop = noop + $9
 WHERE id = $1 AND status = 'running' AND locked_by = $2
 RETURNING ` + jobColumns
 
@@ -68,3 +69,33 @@ UPDATE replay_jobs
 SET status = 'cancelled', finished_at = $2, locked_by = NULL, locked_until = NULL
 WHERE id = $1 AND status IN ('queued', 'running')
 RETURNING ` + jobColumns
+
+// What a replay looks at to decide whether it would change anything (see
+// subject.go). Read without locks: the states that make a replay a no-op are
+// left only through PSP evidence, never through a replayed message.
+
+const sqlPayoutStatus = `SELECT status FROM payouts WHERE id = $1`
+
+const sqlCreditPosted = `
+SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND reference = $1)`
+
+// sqlEvidenceApplied finds the payout an outcome event was applied to, and
+// that payout's state now.
+const sqlEvidenceApplied = `
+SELECT p.status
+FROM payout_evidence e JOIN payouts p ON p.id = e.payout_id
+WHERE e.payout_id = $1 AND e.provider = $2 AND e.event_id = $3 AND e.verdict = 'applied'
+LIMIT 1`
+
+const sqlRecordJobLetter = `
+INSERT INTO replay_job_letters (job_id, dead_letter_id, outcome, outbox_id, subject_state, error, at)
+VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), $7)`
+
+const sqlJobLetters = `
+SELECT dead_letter_id, outcome, outbox_id, subject_state, error, at
+FROM replay_job_letters
+WHERE job_id = $1 AND dead_letter_id > $2
+ORDER BY dead_letter_id
+LIMIT $3`
+
+const sqlJobExists = `SELECT EXISTS (SELECT 1 FROM replay_jobs WHERE id = $1)`

@@ -84,10 +84,14 @@ func New(pool *pgxpool.Pool, st *store.Store, logger *slog.Logger, now func() ti
 	return &Service{pool: pool, store: st, logger: logger.With("component", "replay"), now: now, wake: make(chan struct{}, 1)}
 }
 
-// Replayed is the result of one replay.
+// Replayed is the result of one replay: what it did (Outcome,
+// store.OutcomeRepublished or store.OutcomeNoop), the outbox row of a
+// republished letter and the subject state that made a replay a no-op.
 type Replayed struct {
-	Letter   store.Summary
-	OutboxID int64
+	Letter       store.Summary
+	Outcome      string
+	OutboxID     int64
+	SubjectState string
 }
 
 // Replay puts letter id back through the pipeline on behalf of actor (the
@@ -106,9 +110,11 @@ func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (R
 	if err != nil {
 		return Replayed{}, err
 	}
-	s.notify()
-	s.logger.InfoContext(ctx, "dead letter replayed", "dead_letter_id", id, "outbox_id", out.OutboxID,
-		"topic", out.Letter.OriginalTopic, "actor", actor)
+	if out.Outcome == store.OutcomeRepublished {
+		s.notify()
+	}
+	s.logger.InfoContext(ctx, "dead letter replayed", "dead_letter_id", id, "outcome", out.Outcome,
+		"outbox_id", out.OutboxID, "subject_state", out.SubjectState, "topic", out.Letter.OriginalTopic, "actor", actor)
 	return out, nil
 }
 
@@ -127,16 +133,29 @@ func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reas
 	if err != nil {
 		return Replayed{}, err
 	}
-	outboxID, err := outbox.Insert(ctx, tx, msg)
-	if err != nil {
+	rp := store.Replay{Outcome: store.OutcomeRepublished}
+	if rp.SubjectState, err = noopState(ctx, tx, d); err != nil {
+		return Replayed{}, fmt.Errorf("replay dead letter %d: %w", id, err)
+	}
+	if rp.SubjectState != "" {
+		// Publishing it would change nothing (the consumer ignores it):
+		// say so, rather than let a republish look like a fix.
+		rp.Outcome = store.OutcomeNoop
+	} else if rp.OutboxID, err = outbox.Insert(ctx, tx, msg); err != nil {
 		return Replayed{}, fmt.Errorf("replay dead letter %d: %w", id, err)
 	}
 	now := s.now()
-	letter, err := store.MarkReplayed(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}, outboxID)
+	letter, err := store.MarkReplayed(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}, rp)
 	if err != nil {
 		return Replayed{}, err
 	}
-	detail := map[string]any{"outbox_id": outboxID, "replay_count": letter.ReplayCount, "topic": d.OriginalTopic}
+	detail := map[string]any{"outcome": rp.Outcome, "replay_count": letter.ReplayCount, "topic": d.OriginalTopic}
+	if rp.OutboxID != 0 {
+		detail["outbox_id"] = rp.OutboxID
+	}
+	if rp.SubjectState != "" {
+		detail["subject_state"] = rp.SubjectState
+	}
 	if jobID != 0 {
 		detail["replay_job_id"] = jobID
 	}
@@ -145,7 +164,7 @@ func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reas
 	if err != nil {
 		return Replayed{}, err
 	}
-	return Replayed{Letter: letter, OutboxID: outboxID}, nil
+	return Replayed{Letter: letter, Outcome: rp.Outcome, OutboxID: rp.OutboxID, SubjectState: rp.SubjectState}, nil
 }
 
 // Message is the outbox message that replays d (see the package doc for the

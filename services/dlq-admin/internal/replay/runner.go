@@ -141,7 +141,7 @@ func (r *Runner) runOne(ctx context.Context) (bool, error) {
 		r.fail(ctx, job, err)
 		return true, fmt.Errorf("replay job %d failed: %w", job.ID, err)
 	}
-	log.Info("replay job finished", "status", job.Status, "replayed", job.Replayed, "skipped", job.Skipped, "failed", job.Failed)
+	log.Info("replay job finished", "status", job.Status, "replayed", job.Replayed, "noop", job.Noop, "skipped", job.Skipped, "failed", job.Failed)
 	return true, nil
 }
 
@@ -220,23 +220,32 @@ func (r *Runner) work(ctx context.Context, job Job) (Job, error) {
 func (r *Runner) one(ctx context.Context, job Job, id int64) (Job, error) {
 	var out Job
 	err := database.InTx(ctx, r.svc.pool, func(tx pgx.Tx) error {
-		var replayed, skipped, failed int
+		var replayed, noop, skipped, failed int
 		var lastErr *string
-		_, err := r.svc.replayTx(ctx, tx, id, job.Actor, job.Reason, job.ID)
+		res, err := r.svc.replayTx(ctx, tx, id, job.Actor, job.Reason, job.ID)
+		letter := JobLetter{DeadLetterID: id, Outcome: res.Outcome, OutboxID: res.OutboxID, SubjectState: res.SubjectState}
 		switch {
+		case err == nil && res.Outcome == store.OutcomeNoop:
+			noop = 1
 		case err == nil:
 			replayed = 1
 		case errors.Is(err, ErrNotOpen), errors.Is(err, store.ErrNotFound):
 			skipped = 1 // resolved meanwhile by someone else
+			letter.Outcome = JobLetterSkipped
 		case errors.Is(err, ErrNotReplayable):
 			failed = 1
 			msg := fmt.Sprintf("dead letter %d: %v", id, err)
 			lastErr = &msg
+			letter.Outcome, letter.Error = JobLetterNotReplayable, err.Error()
 		default:
 			return err
 		}
 		now := r.svc.now()
-		out, err = scanJob(tx.QueryRow(ctx, sqlAdvance, job.ID, r.cfg.Owner, replayed, skipped, failed, lastErr, id, now.Add(r.cfg.Lease)))
+		if _, err := tx.Exec(ctx, sqlRecordJobLetter, job.ID, id, letter.Outcome, nonZero(letter.OutboxID),
+			letter.SubjectState, letter.Error, now); err != nil {
+			return fmt.Errorf("record replay job %d letter %d: %w", job.ID, id, err)
+		}
+		out, err = scanJob(tx.QueryRow(ctx, sqlAdvance, job.ID, r.cfg.Owner, replayed, skipped, failed, lastErr, id, now.Add(r.cfg.Lease), noop))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errLeaseLost // rolls the replay back
 		}

@@ -16,6 +16,19 @@
 // transaction committed after it can be missed by that one walk; the next
 // walk shows it.
 //
+// Every letter has a subject (migration 000009): payout_id, provider,
+// event_id, user_id, amount, currency and type read from its payload by
+// dead_letter_subject, a stored generated column computed once as the row is
+// written, so no writer (relay, ingest, the consumers) has to know about it
+// and a payload that is not a JSON object simply has the subject {}. The
+// list filters on it (payout_id) and on columns the letter already had
+// (partition_key for the user, correlation_id, event_type, which is the
+// record's event_type header: the PSP's own type on aegis.webhook.pending,
+// payout.requested on aegis.transactions), each through its own index; the
+// WHERE clause holds only the filters a request sets (queries.go), so the
+// planner can use them. Groups collapse ids and numbers out of the error
+// message (errorGroup) so that one failure of many payouts is one group.
+//
 // All SQL is in queries.go. Driver errors are translated here: pgx.ErrNoRows
 // becomes ErrNotFound.
 package store

@@ -24,9 +24,9 @@ const (
 	MaxLimit     = 500
 )
 
-// Filter selects dead letters. Zero values mean "any". It is the filter of
-// the list endpoint and, later, of bulk replay.
-type Filter struct {
+// Match selects dead letters: the filters of the list, the groups and the
+// bulk actions. Zero values mean "any".
+type Match struct {
 	// Topic is the original topic (aegis.transactions, not its .dlq).
 	Topic      string
 	Status     string
@@ -34,15 +34,32 @@ type Filter struct {
 	// Since and Until bound failed_at: Since <= failed_at < Until.
 	Since time.Time
 	Until time.Time
+	// PayoutID is the payout the letter is about (its payload's payout_id).
+	PayoutID string
+	// User is the letter's partition key: the wallet owner's user id.
+	User          string
+	CorrelationID string
+	// EventType is the record's event_type header as stored (a PSP's own
+	// event type on aegis.webhook.pending, payout.requested, ...).
+	EventType string
+}
+
+// Filter is a Match and a page of it: the list endpoint's query.
+type Filter struct {
+	Match
 	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
 	Limit int
 	// Cursor is the previous page's next cursor, "" for the first page.
 	Cursor string
 }
 
+// MaxFilterValue bounds a text filter: every value is an equality, and
+// nothing longer is worth an index lookup.
+const MaxFilterValue = 500
+
 // InvalidError is a filter value the store cannot use. Param is the name of
-// the filter (topic, status, error_class, since, until, limit, cursor) as the
-// API spells it, so callers can say which one was wrong.
+// the filter (topic, status, error_class, since, until, payout_id, user,
+// correlation_id, event_type, limit, cursor) as the API spells it, so callers can say which one was wrong.
 type InvalidError struct {
 	Param  string
 	Reason string
@@ -50,18 +67,34 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return e.Param + ": " + e.Reason }
 
-// Validate checks f and returns an *InvalidError naming the first bad value.
-func (f Filter) Validate() error {
-	switch f.Status {
+// Validate checks m and returns an *InvalidError naming the first bad value.
+func (m Match) Validate() error {
+	switch m.Status {
 	case "", StatusOpen, StatusReplayed, StatusDiscarded:
 	default:
 		return &InvalidError{Param: "status", Reason: "must be one of open, replayed, discarded"}
 	}
+	if !m.Since.IsZero() && !m.Until.IsZero() && !m.Since.Before(m.Until) {
+		return &InvalidError{Param: "until", Reason: "must be after since"}
+	}
+	for _, v := range []struct{ param, value string }{
+		{"topic", m.Topic}, {"error_class", m.ErrorClass}, {"payout_id", m.PayoutID}, {"user", m.User},
+		{"correlation_id", m.CorrelationID}, {"event_type", m.EventType},
+	} {
+		if len(v.value) > MaxFilterValue {
+			return &InvalidError{Param: v.param, Reason: fmt.Sprintf("must be at most %d characters", MaxFilterValue)}
+		}
+	}
+	return nil
+}
+
+// Validate checks f and returns an *InvalidError naming the first bad value.
+func (f Filter) Validate() error {
+	if err := f.Match.Validate(); err != nil {
+		return err
+	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
 		return &InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", MaxLimit)}
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return &InvalidError{Param: "until", Reason: "must be after since"}
 	}
 	if _, err := decodeCursor(f.Cursor); err != nil {
 		return err

@@ -34,11 +34,13 @@ const (
 	ActionReplay        = "replay"
 	ActionDiscard       = "discard"
 	ActionBulkReplay    = "bulk_replay"
+	ActionBulkDiscard   = "bulk_discard"
 	ActionReplayJobRun  = "replay_job_start"
 	ActionReplayJobStop = "replay_job_cancel"
 	ActionReconcile     = "reconcile"
 
 	TargetDeadLetter     = "dead_letter"
+	TargetDeadLetters    = "dead_letters"
 	TargetReplayJob      = "replay_job"
 	TargetReconciliation = "reconciliation"
 )
@@ -58,10 +60,33 @@ func Lock(ctx context.Context, tx pgx.Tx, id int64) (DeadLetter, error) {
 	return d, nil
 }
 
-// MarkReplayed resolves open letter id as replayed through outbox row
-// outboxID and returns its new state. The caller holds the lock (Lock).
-func MarkReplayed(ctx context.Context, tx pgx.Tx, id int64, r Resolution, outboxID int64) (Summary, error) {
-	return resolve(ctx, tx, "mark dead letter replayed", sqlMarkReplayed, id, r.By, r.At, r.Reason, outboxID)
+// Replay outcomes (dead_letters.replay_outcome).
+const (
+	// OutcomeRepublished: an outbox row carries the letter back to its topic.
+	OutcomeRepublished = "republished"
+	// OutcomeNoop: nothing was published, because the payout or event the
+	// letter is about was already final; the subject state says what it was.
+	OutcomeNoop = "noop"
+)
+
+// Replay is what a replay did: its outcome, the outbox row that carries a
+// republished letter (0 for a no-op) and, for a no-op, the state of the
+// subject that made it one.
+type Replay struct {
+	Outcome      string
+	OutboxID     int64
+	SubjectState string
+}
+
+// MarkReplayed resolves open letter id as replayed with what the replay did
+// and returns its new state. The caller holds the lock (Lock).
+func MarkReplayed(ctx context.Context, tx pgx.Tx, id int64, r Resolution, rp Replay) (Summary, error) {
+	var outboxID *int64
+	if rp.OutboxID != 0 {
+		outboxID = &rp.OutboxID
+	}
+	return resolve(ctx, tx, "mark dead letter replayed", sqlMarkReplayed, id, r.By, r.At, r.Reason, outboxID,
+		rp.Outcome, rp.SubjectState)
 }
 
 // MarkDiscarded resolves open letter id as discarded and returns its new
@@ -107,21 +132,20 @@ func Audit(ctx context.Context, tx pgx.Tx, e AuditEntry) error {
 // ID formats a row id for audit_log.target_id.
 func ID(id int64) string { return strconv.FormatInt(id, 10) }
 
-// Selection is the part of a Filter bulk replay uses, with the id range:
-// open letters with after < id <= upto.
+// Selection is what bulk replay and bulk discard act on: the open letters
+// with After < id <= Upto that match Match (its Status is ignored: only open
+// letters are selected) and, when IDs is set, are among them.
 type Selection struct {
-	Topic      string
-	ErrorClass string
-	Since      time.Time
-	Until      time.Time
-	After      int64
-	Upto       int64
+	Match
+	After int64
+	Upto  int64
+	IDs   []int64
 }
 
 // OpenIDs returns up to limit ids of open letters in sel, oldest first.
 func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, sqlOpenIDs, sel.After, sel.Upto, sel.Topic, sel.ErrorClass,
-		optionalTime(sel.Since), optionalTime(sel.Until), limit)
+	sql, args := openIDsQuery(sel, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select open dead letters: %w", err)
 	}
@@ -146,12 +170,41 @@ type Querier interface {
 // pool).
 func CountOpen(ctx context.Context, q Querier, sel Selection) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, sqlCountOpen, sel.After, sel.Upto, sel.Topic, sel.ErrorClass,
-		optionalTime(sel.Since), optionalTime(sel.Until)).Scan(&n)
-	if err != nil {
+	sql, args := openQuery("count(*)", sel)
+	if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count open dead letters: %w", err)
 	}
 	return n, nil
+}
+
+// LockOpen locks up to limit open letters of sel within tx, oldest first,
+// and returns their ids; they stay locked until tx ends.
+func LockOpen(ctx context.Context, tx pgx.Tx, sel Selection, limit int) ([]int64, error) {
+	sql, args := lockOpenQuery(sel, limit)
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock open dead letters: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("lock open dead letters: %w", err)
+	}
+	return ids, nil
+}
+
+// DiscardMany resolves the open letters ids (locked by the caller, LockOpen)
+// as discarded, and writes one audit_log row per letter, within tx. It
+// returns the ids it discarded.
+func DiscardMany(ctx context.Context, tx pgx.Tx, ids []int64, r Resolution) ([]int64, error) {
+	rows, err := tx.Query(ctx, sqlDiscardMany, ids, r.By, r.At, r.Reason, ActionDiscard, TargetDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("discard dead letters: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("discard dead letters: %w", err)
+	}
+	return done, nil
 }
 
 // MaxID is the highest letter id so far (0 when there is none).

@@ -41,6 +41,29 @@ type Summary struct {
 	ResolutionReason  *string
 	CreatedAt         time.Time
 	PayloadBytes      int
+	// Subject is what the letter is about, read from its payload when it
+	// was stored (migration 000009).
+	Subject Subject
+	// ReplayOutcome is OutcomeRepublished or OutcomeNoop once replayed.
+	ReplayOutcome *string
+	// ReplaySubjectState is the payout's state (or the event's) that made a
+	// replay a no-op.
+	ReplaySubjectState *string
+}
+
+// Subject is the payout or PSP event a letter is about, as its payload
+// names it. Fields the payload does not have are empty.
+type Subject struct {
+	PayoutID string `json:"payout_id,omitempty"`
+	// Provider and EventID identify a PSP event (webhook_events).
+	Provider string `json:"provider,omitempty"`
+	EventID  string `json:"event_id,omitempty"`
+	UserID   string `json:"user_id,omitempty"`
+	// Amount is in minor units; nil when the payload has no numeric amount.
+	Amount   *int64 `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// Type is a PSP event's own type (the payload's "type").
+	Type string `json:"type,omitempty"`
 }
 
 // DeadLetter is one stored dead letter, exactly as stored: nothing is
@@ -52,6 +75,24 @@ type DeadLetter struct {
 	Headers json.RawMessage
 	// RetryHistory is the stored JSON array of attempts (pkg/dlq.Attempt).
 	RetryHistory json.RawMessage
+	// FailedAgainAs are the letters a replay of this one became, oldest
+	// first (Get only).
+	FailedAgainAs []int64
+}
+
+// Group is the open letters (or those of a filter) sharing an error class
+// and normalised error message.
+type Group struct {
+	ErrorClass string
+	// Message is the error with ids and numbers replaced by <id> and <n>.
+	Message string
+	Count   int64
+	Oldest  time.Time
+	Newest  time.Time
+	// SampleID is the group's newest letter, SampleError its error as is.
+	SampleID    int64
+	SampleError string
+	Topics      []string
 }
 
 // Stats is the depth of the dead-letter store at one moment.
@@ -91,8 +132,8 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Summary, string, error) {
 	limit := f.limit()
 	// One row more than asked tells whether another page exists without a
 	// second query.
-	rows, err := s.pool.Query(ctx, sqlList, below, f.Topic, f.Status, f.ErrorClass,
-		optionalTime(f.Since), optionalTime(f.Until), limit+1)
+	sql, args := listQuery(f.Match, below, limit+1)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list dead letters: %w", err)
 	}
@@ -123,7 +164,42 @@ func (s *Store) Get(ctx context.Context, id int64) (DeadLetter, error) {
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
 	}
+	if d.Status != StatusReplayed {
+		return d, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlFailedAgain, id)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: letters its replay became: %w", id, err)
+	}
+	if d.FailedAgainAs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: letters its replay became: %w", id, err)
+	}
 	return d, nil
+}
+
+// MaxGroups is the most groups Groups returns.
+const MaxGroups = 200
+
+// Groups groups the letters matching m by error class and normalised error
+// message, biggest first, at most MaxGroups.
+func (s *Store) Groups(ctx context.Context, m Match) ([]Group, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	sql, args := groupsQuery(m, MaxGroups)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("group dead letters: %w", err)
+	}
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Group, error) {
+		var g Group
+		err := row.Scan(&g.ErrorClass, &g.Message, &g.Count, &g.Oldest, &g.Newest, &g.SampleID, &g.SampleError, &g.Topics)
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group dead letters: %w", err)
+	}
+	return groups, nil
 }
 
 // Stats counts letters by original topic and status and measures the age of
@@ -184,6 +260,7 @@ func (sm *Summary) fields() []any {
 		&sm.Error, &sm.ErrorClass, &sm.RetryCount, &sm.FirstFailureAt, &sm.FailedAt, &sm.CorrelationID,
 		&sm.Status, &sm.ReplayCount, &sm.ReplayOutboxID, &sm.ResolvedBy, &sm.ResolvedAt,
 		&sm.ResolutionReason, &sm.CreatedAt, &sm.PayloadBytes,
+		&sm.Subject, &sm.ReplayOutcome, &sm.ReplaySubjectState,
 	}
 }
 

@@ -95,23 +95,23 @@ func TestListFiltersNewestFirst(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		filter store.Filter
+		filter store.Match
 		want   []int64
 	}{
-		{"no filter", store.Filter{}, []int64{id[4], id[3], id[2], id[1], id[0]}},
-		{"topic", store.Filter{Topic: kafkax.TopicTransactions}, []int64{id[4], id[2], id[0]}},
-		{"status", store.Filter{Status: store.StatusOpen}, []int64{id[4], id[1], id[0]}},
-		{"error class", store.Filter{ErrorClass: "transient"}, []int64{id[2], id[1]}},
-		{"since is inclusive", store.Filter{Since: t0.Add(1 * time.Hour)}, []int64{id[4], id[3], id[2], id[1]}},
-		{"until is exclusive", store.Filter{Until: t0.Add(2 * time.Hour)}, []int64{id[1], id[0]}},
-		{"since and until", store.Filter{Since: t0.Add(30 * time.Minute), Until: t0.Add(3 * time.Hour)}, []int64{id[2], id[1]}},
-		{"topic and status", store.Filter{Topic: kafkax.TopicTransactions, Status: store.StatusOpen}, []int64{id[4], id[0]}},
-		{"nothing matches", store.Filter{Topic: "aegis.nope"}, []int64{}},
+		{"no filter", store.Match{}, []int64{id[4], id[3], id[2], id[1], id[0]}},
+		{"topic", store.Match{Topic: kafkax.TopicTransactions}, []int64{id[4], id[2], id[0]}},
+		{"status", store.Match{Status: store.StatusOpen}, []int64{id[4], id[1], id[0]}},
+		{"error class", store.Match{ErrorClass: "transient"}, []int64{id[2], id[1]}},
+		{"since is inclusive", store.Match{Since: t0.Add(1 * time.Hour)}, []int64{id[4], id[3], id[2], id[1]}},
+		{"until is exclusive", store.Match{Until: t0.Add(2 * time.Hour)}, []int64{id[1], id[0]}},
+		{"since and until", store.Match{Since: t0.Add(30 * time.Minute), Until: t0.Add(3 * time.Hour)}, []int64{id[2], id[1]}},
+		{"topic and status", store.Match{Topic: kafkax.TopicTransactions, Status: store.StatusOpen}, []int64{id[4], id[0]}},
+		{"nothing matches", store.Match{Topic: "aegis.nope"}, []int64{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			items, next, err := b.store.List(context.Background(), tc.filter)
+			items, next, err := b.store.List(context.Background(), store.Filter{Match: tc.filter})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, ids(items))
 			require.Empty(t, next)
@@ -145,7 +145,7 @@ func TestListPagesWalkEveryRowOnceWhileRowsArrive(t *testing.T) {
 
 	// A filtered walk that ends exactly on a page boundary has no empty
 	// last page.
-	items, next, err := b.store.List(ctx, store.Filter{Status: store.StatusOpen, Topic: kafkax.TopicWebhookPending, Limit: 1})
+	items, next, err := b.store.List(ctx, store.Filter{Match: store.Match{Status: store.StatusOpen, Topic: kafkax.TopicWebhookPending}, Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, []int64{seeded[1]}, ids(items))
 	require.Empty(t, next)
@@ -158,12 +158,12 @@ func TestListRejectsBadFilters(t *testing.T) {
 		filter store.Filter
 		param  string
 	}{
-		{store.Filter{Status: "pending"}, "status"},
+		{store.Filter{Match: store.Match{Status: "pending"}}, "status"},
 		{store.Filter{Limit: store.MaxLimit + 1}, "limit"},
 		{store.Filter{Limit: -1}, "limit"},
 		{store.Filter{Cursor: "not a cursor"}, "cursor"},
 		{store.Filter{Cursor: "LTE"}, "cursor"}, // base64 of "-1"
-		{store.Filter{Since: t0, Until: t0}, "until"},
+		{store.Filter{Match: store.Match{Since: t0, Until: t0}}, "until"},
 	}
 	for _, tc := range cases {
 		_, _, err := b.store.List(context.Background(), tc.filter)

@@ -102,6 +102,7 @@ func TestUnknownThenRefusedNeedsReviewWhenThePSPCannotConfirm(t *testing.T) {
 	pid := w.createPayout(700, "ba_1", "stripe")
 	w.requestPayout(pid, 700, "stripe")
 	w.waitStatus(pid, payout.Retrying)
+	w.passSettleWindow() // the first attempt's timeout could still execute until then
 	w.relay(kafkax.TopicTransactions)
 	p := w.waitStatus(pid, payout.NeedsReview, payout.Finalized)
 	require.Equal(t, []string{"create:unknown", "lookup:not_found", "create:refused", "lookup:unknown"}, w.attempts(pid))
@@ -123,6 +124,7 @@ func TestUnknownThenRefusedReleasesOnlyAfterThePSPConfirmsNothingExists(t *testi
 	pid := w.createPayout(700, "ba_1", "stripe")
 	w.requestPayout(pid, 700, "stripe")
 	w.waitStatus(pid, payout.Retrying)
+	w.passSettleWindow() // the first attempt's timeout could still execute until then
 	w.relay(kafkax.TopicTransactions)
 	w.waitStatus(pid, payout.Finalized)
 	require.EqualValues(t, 5000, w.balance())
@@ -183,6 +185,7 @@ func TestReplayOfANeedsReviewPayoutWithNothingAtThePSPSendsUnderANewKey(t *testi
 	w.requestPayout(pid, 600, "stripe")
 	w.waitStatus(pid, payout.NeedsReview)
 	require.Empty(t, w.psp.Objects(t, pid))
+	w.passSettleWindow()
 
 	b, _ := json.Marshal(event.PayoutRequested{PayoutID: pid, UserID: w.user, Amount: 600, Currency: "usd", Provider: "stripe"})
 	w.produce(kafkax.TopicTransactions, w.user, "payout:"+pid+":request:replay:1:1", b)
@@ -286,4 +289,49 @@ func TestPaystackLostAnswerIsVerifiedAndItsEventsCrossChecked(t *testing.T) {
 	w.publishOutcome(real)
 	w.waitStatus(pid, payout.Finalized)
 	require.EqualValues(t, 5000, w.balance(), "the PSP's own failure gives the hold back")
+}
+
+// A forged-but-signed outcome event (wrong amount) dated after the genuine
+// one changes nothing and does not make the genuine event, dated earlier,
+// look stale: the genuine one finishes the payout. The envelope's stale
+// flag, which webhook-api used to set from every event it had seen
+// (forged ones included), is not trusted: order is judged against the
+// events applied to the payout.
+func TestForgedEventDatedAheadDoesNotMakeTheGenuineOneStale(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action  event.Action
+		status  string
+		balance int64
+		ledger  string
+	}{
+		{event.ActionPayoutPaid, payout.Succeeded, 3500, "payout_settle"},
+		{event.ActionPayoutFailed, payout.Finalized, 5000, "payout_release"},
+	} {
+		t.Run(string(tc.action), func(t *testing.T) {
+			t.Parallel()
+			w := setup(t, options{})
+			w.fundWallet(5000)
+			pid := w.createPayout(1500, "ba_1", "stripe")
+			w.requestPayout(pid, 1500, "stripe")
+			w.waitStatus(pid, payout.Awaiting)
+			now := time.Now()
+
+			forged := w.outcomeEvent("evt_forged_ahead", pid, event.ActionPayoutPaid, now.Add(time.Minute))
+			forged.Amount = 150000
+			w.publishOutcome(forged)
+			w.waitProcessed(forged.MessageID())
+			require.Equal(t, payout.Awaiting, w.payout(pid).Status)
+
+			genuine := w.outcomeEvent("evt_genuine_behind", pid, tc.action, now)
+			genuine.Stale = true // as webhook-api flagged it, counting the forged event
+			w.publishOutcome(genuine)
+			w.waitStatus(pid, tc.status)
+			require.EqualValues(t, tc.balance, w.balance())
+			require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = $1 AND reference = $2`, tc.ledger, pid))
+			require.Equal(t, 1, w.count(`SELECT count(*) FROM payout_evidence WHERE payout_id = $1 AND verdict = 'outcome_mismatch'`, pid))
+			require.Equal(t, 1, w.count(`SELECT count(*) FROM payout_evidence WHERE payout_id = $1 AND verdict = 'applied' AND event_id = $2`,
+				pid, genuine.EventID))
+		})
+	}
 }

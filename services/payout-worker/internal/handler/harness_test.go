@@ -54,7 +54,25 @@ type world struct {
 	psp         *psptest.StandIn
 	pspProxy    *pspProxy
 	user        string
+	// clock is the payout processor's clock; settleWindow its
+	// PSP_SETTLE_WINDOW.
+	clock        *clock
+	settleWindow time.Duration
 }
+
+// clock is the time the processor sees: the wall clock, moved forward by
+// the test (to pass the settle window without waiting for it).
+type clock struct{ ahead atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *clock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// offset is how far the processor's clock is ahead of the wall clock.
+func (c *clock) offset() time.Duration { return time.Duration(c.ahead.Load()) }
+
+// passSettleWindow moves the processor's clock past the settle window, so
+// that a lookup that finds nothing proves the PSP has nothing.
+func (w *world) passSettleWindow() { w.clock.advance(w.settleWindow + time.Second) }
 
 // pspProxy stands between the worker and the PSP stand-in and can make the
 // PSP unable to answer lookups (list payouts/transfers, Paystack verify).
@@ -93,6 +111,9 @@ type options struct {
 	callTimeout     time.Duration
 	// idempotencyWindow defaults to 23h.
 	idempotencyWindow time.Duration
+	// settleWindow defaults to a minute: tests that need it passed say so
+	// (passSettleWindow).
+	settleWindow time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -115,8 +136,11 @@ func setup(t *testing.T, o options) *world {
 	if o.callTimeout == 0 {
 		o.callTimeout = 5 * time.Second
 	}
+	if o.settleWindow == 0 {
+		o.settleWindow = time.Minute
+	}
 	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, nil),
-		user: "user-" + logging.NewCorrelationID()[:8]}
+		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow}
 	w.producer = kafkatest.NewClient(t, w.kafka)
 	w.pspProxy = newPSPProxy(t, w.psp.URL)
 
@@ -155,7 +179,8 @@ func setup(t *testing.T, o options) *world {
 	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
-	}, logger, payout.NewMetrics(reg), alerts, time.Now)
+		SettleWindow: o.settleWindow,
+	}, logger, payout.NewMetrics(reg), alerts, w.clock.now)
 	require.NoError(t, err)
 	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, noNotify{}, time.Now)
 

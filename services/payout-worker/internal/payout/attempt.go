@@ -36,7 +36,33 @@ type attemptResult struct {
 	// the PSP has no object for the payout (so an earlier unknown outcome
 	// did not pay).
 	confirmedAbsent bool
-	requests        []pspRequest
+	// unsettled: a lookup found nothing, but the last request whose outcome
+	// is unknown was sent less than the settle window ago; the PSP may
+	// still be executing it, so the absence is not confirmed yet.
+	unsettled bool
+	// sentAt is when the create was sent.
+	sentAt   time.Time
+	requests []pspRequest
+}
+
+// ClassSettling is the class of a payout deferred because the PSP may
+// still be executing a request whose outcome is unknown.
+const ClassSettling errclass.Class = "psp_settling"
+
+// settleAt is when a lookup that finds nothing starts to prove that the
+// PSP has no object for the payout: the settle window after the last
+// request whose outcome is unknown was sent (zero if there was none).
+func (pr *Processor) settleAt(p *Payout) time.Time {
+	if p.LastUnknownAt == nil {
+		return time.Time{}
+	}
+	return p.LastUnknownAt.Add(pr.cfg.SettleWindow)
+}
+
+// settled reports whether the PSP has had time to finish every request for
+// the payout whose outcome is unknown.
+func (pr *Processor) settled(p *Payout) bool {
+	return !pr.now().Before(pr.settleAt(p))
 }
 
 // needsLookup says whether the attempt must look the payout up before
@@ -68,6 +94,11 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 		case err == nil:
 			a.res, a.adopted = res, true
 			return a
+		case errors.Is(err, psp.ErrNotFound) && !pr.settled(p):
+			// A slow create whose answer we lost may not have executed
+			// yet: a new key now could make a second object.
+			a.unsettled = true
+			return a
 		case errors.Is(err, psp.ErrNotFound):
 			key = psp.AttemptKey(id, psp.KeyGeneration(id, key)+1)
 			a.newKey = key
@@ -76,6 +107,7 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 			return a
 		}
 	}
+	a.sentAt = pr.now()
 	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
 	res, err := client.CreatePayout(callCtx, psp.Request{PayoutID: id, Amount: p.Amount, Currency: p.Currency,
 		Destination: p.Destination, IdempotencyKey: key})
@@ -94,8 +126,11 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 		switch {
 		case lerr == nil:
 			a.res, a.err, a.adopted = found, nil, true
-		case errors.Is(lerr, psp.ErrNotFound):
+		case errors.Is(lerr, psp.ErrNotFound) && pr.settled(p):
 			a.confirmedAbsent = true
+		case errors.Is(lerr, psp.ErrNotFound):
+			// The unknown request may still pay: do not release yet.
+			a.unsettled = true
 		}
 	}
 	return a
@@ -159,6 +194,10 @@ func (a attemptResult) learn(p *Payout, now time.Time) {
 		}
 		if psp.OutcomeUnknown(a.err) {
 			p.OutcomeUnknown = true
+			if p.LastUnknownAt == nil || a.sentAt.After(*p.LastUnknownAt) {
+				t := a.sentAt
+				p.LastUnknownAt = &t
+			}
 		}
 		p.LookupNeeded = a.err != nil && (psp.OutcomeUnknown(a.err) || psp.ServerError(a.err))
 	}

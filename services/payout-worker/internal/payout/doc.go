@@ -34,9 +34,15 @@
 // PSP confirms there is nothing is the payout sent again, under a new
 // attempt-scoped key. Every create (with its key) and every lookup is
 // recorded in payout_attempts, so no key is ever used for two objects.
-// The race this leaves open: a request the PSP is still executing when the
-// lookup runs. The backoff between attempts (seconds) is what makes it
-// unlikely; a confirmed absence after a definite failure is looked up again.
+// A lookup that finds nothing proves nothing while a request whose outcome
+// is unknown may still be executing at the PSP (a slow create whose answer
+// we lost): a new key then would make a second object, and a release after
+// a refusal would let the slow request pay money no longer held. So an
+// absence counts only once Config.SettleWindow (PSP_SETTLE_WINDOW, longer
+// than the call timeout) has passed since the last such request was sent
+// (payouts.last_unknown_at). Before that the payout is deferred (RETRYING,
+// class psp_settling) to the end of the window without sending, releasing
+// or spending an attempt, and looked up again; what appeared is adopted.
 //
 // PSP outcome webhooks (payout.paid/failed, transfer.success/failed/reversed)
 // are evidence, not commands (finalize.go): one changes its payout only when
@@ -46,9 +52,12 @@
 // class outcome_mismatch and alerted on. Every outcome event about a payout
 // is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each
 // payout keeps the time of the latest PSP event applied; an older event
-// arriving late is recorded and ignored. A payout the PSP paid after its
-// hold was released waits in NEEDS_REVIEW for a person: neither a replay
-// nor another paid event settles a hold that is gone.
+// arriving late is recorded and ignored. That order is judged here only:
+// webhook-api cannot tell a genuine event from a mismatched one, and
+// counting a forged event dated ahead would make the genuine one look stale
+// (the envelope's stale flag is therefore ignored). A payout the PSP paid
+// after its hold was released waits in NEEDS_REVIEW for a person: neither
+// a replay nor another paid event settles a hold that is gone.
 // Every transition and attempt is appended to payout_transitions.
 //
 // Replays: dlq-admin replays a dead-lettered command under a new message id

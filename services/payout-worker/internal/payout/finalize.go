@@ -17,7 +17,8 @@ import (
 
 // Finalize applies a PSP outcome event (payout.paid, payout.failed,
 // transfer.success/failed/reversed) to its payout. An event older than the
-// latest one applied to the payout is stale and changes nothing.
+// latest one applied to the payout is stale and changes nothing; events
+// that did not match the payout do not count.
 func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PSPEvent) error {
 	if e.Currency != "" {
 		// Best effort: a posting whose accounts are not cached creates them
@@ -54,7 +55,12 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			return pr.deadLetter(ctx, tx, m, fmt.Errorf("%s: %s %s %s does not match payout %s: %s", ClassOutcomeMismatch,
 				e.Provider, e.Type, e.EventID, p.ID, mismatch), ClassOutcomeMismatch, nil)
 		}
-		if e.Stale || p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
+		// Order is judged here, against the latest event applied to the
+		// payout, never on the envelope's stale flag: webhook-api set it
+		// (before issue 15's fix) from every event it had seen, including
+		// ones refused above, so a forged event dated ahead could make every
+		// genuine one look stale.
+		if p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,
 				"event_at", e.OccurredAt)
 			ev.verdict = verdictStale

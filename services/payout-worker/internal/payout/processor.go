@@ -41,6 +41,12 @@ type Config struct {
 	// (Stripe: 24h; PSP_IDEMPOTENCY_WINDOW, default 23h). A payout whose
 	// first attempt is older is looked up before it is sent again.
 	IdempotencyWindow time.Duration
+	// SettleWindow is how long after sending a request whose outcome is
+	// unknown the PSP may still execute it (PSP_SETTLE_WINDOW, default 2m;
+	// it must exceed CallTimeout). Until it has passed, a lookup that finds
+	// nothing proves nothing: the payout is looked up again later instead
+	// of being sent under a new key or given its hold back.
+	SettleWindow time.Duration
 	// StripeLivemode is true for a live Stripe key (sk_live_, rk_live_):
 	// Stripe outcome events of the other mode are not evidence.
 	StripeLivemode bool
@@ -60,6 +66,10 @@ func (c Config) Validate() error {
 	}
 	if c.IdempotencyWindow <= 0 {
 		errs = append(errs, errors.New("PSP_IDEMPOTENCY_WINDOW must be positive"))
+	}
+	if c.SettleWindow <= c.CallTimeout {
+		errs = append(errs, fmt.Errorf("PSP_SETTLE_WINDOW (%s) must exceed PSP_CALL_TIMEOUT (%s): a request we stopped "+
+			"waiting for may still be executing at the PSP", c.SettleWindow, c.CallTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -238,6 +248,25 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 	unknownBefore := p.OutcomeUnknown
 	a.learn(p, now)
 	switch {
+	case a.unsettled:
+		// The PSP has no object for the payout yet, but a request whose
+		// outcome we did not learn may still be executing there: nothing
+		// is sent and nothing given back until it has had time to finish.
+		// A refused create (after which the absence was to release the
+		// hold) was an attempt; the lookup alone is not.
+		if a.created {
+			p.Attempts++
+		}
+		p.LookupNeeded = true
+		at := pr.settleAt(p)
+		cause := fmt.Errorf("the PSP has no object for the payout yet, but the request sent at %s whose outcome is "+
+			"unknown may still be executing there; looked up again from %s", p.LastUnknownAt.UTC().Format(time.RFC3339Nano),
+			at.UTC().Format(time.RFC3339Nano))
+		if callErr != nil {
+			cause = fmt.Errorf("%w (this attempt: %v)", cause, callErr)
+		}
+		return pr.retry(ctx, tx, p, cause, ClassSettling, at)
+
 	case callErr == nil && a.adopted && (a.res.Amount != 0 && a.res.Amount != p.Amount ||
 		a.res.Currency != "" && !strings.EqualFold(a.res.Currency, p.Currency)):
 		// The PSP's object for this payout is not what we asked for: a

@@ -16,7 +16,7 @@ import (
 const sqlLoad = `
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
        coalesce(psp_reference, ''), psp_updated_at, correlation_id,
-       outcome_unknown, lookup_needed, coalesce(psp_key, ''), first_attempt_at, created_at
+       outcome_unknown, lookup_needed, coalesce(psp_key, ''), first_attempt_at, last_unknown_at, created_at
 FROM payouts WHERE id = $1
 FOR UPDATE`
 
@@ -24,7 +24,8 @@ const sqlUpdate = `
 UPDATE payouts
 SET status = $2, attempts = $3, psp_reference = nullif($4, ''), psp_status = coalesce(nullif($5, ''), psp_status),
     psp_updated_at = $6, last_error = nullif($7, ''), error_class = nullif($8, ''), updated_at = now(),
-    outcome_unknown = $9, lookup_needed = $10, psp_key = nullif($11, ''), first_attempt_at = $12
+    outcome_unknown = $9, lookup_needed = $10, psp_key = nullif($11, ''), first_attempt_at = $12,
+    last_unknown_at = $13
 WHERE id = $1`
 
 const sqlTransition = `
@@ -70,7 +71,10 @@ type Payout struct {
 	// PSPKey is the Idempotency-Key of the next create ("" = the first key).
 	PSPKey         string
 	FirstAttemptAt *time.Time
-	CreatedAt      time.Time
+	// LastUnknownAt is when the latest create whose outcome is unknown was
+	// sent: the settle window runs from it.
+	LastUnknownAt *time.Time
+	CreatedAt     time.Time
 }
 
 func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
@@ -81,7 +85,7 @@ func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
 	p := &Payout{}
 	err = tx.QueryRow(ctx, sqlLoad, pid).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
 		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID,
-		&p.OutcomeUnknown, &p.LookupNeeded, &p.PSPKey, &p.FirstAttemptAt, &p.CreatedAt)
+		&p.OutcomeUnknown, &p.LookupNeeded, &p.PSPKey, &p.FirstAttemptAt, &p.LastUnknownAt, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownPayout, id)
 	}
@@ -123,7 +127,7 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 		}
 	}
 	if _, err := tx.Exec(ctx, sqlUpdate, p.ID, p.Status, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
-		p.LastError, p.ErrorClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt); err != nil {
+		p.LastError, p.ErrorClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt, p.LastUnknownAt); err != nil {
 		return 0, fmt.Errorf("update payout %s: %w", p.ID, err)
 	}
 	return last, nil

@@ -462,28 +462,60 @@ func payoutEvent(eventID, typ, payoutObject string, created time.Time) []byte {
 		eventID, created.Unix(), typ, payoutObject, strings.TrimPrefix(typ, "payout.")))
 }
 
-func TestOutOfOrderEventsAreStoredButMarkedStale(t *testing.T) {
+// Payout outcome events are not judged stale at the front door: webhook-api
+// cannot tell a genuine event from a signed one that does not match its
+// payout (the worker refuses those), and a forged one dated ahead would make
+// the genuine event that follows look stale, its payout stuck in
+// AWAITING_RESPONSE. Every one is accepted and published unflagged; the
+// worker orders them against the events it applied.
+func TestPayoutOutcomesAreNeverMarkedStaleAtTheFrontDoor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	now := time.Now()
-	failed := payoutEvent("evt_failed", "payout.failed", "po_9", now)
+	forged := bytes.Replace(payoutEvent("evt_forged", "payout.paid", "po_9", now.Add(time.Minute)),
+		[]byte(`"amount":700`), []byte(`"amount":1`), 1)
+	genuine := payoutEvent("evt_failed", "payout.failed", "po_9", now)
 	oldPaid := payoutEvent("evt_paid_retry", "payout.paid", "po_9", now.Add(-time.Hour))
 
-	a := post(t, b.url+"/webhooks/stripe", failed, stripeHeaders(failed, stripeSecret, time.Now()))
-	require.Equal(t, "accepted", a.body["status"])
-	// An older event about the same payout, delivered late (a PSP retry).
-	a = post(t, b.url+"/webhooks/stripe", oldPaid, stripeHeaders(oldPaid, stripeSecret, time.Now()))
+	for _, body := range [][]byte{forged, genuine, oldPaid} {
+		a := post(t, b.url+"/webhooks/stripe", body, stripeHeaders(body, stripeSecret, time.Now()))
+		require.Equal(t, 200, a.status, a.body)
+		require.Equal(t, "accepted", a.body["status"], "%s", body)
+	}
+	var stale int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM transaction_outbox WHERE (payload->>'stale')::bool`).Scan(&stale))
+	require.Zero(t, stale, "the worker decides what is stale, on the events it applied")
+	var published, tracked int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM transaction_outbox WHERE payload->>'reference' = 'po_9'`).Scan(&published))
+	require.Equal(t, 3, published)
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM psp_objects WHERE provider = 'stripe' AND object_id = 'po_9'`).Scan(&tracked))
+	require.Zero(t, tracked, "payout objects are not tracked by ingest")
+}
+
+// Credits (and events we do not act on) are still ordered at the front
+// door: an older event about a payment is stored, published flagged stale
+// and answered "stale".
+func TestOutOfOrderPaymentEventsAreStoredButMarkedStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	event := func(id string, at time.Time) []byte {
+		return []byte(fmt.Sprintf(`{"id":%q,"object":"event","created":%d,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_9","object":"payment_intent","amount":100,"amount_received":100,"currency":"usd","status":"succeeded","metadata":{"user_id":"user-1"}}}}`,
+			id, at.Unix()))
+	}
+	newer, older := event("evt_pi_new", now), event("evt_pi_old", now.Add(-time.Hour))
+	a := post(t, b.url+"/webhooks/stripe", newer, stripeHeaders(newer, stripeSecret, time.Now()))
+	require.Equal(t, "accepted", a.body["status"], a.body)
+	a = post(t, b.url+"/webhooks/stripe", older, stripeHeaders(older, stripeSecret, time.Now()))
 	require.Equal(t, 200, a.status, "a stale event is acknowledged, never retried forever")
 	require.Equal(t, "stale", a.body["status"])
-
-	var stale bool
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		`SELECT (payload->>'stale')::bool FROM transaction_outbox WHERE payload->>'event_id' = 'evt_paid_retry'`).Scan(&stale))
-	require.True(t, stale, "the worker is told the event is stale")
 	var latest string
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		`SELECT event_id FROM psp_objects WHERE provider = 'stripe' AND object_id = 'po_9'`).Scan(&latest))
-	require.Equal(t, "evt_failed", latest, "the object's latest state is the newest event")
+		`SELECT event_id FROM psp_objects WHERE provider = 'stripe' AND object_id = 'pi_9'`).Scan(&latest))
+	require.Equal(t, "evt_pi_new", latest, "the object's latest state is the newest event")
 }
 
 // TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes: many webhooks

@@ -31,9 +31,14 @@
 //
 // Stale events. psp_objects keeps the newest occurred_at seen per PSP
 // object; an event older than that is stored and published for the record,
-// answered "stale" and, for payout outcomes, flagged stale in its envelope so
-// the worker changes nothing. Within one group the newest event of an object
-// wins, as it would one transaction apart.
+// answered "stale" and flagged stale in its envelope. Within one group the
+// newest event of an object wins, as it would one transaction apart.
+// Payout outcomes (payout.paid/failed, transfer.*) are not tracked there
+// and never answered stale: ingest cannot tell a genuine event from a
+// signed one that does not match its payout, which the worker refuses, and
+// one such event dated ahead would make the genuine one that follows look
+// stale forever. The worker orders them against the latest event it
+// applied to the payout.
 //
 // Group commit. A Committer gathers the webhooks that arrive while the
 // previous group is committing into one transaction (credits and events we

@@ -23,6 +23,8 @@ import (
 // sqlInsertEvent stores the event and, in the same statement, records its
 // object's latest seen time in psp_objects: the upsert only applies when the
 // event is at least as new as what was seen, so no row back means stale.
+// $12 is false for payout outcomes, which psp_objects does not track: their
+// order is the worker's to judge, on the events it applied.
 const sqlInsertEvent = `
 WITH ev AS (
     INSERT INTO webhook_events
@@ -32,7 +34,7 @@ WITH ev AS (
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
-    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> ''
+    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> '' AND $12::boolean
     ON CONFLICT (provider, object_id) DO UPDATE
     SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
         occurred_at = EXCLUDED.occurred_at, updated_at = now()
@@ -379,7 +381,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 			continue
 		}
 		first.Queue(sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
-			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus).QueryRow(func(r pgx.Row) error {
+			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus, !payoutOutcome(e)).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&j.id, &j.fresh)
 		})
 		if e.UserID == "" && e.PayoutID != "" {
@@ -412,7 +414,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 		}
 		e := &j.Event.Event
 		j.out = Accepted
-		if e.Reference != "" && j.fresh == 0 {
+		if e.Reference != "" && j.fresh == 0 && !payoutOutcome(*e) {
 			e.Stale, j.out = true, Stale
 		}
 		if err := j.prepare(j.owner); err != nil {
@@ -491,6 +493,20 @@ func (s *Store) deadLetterUnstorable(ctx context.Context, conn *pgxpool.Conn, j 
 		RetryHistory: []dlq.Attempt{{At: now, Error: j.unstorable.reason, Class: string(errclass.Permanent)}},
 	})
 	return err
+}
+
+// payoutOutcome reports whether e reports a payout's outcome. Those are
+// not judged stale here: psp_objects would count every event, including a
+// forged or mismatched one the worker then refuses, and one dated ahead
+// would make the genuine event that follows look stale, leaving its payout
+// in AWAITING_RESPONSE for good. The worker orders them against the latest
+// event it applied to the payout (payouts.psp_updated_at).
+func payoutOutcome(e event.PSPEvent) bool {
+	switch e.Action {
+	case event.ActionPayoutPaid, event.ActionPayoutFailed, event.ActionPayoutReversed:
+		return true
+	}
+	return false
 }
 
 // partitionKey is the wallet owner: from the event, or for a payout outcome

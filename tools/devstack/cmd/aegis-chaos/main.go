@@ -4,6 +4,11 @@
 // the seed that reproduces it.
 //
 //	aegis-chaos [-profile short|full|soak] [-seed N ...] [-duration D]
+//
+// KAFKA_MEMBER_EXPIRY=off in its environment is passed to aegis-kafka: it
+// turns off the member reaper that makes kfake expire dead consumer-group
+// members as Apache Kafka does, so a run shows what the crash-loop faults
+// catch without it (docs/kfake.md).
 package main
 
 import (
@@ -82,10 +87,16 @@ func run() (bool, error) {
 		defer f.Close()
 		logw = f
 	}
+	// KAFKA_MEMBER_EXPIRY=off reaches aegis-kafka: the planted ghost-member
+	// bug (docs/kfake.md) the crash-loop faults must then catch.
+	var kafkaEnv map[string]string
+	if v := os.Getenv("KAFKA_MEMBER_EXPIRY"); v != "" {
+		kafkaEnv = map[string]string{"KAFKA_MEMBER_EXPIRY": v}
+	}
 	allOK := true
 	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
-			Logs: logw, Progress: os.Stderr, Keep: *keep, PickupBound: *pickupBound, PlantPoison: *plantPoison})
+			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound, PlantPoison: *plantPoison})
 		if err != nil {
 			return false, fmt.Errorf("seed %d: %w", seed, err)
 		}

@@ -62,6 +62,8 @@ func run(logger *slog.Logger) error {
 		RedisURL:       env("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		KafkaDataDir:   env("KAFKA_DATA_DIR", ""),
 		PSPSettleDelay: env("PSP_SETTLE_DELAY", "2s"),
+		// off shows kfake's ghost group members (docs/kfake.md).
+		KafkaEnv: map[string]string{"KAFKA_MEMBER_EXPIRY": env("KAFKA_MEMBER_EXPIRY", "")},
 	}
 
 	if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {

@@ -8,11 +8,18 @@
 //	KAFKA_PARTITIONS  partitions per topic (default 3)
 //	KAFKA_DATA_DIR    persist to this directory (default: memory only)
 //	KAFKA_ADMIN_ADDR  serve a fault-injection API on this address (default: off)
+//	KAFKA_MEMBER_EXPIRY  on (default) or off: expire consumer-group members
+//	                  that stopped heartbeating, as Apache Kafka does. kfake
+//	                  alone keeps some dead members (and their partitions)
+//	                  forever; "off" is only for showing that (docs/kfake.md).
 //
 // The admin API lets the chaos suite inject broker errors through kfake's
 // fault hooks: POST /faults {"error":"NOT_LEADER_FOR_PARTITION","request":
 // "produce","count":5} fails the next 5 produce requests with that error
-// (count -1: until removed); DELETE /faults removes them all.
+// (count -1: until removed); DELETE /faults removes them all. GET
+// /groups/{group} shows a consumer group as the coordinator sees it (state,
+// generation, members with their client host and partitions), which is how
+// the chaos suite and a person find a member that should not be there.
 package main
 
 import (
@@ -34,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/localkafka"
 )
 
 func main() {
@@ -58,6 +66,14 @@ func run(logger *slog.Logger) error {
 	if partitions < 1 {
 		return errors.New("KAFKA_PARTITIONS must be at least 1")
 	}
+	var expiryOff bool
+	switch v := os.Getenv("KAFKA_MEMBER_EXPIRY"); v {
+	case "", "on":
+	case "off":
+		expiryOff = true
+	default:
+		return fmt.Errorf("KAFKA_MEMBER_EXPIRY must be on or off, got %q", v)
+	}
 	opts := []kfake.Opt{
 		kfake.Ports(port),
 		kfake.SeedTopics(int32(partitions), kafkax.AllTopics()...),
@@ -67,22 +83,29 @@ func run(logger *slog.Logger) error {
 	if dir := os.Getenv("KAFKA_DATA_DIR"); dir != "" {
 		opts = append(opts, kfake.DataDir(dir))
 	}
-	c, err := kfake.NewCluster(opts...)
+	c, err := localkafka.New(localkafka.Config{DisableMemberExpiry: expiryOff, Logger: logger}, opts...)
 	if err != nil {
 		return fmt.Errorf("start kfake on port %d: %w", port, err)
 	}
 	logger.Info("kafka (kfake) listening", "addrs", c.ListenAddrs(), "partitions", partitions,
-		"data_dir", os.Getenv("KAFKA_DATA_DIR"), "topics", kafkax.AllTopics())
+		"data_dir", os.Getenv("KAFKA_DATA_DIR"), "topics", kafkax.AllTopics(), "member_expiry", !expiryOff)
+	if expiryOff {
+		logger.Warn("KAFKA_MEMBER_EXPIRY=off: consumer-group members killed mid-rebalance may keep their partitions forever")
+	}
+	var srv *http.Server
 	if addr := os.Getenv("KAFKA_ADMIN_ADDR"); addr != "" {
-		srv := &http.Server{Addr: addr, Handler: faultAPI(c, logger), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Addr: addr, Handler: faultAPI(c.Cluster, logger), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("kafka admin API", "error", err.Error())
 			}
 		}()
-		defer srv.Close()
 	}
 	<-ctx.Done()
+	// The admin API goes first: GroupInfo would wait forever on a closed kfake.
+	if srv != nil {
+		_ = srv.Close()
+	}
 	c.Close()
 	logger.Info("kafka (kfake) stopped")
 	return nil
@@ -136,6 +159,30 @@ func faultAPI(c *kfake.Cluster, logger *slog.Logger) http.Handler {
 		mu.Unlock()
 		logger.Warn("fault injected", "error", req.Error, "request", req.Request, "count", req.Count)
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /groups/{group}", func(w http.ResponseWriter, r *http.Request) {
+		g := c.GroupInfo(r.PathValue("group"))
+		if g == nil {
+			http.Error(w, "no such group", http.StatusNotFound)
+			return
+		}
+		type member struct {
+			MemberID   string             `json:"member_id"`
+			ClientID   string             `json:"client_id"`
+			ClientHost string             `json:"client_host"`
+			Assignment map[string][]int32 `json:"assignment"`
+		}
+		out := struct {
+			Group      string   `json:"group"`
+			State      string   `json:"state"`
+			Generation int32    `json:"generation"`
+			Members    []member `json:"members"`
+		}{Group: g.Group, State: g.State, Generation: g.Epoch, Members: []member{}}
+		for _, m := range g.Members {
+			out.Members = append(out.Members, member{m.MemberID, m.ClientID, m.ClientHost, m.Assignment})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
 	})
 	mux.HandleFunc("DELETE /faults", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()

@@ -43,6 +43,9 @@ type Config struct {
 	// old behaviour, Postgres refusals retried in place for ever. The run
 	// must then fail.
 	PlantPoison bool
+	// KafkaEnv adds variables for aegis-kafka, for example
+	// KAFKA_MEMBER_EXPIRY=off to plant kfake's ghost members.
+	KafkaEnv map[string]string
 }
 
 // Timings the suite is started with (setUp), which the pickup bound uses.
@@ -119,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-done
 	<-done
 	in.clear(ctx)
+	for _, v := range in.violations {
+		rep.violation("%s", v)
+	}
 
 	su.pickupBound = cfg.PickupBound
 	if su.pickupBound == 0 {
@@ -145,6 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.violation("drain after replay: %v", err)
 		}
 	}
+	su.checkGroups(ctx, rep)
 	rep.DrainedFootprint = su.footprint(ctx)
 	cfg.log("checking invariants")
 	if err := su.check(ctx, wl, rep); err != nil {
@@ -201,22 +208,29 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	if err := waitRedis(ctx, redisPort); err != nil {
 		return nil, err
 	}
+	kafkaEnv := map[string]string{"KAFKA_ADMIN_ADDR": su.kafka}
+	for k, v := range cfg.KafkaEnv {
+		kafkaEnv[k] = v
+	}
 	su.s, err = stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, Ports: su.ports, Secrets: su.secrets, DatabaseURL: dbURL,
 		RedisURL:     fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
-		KafkaEnv: map[string]string{"KAFKA_ADMIN_ADDR": su.kafka},
+		KafkaEnv: kafkaEnv,
 		Env: map[string]string{
-			"LOG_LEVEL":                 "warn",
-			"RELAY_POLL_INTERVAL":       chaosPollInterval.String(),
-			"RELAY_LEASE":               "6s",
-			"RELAY_PUBLISH_TIMEOUT":     "2s",
-			"RELAY_BACKOFF_BASE":        "300ms",
-			"RELAY_BACKOFF_MAX":         "3s",
-			"BREAKER_OPEN_FOR":          "3s",
-			"PSP_BACKOFF_BASE":          "300ms",
-			"PSP_BACKOFF_MAX":           "3s",
-			"PSP_CALL_TIMEOUT":          "1s",
+			"LOG_LEVEL":             "warn",
+			"RELAY_POLL_INTERVAL":   chaosPollInterval.String(),
+			"RELAY_LEASE":           "6s",
+			"RELAY_PUBLISH_TIMEOUT": "2s",
+			"RELAY_BACKOFF_BASE":    "300ms",
+			"RELAY_BACKOFF_MAX":     "3s",
+			"BREAKER_OPEN_FOR":      "3s",
+			"PSP_BACKOFF_BASE":      "300ms",
+			"PSP_BACKOFF_MAX":       "3s",
+			"PSP_CALL_TIMEOUT":      "1s",
+			// The stand-in executes a create at once or never (its
+			// slow_create is not in the chaos mix): 3s covers it.
+			"PSP_SETTLE_WINDOW":         "3s",
 			"WALLET_LOCK_EXPIRY":        "4s",
 			"SHUTDOWN_GRACE":            "10s",
 			"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),

@@ -32,7 +32,9 @@ func ProfileNamed(name string) (Profile, error) {
 			KafkaOutageMin: 4 * time.Second, KafkaOutageMax: 6 * time.Second, DrainTimeout: 3 * time.Minute,
 			SampleEvery: 10 * time.Second}, nil
 	case "full": // make chaos
-		return Profile{Name: name, Duration: 3 * time.Minute, Rate: 40, Users: 40, FaultEvery: 8 * time.Second,
+		// 4 minutes: one cycle of every fault kind, the crash loops
+		// included (each waits up to 35 s for its group to settle).
+		return Profile{Name: name, Duration: 4 * time.Minute, Rate: 40, Users: 40, FaultEvery: 8 * time.Second,
 			KafkaOutageMin: 10 * time.Second, KafkaOutageMax: 30 * time.Second, DrainTimeout: 4 * time.Minute,
 			SampleEvery: 15 * time.Second}, nil
 	case "soak": // make soak: a long run at a moderate fault rate

@@ -54,8 +54,10 @@ func (w *workload) evidenceOp(n int, user string) func() {
 // forgedOutcome sends, signed, a payout outcome event naming a real payout
 // with the wrong amount: payout.failed for a payout that is not finished as
 // failed (applied, it would give the money back while the PSP pays),
-// payout.paid otherwise. Its time is before the payout was created, so it
-// can never make a real event about the same object look stale.
+// payout.paid otherwise. Every other one is dated two minutes ahead (inside
+// the future tolerance): refused, it must not make the PSP's real event
+// about the same object, dated earlier, look stale (invariant 3 then sees
+// the payout finish); the rest are dated before the payout was created.
 func (w *workload) forgedOutcome(n int) {
 	w.mu.Lock()
 	var candidates []*payoutReq
@@ -84,7 +86,10 @@ func (w *workload) forgedOutcome(n int) {
 	if err != nil {
 		return
 	}
-	before := created.Add(-time.Minute)
+	at := created.Add(-time.Minute)
+	if n%2 == 0 {
+		at = time.Now().Add(2 * time.Minute)
+	}
 	wrong := int64(amount) + 1 + int64(n%97)
 	f := forgedOutcome{Provider: provider, PayoutID: pick.PayoutID}
 	switch provider {
@@ -99,7 +104,7 @@ func (w *workload) forgedOutcome(n int) {
 		f.EventID = fmt.Sprintf("evt_chaos_forged_%d", n)
 		obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":%d,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
 			ref, wrong, typ[len("payout."):], pick.PayoutID)
-		f.Status = w.sendStripe(w.stripeEvent(f.EventID, typ, before.Unix(), obj))
+		f.Status = w.sendStripe(w.stripeEvent(f.EventID, typ, at.Unix(), obj))
 	case "paystack":
 		typ := "transfer.failed"
 		if st == "FINALIZED" {
@@ -110,7 +115,7 @@ func (w *workload) forgedOutcome(n int) {
 		id := 8_000_000 + n
 		f.EventID = fmt.Sprintf("%s:%d", typ, id)
 		body := []byte(fmt.Sprintf(`{"event":%q,"data":{"id":%d,"reference":%q,"transfer_code":%q,"amount":%d,"currency":"NGN","status":%q,"updatedAt":%q}}`,
-			typ, id, pick.PayoutID, ref, wrong, typ[len("transfer."):], before.UTC().Format(time.RFC3339)))
+			typ, id, pick.PayoutID, ref, wrong, typ[len("transfer."):], at.UTC().Format(time.RFC3339)))
 		f.Status = w.sendPaystack(body)
 	default:
 		return

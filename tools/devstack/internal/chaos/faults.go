@@ -30,6 +30,8 @@ const (
 	faultPSP429       = "psp_429_burst"
 	faultPSPTimeout   = "psp_timeouts"
 	faultPSPInvalid   = "psp_invalid_accounts"
+	faultCrashWorker  = "crash_loop_worker"
+	faultCrashDLQ     = "crash_loop_dlq_admin"
 )
 
 // allFaults is one cycle of faults. A worker killed with PSP calls in flight
@@ -40,7 +42,8 @@ const (
 // until the PSP is seen holding a call, and comes again later if none came).
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
-		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid}
+		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid,
+		faultCrashWorker, faultCrashDLQ}
 }
 
 // injector breaks the running suite on a seeded schedule.
@@ -59,6 +62,9 @@ type injector struct {
 	// its stop to the end of its relaunch (the pickup bound, latency.go).
 	longestOutage time.Duration
 	outages       [][2]time.Time
+	// violations are what a fault saw go wrong while it ran (a consumer
+	// group that did not settle after a crash loop).
+	violations []string
 }
 
 // run injects a fault every profile.FaultEvery until ctx ends. Kinds are
@@ -175,8 +181,96 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return in.pspWindow(ctx, `{"timeout_rate":0.3,"timeout_after_create_rate":0.2,"timeout":"3s"}`)
 	case faultPSPInvalid:
 		return in.pspWindow(ctx, `{"invalid_account_rate":0.3}`)
+	case faultCrashWorker:
+		return in.crashLoop(ctx, in.pick("payout-worker", "payout-worker-2"), "payout-worker")
+	case faultCrashDLQ:
+		return in.crashLoop(ctx, "dlq-admin", "dlq-admin")
 	}
 	return fmt.Errorf("unknown fault %s", kind)
+}
+
+// crashLoop SIGKILLs the process name and starts it again, 3 to 5 times
+// within a few seconds, and leaves the last one running: a crash-looping pod.
+// Each new process is killed as soon as it has joined its consumer group
+// (the group is then waiting for the members before it to rejoin or time
+// out), so every kill lands mid-rebalance: the pattern that left kfake with
+// dead members holding partitions forever (issue 16, docs/kfake.md).
+func (in *injector) crashLoop(ctx context.Context, name, group string) error {
+	kills := 3 + in.rng.IntN(3)
+	for i := range kills {
+		before, err := in.groupMembers(group)
+		if err != nil {
+			return err
+		}
+		if err := in.s.Kill(name); err != nil {
+			return err
+		}
+		if err := in.s.Relaunch(name); err != nil {
+			return err
+		}
+		if i == kills-1 {
+			break
+		}
+		// Wait for the newcomer's JoinGroup (the dead members stay listed
+		// until they time out, so the count only grows), then a little more.
+		deadline := time.Now().Add(3 * time.Second)
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			if n, err := in.groupMembers(group); err == nil && n > before {
+				break
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+		sleep(ctx, time.Duration(in.rng.IntN(400))*time.Millisecond)
+	}
+	in.log("crash loop: %s killed %d times", name, kills)
+	// Apache Kafka's coordinator has the group whole again once the first
+	// dead member's session ended (the join round completes) and the
+	// members killed in that round timed out too: two session timeouts,
+	// plus time for the rebalances. kfake without member expiry keeps the
+	// dead ones for the rebalance timeout (minutes) or for ever.
+	bound := 2*crashSessionTimeout + 15*time.Second
+	want := processesIn(group)
+	deadline := time.Now().Add(bound)
+	for {
+		// The process may die on its own on the way up (Postgres out of
+		// connections while the killed ones' are reclaimed); an
+		// orchestrator would start it again, and so do we.
+		if !in.s.Running(name) {
+			in.log("crash loop: %s exited by itself; starting it again", name)
+			if err := in.s.Relaunch(name); err != nil {
+				return err
+			}
+		}
+		g, err := waitGroupSettled(ctx, in.kafkaAdmin, group, want, time.Second)
+		if err != nil || g == nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			in.violation("consumer group %s not back to %d member(s) within %s of a crash loop of %s: %s", group, want, bound, name, g)
+			return nil
+		}
+	}
+}
+
+// crashSessionTimeout is the services' KAFKA_SESSION_TIMEOUT (its default;
+// the chaos suite does not set it).
+const crashSessionTimeout = 10 * time.Second
+
+func (in *injector) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	in.log("VIOLATION: %s", msg)
+	in.mu.Lock()
+	in.violations = append(in.violations, msg)
+	in.mu.Unlock()
+}
+
+// groupMembers is how many members the broker lists in group.
+func (in *injector) groupMembers(group string) (int, error) {
+	g, err := groupInfo(in.kafkaAdmin, group)
+	if err != nil {
+		return 0, err
+	}
+	return len(g.Members), nil
 }
 
 // pspWindow sets PSP faults for a few seconds, then clears them.
@@ -293,7 +387,7 @@ func (in *injector) clear(ctx context.Context) {
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
-	for _, name := range []string{"kafka", "outbox-relay", "outbox-relay-2", "payout-worker", "payout-worker-2"} {
+	for _, name := range []string{"kafka", "outbox-relay", "outbox-relay-2", "payout-worker", "payout-worker-2", "dlq-admin"} {
 		if !in.s.Running(name) {
 			if err := in.s.Relaunch(name); err != nil {
 				in.log("relaunch %s: %v", name, err)

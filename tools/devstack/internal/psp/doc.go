@@ -83,6 +83,11 @@
 //     timeout_after_create executes and stores the create, then hangs and
 //     answers 504: the classic unknown outcome, resolved by retrying with
 //     the same key (which replays) or by GET.
+//     slow_create claims the key and executes the create only after the
+//     fault timeout, whether or not the caller still waits: a caller that
+//     gave up sees an unknown outcome, a lookup meanwhile finds nothing,
+//     and the object appears afterwards (the race a caller's settle
+//     window exists for).
 //   - Payouts are created "pending" and later become "paid" or "failed"
 //     (failure_code, failure_message), announced by signed webhooks
 //     (Stripe-Signature t=..,v1=HMAC-SHA256 over "t.body";

@@ -25,8 +25,10 @@ var providers = []Provider{ProviderStripe, ProviderPaystack}
 type FaultKind string
 
 // Fault kinds. The first three are infrastructure faults: they are decided
-// before the idempotency layer and never stored under an idempotency key.
-// The others are decided when a create actually executes.
+// before the idempotency layer and never stored under an idempotency key
+// (a Stripe 5xx excepted, as Stripe saves it). slow_create is decided there
+// too, but the create then claims its key and executes late. The others are
+// decided when a create actually executes.
 const (
 	Fault5xx                FaultKind = "5xx"
 	Fault429                FaultKind = "429"
@@ -34,11 +36,17 @@ const (
 	FaultTimeoutAfterCreate FaultKind = "timeout_after_create"
 	FaultInvalidAccount     FaultKind = "invalid_account"
 	FaultInsufficientFunds  FaultKind = "insufficient_funds"
+	// FaultSlowCreate holds the create (and its idempotency key) for the
+	// fault Timeout before executing it, whether or not the caller still
+	// waits: a caller with a shorter timeout sees an unknown outcome, and a
+	// lookup meanwhile finds nothing, yet the object appears afterwards.
+	FaultSlowCreate FaultKind = "slow_create"
 )
 
 func (k FaultKind) valid() bool {
 	switch k {
-	case Fault5xx, Fault429, FaultTimeout, FaultTimeoutAfterCreate, FaultInvalidAccount, FaultInsufficientFunds:
+	case Fault5xx, Fault429, FaultTimeout, FaultTimeoutAfterCreate, FaultInvalidAccount, FaultInsufficientFunds,
+		FaultSlowCreate:
 		return true
 	}
 	return false
@@ -46,7 +54,7 @@ func (k FaultKind) valid() bool {
 
 // infra reports whether k is decided before the idempotency layer.
 func (k FaultKind) infra() bool {
-	return k == Fault5xx || k == Fault429 || k == FaultTimeout
+	return k == Fault5xx || k == Fault429 || k == FaultTimeout || k == FaultSlowCreate
 }
 
 // Fault defaults.

@@ -254,7 +254,7 @@ type createOp struct {
 //
 //  1. infrastructure faults (5xx, 429, timeout) — nothing stored;
 //  2. idempotency: replay, mismatch (400), in use (409), or claim the key;
-//  3. latency (the key stays claimed meanwhile);
+//  3. latency, and the delay of slow_create (the key stays claimed meanwhile);
 //  4. execute (validation, execution faults, business rules, create) and
 //     store the result under the key;
 //  5. respond, or hang first for timeout_after_create.
@@ -295,6 +295,14 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 		s.respond(w, op.call, response{status: http.StatusGatewayTimeout, body: op.d.timedOut(), outcome: OutcomeFaultTimeout})
 		return
 	}
+	// slow_create: the request reaches execution only after the fault
+	// timeout (with its key claimed meanwhile), as a PSP under strain
+	// does; the caller may have given up long before.
+	delay := time.Duration(spec.Latency)
+	slow := infra == FaultSlowCreate
+	if slow {
+		delay += timeout
+	}
 
 	var entry *idemEntry
 	if op.idemKey != "" {
@@ -329,7 +337,7 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 
 	// Latency runs while the key is held. A client that gives up does not
 	// stop execution (as with the real PSPs); only shutdown does.
-	if !s.sleep(context.Background(), time.Duration(spec.Latency)) {
+	if !s.sleep(context.Background(), delay) {
 		s.mu.Lock()
 		if entry != nil && op.st.idem[op.idemScope] == entry {
 			delete(op.st.idem, op.idemScope)
@@ -342,6 +350,9 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 	var execFault FaultKind
 	s.mu.Lock()
 	res := op.exec(op.st, func() FaultKind {
+		if slow {
+			return "" // one fault per request: it has had its own
+		}
 		execFault = s.faults[op.provider].drawExec(s.rng)
 		return execFault
 	})

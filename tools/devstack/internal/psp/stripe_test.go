@@ -577,3 +577,39 @@ func TestStripeLostAnswerDestinations(t *testing.T) {
 	require.Equal(t, stripe.ErrorCode("account_invalid"), stripeErr(t, err).Code)
 	require.Len(t, h.objects(), 1)
 }
+
+// slow_create: the create holds its key and executes only after the fault
+// timeout, though its caller gave up long before; a list meanwhile finds
+// nothing, a retry under the key is told it is in use, and the object
+// appears afterwards. It is the request's only fault: a queued execution
+// fault is left for the next create.
+func TestStripeSlowCreateExecutesAfterTheCallerGaveUp(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	h.putFaults(`{"timeout":"400ms","next":[{"kind":"slow_create"},{"kind":"invalid_account"}]}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	params := payoutParams("key-slow", "pay_slow", 900)
+	params.Context = ctx
+	_, err := h.payouts.New(params)
+	require.Error(t, err)
+	require.Empty(t, h.objects(), "not executed yet")
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	resp := h.do(http.MethodGet, "/v1/payouts", nil, http.Header{"Authorization": {"Bearer " + stripeKey}}, &list)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotNil(t, list.Data)
+	require.Empty(t, list.Data, "a lookup meanwhile finds nothing")
+	_, err = h.payouts.New(payoutParams("key-slow", "pay_slow", 900))
+	require.Equal(t, http.StatusConflict, stripeErr(t, err).HTTPStatusCode, "the key is held while it executes")
+
+	eventually(t, "the slow create executes", func() bool { return len(h.objects()) == 1 })
+	require.Equal(t, "key-slow", h.objects()[0].IdempotencyKey)
+	p, err := h.payouts.New(payoutParams("key-slow", "pay_slow", 900))
+	require.NoError(t, err)
+	require.Equal(t, h.objects()[0].ID, p.ID, "replayed")
+
+	_, err = h.payouts.New(payoutParams("key-slow-2", "pay_slow_2", 900))
+	require.Equal(t, "account_invalid", string(stripeErr(t, err).Code), "the queued fault waited for the next create")
+}

@@ -192,6 +192,8 @@
     field(dl, 'First failure', utc(d.first_failure_at));
     field(dl, 'Failed at', utc(d.failed_at));
     field(dl, 'Replays', d.replay_count + (d.replay_outbox_id ? ' (outbox row ' + d.replay_outbox_id + ')' : ''));
+    field(dl, 'Replay outcome', d.replay ? d.replay.message : '');
+    field(dl, 'Failed again as', (d.failed_again_as || []).map((n) => '#' + n).join(', '));
     field(dl, 'Resolved by', d.resolved_by);
     field(dl, 'Resolved at', d.resolved_at ? utc(d.resolved_at) : '');
     field(dl, 'Reason', d.resolution_reason);
@@ -226,10 +228,12 @@
     $('resolved-note').hidden = open;
   }
 
-  function showResult(ok, text) {
+  // kind is 'ok' (it did something), 'noop' (accepted, changed nothing:
+  // never the success colour) or 'fail'.
+  function showResult(kind, text) {
     const p = $('action-result');
     p.hidden = false;
-    p.className = 'result ' + (ok ? 'ok' : 'fail');
+    p.className = 'result ' + kind;
     p.textContent = text;
   }
 
@@ -239,13 +243,15 @@
     const reason = $('reason').value.trim();
     const path = '/v1/dead-letters/' + id + '/' + action;
     const r = await api('POST', path, reason || action === 'discard' ? { reason: reason } : undefined);
-    if (r.ok && action === 'replay') {
-      showResult(true, r.status + ' Accepted: dead letter #' + id + ' replayed as outbox row ' + r.data.outbox_id +
+    if (r.ok && action === 'replay' && r.data.outcome === 'noop') {
+      showResult('noop', r.status + ' Accepted, no-op: dead letter #' + id + ' closed; ' + r.data.message + '.');
+    } else if (r.ok && action === 'replay') {
+      showResult('ok', r.status + ' Accepted: dead letter #' + id + ' replayed as outbox row ' + r.data.outbox_id +
         '; the relay publishes it to ' + r.data.dead_letter.original_topic + '.');
     } else if (r.ok) {
-      showResult(true, r.status + ' OK: dead letter #' + id + ' discarded by ' + r.data.dead_letter.resolved_by + '.');
+      showResult('ok', r.status + ' OK: dead letter #' + id + ' discarded by ' + r.data.dead_letter.resolved_by + '.');
     } else {
-      showResult(false, describeError(r));
+      showResult('fail', describeError(r));
     }
     if (r.ok) $('reason').value = '';
     await Promise.all([loadList(), loadStats()]);

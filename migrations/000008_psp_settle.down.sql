@@ -1,0 +1,3 @@
+SET lock_timeout = '5s';
+
+ALTER TABLE payouts DROP COLUMN last_unknown_at;

@@ -1,0 +1,182 @@
+package localkafka
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeReaper is a reaper whose clock the test moves; only its bookkeeping is
+// used (observe and expiredFor), no cluster.
+func fakeReaper(now *time.Time) *reaper {
+	return &reaper{
+		now:     func() time.Time { return *now },
+		members: make(map[memberKey]*member),
+		groups:  make(map[string]*groupView),
+	}
+}
+
+func join(group, memberID string, session time.Duration) *kmsg.JoinGroupRequest {
+	r := kmsg.NewPtrJoinGroupRequest()
+	r.Group, r.MemberID, r.SessionTimeoutMillis = group, memberID, int32(session.Milliseconds())
+	return r
+}
+
+func syncReq(group, memberID string, gen int32) *kmsg.SyncGroupRequest {
+	r := kmsg.NewPtrSyncGroupRequest()
+	r.Group, r.MemberID, r.Generation = group, memberID, gen
+	return r
+}
+
+func heartbeat(group, memberID string, gen int32) *kmsg.HeartbeatRequest {
+	r := kmsg.NewPtrHeartbeatRequest()
+	r.Group, r.MemberID, r.Generation = group, memberID, gen
+	return r
+}
+
+// TestExpiry walks a reaper's bookkeeping through the request sequences of
+// issue 16 and checks when each member counts as expired.
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	const session = 10 * time.Second
+	type step struct {
+		after time.Duration // clock moves by this first
+		req   kmsg.Request  // observed (may be nil)
+		state string        // then the group is seen in this state (may be "")
+	}
+	cases := []struct {
+		name    string
+		steps   []step
+		state   string        // state at the final check
+		after   time.Duration // clock moves by this before the final check
+		expired bool
+	}{
+		{
+			name:  "a member heartbeating in a Stable group is kept",
+			steps: []step{{0, join("g", "m", session), ""}, {time.Second, syncReq("g", "m", 1), stateStable}, {5 * time.Second, heartbeat("g", "m", 1), stateStable}},
+			state: stateStable, after: session - time.Millisecond, expired: false,
+		},
+		{
+			name:  "a member silent for its session in a Stable group is expired",
+			steps: []step{{0, join("g", "m", session), ""}, {time.Second, syncReq("g", "m", 1), stateStable}, {5 * time.Second, heartbeat("g", "m", 1), stateStable}},
+			state: stateStable, after: session, expired: true,
+		},
+		{
+			name:  "a member waiting in JoinGroup while the group prepares is kept past its session",
+			steps: []step{{0, join("g", "m", session), statePreparing}},
+			state: statePreparing, after: 3 * session, expired: false,
+		},
+		{
+			name: "a ghost's session runs from the end of its round, not from its JoinGroup",
+			steps: []step{
+				{0, join("g", "ghost", session), statePreparing},
+				{25 * time.Second, nil, stateStable}, // the round ends 25 s later; the ghost never syncs
+			},
+			state: stateStable, after: session - time.Millisecond, expired: false,
+		},
+		{
+			name: "a ghost in a Stable group is expired one session after its round",
+			steps: []step{
+				{0, join("g", "ghost", session), statePreparing},
+				{25 * time.Second, nil, stateStable},
+			},
+			state: stateStable, after: session, expired: true,
+		},
+		{
+			name: "a ghost is expired in the next PreparingRebalance too once the leader synced",
+			steps: []step{
+				{0, join("g", "ghost", session), statePreparing},
+				{0, join("g", "leader", session), statePreparing},
+				{2 * time.Second, syncReq("g", "leader", 1), ""}, // the round ended; the ghost's answer was lost
+				{0, nil, statePreparing},                         // the cooperative second round
+			},
+			state: statePreparing, after: session, expired: true,
+		},
+		{
+			name:  "a member waiting in SyncGroup while the group completes is kept",
+			steps: []step{{0, join("g", "m", session), statePreparing}, {time.Second, syncReq("g", "m", 1), stateCompleting}},
+			state: stateCompleting, after: 3 * session, expired: false,
+		},
+		{
+			name:  "a member that stopped heartbeating is expired while the group prepares",
+			steps: []step{{0, join("g", "m", session), ""}, {time.Second, syncReq("g", "m", 1), stateStable}, {time.Second, heartbeat("g", "m", 1), statePreparing}},
+			state: statePreparing, after: session, expired: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			now := time.Unix(1_700_000_000, 0)
+			r := fakeReaper(&now)
+			g := &groupView{}
+			see := func(state string) {
+				if state != "" {
+					g.saw(state, now)
+				}
+			}
+			for _, s := range tc.steps {
+				now = now.Add(s.after)
+				if s.req != nil {
+					r.observe(s.req)
+				}
+				see(s.state)
+			}
+			now = now.Add(tc.after)
+			see(tc.state)
+			var m *member
+			for k, v := range r.members {
+				if k.member == "m" || k.member == "ghost" {
+					m = v
+				}
+			}
+			if m == nil {
+				t.Fatal("member not tracked")
+			}
+			if got, idle := expiredFor(tc.state, g, m, now); got != tc.expired {
+				t.Errorf("expired = %v after %s silent, want %v", got, idle, tc.expired)
+			}
+		})
+	}
+}
+
+func TestObserveBookkeeping(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	r := fakeReaper(&now)
+
+	r.observe(join("g", "", 10*time.Second))
+	if len(r.members) != 0 {
+		t.Fatalf("a JoinGroup without a member id is kfake's pending member, not ours: tracked %v", r.members)
+	}
+
+	r.observe(join("g", "m", 10*time.Second))
+	m := r.members[memberKey{"g", "m"}]
+	if m == nil || m.sessionTimeout != 10*time.Second || m.parked != parkedInJoin {
+		t.Fatalf("after JoinGroup: %+v", m)
+	}
+
+	now = now.Add(time.Second)
+	ka := heartbeat("g", "m", 3)
+	ka.UnknownTags.Set(keepAliveTag, []byte("aegis-localkafka"))
+	r.observe(ka)
+	if m.parked != parkedInJoin || !m.lastSeen.Equal(now.Add(-time.Second)) {
+		t.Errorf("the reaper's own keep-alive counted as the member's: %+v", m)
+	}
+
+	r.observe(heartbeat("g", "m", 3))
+	if m.parked != parkedNowhere || !m.lastSeen.Equal(now) {
+		t.Errorf("after its Heartbeat: %+v", m)
+	}
+	if got := r.groups["g"].generation; got != 3 {
+		t.Errorf("generation = %d, want 3", got)
+	}
+
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "g"
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	r.observe(leave)
+	if len(r.members) != 0 {
+		t.Errorf("a member that left is still tracked: %v", r.members)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/pkg/tlstest"
+)
+
+// syncBuffer is run's stdout, read while it writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) listenAddr() string {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http server listening" {
+			return line.Addr
+		}
+	}
+	return ""
+}
+
+// TestWorkerReachesRedisOverTLS runs the worker against a redis-server that
+// speaks only TLS, signed by a private CA: with REDIS_TLS_CA_FILE it is
+// ready; without it the certificate is refused and /readyz says redis is
+// down.
+func TestWorkerReachesRedisOverTLS(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "redis-server must be installed (scripts/devdeps.sh)")
+	pki := tlstest.New(t)
+	port := proctest.FreePort(t)
+	proctest.Start(t, "redis-tls", bin, nil, "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--tls-cert-file", pki.ServerCertFile, "--tls-key-file", pki.ServerKeyFile, "--tls-ca-cert-file", pki.CAFile,
+		"--tls-auth-clients", "no", "--save", "", "--appendonly", "no")
+	db := pgtest.New(t)
+	cluster := kafkatest.NewCluster(t)
+
+	readyz := func(env map[string]string) string {
+		base := map[string]string{
+			"DATABASE_URL":  db.URL,
+			"HTTP_ADDR":     "127.0.0.1:0",
+			"KAFKA_BROKERS": strings.Join(cluster.ListenAddrs(), ","),
+			"REDIS_URLS":    "rediss://127.0.0.1:" + strconv.Itoa(port) + "/0",
+		}
+		for k, v := range env {
+			base[k] = v
+		}
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, func(k string) string { return base[k] }, logs) }()
+		defer func() {
+			cancel()
+			require.NoError(t, <-done)
+		}()
+		require.Eventually(t, func() bool { return logs.listenAddr() != "" }, 30*time.Second, 10*time.Millisecond, logs.String())
+		var body string
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + logs.listenAddr() + "/readyz")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+			return strings.Contains(body, `"kafka":"ok"`) && strings.Contains(body, `"postgres":"ok"`)
+		}, 30*time.Second, 50*time.Millisecond)
+		return body
+	}
+
+	require.Contains(t, readyz(map[string]string{"REDIS_TLS_CA_FILE": pki.CAFile}), `"redis":"ok"`)
+	body := readyz(nil)
+	require.NotContains(t, body, `"redis":"ok"`, "a certificate from an unknown CA is refused")
+	require.Contains(t, body, "certificate")
+
+	_, err = readConfig(func(k string) string {
+		return map[string]string{"REDIS_TLS_CA_FILE": pki.CAFile, "REDIS_URL": "redis://127.0.0.1:6379/0"}[k]
+	})
+	require.ErrorContains(t, err, "REDIS_TLS_CA_FILE is set but REDIS_URL node 1 is not rediss://")
+}

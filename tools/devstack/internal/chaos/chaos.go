@@ -69,7 +69,8 @@ type suite struct {
 	// pickupBound is Config.PickupBound or the default from the faults
 	// actually injected.
 	pickupBound time.Duration
-	// outages are the Kafka outages injected (start, end); started is when
+	// outages are the Kafka outages and payout-worker crash loops injected
+	// (start, end); started is when
 	// the workload began.
 	outages [][2]time.Time
 	started time.Time

@@ -109,7 +109,9 @@ func (in *injector) count(kind string) {
 	in.mu.Unlock()
 }
 
-// outage records an outage that began at start and ends now.
+// outage records an outage that began at start and ends now: a Kafka outage
+// (stop to relaunch) or a payout-worker crash loop (first kill until the group
+// is whole again).
 func (in *injector) outage(start time.Time) {
 	in.mu.Lock()
 	in.longestOutage = max(in.longestOutage, time.Since(start))
@@ -195,7 +197,18 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 // (the group is then waiting for the members before it to rejoin or time
 // out), so every kill lands mid-rebalance: the pattern that left kfake with
 // dead members holding partitions forever (issue 16, docs/kfake.md).
+//
+// A crash loop of the payout worker is an outage of the pickup path: from the
+// first kill until its group is whole again (waited for even when the fault
+// phase ends meanwhile), it counts among the outages the pickup bound allows.
 func (in *injector) crashLoop(ctx context.Context, name, group string) error {
+	if group == "payout-worker" {
+		defer in.outage(time.Now())
+	}
+	// The group's recovery is waited for even when the run's fault phase
+	// ends during the loop: the drain must not start with the group
+	// mid-rebalance and the outage unrecorded.
+	settle := context.WithoutCancel(ctx)
 	kills := 3 + in.rng.IntN(3)
 	for i := range kills {
 		before, err := in.groupMembers(group)
@@ -241,7 +254,7 @@ func (in *injector) crashLoop(ctx context.Context, name, group string) error {
 				return err
 			}
 		}
-		g, err := waitGroupSettled(ctx, in.kafkaAdmin, group, want, time.Second)
+		g, err := waitGroupSettled(settle, in.kafkaAdmin, group, want, time.Second)
 		if err != nil || g == nil {
 			return err
 		}

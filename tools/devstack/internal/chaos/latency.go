@@ -35,9 +35,10 @@ func summarise(waits []time.Duration, replayed int) Latency {
 
 // defaultPickupBound is the bound: the group's session timeout (a
 // dead member's partitions move after it), twice the relay's poll interval
-// (a row committed just after a poll) and the longest outage injected
-// (nothing moves while Kafka is away), measured from the start of its stop
-// to the end of its relaunch.
+// (a row committed just after a poll) and the longest outage injected:
+// a Kafka outage (nothing moves while Kafka is away) from the start of its
+// stop to the end of its relaunch, or a crash loop of the payout worker from
+// its first kill until the group is whole again.
 func defaultPickupBound(sessionTimeout, pollInterval, longestOutage time.Duration) time.Duration {
 	return sessionTimeout + 2*pollInterval + longestOutage
 }
@@ -134,7 +135,7 @@ func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) err
 		{"credit pickup (webhook acknowledged → credited)", rep.CreditPickup, slowCredit},
 	} {
 		if c.l.Max > bound {
-			rep.violation("%s: max %s exceeds the bound %s (p50 %s, p99 %s over %d); the slowest waited %s; Kafka outages %s",
+			rep.violation("%s: max %s exceeds the bound %s (p50 %s, p99 %s over %d); the slowest waited %s; outages (Kafka, worker crash loops) %s",
 				c.name, c.l.Max.Round(time.Millisecond), bound, c.l.P50.Round(time.Millisecond), c.l.P99.Round(time.Millisecond),
 				c.l.N, su.relative(c.slowest[0], c.slowest[1]), su.outageList())
 			bad++

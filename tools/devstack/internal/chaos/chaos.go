@@ -52,6 +52,7 @@ type Config struct {
 const (
 	chaosSessionTimeout = 10 * time.Second // KAFKA_SESSION_TIMEOUT's default
 	chaosPollInterval   = 200 * time.Millisecond
+	chaosRelayLease     = 6 * time.Second
 )
 
 // suite is one running chaos run.
@@ -69,6 +70,9 @@ type suite struct {
 	// pickupBound is Config.PickupBound or the default from the faults
 	// actually injected.
 	pickupBound time.Duration
+	// fixedBound: PickupBound was given, and every item is held to it;
+	// otherwise each item may also wait out the outages it lived through.
+	fixedBound bool
 	// outages are the Kafka outages and payout-worker crash loops injected
 	// (start, end); started is when
 	// the workload began.
@@ -127,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.violation("%s", v)
 	}
 
-	su.pickupBound = cfg.PickupBound
+	su.pickupBound, su.fixedBound = cfg.PickupBound, cfg.PickupBound > 0
 	if su.pickupBound == 0 {
 		in.mu.Lock()
 		su.pickupBound = defaultPickupBound(chaosSessionTimeout, chaosPollInterval, in.longestOutage)
@@ -221,7 +225,7 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		Env: map[string]string{
 			"LOG_LEVEL":             "warn",
 			"RELAY_POLL_INTERVAL":   chaosPollInterval.String(),
-			"RELAY_LEASE":           "6s",
+			"RELAY_LEASE":           chaosRelayLease.String(),
 			"RELAY_PUBLISH_TIMEOUT": "2s",
 			"RELAY_BACKOFF_BASE":    "300ms",
 			"RELAY_BACKOFF_MAX":     "3s",

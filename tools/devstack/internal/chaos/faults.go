@@ -109,13 +109,18 @@ func (in *injector) count(kind string) {
 	in.mu.Unlock()
 }
 
-// outage records an outage that began at start and ends now: a Kafka outage
-// (stop to relaunch) or a payout-worker crash loop (first kill until the group
-// is whole again).
-func (in *injector) outage(start time.Time) {
+// outage records an outage of the pickup path that began at start and ends
+// now: a Kafka outage (stop to relaunch) or a payout-worker crash loop (first
+// kill until the group is whole again).
+func (in *injector) outage(start time.Time) { in.outageUntil(start, time.Now()) }
+
+// outageUntil records an outage that ends at end, for faults whose effect
+// outlasts the fault: a killed worker's partitions wait for its session
+// timeout, a killed relay's claimed rows for their lease.
+func (in *injector) outageUntil(start, end time.Time) {
 	in.mu.Lock()
-	in.longestOutage = max(in.longestOutage, time.Since(start))
-	in.outages = append(in.outages, [2]time.Time{start, time.Now()})
+	in.longestOutage = max(in.longestOutage, end.Sub(start))
+	in.outages = append(in.outages, [2]time.Time{start, end})
 	in.mu.Unlock()
 }
 
@@ -126,10 +131,13 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 	switch kind {
 	case faultKillRelay:
 		name := in.pick("outbox-relay", "outbox-relay-2")
+		killed := time.Now()
 		if err := in.s.Kill(name); err != nil {
 			return err
 		}
 		sleep(ctx, time.Duration(500+in.rng.IntN(1500))*time.Millisecond)
+		// The rows it had claimed wait for their lease to end.
+		defer func() { in.outageUntil(killed, time.Now().Add(chaosRelayLease)) }()
 		return in.s.Relaunch(name)
 	case faultKillWorker:
 		// Slow PSP calls make it likely the worker dies between a PSP call
@@ -166,6 +174,7 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		}
 		return nil
 	case faultRedisRestart:
+		defer in.outage(time.Now()) // no wallet lock can be taken meanwhile
 		if err := in.redis.Terminate("redis", 5*time.Second); err != nil {
 			in.log("redis stop: %v", err)
 		}
@@ -300,6 +309,7 @@ func (in *injector) pspWindow(ctx context.Context, spec string) error {
 func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
 	sleep(ctx, time.Duration(500+in.rng.IntN(700))*time.Millisecond)
 	name := in.pick("payout-worker", "payout-worker-2")
+	killed := time.Now()
 	if err := in.s.Kill(name); err != nil {
 		return err
 	}
@@ -307,6 +317,8 @@ func (in *injector) killWorkerDuringCalls(ctx context.Context) error {
 	if err := in.s.Relaunch(name); err != nil {
 		return err
 	}
+	// The dead member keeps its partitions until its session times out.
+	in.outageUntil(killed, time.Now().Add(crashSessionTimeout))
 	return in.pspFaults("")
 }
 
@@ -340,6 +352,7 @@ func (in *injector) killWorkersWithCallsHung(ctx context.Context) error {
 		sleep(ctx, 100*time.Millisecond)
 	}
 	workers := []string{"payout-worker", "payout-worker-2"}
+	killed := time.Now()
 	for _, name := range workers {
 		if err := in.s.Kill(name); err != nil {
 			return err
@@ -351,6 +364,7 @@ func (in *injector) killWorkersWithCallsHung(ctx context.Context) error {
 			return err
 		}
 	}
+	in.outageUntil(killed, time.Now().Add(crashSessionTimeout))
 	return in.pspFaults("")
 }
 

@@ -46,9 +46,11 @@ func defaultPickupBound(sessionTimeout, pollInterval, longestOutage time.Duratio
 // allowance is how long one item may wait from from to to: the run's bound,
 // or, when the item lived through several outages one after another (a
 // worker killed, then a crash loop, then Kafka away), the session timeout,
-// twice the poll interval and the time those outages overlap its wait. A
-// stall (a ghost member, a poison record) is not an outage and is never
-// allowed for: its items wait for minutes or for ever.
+// twice the poll interval and twice the time those outages overlap its wait:
+// once for the outage and once for working off the backlog it left (the
+// workload keeps arriving meanwhile). A stall (a ghost member, a poison
+// record) is not an outage and is never allowed for: its items wait for
+// minutes or for ever.
 func (su *suite) allowance(from, to time.Time) time.Duration {
 	if su.fixedBound {
 		return su.pickupBound
@@ -66,7 +68,7 @@ func (su *suite) allowance(from, to time.Time) time.Duration {
 			outaged += end.Sub(start)
 		}
 	}
-	return max(su.pickupBound, chaosSessionTimeout+2*chaosPollInterval+outaged)
+	return max(su.pickupBound, chaosSessionTimeout+2*chaosPollInterval+2*outaged)
 }
 
 // checkPickup measures, for the work the system finished on its own (before

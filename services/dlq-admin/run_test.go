@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,45 +83,12 @@ func TestReadConfigNamesTheBadVariable(t *testing.T) {
 	require.NotContains(t, err.Error(), "short", "a token never appears in errors")
 }
 
-// logBuffer is stdout for run, read while it writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// listenAddr is the address from the "http server listening" log line.
-func (b *logBuffer) listenAddr() string {
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	for sc.Scan() {
-		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http server listening" {
-			return line.Addr
-		}
-	}
-	return ""
-}
-
 func TestRunServesConsumesAndStops(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	cluster := kafkatest.NewCluster(t)
 	const token = "viewer-token-0123456789"
-	logs := &logBuffer{}
+	logs := &proctest.Logs{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -137,8 +101,8 @@ func TestRunServesConsumesAndStops(t *testing.T) {
 			"SHUTDOWN_GRACE":   "5s",
 		}), logs)
 	}()
-	require.Eventually(t, func() bool { return logs.listenAddr() != "" }, 30*time.Second, 10*time.Millisecond)
-	base := "http://" + logs.listenAddr()
+	require.Eventually(t, func() bool { return logs.ListenAddr() != "" }, 30*time.Second, 10*time.Millisecond)
+	base := "http://" + logs.ListenAddr()
 
 	call := func(path, tok string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, base+path, nil)

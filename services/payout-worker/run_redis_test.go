@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,42 +18,6 @@ import (
 	"github.com/aegis-payments/aegis/pkg/tlstest"
 )
 
-// syncBuffer is run's stdout, read while it writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) listenAddr() string {
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	for sc.Scan() {
-		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http server listening" {
-			return line.Addr
-		}
-	}
-	return ""
-}
-
-// TestWorkerReachesRedisOverTLS runs the worker against a redis-server that
-// speaks only TLS, signed by a private CA: with REDIS_TLS_CA_FILE it is
-// ready; without it the certificate is refused and /readyz says redis is
-// down.
 func TestWorkerReachesRedisOverTLS(t *testing.T) {
 	t.Parallel()
 	bin, err := exec.LookPath("redis-server")
@@ -80,7 +40,7 @@ func TestWorkerReachesRedisOverTLS(t *testing.T) {
 		for k, v := range env {
 			base[k] = v
 		}
-		logs := &syncBuffer{}
+		logs := &proctest.Logs{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, func(k string) string { return base[k] }, logs) }()
@@ -88,10 +48,10 @@ func TestWorkerReachesRedisOverTLS(t *testing.T) {
 			cancel()
 			require.NoError(t, <-done)
 		}()
-		require.Eventually(t, func() bool { return logs.listenAddr() != "" }, 30*time.Second, 10*time.Millisecond, logs.String())
+		require.Eventually(t, func() bool { return logs.ListenAddr() != "" }, 30*time.Second, 10*time.Millisecond, logs.String())
 		var body string
 		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + logs.listenAddr() + "/readyz")
+			resp, err := http.Get("http://" + logs.ListenAddr() + "/readyz")
 			if err != nil {
 				return false
 			}

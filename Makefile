@@ -26,8 +26,7 @@ dev: build
 ## test: every test of every module with the race detector, against real Postgres, Redis and kfake
 test:
 	@scripts/devdeps.sh compose browser promtool
-	$(GO) vet $(PACKAGES)
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory tidy-check
 	$(GO) test $(TEST_FLAGS) $(PACKAGES)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
@@ -38,10 +37,18 @@ test:
 migrate: build
 	$(BIN)/webhook-api migrate
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet and golangci-lint (.golangci.yml) in every module of go.work.
+## golangci-lint is pinned in tools/lint/go.mod (outside go.work) and built from it.
+GOLANGCI_LINT := $(CURDIR)/$(BIN)/golangci-lint
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PACKAGES)
+	@mkdir -p $(BIN)
+	@cd tools/lint && GOWORK=off $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@for d in $$($(GO) list -m -f '{{.Dir}}'); do \
+		echo "golangci-lint $$d"; \
+		(cd $$d && $(GOLANGCI_LINT) run --allow-serial-runners --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
+	done
 
 ## fuzz: a longer fuzzing run of the webhook signature and parsing paths
 FUZZTIME ?= 60s
@@ -54,6 +61,7 @@ fuzz:
 tidy:
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$d && $(GO) mod tidy -e) || exit 1; done
 	@cd deploy && GOWORK=off $(GO) mod tidy
+	@cd tools/lint && GOWORK=off $(GO) mod tidy
 
 ## tidy-check: fail when a module's go.mod or go.sum is not what `make tidy` would write
 tidy-check:
@@ -61,6 +69,7 @@ tidy-check:
 		(cd $$d && $(GO) mod tidy -e -diff >/dev/null) || { echo "go.mod/go.sum in $$d are stale: run make tidy"; exit 1; }; \
 	done
 	@(cd deploy && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "deploy/go.mod is stale: run make tidy"; exit 1; }
+	@(cd tools/lint && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/lint/go.mod is stale: run make tidy"; exit 1; }
 
 ## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
 BENCH_DURATION ?= 20s

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
 
 // Severity of an alert.
@@ -127,7 +128,9 @@ type Alerter struct {
 
 // New returns an alerter. Call Run to deliver webhook alerts; without a
 // webhook URL Run returns at once and Raise only logs and counts.
-func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Alerter, error) {
+func New(cfg Config, deps lifecycle.Deps) (*Alerter, error) {
+	deps = deps.WithDefaults()
+	logger, reg, now := deps.Logger, deps.Registerer, deps.Clock
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

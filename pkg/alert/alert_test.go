@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
 
 type receiver struct {
@@ -49,7 +51,7 @@ func start(t *testing.T, cfg Config, c *clock) (*Alerter, *bytes.Buffer, *promet
 	t.Helper()
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	a, err := New(cfg, slog.New(slog.NewJSONHandler(&logs, nil)), reg, c.now)
+	a, err := New(cfg, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Registerer: reg, Clock: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestFormats(t *testing.T) {
 func TestWithoutWebhookOnlyLogsAndCounts(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
-	a, err := New(Config{Source: "x"}, slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry(), time.Now)
+	a, err := New(Config{Source: "x"}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Registerer: prometheus.NewRegistry(), Clock: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestWebhookURLNeverReachesTheLog(t *testing.T) {
 	dead.Close() // nothing listens there now: every delivery fails to connect
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	a, err := New(Config{Source: "test", WebhookURL: deadURL + "/services/" + secret}, slog.New(slog.NewJSONHandler(logs, nil)), reg, time.Now)
+	a, err := New(Config{Source: "test", WebhookURL: deadURL + "/services/" + secret}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registerer: reg, Clock: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

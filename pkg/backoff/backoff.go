@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/config"
 )
 
 // Policy is a retry schedule.
@@ -26,16 +28,16 @@ type Policy struct {
 func (p Policy) Validate() error {
 	var errs []error
 	if p.Base <= 0 {
-		errs = append(errs, errors.New("backoff base must be positive"))
+		errs = append(errs, config.Invalid("Base", "must be positive"))
 	}
 	if p.Multiplier < 1 {
-		errs = append(errs, errors.New("backoff multiplier must be at least 1"))
+		errs = append(errs, config.Invalid("Multiplier", "must be at least 1"))
 	}
 	if p.Max < p.Base {
-		errs = append(errs, errors.New("backoff cap must be at least the base"))
+		errs = append(errs, config.Invalid("Max", "must be at least %s", config.Ref("Base")))
 	}
 	if p.MaxAttempts < 1 {
-		errs = append(errs, errors.New("max attempts must be at least 1"))
+		errs = append(errs, config.Invalid("MaxAttempts", "must be at least 1"))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 )
 
@@ -32,13 +33,13 @@ func Defaults(name string) Config {
 func (c Config) Validate() error {
 	var errs []error
 	if c.ConsecutiveFailures < 1 {
-		errs = append(errs, errors.New("breaker failure threshold must be at least 1"))
+		errs = append(errs, config.Invalid("ConsecutiveFailures", "must be at least 1"))
 	}
 	if c.OpenFor <= 0 {
-		errs = append(errs, errors.New("breaker open duration must be positive"))
+		errs = append(errs, config.Invalid("OpenFor", "must be positive"))
 	}
 	if c.HalfOpenProbes < 1 {
-		errs = append(errs, errors.New("breaker half-open probes must be at least 1"))
+		errs = append(errs, config.Invalid("HalfOpenProbes", "must be at least 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -90,8 +91,8 @@ func New[T any](cfg Config, logger *slog.Logger, m *Metrics) (*Breaker[T], error
 		},
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			m.state.WithLabelValues(name).Set(float64(stateValue(to)))
-			m.transitions.WithLabelValues(name, to.String()).Inc()
-			logger.Warn("circuit breaker state changed", "breaker", name, "from", from.String(), "to", to.String())
+			m.transitions.WithLabelValues(name, string(stateOf(to))).Inc()
+			logger.Warn("circuit breaker state changed", "breaker", name, "from", string(stateOf(from)), "to", string(stateOf(to)))
 		},
 	})
 	return &Breaker[T]{cb: cb}, nil
@@ -107,8 +108,31 @@ func (b *Breaker[T]) Execute(fn func() (T, error)) (T, error) {
 	return v, err
 }
 
-// State reports the breaker's state: closed, half-open or open.
-func (b *Breaker[T]) State() string { return b.cb.State().String() }
+// State is a breaker's state, as the aegis_breaker_transitions_total "to"
+// label, the logs and the alert rules name it.
+type State string
+
+const (
+	Closed   State = "closed"
+	HalfOpen State = "half-open"
+	Open     State = "open"
+)
+
+// States is every breaker state, in gauge order (aegis_breaker_state 0, 1, 2).
+func States() []State { return []State{Closed, HalfOpen, Open} }
+
+func stateOf(s gobreaker.State) State {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return HalfOpen
+	case gobreaker.StateOpen:
+		return Open
+	}
+	return Closed
+}
+
+// State reports the breaker's state.
+func (b *Breaker[T]) State() State { return stateOf(b.cb.State()) }
 
 func stateValue(s gobreaker.State) int {
 	switch s {

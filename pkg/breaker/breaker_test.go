@@ -36,13 +36,13 @@ func TestOpensAfterFiveTransientFailuresOnly(t *testing.T) {
 	for range 10 {
 		_, _ = b.Execute(fail(errclass.AsPermanent(errors.New("invalid account"))))
 	}
-	if b.State() != "closed" {
+	if b.State() != Closed {
 		t.Fatalf("permanent errors tripped the breaker: %s", b.State())
 	}
 	for range 5 {
 		_, _ = b.Execute(fail(errors.New("503")))
 	}
-	if b.State() != "open" {
+	if b.State() != Open {
 		t.Fatalf("want open after 5 transient failures, got %s", b.State())
 	}
 	if got := testutil.ToFloat64(m.state.WithLabelValues("psp:test")); got != 2 {
@@ -64,11 +64,11 @@ func TestHalfOpenProbeCloses(t *testing.T) {
 	for range 5 {
 		_, _ = b.Execute(func() (int, error) { return 0, errors.New("timeout") })
 	}
-	if b.State() != "open" {
+	if b.State() != Open {
 		t.Fatalf("want open, got %s", b.State())
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for b.State() != "half-open" {
+	for b.State() != HalfOpen {
 		if time.Now().After(deadline) {
 			t.Fatal("breaker never became half-open")
 		}
@@ -78,7 +78,7 @@ func TestHalfOpenProbeCloses(t *testing.T) {
 	if err != nil || v != 7 {
 		t.Fatalf("probe: %v %v", v, err)
 	}
-	if b.State() != "closed" {
+	if b.State() != Closed {
 		t.Fatalf("successful probe must close the breaker, got %s", b.State())
 	}
 }

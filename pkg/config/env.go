@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,21 @@ func (e *Env) Int(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// Uint32 returns the value of name as a non-negative 32-bit count, or def
+// when unset; a negative or larger value is an error, not a wrap-around.
+func (e *Env) Uint32(name string, def uint32) uint32 {
+	v, ok := e.Lookup(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		e.Errorf("%s must be a whole number from 0 to %d, got %q", name, uint32(math.MaxUint32), v)
+		return def
+	}
+	return uint32(n)
 }
 
 // Float returns the float value of name, or def when unset.

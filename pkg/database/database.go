@@ -7,9 +7,12 @@ import (
 	"net"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
 // Options tunes the pool. Zero values take pgx's defaults.
@@ -36,6 +39,11 @@ func Connect(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Po
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	}
 	cfg.HealthCheckPeriod = 10 * time.Second
+	// Statements are spans of the trace they run in; with tracing off no
+	// tracer at all (otelpgx would still time every statement).
+	if telemetry.On() {
+		cfg.ConnConfig.Tracer = newTracer()
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
@@ -81,21 +89,26 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (err e
 	return nil
 }
 
-// Postgres error codes Aegis decides on, named once here
-// (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+// Postgres error codes Aegis decides on, named once here from pgerrcode
+// (https://www.postgresql.org/docs/current/errcodes-appendix.html): code
+// outside this package uses these names or the Is* functions, never a
+// literal SQLSTATE.
 const (
-	CodeUniqueViolation      = "23505"
-	CodeCheckViolation       = "23514"
-	CodeSerializationFailure = "40001"
-	CodeDeadlockDetected     = "40P01"
-	CodeLockNotAvailable     = "55P03"
-	CodeQueryCanceled        = "57014"
-	CodeAdminShutdown        = "57P01"
-	CodeCrashShutdown        = "57P02"
-	CodeCannotConnectNow     = "57P03"
-	CodeTooManyConnections   = "53300"
-	CodeProgramLimitExceeded = "54000"
-	CodeUntranslatable       = "22P05"
+	CodeUniqueViolation      = pgerrcode.UniqueViolation
+	CodeCheckViolation       = pgerrcode.CheckViolation
+	CodeSerializationFailure = pgerrcode.SerializationFailure
+	CodeDeadlockDetected     = pgerrcode.DeadlockDetected
+	CodeLockNotAvailable     = pgerrcode.LockNotAvailable
+	CodeQueryCanceled        = pgerrcode.QueryCanceled
+	CodeAdminShutdown        = pgerrcode.AdminShutdown
+	CodeCrashShutdown        = pgerrcode.CrashShutdown
+	CodeCannotConnectNow     = pgerrcode.CannotConnectNow
+	CodeTooManyConnections   = pgerrcode.TooManyConnections
+	CodeProgramLimitExceeded = pgerrcode.ProgramLimitExceeded
+	CodeUntranslatable       = pgerrcode.UntranslatableCharacter
+	CodeConnectionFailure    = pgerrcode.ConnectionFailure
+	CodeNumericOutOfRange    = pgerrcode.NumericValueOutOfRange
+	CodeDivisionByZero       = pgerrcode.DivisionByZero
 )
 
 // IsUniqueViolation reports whether err is a unique violation, on constraint
@@ -151,21 +164,11 @@ func IsTransient(err error) bool {
 // (53: disk full, out of memory, too many connections) and operator
 // intervention (57: shutdowns, statement timeouts), plus lock timeouts.
 func transientCode(code string) bool {
-	if code == CodeLockNotAvailable {
-		return true
-	}
-	switch codeClass(code) {
-	case "08", "40", "53", "57":
-		return true
-	}
-	return false
-}
-
-func codeClass(code string) string {
-	if len(code) < 2 {
-		return ""
-	}
-	return code[:2]
+	return code == CodeLockNotAvailable ||
+		pgerrcode.IsConnectionException(code) ||
+		pgerrcode.IsTransactionRollback(code) ||
+		pgerrcode.IsInsufficientResources(code) ||
+		pgerrcode.IsOperatorIntervention(code)
 }
 
 // IsPermanent reports whether Postgres refused the statement for what it
@@ -202,7 +205,7 @@ func RefusesData(err error) bool {
 	switch {
 	case code == CodeUniqueViolation:
 		return false
-	case codeClass(code) == "22", codeClass(code) == "23", codeClass(code) == "54":
+	case pgerrcode.IsDataException(code), pgerrcode.IsIntegrityConstraintViolation(code), pgerrcode.IsProgramLimitExceeded(code):
 		return true
 	}
 	return false

@@ -18,9 +18,40 @@ const (
 	ActionPayoutFailed Action = "payout_failed"
 	// ActionPayoutReversed is a paid payout coming back (Paystack transfer.reversed).
 	ActionPayoutReversed Action = "payout_reversed"
+	// ActionRefund is money paid back to the payer of a payment we credited
+	// (a refund object: Stripe refund.*, charge.refunded; Paystack refund.*).
+	ActionRefund Action = "refund"
+	// ActionDispute is a chargeback on a payment we credited (Stripe
+	// charge.dispute.*, Paystack charge.dispute.*).
+	ActionDispute Action = "dispute"
 	// ActionNone is stored and published for the record; no money moves.
 	ActionNone Action = "none"
 )
+
+// Outcomes of a refund or dispute object, as the normaliser reads them from
+// the PSP's own status. The worker acts on these, never on PSP statuses.
+const (
+	// OutcomeRefunded: the refund stands (pending or succeeded at the PSP).
+	OutcomeRefunded = "refunded"
+	// OutcomeRefundVoid: the refund failed or was canceled; no money left.
+	OutcomeRefundVoid = "void"
+	// OutcomeDisputeOpen: the disputed amount is frozen while it runs.
+	OutcomeDisputeOpen = "open"
+	// OutcomeDisputeWon: the dispute closed in our favour; the money stays.
+	OutcomeDisputeWon = "won"
+	// OutcomeDisputeLost: the dispute closed against us; the money left.
+	OutcomeDisputeLost = "lost"
+)
+
+// Return is one refund or dispute object an event reports.
+type Return struct {
+	// ID is the PSP's id of the refund or dispute.
+	ID       string `json:"id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// Outcome is one of the Outcome constants.
+	Outcome string `json:"outcome"`
+}
 
 // PSPEvent is a verified PSP webhook in one provider-neutral envelope,
 // published on aegis.webhook.pending.
@@ -51,6 +82,10 @@ type PSPEvent struct {
 	// a test-mode event is never evidence for a live-mode payout, nor the
 	// other way round.
 	Livemode *bool `json:"livemode,omitempty"`
+	// Returns are the refund or dispute objects of an ActionRefund or
+	// ActionDispute event (Stripe's charge.refunded lists several); Reference
+	// is then the payment they take money back from.
+	Returns []Return `json:"returns,omitempty"`
 	// Stale is set when the PSP had already told us something newer about
 	// the same object: the event is kept for the record and changes nothing.
 	Stale      bool            `json:"stale,omitempty"`
@@ -58,15 +93,8 @@ type PSPEvent struct {
 	Raw        json.RawMessage `json:"raw"`
 }
 
-// MessageID is the event's stable identity for consumer idempotency.
-func (e PSPEvent) MessageID() string { return e.Provider + ":" + e.EventID }
-
-// Payout command and outcome event types.
-const (
-	TypePayoutRequested = "payout.requested"
-	TypePayoutSucceeded = "payout.succeeded"
-	TypePayoutFailed    = "payout.failed"
-)
+// Payout command event type (aegis.transactions).
+const TypePayoutRequested = "payout.requested"
 
 // PayoutRequested asks the worker to (re)attempt a payout, published on
 // aegis.transactions. The payouts row is the source of truth; the command
@@ -79,17 +107,4 @@ type PayoutRequested struct {
 	Provider string `json:"provider"`
 	// Attempt is 0 for the client's request and n for the nth scheduled retry.
 	Attempt int `json:"attempt"`
-}
-
-// PayoutOutcome reports a payout's final outcome on aegis.settlements.
-type PayoutOutcome struct {
-	PayoutID     string    `json:"payout_id"`
-	UserID       string    `json:"user_id"`
-	Status       string    `json:"status"`
-	Amount       int64     `json:"amount"`
-	Currency     string    `json:"currency"`
-	Provider     string    `json:"provider"`
-	PSPReference string    `json:"psp_reference,omitempty"`
-	Error        string    `json:"error,omitempty"`
-	OccurredAt   time.Time `json:"occurred_at"`
 }

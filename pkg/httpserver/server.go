@@ -62,7 +62,7 @@ func NewAdminRouter(reg *prometheus.Registry, checks ...Check) chi.Router {
 
 func newRouter(logger *slog.Logger, reg *prometheus.Registry) chi.Router {
 	r := chi.NewRouter()
-	r.Use(Recover(logger), Correlation, AccessLog(logger, NewMetrics(reg)))
+	r.Use(Trace, Recover(logger), Correlation, AccessLog(logger, NewMetrics(reg)))
 	r.NotFound(notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")

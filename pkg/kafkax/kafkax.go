@@ -9,6 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kotel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
 // Topics (CONTRACT.md).
@@ -60,8 +64,14 @@ func SetHeader(r *kgo.Record, key, value string) {
 	r.Headers = append(kept, kgo.RecordHeader{Key: key, Value: []byte(value)})
 }
 
-// NewClient builds a franz-go client for brokers with Aegis's logging. opts
-// add the producer or consumer settings of the caller.
+// NewClient builds a franz-go client for brokers with Aegis's logging and
+// kotel's tracing: a produced record gets a "publish" span, child of the
+// context it was produced with, whose W3C traceparent goes into the record's
+// headers; a fetched record gets a "receive" span continuing the traceparent
+// it carries (ProcessSpans starts the handling span under it). With tracing
+// off (telemetry.On false when the client is made) the hooks are not
+// installed: no span, no header. opts add the producer
+// or consumer settings of the caller.
 func NewClient(brokers []string, logger *slog.Logger, opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("no Kafka brokers configured (KAFKA_BROKERS)")
@@ -70,11 +80,46 @@ func NewClient(brokers []string, logger *slog.Logger, opts ...kgo.Opt) (*kgo.Cli
 		kgo.SeedBrokers(brokers...),
 		kgo.WithLogger(kgoLogger{logger.With("component", "kafka")}),
 	}
+	if telemetry.On() {
+		base = append(base, kgo.WithHooks(kotel.NewKotel(kotel.WithTracer(kotel.NewTracer())).Hooks()...))
+	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka client: %w", err)
 	}
 	return cl, nil
+}
+
+// ProcessSpans starts the spans of a consumer group's handling of records.
+// Make one per consumer: kotel's tracer reads the build info when made.
+type ProcessSpans struct{ t *kotel.Tracer }
+
+// NewProcessSpans returns the ProcessSpans of group.
+func NewProcessSpans(group string) ProcessSpans {
+	if !telemetry.On() {
+		return ProcessSpans{}
+	}
+	return ProcessSpans{kotel.NewTracer(kotel.ConsumerGroup(group))}
+}
+
+// Start starts the span of the handling of r (kotel's "<topic> process"), a
+// child of the record's receive span and so of the trace its producer wrote
+// into its headers, and returns ctx (the consumer's own, with its deadline
+// and cancellation) carrying it. End the span when the record is handled.
+func (p ProcessSpans) Start(ctx context.Context, r *kgo.Record) (context.Context, trace.Span) {
+	if p.t == nil { // the zero ProcessSpans traces nothing
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	parent := r.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	// kotel starts the span under r.Context: give it the consumer's ctx
+	// with the receive span in it, then restore the record.
+	r.Context = trace.ContextWithSpan(ctx, trace.SpanFromContext(parent))
+	sctx, span := p.t.WithProcessSpan(r)
+	r.Context = parent
+	return sctx, span
 }
 
 // EnsureTopics creates topics that do not exist yet, each with partitions

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/aegis-payments/aegis/pkg/localkafka"
 	"github.com/aegis-payments/aegis/pkg/proctest"
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(helperEnv); name != "" {
 		os.Exit(runConsumer(name))
 	}
-	os.Exit(m.Run())
+	// The parent process: its tests must leave no goroutine behind.
+	goleak.VerifyTestMain(m)
 }
 
 // runConsumer is one consumer process: it commits everything it polls, the

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type correlationKey struct{}
@@ -47,12 +49,20 @@ func New(w io.Writer, service string, level slog.Level) *slog.Logger {
 	return slog.New(contextHandler{h}).With(slog.String("service", service))
 }
 
-// contextHandler adds correlation_id from the record's context.
+// contextHandler adds correlation_id, and trace_id and span_id when a span
+// is active, from the record's context: a log line can then be found from
+// its trace and the trace from the log line.
 type contextHandler struct{ slog.Handler }
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
+	if ctx == nil {
+		return h.Handler.Handle(ctx, r)
+	}
 	if id := CorrelationID(ctx); id != "" {
 		r.AddAttrs(slog.String("correlation_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

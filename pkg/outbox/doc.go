@@ -17,7 +17,10 @@
 // commit order. The lock is held only
 // until the writer commits and only contends between writes for the same
 // wallet. Claim then hands out a key's rows strictly in id order and never
-// while an earlier row of that key is unfinished (in flight, or failed and
-// waiting for its retry), so a failing row holds back the later rows of its
-// key and nothing else.
+// while an earlier row of that key is unfinished outside the claim (in
+// flight, or failed and waiting for its retry), so a failing row holds back
+// the later rows of its key and nothing else. One claim may take a run of a
+// key's consecutive due rows (a hot key drains a batch per cycle, not a row):
+// the relay produces them in order and hands back the rows behind one that
+// failed.
 package outbox

@@ -72,19 +72,20 @@ func (n *Notifier) claim() bool {
 	return now-last >= int64(n.interval) && n.last.CompareAndSwap(last, now)
 }
 
-// Run sends the notifications asked for with Notify until ctx is done.
-func (n *Notifier) Run(ctx context.Context) {
+// Run sends the notifications asked for with Notify until ctx is done; it
+// returns nil then (the shape of lifecycle.Func).
+func (n *Notifier) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-n.pending:
 		}
 		for {
 			if wait := time.Duration(n.last.Load() + int64(n.interval) - time.Now().UnixNano()); wait > 0 {
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case <-time.After(wait):
 				}
 			}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
 // NotifyChannel is the LISTEN/NOTIFY channel a Notifier signals on; relays
@@ -42,13 +45,19 @@ func (m Message) validate() error {
 		return errors.New("outbox message without event type")
 	case !json.Valid(m.Payload):
 		return errors.New("outbox message payload is not valid JSON")
+	case m.MaxRetries > math.MaxInt32:
+		return fmt.Errorf("outbox message max retries %d out of range", m.MaxRetries)
 	}
 	return nil
 }
 
 // Insert writes msg in tx and returns its id. See the package doc for why it
-// locks the partition key first.
+// locks the partition key first. When ctx is inside a trace, its W3C
+// traceparent (and tracestate) go into the row's headers, replacing any the
+// message carried: the relay publishes them as Kafka headers, and the
+// consumer's handling joins the trace that wrote the row.
 func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
+	msg.Headers = telemetry.Inject(ctx, msg.Headers)
 	ids := make([]int64, 1)
 	b := &pgx.Batch{}
 	if err := Queue(b, []Message{msg}, ids); err != nil {
@@ -93,7 +102,7 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 		}
 		topics[i], types[i], keys[i], payloads[i], headers[i], corrIDs[i] = m.Topic, m.EventType, m.PartitionKey, m.Payload, h, m.CorrelationID
 		if m.MaxRetries > 0 {
-			n := int32(m.MaxRetries)
+			n := int32(m.MaxRetries) //nolint:gosec // G115: validate() bounds it to MaxInt32
 			maxRetries[i] = &n
 		}
 		if !m.NotBefore.IsZero() {

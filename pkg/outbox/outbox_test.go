@@ -71,7 +71,7 @@ func TestInsertRollsBackWithTheBusinessWrite(t *testing.T) {
 	require.ErrorContains(t, err, "not valid JSON")
 }
 
-func TestClaimHandsOutOneKeyInOrderAndHoldsBackBehindFailures(t *testing.T) {
+func TestClaimHandsOutHeadsFirstThenRunsInOrderAndHoldsBackBehindFailures(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
@@ -81,23 +81,28 @@ func TestClaimHandsOutOneKeyInOrderAndHoldsBackBehindFailures(t *testing.T) {
 	b := insert(t, db, msg("B", 1), msg("B", 2))
 	now := time.Now()
 
-	// One unfinished row per key at a time: the heads of A and B.
-	got, err := store.Claim(ctx, now, 100, time.Minute, "relay-1")
+	// The heads of A and B first; the room they leave goes to the next
+	// position of each key (A's, the older), never to A's third row before B's
+	// second.
+	got, err := store.Claim(ctx, now, 3, time.Minute, "relay-1")
 	require.NoError(t, err)
-	require.Equal(t, []int64{a[0], b[0]}, ids(got))
+	require.Equal(t, []int64{a[0], a[1], b[0]}, ids(got))
 	require.Equal(t, "A", got[0].PartitionKey)
 	require.JSONEq(t, `{"n":1}`, string(got[0].Payload))
 	require.Equal(t, "test.event", got[0].Headers["event_type"])
 
-	// While they are in flight nothing else of A or B is due.
+	// While they are in flight nothing else of A or B is due, not even the
+	// rows behind the runs: only the holder of a key's head takes its rows.
 	again, err := store.Claim(ctx, now, 100, time.Minute, "relay-2")
 	require.NoError(t, err)
 	require.Empty(t, again)
 
-	// A's head fails and waits for its retry: A stays blocked, B moves on.
+	// A's head fails and waits for its retry; its run's second row is handed
+	// back. A stays blocked, B moves on.
 	n, err := store.Retry(ctx, a[0], "relay-1", errors.New("broker down"), "transient", now.Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	require.NoError(t, store.Release(ctx, []int64{a[1]}, "relay-1", now))
 	processed, err := store.MarkProcessed(ctx, []int64{b[0]}, "relay-1", now)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, processed)
@@ -108,11 +113,62 @@ func TestClaimHandsOutOneKeyInOrderAndHoldsBackBehindFailures(t *testing.T) {
 	_, err = store.MarkProcessed(ctx, []int64{b[1]}, "relay-1", now)
 	require.NoError(t, err)
 
-	// When A's retry is due, A's head comes back first, with its count.
+	// When A's retry is due, A's head comes back first, with its count, and
+	// the rest of A behind it.
 	got, err = store.Claim(ctx, now.Add(2*time.Hour), 100, time.Minute, "relay-1")
 	require.NoError(t, err)
-	require.Equal(t, []int64{a[0]}, ids(got))
+	require.Equal(t, a, ids(got))
 	require.Equal(t, 1, got[0].RetryCount)
+}
+
+func TestClaimRunStopsAtTheFirstRowNotDue(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+	now := time.Now()
+
+	later := msg("H", 3)
+	later.NotBefore = now.Add(time.Hour)
+	h := insert(t, db, msg("H", 1), msg("H", 2), later, msg("H", 4))
+
+	got, err := store.Claim(ctx, now.Add(time.Minute), 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, h[:2], ids(got), "the run ends before the scheduled row; the row behind it waits too")
+	_, err = store.MarkProcessed(ctx, ids(got), "relay-1", now)
+	require.NoError(t, err)
+
+	got, err = store.Claim(ctx, now.Add(time.Minute), 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Empty(t, got, "the key's head is not due yet")
+
+	got, err = store.Claim(ctx, now.Add(2*time.Hour), 100, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, h[2:], ids(got))
+}
+
+func TestClaimTakesAHotKeyAsABatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+	var ms []outbox.Message
+	for i := range 250 {
+		ms = append(ms, msg("hot", i))
+	}
+	want := insert(t, db, ms...)
+
+	var got []int64
+	for cycle := 0; len(got) < len(want); cycle++ {
+		require.Less(t, cycle, 3, "a hot key drains a full batch per claim")
+		rows, err := store.Claim(ctx, time.Now(), 100, time.Minute, "relay-1")
+		require.NoError(t, err)
+		require.NotEmpty(t, rows)
+		got = append(got, ids(rows)...)
+		_, err = store.MarkProcessed(ctx, ids(rows), "relay-1", time.Now())
+		require.NoError(t, err)
+	}
+	require.Equal(t, want, got, "in id order, every row once")
 }
 
 func TestExpiredLeaseIsReclaimedAndTheOldOwnerCannotSettle(t *testing.T) {
@@ -164,6 +220,7 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 		mu      sync.Mutex
 		seen    = map[int64]int{}
 		order   = map[string][]int64{}
+		holder  = map[string]string{}
 		wg      sync.WaitGroup
 		failure error
 	)
@@ -187,17 +244,25 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 				}
 				idle = 0
 				mu.Lock()
-				keysInBatch := map[string]bool{}
 				for _, r := range rows {
 					seen[r.ID]++
-					if keysInBatch[r.PartitionKey] {
-						failure = fmt.Errorf("two rows of key %s in one batch", r.PartitionKey)
+					if o, ok := holder[r.PartitionKey]; ok && o != owner {
+						failure = fmt.Errorf("key %s held by %s and %s at once", r.PartitionKey, o, owner)
 					}
-					keysInBatch[r.PartitionKey] = true
+					holder[r.PartitionKey] = owner
 					order[r.PartitionKey] = append(order[r.PartitionKey], r.ID)
 				}
 				mu.Unlock()
-				if _, err := store.MarkProcessed(ctx, ids(rows), owner, time.Now()); err != nil {
+				time.Sleep(time.Millisecond) // in flight: another claimer may try the keys now
+				// Settled while the keys are still marked held, so another
+				// claimer that gets them must have seen them settled.
+				mu.Lock()
+				_, err = store.MarkProcessed(ctx, ids(rows), owner, time.Now())
+				for _, r := range rows {
+					delete(holder, r.PartitionKey)
+				}
+				mu.Unlock()
+				if err != nil {
 					mu.Lock()
 					failure = err
 					mu.Unlock()
@@ -387,7 +452,7 @@ func TestNotifierWakesListenersAfterCommitAndCoalesces(t *testing.T) {
 		n.Notify() // a burst of commits, before the notifier gets to run
 	}
 	done := make(chan struct{})
-	go func() { n.Run(ctx); close(done) }()
+	go func() { _ = n.Run(ctx); close(done) }() // Run ends with ctx; the test asserts on what it delivered
 	require.NoError(t, wait(5*time.Second), "a listener is woken")
 	// The burst was folded: no second notification is queued right behind.
 	require.Error(t, wait(200*time.Millisecond), "a burst of Notify calls sends one NOTIFY")
@@ -419,7 +484,7 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	// A writer that was refused asks the notifier, which sends once the
 	// interval has passed.
 	done := make(chan struct{})
-	go func() { n.Run(ctx); close(done) }()
+	go func() { _ = n.Run(ctx); close(done) }() // Run ends with ctx; the test asserts on what it delivered
 	n.Notify()
 	require.NoError(t, wait(5*time.Second), "the notifier sends for the writer that could not")
 	require.Error(t, wait(400*time.Millisecond), "and nothing more")

@@ -41,30 +41,59 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Claim marks up to limit due rows as processing by owner until now+lease and
-// returns them in id order. See sqlClaim for the ordering rule.
+// returns them in id order: the heads of many keys and, in the room they
+// leave, runs of consecutive rows behind them. See sqlClaim for the ordering
+// rule. Rows of one key are handed out in id order and only as a prefix of
+// the key's unfinished rows, so publishing a batch in order keeps each key's
+// order.
 func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.Duration, owner string) ([]Row, error) {
 	rows, err := s.pool.Query(ctx, sqlClaim, now, limit, owner, lease)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", err)
 	}
-	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var row Row
+	type claimed struct {
+		Row
+		pos int64
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var c claimed
 		var headers []byte
-		if err := r.Scan(&row.ID, &row.Topic, &row.EventType, &row.PartitionKey, &row.Payload, &headers,
-			&row.CorrelationID, &row.RetryCount, &row.MaxRetries, &row.CreatedAt); err != nil {
-			return row, err
+		if err := r.Scan(&c.ID, &c.Topic, &c.EventType, &c.PartitionKey, &c.Payload, &headers,
+			&c.CorrelationID, &c.RetryCount, &c.MaxRetries, &c.CreatedAt, &c.pos); err != nil {
+			return c, err
 		}
-		if err := json.Unmarshal(headers, &row.Headers); err != nil {
-			return row, fmt.Errorf("decode headers of outbox row %d: %w", row.ID, err)
+		if err := json.Unmarshal(headers, &c.Headers); err != nil {
+			return c, fmt.Errorf("decode headers of outbox row %d: %w", c.ID, err)
 		}
-		return row, nil
+		return c, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", err)
 	}
 	// UPDATE ... RETURNING does not promise the CTE's order.
-	slices.SortFunc(claimed, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
-	return claimed, nil
+	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.ID, b.ID) })
+	// A run is only safe as a prefix: if a follower changed between the
+	// statement's snapshot and its update (an old owner settling it late) it
+	// is missing, and the rows behind it must not go out before it. Hand
+	// them straight back.
+	out := make([]Row, 0, len(got))
+	next := map[string]int64{}
+	var cut []int64
+	for _, c := range got {
+		if c.pos != next[c.PartitionKey] {
+			next[c.PartitionKey] = -1 // the run is broken: everything behind it goes back
+			cut = append(cut, c.ID)
+			continue
+		}
+		next[c.PartitionKey]++
+		out = append(out, c.Row)
+	}
+	if len(cut) > 0 {
+		if err := s.Release(ctx, cut, owner, now); err != nil {
+			return nil, fmt.Errorf("claim outbox batch: hand back a broken run: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // MarkProcessed settles published rows in one statement and returns how many

@@ -45,7 +45,7 @@ func TestCallTurnsAPanicIntoAPermanentError(t *testing.T) {
 	c, logger, logs := setup(t)
 	err := c.Call(context.Background(), logger, "handler", func() error {
 		var m map[string]int
-		m["boom"]++ // a nil map write: a real runtime panic
+		m["boom"]++ //nolint:staticcheck // SA5000 is the point: a nil map write, a real runtime panic
 		return nil
 	})
 	var perr *panics.Error

@@ -97,7 +97,8 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(424242)"); err != nil {
 		return "", fmt.Errorf("lock template creation: %w", err)
 	}
-	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock(424242)") }()
+	// Unlock even when ctx has expired: other test binaries wait on it.
+	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock(424242)") }() //nolint:contextcheck // see above
 
 	var ready bool
 	err = admin.QueryRow(ctx,

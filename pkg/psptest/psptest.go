@@ -53,7 +53,11 @@ type Faults struct {
 	Timeout           string  `json:"timeout,omitempty"`
 	InvalidAccount    float64 `json:"invalid_account_rate,omitempty"`
 	Latency           string  `json:"latency,omitempty"`
-	Next              []Fault `json:"next,omitempty"`
+	// DropWebhookRate drops payout outcome webhooks; DropPaymentWebhookRate
+	// payment, refund and dispute webhooks (the PSP's record keeps them).
+	DropWebhookRate        float64 `json:"drop_webhook_rate,omitempty"`
+	DropPaymentWebhookRate float64 `json:"drop_payment_webhook_rate,omitempty"`
+	Next                   []Fault `json:"next,omitempty"`
 }
 
 // Object is a payout or transfer the stand-in created.
@@ -121,6 +125,42 @@ func (s *StandIn) Calls(t testing.TB) []Call {
 func (s *StandIn) Settle(t testing.TB, objectID, outcome string) {
 	t.Helper()
 	s.do(t, http.MethodPost, "/_psp/objects/"+url.PathEscape(objectID)+"/settle", map[string]string{"outcome": outcome}, nil)
+}
+
+// Payment is a payment the stand-in was told of, with its refunds and
+// disputes.
+type Payment struct {
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	UserID   string `json:"user_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Return is a refund or dispute the stand-in created.
+type Return struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	Status string `json:"status"`
+}
+
+// Pay tells the stand-in a customer paid (it sends the payment's webhook).
+func (s *StandIn) Pay(t testing.TB, provider, userID string, amount int64, currency string) Payment {
+	t.Helper()
+	var p Payment
+	s.do(t, http.MethodPost, "/_psp/payments", map[string]any{"provider": provider, "user_id": userID,
+		"amount": amount, "currency": currency}, &p)
+	return p
+}
+
+// Refund refunds amount of a payment (0: what is left); outcome
+// "succeeded" or "failed".
+func (s *StandIn) Refund(t testing.TB, paymentID string, amount int64, outcome string) Return {
+	t.Helper()
+	var r Return
+	s.do(t, http.MethodPost, "/_psp/payments/"+url.PathEscape(paymentID)+"/refunds",
+		map[string]any{"amount": amount, "outcome": outcome}, &r)
+	return r
 }
 
 func (s *StandIn) do(t testing.TB, method, path string, in, out any) {

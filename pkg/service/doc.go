@@ -10,5 +10,10 @@
 // a /readyz that answers its status code alone (what a load balancer and
 // the container healthcheck need).
 //
+// Base.Run runs a service's components (pkg/lifecycle) in one group and
+// stops them in order within SHUTDOWN_GRACE; Base.Listeners are the HTTP
+// listeners as components, the first stage to stop. Each run.go reads:
+// config → dependencies → components → Run → (deferred) close pools.
+//
 // Each service's main is one line: service.Main("webhook-api", run).
 package service

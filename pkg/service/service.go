@@ -20,7 +20,9 @@ import (
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
 // DefaultDatabaseURL is CONTRACT.md's default.
@@ -114,9 +116,64 @@ func (b Base) ServeAdmin(ctx context.Context, admin http.Handler, logger *slog.L
 	return httpserver.Run(ctx, b.AdminAddr, admin, logger.With("listener", "admin"), b.ShutdownGrace)
 }
 
+// Listeners are the service's HTTP listeners as components, for the first
+// stage of Run (they stop taking new work first): HTTP_ADDR serving router,
+// and ADMIN_ADDR and PPROF_ADDR when set. Each drains its in-flight
+// requests within SHUTDOWN_GRACE when stopped.
+func (b Base) Listeners(router, admin http.Handler, logger *slog.Logger) []lifecycle.Component {
+	return []lifecycle.Component{
+		lifecycle.Func("http", func(ctx context.Context) error {
+			return httpserver.Run(ctx, b.HTTPAddr, router, logger, b.ShutdownGrace)
+		}),
+		lifecycle.Func("admin", func(ctx context.Context) error { return b.ServeAdmin(ctx, admin, logger) }),
+		lifecycle.Func("pprof", func(ctx context.Context) error { return b.ServePprof(ctx, logger) }),
+	}
+}
+
+// Run runs the service's components until ctx is done (SIGINT, SIGTERM) or
+// one of them fails, then stops the stages in order within SHUTDOWN_GRACE:
+// see lifecycle.Run. The first stage is Listeners; the run.go closes its
+// pools and clients after Run returns.
+func (b Base) Run(ctx context.Context, logger *slog.Logger, stages ...lifecycle.Stage) error {
+	err := lifecycle.Run(ctx, logger, b.ShutdownGrace, stages...)
+	if err != nil {
+		logger.Error(b.Name+" stopped", "error", err.Error())
+		return err
+	}
+	logger.Info(b.Name + " stopped")
+	return nil
+}
+
 // Logger returns the service's JSON logger on w.
 func (b Base) Logger(w io.Writer) *slog.Logger {
 	return logging.New(w, b.Name, b.LogLevel)
+}
+
+// tracingFlush bounds how long a stopping service waits for its last spans
+// to reach the collector.
+const tracingFlush = 5 * time.Second
+
+// StartTracing sets up OpenTelemetry tracing from the OTEL_* variables
+// (telemetry.Setup: off unless an OTLP endpoint or exporter is configured)
+// and returns the function to defer that flushes the spans still buffered,
+// for at most 5s. Call it before building clients, so their
+// instrumentation finds the provider.
+func (b Base) StartTracing(ctx context.Context, getenv func(string) string, logger *slog.Logger) (stop func(), err error) {
+	tel, err := telemetry.Setup(ctx, b.Name, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tel.Enabled() {
+		return func() {}, nil
+	}
+	logger.Info("tracing enabled", "exporter", tel.Exporter)
+	return func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlush)
+		defer cancel()
+		if err := tel.Shutdown(flushCtx); err != nil {
+			logger.Warn("traces not flushed", "error", err.Error())
+		}
+	}, nil
 }
 
 // RunFunc runs a service until ctx is done.

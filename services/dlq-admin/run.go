@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/bearer"
@@ -19,14 +18,18 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
@@ -41,6 +44,9 @@ const (
 	// firstReconcile is how soon after start the first scheduled check
 	// runs (sooner if RECONCILE_INTERVAL is shorter).
 	firstReconcile = 30 * time.Second
+	// defaultSecondApproverThreshold: with REQUIRE_SECOND_APPROVER, a bulk
+	// replay of more letters than this waits for a second operator.
+	defaultSecondApproverThreshold = 100
 )
 
 // Config is dlq-admin's settings.
@@ -69,6 +75,11 @@ type Config struct {
 	Stall stall.Config
 	// ReconcileStatementTimeout is RECONCILE_STATEMENT_TIMEOUT.
 	ReconcileStatementTimeout time.Duration
+	// Settlements is SETTLEMENT_WEBHOOK_*: outbound settlement webhooks,
+	// off when SETTLEMENT_WEBHOOK_URL is empty.
+	Settlements deliver.Config
+	// FourEyes is REQUIRE_SECOND_APPROVER and SECOND_APPROVER_THRESHOLD.
+	FourEyes resolution.Config
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -88,18 +99,38 @@ func readConfig(getenv func(string) string) (Config, error) {
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
+		FourEyes: resolution.Config{
+			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
+			Threshold:             env.Int("SECOND_APPROVER_THRESHOLD", defaultSecondApproverThreshold),
+		},
+	}
+	if c.FourEyes.Threshold < 0 {
+		env.Errorf("SECOND_APPROVER_THRESHOLD must be 0 or more letters, got %d", c.FourEyes.Threshold)
 	}
 	c.Stall = stall.Config{
 		Groups:   env.List("STALL_GROUPS"),
 		After:    env.Duration("STALL_AFTER", 2*time.Minute),
 		Interval: env.Duration("STALL_CHECK_INTERVAL", 15*time.Second),
 	}
+	c.Settlements = deliver.Config{
+		URL:     env.String("SETTLEMENT_WEBHOOK_URL", ""),
+		Secret:  env.String("SETTLEMENT_WEBHOOK_SECRET", ""),
+		Group:   env.String("SETTLEMENT_WEBHOOK_GROUP", deliver.DefaultGroup),
+		Timeout: env.Duration("SETTLEMENT_WEBHOOK_TIMEOUT", deliver.DefaultTimeout),
+		Backoff: deliver.DefaultBackoff(),
+	}
+	c.Settlements.Backoff.MaxAttempts = env.Int("SETTLEMENT_WEBHOOK_MAX_ATTEMPTS", deliver.DefaultMaxAttempts)
 	if len(c.Stall.Groups) == 0 {
 		c.Stall.Groups = []string{"payout-worker", c.ConsumerGroup}
+		if c.Settlements.URL != "" {
+			c.Stall.Groups = append(c.Stall.Groups, c.Settlements.Group)
+		}
 	}
-	if err := c.Stall.Validate(); err != nil {
-		env.Errorf("%v", err)
-	}
+	env.Check(c.Stall.Validate(), map[string]string{
+		"Groups":   "STALL_GROUPS",
+		"After":    "STALL_AFTER",
+		"Interval": "STALL_CHECK_INTERVAL",
+	})
 	if c.StoreRetryFor <= 0 {
 		env.Errorf("DLQ_STORE_RETRY_FOR must be positive")
 	}
@@ -131,6 +162,19 @@ func readConfig(getenv func(string) string) (Config, error) {
 			env.Errorf("KAFKA_BROKERS must be comma-separated host:port, got %q", b)
 		}
 	}
+	if c.Settlements.URL != "" {
+		c.Settlements.Brokers, c.Settlements.Membership, c.Settlements.Security = c.KafkaBrokers, c.Membership, c.KafkaSecurity
+		env.Check(c.Settlements.Validate(), map[string]string{
+			"URL":                 "SETTLEMENT_WEBHOOK_URL",
+			"Secret":              "SETTLEMENT_WEBHOOK_SECRET",
+			"Timeout":             "SETTLEMENT_WEBHOOK_TIMEOUT",
+			"Backoff.MaxAttempts": "SETTLEMENT_WEBHOOK_MAX_ATTEMPTS",
+			"Brokers":             "KAFKA_BROKERS",
+		})
+		if c.Settlements.Group == c.ConsumerGroup {
+			env.Errorf("SETTLEMENT_WEBHOOK_GROUP must differ from DLQ_CONSUMER_GROUP")
+		}
+	}
 	tokens, err := bearer.Parse(env.String("DLQ_ADMIN_TOKENS", ""), api.Roles())
 	if err != nil {
 		env.Errorf("DLQ_ADMIN_TOKENS: %v", err)
@@ -145,6 +189,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
+	stopTracing, err := cfg.StartTracing(ctx, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the shutdown too
 	tokens := cfg.Tokens
 	if tokens.Len() == 0 {
 		logger.Warn("DLQ_ADMIN_TOKENS is not set: every /v1 request is refused with 401")
@@ -157,32 +206,33 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer pool.Close()
 
 	reg := httpserver.NewRegistry()
-	alerter, err := alert.New(cfg.Alert, logger, reg, time.Now)
+	panicked := panics.NewCounter(reg)
+	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
+	alerter, err := alert.New(cfg.Alert, deps)
 	if err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
 	st := store.New(pool)
-	mon, err := monitor.New(cfg.Monitor, st, alerter, logger, reg, time.Now)
+	mon, err := monitor.New(cfg.Monitor, st, alerter, deps)
 	if err != nil {
 		return err
 	}
-	panicked := panics.NewCounter(reg)
 	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
 		Membership: cfg.Membership, Security: cfg.KafkaSecurity, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor,
-		Panics: panicked}, pool, logger, reg)
+	}, pool, deps)
 	if err != nil {
 		return err
 	}
-	// Runs before pool.Close: the consumer has committed and left the group
-	// by the time Postgres goes.
+	// Runs after Run, before pool.Close: the consumer has committed and
+	// left the group by the time Postgres goes.
 	defer consumer.Close()
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	replays := replay.New(pool, st, logger, time.Now).WithNotifier(notifier)
+	replays := replay.New(pool, st, deps).WithNotifier(notifier)
 	runner, err := replay.NewRunner(replays, replay.RunnerConfig{Owner: runnerName(), Rate: cfg.ReplayRate})
 	if err != nil {
 		return err
 	}
-	reconciler, err := recon.New(pool, alerter, logger, reg, time.Now)
+	reconciler, err := recon.New(pool, alerter, deps)
 	if err != nil {
 		return err
 	}
@@ -192,45 +242,66 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer admClient.Close()
-	stalls, err := stall.New(cfg.Stall, kadm.NewClient(admClient), alerter, logger, reg, time.Now)
+	stalls, err := stall.New(cfg.Stall, kadm.NewClient(admClient), alerter, deps)
 	if err != nil {
 		return err
+	}
+
+	intake := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
+	if cfg.Settlements.URL != "" {
+		cfg.Settlements.OnDeadLetter = mon.Notify
+		deliverer, err := deliver.New(cfg.Settlements, pool, deps)
+		if err != nil {
+			return err
+		}
+		defer deliverer.Close() // after Run, before pool.Close, like the consumer
+		intake = append(intake, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
+	} else {
+		logger.Info("SETTLEMENT_WEBHOOK_URL is not set: settlement events are not delivered as webhooks")
 	}
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
-	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, Tokens: tokens, Now: time.Now})
+	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier)
+	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool),
+		Resolutions: resolutions, Tokens: tokens, Now: time.Now})
+	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
+	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {
 		return err
 	}
 
-	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
-		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "")
-	// Any part failing stops the others; on SIGTERM all stop: the HTTP
-	// server drains in-flight requests, the consumer commits what it stored,
-	// the replay runner lets go of its job for the next runner to resume.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return consumer.Run(gctx) })
-	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
-	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
-	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
 	// A panic in a background loop restarts that loop, not the process.
-	loop := func(component string, fn func(context.Context) error) {
-		g.Go(func() error { return panicked.Loop(gctx, logger, component, time.Second, fn) })
+	loop := func(name string, fn func(context.Context) error) lifecycle.Component {
+		return lifecycle.Supervised("dlq-admin/"+name, deps, fn)
 	}
-	loop("dlq-admin/alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil })
-	loop("dlq-admin/monitor", mon.Run)
-	loop("dlq-admin/stall", stalls.Run)
-	loop("dlq-admin/replay-runner", runner.Run)
-	loop("dlq-admin/notifier", func(ctx context.Context) error { notifier.Run(ctx); return nil })
-	loop("dlq-admin/reconcile", func(ctx context.Context) error {
-		return reconciler.Schedule(ctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
-	})
-	err = g.Wait()
-	logger.Info("dlq-admin stopped")
-	return err
+	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
+		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "",
+		"settlement_webhooks", cfg.Settlements.URL != "")
+	return cfg.Run(ctx, logger,
+		// Stop taking work: the HTTP server drains in-flight requests, the
+		// consumer commits what it stored, the settlement webhooks what
+		// they delivered;
+		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), intake...)},
+		// the background jobs finish their step: the replay runner lets go
+		// of its job for the next runner to resume;
+		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
+			loop("monitor", mon.Run),
+			loop("psp-reconciliation-alerts", pspWatch.Run),
+			loop("stall", stalls.Run),
+			loop("replay-runner", runner.Run),
+			loop("reconcile", func(ctx context.Context) error {
+				return reconciler.Schedule(ctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
+			}),
+		}},
+		// then what they hand work to: relay wake-ups and alerts.
+		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
+			loop("notifier", notifier.Run),
+			loop("alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil }),
+		}},
+	)
 }
 
 // runnerName names this process's replay runner in replay_jobs.locked_by:

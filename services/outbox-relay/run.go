@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/breaker"
@@ -17,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
@@ -47,7 +46,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Workers:       env.Int("RELAY_WORKERS", 2),
 		Relay: relay.Config{
 			Owner:          fmt.Sprintf("%s-%d-%s", host, os.Getpid(), logging.NewCorrelationID()[:6]),
-			BatchSize:      env.Int("RELAY_BATCH_SIZE", 500),
+			BatchSize:      env.Int("RELAY_BATCH_SIZE", 2000),
 			PollInterval:   env.Duration("RELAY_POLL_INTERVAL", 500*time.Millisecond),
 			Lease:          env.Duration("RELAY_LEASE", time.Minute),
 			PublishTimeout: env.Duration("RELAY_PUBLISH_TIMEOUT", 15*time.Second),
@@ -61,7 +60,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 		Breaker: breaker.Config{
 			Name:                "kafka",
-			ConsecutiveFailures: uint32(env.Int("BREAKER_FAILURES", 5)),
+			ConsecutiveFailures: env.Uint32("BREAKER_FAILURES", 5),
 			OpenFor:             env.Duration("BREAKER_OPEN_FOR", 30*time.Second),
 			HalfOpenProbes:      1,
 		},
@@ -72,12 +71,20 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.Workers < 1 {
 		env.Errorf("RELAY_WORKERS must be at least 1")
 	}
-	if err := c.Relay.Validate(); err != nil {
-		env.Errorf("%v", err)
-	}
-	if err := c.Breaker.Validate(); err != nil {
-		env.Errorf("BREAKER_*: %v", err)
-	}
+	env.Check(c.Relay.Validate(), map[string]string{
+		"BatchSize":          "RELAY_BATCH_SIZE",
+		"PollInterval":       "RELAY_POLL_INTERVAL",
+		"Lease":              "RELAY_LEASE",
+		"PublishTimeout":     "RELAY_PUBLISH_TIMEOUT",
+		"Retention":          "RELAY_RETENTION",
+		"Backoff.Base":       "RELAY_BACKOFF_BASE",
+		"Backoff.Multiplier": "RELAY_BACKOFF_MULTIPLIER",
+		"Backoff.Max":        "RELAY_BACKOFF_MAX",
+	})
+	env.Check(c.Breaker.Validate(), map[string]string{
+		"ConsecutiveFailures": "BREAKER_FAILURES",
+		"OpenFor":             "BREAKER_OPEN_FOR",
+	})
 	return c, env.Err()
 }
 
@@ -87,6 +94,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout).With("relay", cfg.Relay.Owner)
+	stopTracing, err := cfg.StartTracing(ctx, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the shutdown too
 
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 8, ApplicationName: cfg.Name})
 	if err != nil {
@@ -109,49 +121,53 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer kafka.Close()
 
 	reg := httpserver.NewRegistry()
+	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panics.NewCounter(reg)}
 	br, err := breaker.New[struct{}](cfg.Breaker, logger, breaker.NewMetrics(reg))
 	if err != nil {
 		return err
 	}
-	panicked := panics.NewCounter(reg)
-	r, err := relay.New(cfg.Relay, outbox.NewStore(pool), kafka, br, logger, relay.NewMetrics(reg), time.Now)
+	r, err := relay.New(cfg.Relay, relay.Deps{Deps: deps, Store: outbox.NewStore(pool), Kafka: kafka, Breaker: br})
 	if err != nil {
 		return err
 	}
-	r.WithPanics(panicked)
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: kafkax.Ping(kafka)},
 	)
 
-	// Background helpers stop after the relay has settled its last batch.
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	var helpers sync.WaitGroup
-	helpers.Add(3)
-	// A panic in a helper restarts that helper, not the process.
-	helper := func(component string, fn func(context.Context)) {
-		defer helpers.Done()
-		_ = panicked.Loop(bg, logger, component, time.Second, func(ctx context.Context) error { fn(ctx); return nil })
+	// Each relay loop finishes and settles its batch in flight when stopped.
+	intake := cfg.Listeners(router, admin, logger)
+	for range cfg.Workers {
+		intake = append(intake, lifecycle.Func("outbox-relay/relay", r.Run))
 	}
-	go helper("outbox-relay/listen", func(ctx context.Context) { relay.Listen(ctx, cfg.DatabaseURL, logger, r.Wake) })
-	go helper("outbox-relay/retention", func(ctx context.Context) { r.RunRetention(ctx, time.Minute) })
-	go helper("outbox-relay/stats", func(ctx context.Context) { r.RunStats(ctx, 5*time.Second) })
+	// Background helpers stop after the relay has settled its last batch; a
+	// panic in one restarts it, not the process.
+	helpers := []lifecycle.Component{
+		lifecycle.Supervised("outbox-relay/listen", deps, func(ctx context.Context) error {
+			relay.Listen(ctx, cfg.DatabaseURL, logger, r.Wake)
+			return nil
+		}),
+		lifecycle.Supervised("outbox-relay/retention", deps, func(ctx context.Context) error {
+			r.RunRetention(ctx, time.Minute)
+			return nil
+		}),
+		lifecycle.Supervised("outbox-relay/stats", deps, func(ctx context.Context) error {
+			r.RunStats(ctx, 5*time.Second)
+			return nil
+		}),
+	}
+	// Best effort: dead-letter notices to aegis.outbox.dlq.
+	flush := lifecycle.OnStop("kafka flush", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = kafka.Flush(ctx)
+		return nil
+	})
 
 	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String())
-	g, gctx := errgroup.WithContext(ctx)
-	for range cfg.Workers {
-		g.Go(func() error { return r.Run(gctx) })
-	}
-	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
-	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
-	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
-	err = g.Wait()
-	stopBG()
-	helpers.Wait()
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = kafka.Flush(flushCtx) // best effort: dead-letter notices to aegis.outbox.dlq
-	logger.Info("outbox relay stopped")
-	return err
+	return cfg.Run(ctx, logger,
+		lifecycle.Stage{Name: "relay", Components: intake},
+		lifecycle.Stage{Name: "helpers", Components: helpers},
+		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{flush}},
+	)
 }

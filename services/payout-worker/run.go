@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
@@ -24,9 +26,11 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
@@ -59,6 +63,10 @@ type Config struct {
 	PaystackKey     string
 	PaystackAPIBase string
 	Payout          payout.Config
+	Sweep           payout.SweepConfig
+	// SettlementDelay is CREDIT_SETTLEMENT_DELAY: how long after a credit
+	// its money can be paid out (0, the default: at once).
+	SettlementDelay time.Duration
 	Breaker         breaker.Config
 	Lock            walletlock.Config
 	Alert           alert.Config
@@ -77,12 +85,13 @@ func readConfig(getenv func(string) string) (Config, error) {
 		RetryFor:        env.Duration("WORKER_RETRY_IN_PLACE_FOR", time.Minute),
 		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
+		SettlementDelay: env.Duration("CREDIT_SETTLEMENT_DELAY", 0),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
 		PaystackAPIBase: env.String("PAYSTACK_API_BASE", ""),
 		Breaker: breaker.Config{
-			ConsecutiveFailures: uint32(env.Int("BREAKER_FAILURES", 5)),
+			ConsecutiveFailures: env.Uint32("BREAKER_FAILURES", 5),
 			OpenFor:             env.Duration("BREAKER_OPEN_FOR", 30*time.Second),
 			HalfOpenProbes:      1,
 		},
@@ -110,8 +119,27 @@ func readConfig(getenv func(string) string) (Config, error) {
 		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
 		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
+	c.Sweep = payout.SweepConfig{
+		// A Stripe payout is normally pending for a day or two; its
+		// payout.paid may be lost. Looked up every half hour meanwhile.
+		After: env.Duration("PAYOUT_CHECK_AFTER", 30*time.Minute),
+		Every: env.Duration("PAYOUT_SWEEP_INTERVAL", time.Minute),
+		Batch: env.Int("PAYOUT_SWEEP_BATCH", 200),
+	}
+	if c.Sweep.After <= 0 {
+		env.Errorf("PAYOUT_CHECK_AFTER must be positive")
+	}
+	if c.Sweep.Every <= 0 {
+		env.Errorf("PAYOUT_SWEEP_INTERVAL must be positive")
+	}
+	if c.Sweep.Batch < 1 {
+		env.Errorf("PAYOUT_SWEEP_BATCH must be at least 1")
+	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
+	}
+	if c.SettlementDelay < 0 {
+		env.Errorf("CREDIT_SETTLEMENT_DELAY must not be negative")
 	}
 	if c.MaxPollRecords < 1 {
 		env.Errorf("WORKER_MAX_POLL_RECORDS must be at least 1")
@@ -156,12 +184,20 @@ func readConfig(getenv func(string) string) (Config, error) {
 			env.Errorf("%s: node %d: %v", redisVar, i+1, redactRedisErr(err, u))
 		}
 	}
-	if err := c.Payout.Validate(); err != nil {
-		env.Errorf("%v", err)
-	}
-	if err := c.Breaker.Validate(); err != nil {
-		env.Errorf("BREAKER_*: %v", err)
-	}
+	env.Check(c.Payout.Validate(), map[string]string{
+		"Backoff.Base":        "PSP_BACKOFF_BASE",
+		"Backoff.Multiplier":  "PSP_BACKOFF_MULTIPLIER",
+		"Backoff.Max":         "PSP_BACKOFF_MAX",
+		"Backoff.MaxAttempts": "PSP_MAX_ATTEMPTS",
+		"BreakerDefer":        "PSP_BREAKER_DEFER",
+		"CallTimeout":         "PSP_CALL_TIMEOUT",
+		"IdempotencyWindow":   "PSP_IDEMPOTENCY_WINDOW",
+		"SettleWindow":        "PSP_SETTLE_WINDOW",
+	})
+	env.Check(c.Breaker.Validate(), map[string]string{
+		"ConsecutiveFailures": "BREAKER_FAILURES",
+		"OpenFor":             "BREAKER_OPEN_FOR",
+	})
 	if c.Lock.Expiry < time.Second {
 		env.Errorf("WALLET_LOCK_EXPIRY must be at least 1s")
 	}
@@ -174,6 +210,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
+	stopTracing, err := cfg.StartTracing(ctx, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the shutdown too
 
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
 	if err != nil {
@@ -192,6 +233,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 		rdb := goredis.NewClient(opts)
 		defer rdb.Close()
+		if err := instrumentRedis(rdb); err != nil {
+			return fmt.Errorf("redis node %d tracing: %w", i+1, err)
+		}
 		nodes = append(nodes, rdb)
 	}
 
@@ -204,6 +248,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	reg := httpserver.NewRegistry()
 	panicked := panics.NewCounter(reg)
+	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
 	psps, err := pspRegistry(cfg, logger, breaker.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -212,23 +257,23 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	alerts, err := alert.New(cfg.Alert, logger, reg, time.Now)
+	alerts, err := alert.New(cfg.Alert, deps)
 	if err != nil {
 		return err
 	}
-	l := ledger.New(pool)
+	l := ledger.New(pool).WithSettlementDelay(cfg.SettlementDelay)
 	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), alerts, time.Now)
 	if err != nil {
 		return err
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	h := handler.New(pool, l, proc, logger, reg, alerts, notifier, time.Now)
+	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: notifier})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
 		RetryInPlaceAttempts: cfg.RetryAttempts, RetryInPlaceFor: cfg.RetryFor,
-		PermanentAsTransient: cfg.PlantPoison, Panics: panicked,
-	}, logger, consume.NewMetrics(reg), alerts)
+		PermanentAsTransient: cfg.PlantPoison,
+	}, consume.Deps{Deps: deps, Alerts: alerts})
 	if cfg.PlantPoison {
 		logger.Warn("WORKER_PLANT_POISON_RETRY is set: Postgres refusals are retried in place forever (a planted defect for the chaos suite)")
 	}
@@ -240,34 +285,39 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	)
 	logger.Info("payout worker started", "group", cfg.Group, "kafka_security", cfg.KafkaSecurity.String(), "providers", providerNames(psps),
 		"redis_nodes", len(nodes), "lock_quorum", locks.Quorum())
-	g, gctx := errgroup.WithContext(ctx)
-	// A panic in a background loop restarts that loop, not the process.
-	g.Go(func() error {
-		return panicked.Loop(gctx, logger, "payout-worker/alerts", time.Second, func(ctx context.Context) error { alerts.Run(ctx); return nil })
-	})
-	g.Go(func() error {
-		return panicked.Loop(gctx, logger, "payout-worker/notifier", time.Second, func(ctx context.Context) error { notifier.Run(ctx); return nil })
-	})
-	g.Go(func() error { return consumer.Run(gctx) })
-	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
-	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
-	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
-	err = g.Wait()
-	// Leave the group cleanly so partitions move at once, after the last
-	// commit (consumer.Run commits before it returns).
-	kafka.LeaveGroup()
-	logger.Info("payout worker stopped")
-	return err
+	return cfg.Run(ctx, logger,
+		// Stop taking work: the consumer finishes its in-flight records and
+		// commits them (within its own grace), the HTTP server drains;
+		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger),
+			lifecycle.Func("payout-worker/consumer", consumer.Run))},
+		// the sweeper finishes its lookup (a panic in a background loop
+		// restarts that loop, not the process);
+		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
+			lifecycle.Supervised("payout-worker/sweeper", deps, func(ctx context.Context) error {
+				proc.RunSweeper(ctx, cfg.Sweep)
+				return nil
+			}),
+		}},
+		// then leave the group so partitions move at once, after the last
+		// commit, and stop what the handlers handed work to.
+		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
+			lifecycle.OnStop("payout-worker/leave group", func(context.Context) error { kafka.LeaveGroup(); return nil }),
+			lifecycle.Supervised("payout-worker/notifier", deps, notifier.Run),
+			lifecycle.Supervised("payout-worker/alerts", deps, func(ctx context.Context) error { alerts.Run(ctx); return nil }),
+		}},
+	)
 }
 
 func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
-	httpClient := &http.Client{Transport: &http.Transport{
+	// otelhttp: each PSP call is a client span of the payout's trace, and
+	// carries its traceparent.
+	httpClient := &http.Client{Transport: otelhttp.NewTransport(&http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second,
-	}}
+	})}
 	clients := map[string]psp.Client{}
 	if cfg.StripeSecretKey != "" {
 		clients["stripe"] = psp.NewStripe(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
@@ -290,6 +340,17 @@ func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Regis
 		reg[name] = psp.WithBreaker(c, br)
 	}
 	return reg, nil
+}
+
+// instrumentRedis makes rdb's commands spans of the trace they run in
+// (none outside one: telemetry.ChildOnly), named by command, without their
+// arguments (lock tokens). Nothing with tracing off.
+func instrumentRedis(rdb *goredis.Client) error {
+	if !telemetry.On() {
+		return nil
+	}
+	return redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(telemetry.ChildOnly(otel.GetTracerProvider())),
+		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
 }
 
 func providerNames(r psp.Registry) []string {

@@ -4,7 +4,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// Every goroutine run started (consumer, HTTP, notifier, alerts) has
+// returned when it does.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The Stripe mode outcome events must match follows the key; the PSP's
 // idempotency window is 23h unless configured.

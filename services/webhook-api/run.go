@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"runtime"
 	"time"
 
-	"golang.org/x/sync/errgroup"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
@@ -18,6 +23,7 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
@@ -35,6 +41,38 @@ type Config struct {
 	// up to CommitGroup of them (group commit).
 	CommitWorkers int
 	CommitGroup   int
+	// Procs is the GOMAXPROCS webhook-api sets for itself (smallHostProcs),
+	// 0 to leave the runtime's.
+	Procs int
+	// Reconcile is the PSP reconciliation (PSP_RECONCILE_*,
+	// STRIPE_SECRET_KEY, STRIPE_API_BASE, PAYSTACK_API_BASE).
+	Reconcile ReconcileConfig
+}
+
+// ReconcileConfig is the PSP reconciliation's settings.
+type ReconcileConfig struct {
+	pspsync.Config
+	// Interval between scheduled runs; 0: only on demand.
+	Interval        time.Duration
+	StripeSecretKey string
+	StripeAPIBase   string
+	PaystackAPIBase string
+}
+
+// smallHostProcs chooses GOMAXPROCS when the GOMAXPROCS variable is unset
+// and the machine has at most two cores (runtime.NumCPU): one. On such a
+// host Postgres, usually beside it, needs a core for the commits, and with a second thread every
+// goroutine hand-off of a webhook (connection reader, handler, committer,
+// pgx) wakes a thread that then waits for the core Postgres is using:
+// measured on a 2-core machine, one thread takes 1.2× the webhooks of two
+// (docs/benchmarks.md). With more cores the runtime's default stays, a
+// container's CPU limit included: on a large node Postgres is elsewhere.
+// A GOMAXPROCS set by the operator always wins.
+func smallHostProcs(env string, cores int) int {
+	if env == "" && cores <= 2 {
+		return 1
+	}
+	return 0
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -46,6 +84,30 @@ func readConfig(getenv func(string) string) (Config, error) {
 		DBMaxConns:           env.Int("DB_MAX_CONNS", 16),
 		CommitWorkers:        env.Int("INGEST_COMMIT_WORKERS", 1),
 		CommitGroup:          env.Int("INGEST_COMMIT_GROUP", 64),
+		Procs:                smallHostProcs(getenv("GOMAXPROCS"), runtime.NumCPU()),
+	}
+	c.Reconcile = ReconcileConfig{
+		Config: pspsync.Config{
+			Window:  env.Duration("PSP_RECONCILE_WINDOW", 24*time.Hour),
+			Overlap: env.Duration("PSP_RECONCILE_OVERLAP", 10*time.Minute),
+			Grace:   env.Duration("PSP_RECONCILE_GRACE", 15*time.Minute),
+		},
+		Interval:        env.Duration("PSP_RECONCILE_INTERVAL", 15*time.Minute),
+		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
+		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
+		PaystackAPIBase: env.String("PAYSTACK_API_BASE", ""),
+	}
+	if c.Reconcile.Interval < 0 {
+		env.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
+	}
+	if c.Reconcile.Window <= 0 {
+		env.Errorf("PSP_RECONCILE_WINDOW must be positive")
+	}
+	if c.Reconcile.Overlap < 0 {
+		env.Errorf("PSP_RECONCILE_OVERLAP must not be negative")
+	}
+	if c.Reconcile.Grace < 0 {
+		env.Errorf("PSP_RECONCILE_GRACE must not be negative")
 	}
 	if c.DBMaxConns < 1 {
 		env.Errorf("DB_MAX_CONNS must be at least 1")
@@ -76,6 +138,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	logger := cfg.Logger(stdout)
+	if cfg.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs)) // restored for a run inside a test
+		logger.Info("GOMAXPROCS chosen for a small host: one thread runs Go code (set GOMAXPROCS to choose)",
+			"gomaxprocs", cfg.Procs, "cpus", runtime.NumCPU())
+	}
+	stopTracing, err := cfg.StartTracing(ctx, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the shutdown too
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: Stripe webhooks are refused with 503")
 	}
@@ -104,19 +176,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer pool.Close()
 
 	reg := httpserver.NewRegistry()
-	router, admin := cfg.Routers(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
-	// Shutdown order, by the defers below: the HTTP server drains, then the
-	// committer commits what is queued, then the notifier stops, then the pool.
+	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panics.NewCounter(reg)}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopNotify()
-	go notifier.Run(notifyCtx)
-	committer, err := ingest.NewCommitter(ingest.NewStore(pool, notifier, time.Now), cfg.CommitWorkers, cfg.CommitGroup)
+	committer, err := ingest.NewCommitter(ingest.NewStore(pool, notifier, time.Now),
+		ingest.CommitterConfig{Workers: cfg.CommitWorkers, MaxGroup: cfg.CommitGroup}, deps)
 	if err != nil {
 		return err
 	}
-	committer.WithPanics(panics.NewCounter(reg), logger).Start()
-	defer committer.Stop()
+	reconciler, err := newReconcileWorker(cfg, pool, ingest.NewStore(pool, notifier, time.Now), deps)
+	if err != nil {
+		return err
+	}
+	router, admin := cfg.Routers(logger, reg, httpserver.Check{Name: "postgres", Check: database.Ping(pool)})
 	api.Mount(router, api.Deps{
 		Logger:       logger,
 		Ingest:       committer,
@@ -128,14 +199,51 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Clients:      cfg.Clients,
 		Webhooks:     api.NewWebhookMetric(reg),
 		Refused:      api.NewRefusalLog(logger, reg, time.Minute, time.Now),
+		Shed:         api.NewShedLog(logger, reg, time.Minute, time.Now),
 		ProviderEnabled: func(p string) bool {
 			return p == ingest.Stripe || (p == ingest.Paystack && cfg.PaystackSecretKey != "")
 		},
 		Now: time.Now,
 	})
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpserver.Run(gctx, cfg.HTTPAddr, router, logger, cfg.ShutdownGrace) })
-	g.Go(func() error { return cfg.ServePprof(gctx, logger) })
-	g.Go(func() error { return cfg.ServeAdmin(gctx, admin, logger) })
-	return g.Wait()
+
+	return cfg.Run(ctx, logger,
+		// The HTTP server drains its requests, which wait for their commits;
+		lifecycle.Stage{Name: "listeners", Components: cfg.Listeners(router, admin, logger)},
+		// the committers commit what is still queued;
+		lifecycle.Stage{Name: "ingest", Components: append([]lifecycle.Component{committer}, reconciler...)},
+		// the notifier stops last: the pool closes when run returns.
+		lifecycle.Stage{Name: "notifier", Components: []lifecycle.Component{
+			lifecycle.Supervised("webhook-api/notifier", deps, notifier.Run)}},
+	)
+}
+
+// newReconcileWorker is the PSP reconciliation for each PSP with a secret
+// key: none (and a warning) without any.
+func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, deps lifecycle.Deps) ([]lifecycle.Component, error) {
+	rc := cfg.Reconcile
+	client := &http.Client{Timeout: 30 * time.Second}
+	var sources []pspsync.Source
+	if rc.StripeSecretKey != "" {
+		sources = append(sources, pspsync.NewStripe(rc.StripeSecretKey, rc.StripeAPIBase, client))
+	}
+	if cfg.PaystackSecretKey != "" {
+		sources = append(sources, pspsync.NewPaystack(cfg.PaystackSecretKey, rc.PaystackAPIBase, client))
+	}
+	if len(sources) == 0 {
+		deps.Logger.Warn("STRIPE_SECRET_KEY and PAYSTACK_SECRET_KEY are not set: the PSP reconciliation does not run")
+		return nil, nil
+	}
+	runs := pspsync.NewRuns(pool)
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "webhook-api"
+	}
+	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: fmt.Sprintf("%s-%d", host, os.Getpid()), Interval: rc.Interval},
+		runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps), deps)
+	if err != nil {
+		return nil, err
+	}
+	deps.Logger.Info("psp reconciliation", "providers", len(sources), "interval", rc.Interval.String(),
+		"window", rc.Window.String(), "overlap", rc.Overlap.String(), "grace", rc.Grace.String())
+	return []lifecycle.Component{lifecycle.Supervised("webhook-api/psp-reconcile", deps, w.Run)}, nil
 }

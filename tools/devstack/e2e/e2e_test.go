@@ -52,6 +52,7 @@ type suite struct {
 	psp     string
 	token   string
 	opToken string
+	logs    *buffer
 }
 
 func start(t *testing.T) *suite { return startWith(t, "300ms", nil) }
@@ -101,8 +102,11 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 		require.NoError(t, err, "every process exits cleanly on SIGTERM")
 	})
 	return &suite{t: t, db: db, stack: s, cfg: cfg, api: stack.URL(cfg.Ports.WebhookAPI), dlq: stack.URL(cfg.Ports.DLQAdmin),
-		psp: stack.URL(cfg.Ports.PSP), token: "dev-api-token-0123456789", opToken: "dev-ops-token-0123456789"}
+		psp: stack.URL(cfg.Ports.PSP), token: "dev-api-token-0123456789", opToken: "dev-ops-token-0123456789", logs: logs}
 }
+
+// stackLog is what the stack's processes have written so far.
+func (s *suite) stackLog() string { return s.logs.String() }
 
 type answer struct {
 	status int

@@ -11,8 +11,10 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -24,6 +26,12 @@ type Deps struct {
 	Replay *replay.Service
 	// Recon is the ledger integrity check.
 	Recon *recon.Reconciler
+	// PSPRuns requests and reads PSP reconciliation runs (webhook-api
+	// works them).
+	PSPRuns *pspruns.Store
+	// Resolutions resolves NEEDS_REVIEW payouts and holds four-eyes
+	// approvals (resolutions.go).
+	Resolutions *resolution.Service
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time
@@ -38,6 +46,7 @@ func Mount(r chi.Router, d Deps) {
 		// Wraps the whole subrouter, unknown /v1 paths included: nothing
 		// under /v1 answers without a token.
 		r.Use(a.authenticate)
+		mountResolutions(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleViewer))
 			r.Get("/me", a.me)
@@ -47,10 +56,13 @@ func Mount(r chi.Router, d Deps) {
 			// segment either way, so "stats" is never taken for an id.
 			r.Get("/dead-letters/stats", a.stats)
 			r.Get("/dead-letters/{id}", a.get)
+			r.Get("/payouts/{id}", a.payout)
 			r.Get("/replay-jobs", a.listJobs)
 			r.Get("/replay-jobs/{id}", a.getJob)
 			r.Get("/replay-jobs/{id}/letters", a.jobLetters)
 			r.Get("/reconciliation", a.latestReconciliation)
+			r.Get("/psp-reconciliation", a.latestPSPRun)
+			r.Get("/psp-reconciliation/{id}", a.getPSPRun)
 		})
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleOperator))
@@ -61,6 +73,7 @@ func Mount(r chi.Router, d Deps) {
 			r.Post("/dead-letters/{id}/discard", a.discard)
 			r.Post("/replay-jobs/{id}/cancel", a.cancelJob)
 			r.Post("/reconciliation", a.reconcile)
+			r.Post("/psp-reconciliation", a.requestPSPRun)
 		})
 	})
 }

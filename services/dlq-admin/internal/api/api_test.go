@@ -22,10 +22,13 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -54,6 +57,12 @@ func setup(t *testing.T) bundle {
 
 func newServer(t *testing.T, db *pgtest.DB, tokenSpec string) string {
 	t.Helper()
+	return newServerWith(t, db, tokenSpec, resolution.Config{})
+}
+
+// newServerWith is newServer with the four-eyes settings.
+func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec string, fourEyes resolution.Config) string {
+	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	tokens, err := bearer.Parse(tokenSpec, api.Roles())
 	require.NoError(t, err)
@@ -61,10 +70,12 @@ func newServer(t *testing.T, db *pgtest.DB, tokenSpec string) string {
 	r := httpserver.NewRouter(logger, reg)
 	st := store.New(db.Pool)
 	clock := func() time.Time { return now }
-	rec, err := recon.New(db.Pool, discardAlerts{}, logger, reg, clock)
+	rec, err := recon.New(db.Pool, discardAlerts{}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: clock})
 	require.NoError(t, err)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replay.New(db.Pool, st, logger, clock), Recon: rec,
-		Tokens: tokens, Now: clock})
+	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock})
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool),
+		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}),
+		Tokens:      tokens, Now: clock})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -353,7 +354,7 @@ func TestBulkReplayBySubjectReportsEachLetter(t *testing.T) {
 	// A runner on the same database works the jobs the API queues.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	st := store.New(b.db.Pool)
-	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, logger, time.Now),
+	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}),
 		replay.RunnerConfig{Owner: "test-runner", Rate: 1000, Poll: 20 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -411,4 +412,46 @@ func TestBulkReplayBySubjectReportsEachLetter(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters", b.url, jobs[1]+10), viewerToken).status)
 	require.Equal(t, http.StatusBadRequest, get(t, fmt.Sprintf("%s/v1/replay-jobs/%d/letters?after=x", b.url, jobs[1]), viewerToken).status)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM transaction_outbox`), "only alice's two letters were published")
+}
+
+// TestBulkReplayOfPickedLetters: rows picked on the page are a bulk replay
+// of exactly those letters (among the filter's matches), previewed first.
+func TestBulkReplayOfPickedLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.subjects(t)
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	st := store.New(b.db.Pool)
+	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}),
+		replay.RunnerConfig{Owner: "test-runner", Rate: 1000, Poll: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- runner.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-stopped)
+	})
+
+	picked := fmt.Sprintf(`[%d,%d]`, s.payoutA2, s.payoutB)
+	a := call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken, `{"ids":`+picked+`,"dry_run":true,"max":2}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.JSONEq(t, `{"dry_run":true,"matched":2,"would_replay":2,"ids":`+picked+`}`, a.raw)
+	// Filters and ids together: the picked letters that match.
+	a = call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken,
+		`{"ids":`+picked+`,"payout_id":"`+s.payoutA+`","dry_run":true,"max":2}`)
+	require.JSONEq(t, fmt.Sprintf(`{"dry_run":true,"matched":1,"would_replay":1,"ids":[%d]}`, s.payoutA2), a.raw)
+	a = call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken, `{"ids":[0],"max":1}`)
+	require.Equal(t, http.StatusBadRequest, a.status, a.raw)
+
+	a = call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken, `{"ids":`+picked+`,"max":2,"reason":"accounts fixed"}`)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	job := int64(a.body["id"].(float64))
+	require.Eventually(t, func() bool {
+		return get(t, fmt.Sprintf("%s/v1/replay-jobs/%d", b.url, job), viewerToken).body["status"] == "done"
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'replayed'`))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'replayed' AND id = ANY($1)`, []int64{s.payoutA2, s.payoutB}))
+	j := get(t, fmt.Sprintf("%s/v1/replay-jobs/%d", b.url, job), viewerToken)
+	require.Equal(t, []any{float64(s.payoutA2), float64(s.payoutB)}, j.body["filter"].(map[string]any)["ids"])
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -51,10 +52,17 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", "invalid " + badBody.Error()
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no dead letter with this id"
+	case errors.Is(err, store.ErrPayoutNotFound):
+		return http.StatusNotFound, "not_found", "no payout with this id"
 	case errors.Is(err, replay.ErrJobNotFound):
 		return http.StatusNotFound, "not_found", "no replay job with this id"
 	case errors.Is(err, recon.ErrNoRun):
 		return http.StatusNotFound, "not_found", "no reconciliation has run yet; POST /v1/reconciliation runs one"
+	case errors.Is(err, pspruns.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no such PSP reconciliation run; POST /v1/psp-reconciliation requests one"
+	case errors.Is(err, pspruns.ErrBusy):
+		// One run at a time: the caller reads the active one with GET.
+		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, recon.ErrBusy):
 		// Checks run one at a time; the caller can read the result of the
 		// running one with GET when it finishes.

@@ -36,9 +36,11 @@ type bulkBody struct {
 	User          string `json:"user"`
 	CorrelationID string `json:"correlation_id"`
 	EventType     string `json:"event_type"`
-	DryRun        bool   `json:"dry_run"`
-	Max           int    `json:"max"`
-	Reason        string `json:"reason"`
+	// IDs narrows the selection to these letters (rows picked on the page).
+	IDs    []int64 `json:"ids"`
+	DryRun bool    `json:"dry_run"`
+	Max    int     `json:"max"`
+	Reason string  `json:"reason"`
 }
 
 // bulkDiscardBody is the body of POST /v1/dead-letters/discard: the list
@@ -46,7 +48,6 @@ type bulkBody struct {
 // the reason.
 type bulkDiscardBody struct {
 	bulkBody
-	IDs []int64 `json:"ids"`
 }
 
 // actor is the name of the request's token: who did it, for audit_log.
@@ -98,7 +99,7 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := replay.BulkRequest{Topic: body.Topic, Status: body.Status, ErrorClass: body.ErrorClass, Max: body.Max, Reason: body.Reason,
-		PayoutID: body.PayoutID, User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType}
+		PayoutID: body.PayoutID, User: body.User, CorrelationID: body.CorrelationID, EventType: body.EventType, IDs: body.IDs}
 	var err error
 	if req.Since, err = bodyTime("since", body.Since); err != nil {
 		a.fail(w, r, err)
@@ -116,6 +117,19 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		}
 		httpserver.WriteJSON(w, http.StatusOK, newPreviewView(p))
 		return
+	}
+	if a.Resolutions != nil {
+		// Four-eyes: a large replay waits for a second operator.
+		ap, held, err := a.Resolutions.GateBulkReplay(r.Context(), actor(r), req)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if held {
+			w.Header().Set("Location", "/v1/approvals/"+strconv.FormatInt(ap.ID, 10))
+			httpserver.WriteJSON(w, http.StatusAccepted, heldView{Approval: newApprovalView(ap)})
+			return
+		}
 	}
 	job, err := a.Replay.CreateJob(r.Context(), actor(r), req)
 	if err != nil {

@@ -11,13 +11,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 )
 
@@ -62,8 +64,6 @@ type Config struct {
 	// letter (package monitor's Notify, which alerts on them). It must not
 	// block.
 	OnStored func()
-	// Panics counts panics recovered while storing a batch; nil counts none.
-	Panics *panics.Counter
 }
 
 // DefaultBackoff starts at a few hundred milliseconds and caps at 5s.
@@ -97,19 +97,21 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("no Kafka brokers"))
+		errs = append(errs, config.Invalid("Brokers", "must list at least one broker"))
 	}
 	if c.Group == "" {
-		errs = append(errs, errors.New("consumer group must not be empty"))
+		errs = append(errs, config.Invalid("Group", "must not be empty"))
 	}
 	if c.MaxPollRecords < 1 {
-		errs = append(errs, errors.New("max poll records must be at least 1"))
+		errs = append(errs, config.Invalid("MaxPollRecords", "must be at least 1"))
 	}
 	if err := c.Backoff.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, config.Within("Backoff", err))
 	}
-	if c.AttemptTimeout < 0 || c.CommitTimeout < 0 || c.RetryFor < 0 {
-		errs = append(errs, errors.New("timeouts must be positive"))
+	for field, d := range map[string]time.Duration{"AttemptTimeout": c.AttemptTimeout, "CommitTimeout": c.CommitTimeout, "RetryFor": c.RetryFor} {
+		if d < 0 {
+			errs = append(errs, config.Invalid(field, "must not be negative"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -122,11 +124,18 @@ type Consumer struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	m      *metrics
+	panics *panics.Counter
+	spans  kafkax.ProcessSpans
 }
 
 // New builds the consumer and its Kafka client; the group is joined by the
 // first poll in Run.
-func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (*Consumer, error) {
+//
+// deps.Panics counts panics recovered while storing a batch (nil counts
+// none); the metrics are registered on deps.Registerer.
+func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Consumer, error) {
+	deps = deps.WithDefaults()
+	logger, reg := deps.Logger, deps.Registerer
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("dead-letter consumer: %w", err)
@@ -152,7 +161,8 @@ func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, client: client, pool: pool, logger: logger, m: m}, nil
+	return &Consumer{cfg: cfg, client: client, pool: pool, logger: logger, m: m, panics: deps.Panics,
+		spans: kafkax.NewProcessSpans(cfg.Group)}, nil
 }
 
 // Ping is the readiness check: Kafka answers.
@@ -185,7 +195,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		var err error
 		records := fetches.Records()
 		if len(records) > 0 {
-			err = c.cfg.Panics.Call(ctx, c.logger, "dlq-admin/consumer", func() error { return c.ingest(ctx, records) })
+			err = c.panics.Call(ctx, c.logger, "dlq-admin/consumer", func() error { return c.ingest(ctx, records) })
 		}
 		var perr *panics.Error
 		if errors.As(err, &perr) {
@@ -239,21 +249,40 @@ func (c *Consumer) ingest(ctx context.Context, records []*kgo.Record) error {
 		l, problems := dlq.FromRecord(r)
 		letters[i], malformed[i] = l, len(problems) > 0
 		if malformed[i] {
-			c.logger.Warn("dead-letter record has malformed headers; storing it anyway",
+			//nolint:contextcheck // the record's context carries its trace: the log line joins it
+			c.logger.WarnContext(r.Context, "dead-letter record has malformed headers; storing it anyway",
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "problems", problems)
 		}
 	}
+
+	// Each letter's handling is a span of the trace of the record that
+	// failed (kotel carried it in the headers); a batch of one, the usual
+	// case, is stored inside it, so its Postgres statements join that trace.
+	sctx := ctx
+	spans := make([]trace.Span, len(records))
+	for i, r := range records {
+		var pctx context.Context
+		pctx, spans[i] = c.spans.Start(ctx, r)
+		if len(records) == 1 {
+			sctx = pctx
+		}
+	}
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
 
 	var inserted []bool
 	began := time.Now()
 	for retry := 1; ; retry++ {
 		var err error
-		inserted, err = c.store(ctx, records, letters)
+		inserted, err = c.store(sctx, records, letters)
 		if database.RefusesData(err) {
 			// One letter Postgres refuses for what it carries must not hold
 			// the others (or its partition) for ever: store them one by one
 			// and the refused one in its raw form.
-			inserted, err = c.storeEach(ctx, records, letters, err)
+			inserted, err = c.storeEach(sctx, records, letters, err)
 		}
 		if err == nil {
 			break
@@ -330,7 +359,8 @@ func (c *Consumer) storeEach(ctx context.Context, records []*kgo.Record, letters
 		_, ok, err := dlq.Insert(actx, c.pool, l)
 		if database.RefusesData(err) {
 			r := records[i]
-			c.logger.Error("Postgres refuses a dead letter as read; storing it raw", "topic", r.Topic,
+			//nolint:contextcheck // the record's context carries its trace: the log line joins it
+			c.logger.ErrorContext(r.Context, "Postgres refuses a dead letter as read; storing it raw", "topic", r.Topic,
 				"partition", r.Partition, "offset", r.Offset, "error", err.Error())
 			_, ok, err = dlq.Insert(actx, c.pool, rawLetter(r, l, err))
 			if err == nil && ok {

@@ -21,6 +21,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
 )
@@ -42,15 +44,15 @@ type running struct {
 // test ends).
 func start(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool) running {
 	t.Helper()
-	return startWith(t, cluster, pool, consume.Config{})
+	return startWith(t, cluster, pool, consume.Config{}, nil)
 }
 
-func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg consume.Config) running {
+func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg consume.Config, counter *panics.Counter) running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Brokers, cfg.Group = cluster.ListenAddrs(), group
 	cfg.Backoff = backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1}
-	c, err := consume.New(cfg, pool, slog.New(slog.NewJSONHandler(io.Discard, nil)), reg)
+	c, err := consume.New(cfg, pool, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Panics: counter})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/panics"
@@ -62,7 +63,7 @@ func TestALetterPostgresRefusesIsStoredRawAndDoesNotBlockTheBatch(t *testing.T) 
 		SELECT error_class, error, original_topic, payload FROM dead_letters WHERE error_class = 'poison'`).
 		Scan(&class, &errText, &topic, &payload))
 	require.Contains(t, errText, "stored raw")
-	require.Contains(t, errText, "54000")
+	require.Contains(t, errText, database.CodeProgramLimitExceeded)
 	require.Contains(t, errText, "psp rejected: account_invalid", "the original error is kept")
 	require.Equal(t, `{"the":"payload"}`, string(payload), "the value is kept as it came")
 	require.Len(t, topic, 249)
@@ -83,7 +84,7 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	t.Cleanup(broken.Close)
 
 	produce(t, cluster, record(t, consumerLetter()))
-	c := startWith(t, cluster, broken, consume.Config{RetryFor: 100 * time.Millisecond})
+	c := startWith(t, cluster, broken, consume.Config{RetryFor: 100 * time.Millisecond}, nil)
 	require.Eventually(t, func() bool {
 		return counter(t, c.reg, "aegis_dlq_batches_released_total", nil) >= 2
 	}, waitFor, 10*time.Millisecond, "the batch is released and polled again, more than once")
@@ -106,11 +107,11 @@ func TestAPanicWhileStoringReleasesTheBatch(t *testing.T) {
 	counter := panics.NewCounter(prometheus.NewRegistry())
 	var calls atomic.Int32
 	produce(t, cluster, record(t, consumerLetter()))
-	c := startWith(t, cluster, db.Pool, consume.Config{Panics: counter, OnStored: func() {
+	c := startWith(t, cluster, db.Pool, consume.Config{OnStored: func() {
 		if calls.Add(1) == 1 {
 			panic("monitor bug")
 		}
-	}})
+	}}, counter)
 	require.Eventually(t, func() bool {
 		return counter.Value("dlq-admin/consumer") == 1 && len(committed(t, cluster)) > 0
 	}, waitFor, 10*time.Millisecond)

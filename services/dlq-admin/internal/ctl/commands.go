@@ -426,6 +426,18 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var held struct {
+		Approval *approvalRow `json:"approval"`
+	}
+	if err := json.Unmarshal(raw, &held); err == nil && held.Approval != nil {
+		// Four-eyes: no job until a second operator approves.
+		if e.json {
+			return e.printRaw(raw)
+		}
+		fmt.Fprintf(e.out, "bulk replay of %d letters awaits a second operator: aegisctl approvals approve %d\n",
+			preview.WouldReplay, held.Approval.ID)
+		return nil
+	}
 	var j job
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return fmt.Errorf("decode replay job: %w", err)

@@ -52,6 +52,14 @@ Replay jobs:
 Reconciliation:
   reconciliation show
   reconciliation run
+Payouts in review:
+  payouts list [--status NEEDS_REVIEW] [--limit N] [--cursor C] [--all]   NEEDS_REVIEW first, then oldest
+  payouts resolve PAYOUT_ID --paid|--failed --reason R --evidence PSP_OBJECT_ID
+  resolutions show ID                exit 6 when the worker refused it (the PSP disagreed)
+Four-eyes approvals (REQUIRE_SECOND_APPROVER):
+  approvals list [--status pending|approved|rejected]
+  approvals approve ID [--reason R]  a different operator than the requester
+  approvals reject ID --reason R
 
 Global flags (before the command):
   --url URL        dlq-admin's address (AEGISCTL_URL, config "url"; default ` + defaultURL + `)
@@ -176,6 +184,18 @@ func run(ctx context.Context, std IO) error {
 		return e.reconciliation(ctx, rest, false)
 	case "reconciliation run":
 		return e.reconciliation(ctx, rest, true)
+	case "payouts list":
+		return e.listPayouts(ctx, rest)
+	case "payouts resolve":
+		return e.resolvePayout(ctx, rest)
+	case "resolutions show":
+		return e.showResolution(ctx, rest)
+	case "approvals list":
+		return e.listApprovals(ctx, rest)
+	case "approvals approve":
+		return e.decideApproval(ctx, rest, true)
+	case "approvals reject":
+		return e.decideApproval(ctx, rest, false)
 	}
 	return usageErrorf("unknown command %q", strings.TrimSpace(cmd+" "+sub))
 }

@@ -164,7 +164,7 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "dead-letters", "show", "999999").code)
 		require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "dead-letters", "show", "x").code)
 		require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "dead-letters", "list", "--since", "yesterday").code, "a 400 is a usage error")
-		require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "payouts", "list").code)
+		require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "payouts", "frobnicate").code, "an unknown command")
 		require.Equal(t, ctl.ExitError, cli(t, "http://127.0.0.1:1", viewerToken, "dead-letters", "stats").code)
 		require.Zero(t, count(`SELECT count(*) FROM transaction_outbox`), "nothing was written by refused commands")
 	})

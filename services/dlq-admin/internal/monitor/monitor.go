@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -57,13 +59,17 @@ func (c Config) withDefaults() Config {
 
 // Validate reports settings that cannot work.
 func (c Config) Validate() error {
-	if c.CheckInterval <= 0 || c.SweepInterval <= 0 {
-		return errors.New("DLQ_CHECK_INTERVAL must be positive")
+	var errs []error
+	if c.CheckInterval <= 0 {
+		errs = append(errs, config.Invalid("CheckInterval", "must be positive"))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, config.Invalid("SweepInterval", "must be positive"))
 	}
 	if c.DepthThreshold < 1 {
-		return errors.New("DLQ_DEPTH_ALERT_THRESHOLD must be at least 1")
+		errs = append(errs, config.Invalid("DepthThreshold", "must be at least 1"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Monitor raises dead-letter alerts and exports depth gauges.
@@ -78,8 +84,10 @@ type Monitor struct {
 	wake   chan struct{}
 }
 
-// New returns a monitor and registers its gauges on reg.
-func New(cfg Config, st *store.Store, raiser Raiser, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Monitor, error) {
+// New returns a monitor and registers its gauges on deps.Registerer.
+func New(cfg Config, st *store.Store, raiser Raiser, deps lifecycle.Deps) (*Monitor, error) {
+	deps = deps.WithDefaults()
+	logger, reg, now := deps.Logger, deps.Registerer, deps.Clock
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

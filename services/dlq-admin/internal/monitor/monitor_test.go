@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -56,7 +57,7 @@ func setup(t *testing.T, cfg monitor.Config) *bundle {
 	db := pgtest.New(t)
 	reg := prometheus.NewRegistry()
 	rec := &raised{}
-	mon, err := monitor.New(cfg, store.New(db.Pool), rec, slog.New(slog.NewJSONHandler(io.Discard, nil)), reg, func() time.Time { return now })
+	mon, err := monitor.New(cfg, store.New(db.Pool), rec, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: func() time.Time { return now }})
 	require.NoError(t, err)
 	return &bundle{db: db, mon: mon, reg: reg, rec: rec}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 )
@@ -145,9 +146,9 @@ func TestExportedListMatchesRegistry(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	_, err := monitor.New(monitor.Config{}, nil, nil, logger, reg, time.Now)
+	_, err := monitor.New(monitor.Config{}, nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	_, err = recon.New(nil, nil, logger, reg, time.Now)
+	_, err = recon.New(nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	// Vectors appear in Gather once they have a series; describe instead.
 	ch := make(chan *prometheus.Desc, 64)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -145,8 +146,10 @@ func (r *Reconciler) WithStatementTimeout(d time.Duration) *Reconciler {
 	return r
 }
 
-// New returns a Reconciler and registers its metrics on reg.
-func New(pool *pgxpool.Pool, raiser Raiser, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Reconciler, error) {
+// New returns a Reconciler and registers its metrics on deps.Registerer.
+func New(pool *pgxpool.Pool, raiser Raiser, deps lifecycle.Deps) (*Reconciler, error) {
+	deps = deps.WithDefaults()
+	logger, reg, now := deps.Logger, deps.Registerer, deps.Clock
 	r := &Reconciler{
 		pool: pool, raiser: raiser, logger: logger.With("component", "reconciliation"), now: now,
 		stmtTimeout: DefaultStatementTimeout,

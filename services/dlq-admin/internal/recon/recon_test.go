@@ -18,6 +18,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 )
@@ -60,13 +61,13 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(srv.Close)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	alerter, err := alert.New(alert.Config{Source: "dlq-admin", WebhookURL: srv.URL}, logger, reg, time.Now)
+	alerter, err := alert.New(alert.Config{Source: "dlq-admin", WebhookURL: srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { alerter.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	rec, err := recon.New(db.Pool, alerter, logger, reg, time.Now)
+	rec, err := recon.New(db.Pool, alerter, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	return &bundle{db: db, rec: rec, reg: reg, hook: hook, alerter: alerter}
 }

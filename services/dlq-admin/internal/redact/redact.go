@@ -99,7 +99,7 @@ func parse(dec *json.Decoder, depth int) (*node, error) {
 	if !ok {
 		return &node{scalar: tok}, nil
 	}
-	n := &node{kind: byte(d)}
+	n := &node{kind: byte(d)} //nolint:gosec // G115: a json.Delim is one of the ASCII runes { } [ ]
 	for dec.More() {
 		if n.kind == '{' {
 			kt, err := dec.Token()

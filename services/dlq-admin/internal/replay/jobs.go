@@ -51,8 +51,11 @@ type BulkRequest struct {
 	User          string
 	CorrelationID string
 	EventType     string
-	Max           int
-	Reason        string
+	// IDs, when set, limits the replay to these letters (the rows someone
+	// selected on the page) among those the filters match.
+	IDs    []int64
+	Max    int
+	Reason string
 }
 
 // match is the request's filters as the store takes them.
@@ -69,6 +72,14 @@ func (r BulkRequest) Validate() error {
 	if r.Max < 1 || r.Max > MaxBulk {
 		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
 	}
+	if len(r.IDs) > MaxBulk {
+		return &store.InvalidError{Param: "ids", Reason: fmt.Sprintf("must list at most %d letters", MaxBulk)}
+	}
+	for _, id := range r.IDs {
+		if id < 1 {
+			return &store.InvalidError{Param: "ids", Reason: "must be positive letter ids"}
+		}
+	}
 	if err := r.match().Validate(); err != nil {
 		return err
 	}
@@ -77,7 +88,7 @@ func (r BulkRequest) Validate() error {
 
 func (r BulkRequest) filter() JobFilter {
 	f := JobFilter{Topic: r.Topic, Status: store.StatusOpen, ErrorClass: r.ErrorClass,
-		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
+		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType, IDs: r.IDs}
 	if !r.Since.IsZero() {
 		t := r.Since.UTC()
 		f.Since = &t
@@ -102,11 +113,13 @@ type JobFilter struct {
 	User          string `json:"user,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
 	EventType     string `json:"event_type,omitempty"`
+	// IDs are the letters picked by hand (absent: every match).
+	IDs []int64 `json:"ids,omitempty"`
 }
 
 func (f JobFilter) selection(after, upto int64) store.Selection {
 	sel := store.Selection{Match: store.Match{Topic: f.Topic, ErrorClass: f.ErrorClass, PayoutID: f.PayoutID,
-		User: f.User, CorrelationID: f.CorrelationID, EventType: f.EventType}, After: after, Upto: upto}
+		User: f.User, CorrelationID: f.CorrelationID, EventType: f.EventType}, After: after, Upto: upto, IDs: f.IDs}
 	if f.Since != nil {
 		sel.Since = *f.Since
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestPacerStopsWhenTheLeaseIsLost(t *testing.T) {
 	t.Parallel()
 	p := &pacer{every: time.Hour, beatEvery: time.Millisecond, next: time.Now().Add(time.Hour)}
 	err := p.wait(context.Background(), func(context.Context) error { return errLeaseLost })
-	if err != errLeaseLost {
+	if !errors.Is(err, errLeaseLost) {
 		t.Fatalf("want errLeaseLost, got %v", err)
 	}
 }

@@ -13,11 +13,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -80,8 +86,9 @@ func (s *Service) notify() {
 }
 
 // New returns a Service on pool.
-func New(pool *pgxpool.Pool, st *store.Store, logger *slog.Logger, now func() time.Time) *Service {
-	return &Service{pool: pool, store: st, logger: logger.With("component", "replay"), now: now, wake: make(chan struct{}, 1)}
+func New(pool *pgxpool.Pool, st *store.Store, deps lifecycle.Deps) *Service {
+	deps = deps.WithDefaults()
+	return &Service{pool: pool, store: st, logger: deps.Logger.With("component", "replay"), now: deps.Clock, wake: make(chan struct{}, 1)}
 }
 
 // Replayed is the result of one replay: what it did (Outcome,
@@ -133,6 +140,8 @@ func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reas
 	if err != nil {
 		return Replayed{}, err
 	}
+	ctx, span := replaySpan(ctx, id, msg.Headers)
+	defer span.End()
 	rp := store.Replay{Outcome: store.OutcomeRepublished}
 	if rp.SubjectState, err = noopState(ctx, tx, d); err != nil {
 		return Replayed{}, fmt.Errorf("replay dead letter %d: %w", id, err)
@@ -205,7 +214,7 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 		if orig == "" {
 			orig = "dl-" + store.ID(d.ID)
 		}
-		headers[kafkax.HeaderMessageID] = fmt.Sprintf("%s:replay:%d:%d", orig, d.ID, count)
+		headers[kafkax.HeaderMessageID] = event.ReplayID(orig, d.ID, count)
 	}
 	eventType := d.EventType
 	if eventType == "" {
@@ -215,6 +224,24 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 		Topic: d.OriginalTopic, EventType: eventType, PartitionKey: d.PartitionKey,
 		Payload: d.Payload, Headers: headers, CorrelationID: d.CorrelationID,
 	}, nil
+}
+
+// replaySpan starts the span of a replay in the trace of the message that
+// failed (the traceparent stored with the letter), linked to the operator's
+// request or the bulk job that asked for it: the republished row carries it
+// on (outbox.Insert), so the consumer's second try joins the payment's
+// trace. Without a stored trace it is a child of ctx's span.
+func replaySpan(ctx context.Context, id int64, headers map[string]string) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.Int64("aegis.dead_letter_id", id))}
+	parent := ctx
+	if stored := telemetry.Extract(ctx, headers); trace.SpanContextFromContext(stored).IsValid() {
+		parent = stored
+		if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+		}
+	}
+	return otel.Tracer("github.com/aegis-payments/aegis/services/dlq-admin/internal/replay").Start(parent, "dead letter replay", opts...)
 }
 
 // Discard closes letter id for good on behalf of actor, with a mandatory

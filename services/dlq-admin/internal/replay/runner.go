@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -61,13 +62,19 @@ func (c RunnerConfig) withDefaults() RunnerConfig {
 func (c RunnerConfig) Validate() error {
 	var errs []error
 	if c.Owner == "" {
-		errs = append(errs, errors.New("replay runner needs an owner name"))
+		errs = append(errs, config.Invalid("Owner", "must be set"))
 	}
 	if c.Rate <= 0 {
-		errs = append(errs, errors.New("REPLAY_RATE must be a positive number of letters per second"))
+		errs = append(errs, config.Invalid("Rate", "must be a positive number of letters per second"))
 	}
-	if c.Lease < time.Second || c.Poll <= 0 || c.Batch < 1 {
-		errs = append(errs, errors.New("replay runner: lease of at least 1s, positive poll interval and batch size"))
+	if c.Lease < time.Second {
+		errs = append(errs, config.Invalid("Lease", "must be at least 1s"))
+	}
+	if c.Poll <= 0 {
+		errs = append(errs, config.Invalid("Poll", "must be positive"))
+	}
+	if c.Batch < 1 {
+		errs = append(errs, config.Invalid("Batch", "must be at least 1"))
 	}
 	return errors.Join(errs...)
 }

@@ -35,6 +35,9 @@ var payoutIgnoresCommands = map[string]bool{
 func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (string, error) {
 	switch d.OriginalTopic {
 	case kafkax.TopicTransactions:
+		if state, ok, err := resolutionState(ctx, tx, d.Payload); ok || err != nil {
+			return state, err
+		}
 		var cmd event.PayoutRequested
 		if json.Unmarshal(d.Payload, &cmd) != nil || cmd.PayoutID == "" {
 			return "", nil

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
 
 // Raiser is what the detector alerts through: *alert.Alerter.
@@ -34,13 +36,13 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Groups) == 0 {
-		errs = append(errs, errors.New("STALL_GROUPS must name at least one group"))
+		errs = append(errs, config.Invalid("Groups", "must name at least one group"))
 	}
 	if c.After <= 0 {
-		errs = append(errs, errors.New("STALL_AFTER must be positive"))
+		errs = append(errs, config.Invalid("After", "must be positive"))
 	}
 	if c.Interval <= 0 {
-		errs = append(errs, errors.New("STALL_CHECK_INTERVAL must be positive"))
+		errs = append(errs, config.Invalid("Interval", "must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -79,8 +81,11 @@ type Detector struct {
 	stalled *prometheus.GaugeVec
 }
 
-// New returns a detector over adm and registers its gauges on reg.
-func New(cfg Config, adm *kadm.Client, raiser Raiser, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Detector, error) {
+// New returns a detector over adm and registers its gauges on
+// deps.Registerer.
+func New(cfg Config, adm *kadm.Client, raiser Raiser, deps lifecycle.Deps) (*Detector, error) {
+	deps = deps.WithDefaults()
+	logger, reg, now := deps.Logger, deps.Registerer, deps.Clock
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 )
 
@@ -78,7 +79,7 @@ func TestAPartitionWithLagAndNoProgressIsReportedWithItsMember(t *testing.T) {
 	r := &raised{}
 	reg := prometheus.NewRegistry()
 	d, err := stall.New(stall.Config{Groups: []string{group}, After: time.Minute, Interval: time.Second},
-		kadm.NewClient(kafkatest.NewClient(t, cluster)), r, slog.New(slog.NewJSONHandler(io.Discard, nil)), reg, c.now)
+		kadm.NewClient(kafkatest.NewClient(t, cluster)), r, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: c.now})
 	require.NoError(t, err)
 
 	got, err := d.Check(ctx)
@@ -132,7 +133,7 @@ func TestAGroupWithoutMembersAndWithLagIsStalled(t *testing.T) {
 
 	c := &clock{t: time.Now()}
 	d, err := stall.New(stall.Config{Groups: []string{group}, After: time.Minute, Interval: time.Second},
-		adm, &raised{}, slog.New(slog.NewJSONHandler(io.Discard, nil)), prometheus.NewRegistry(), c.now)
+		adm, &raised{}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: prometheus.NewRegistry(), Clock: c.now})
 	require.NoError(t, err)
 	_, err = d.Check(context.Background())
 	require.NoError(t, err)

@@ -278,10 +278,3 @@ func age(now, since time.Time) *time.Duration {
 	d := max(now.Sub(since), 0)
 	return &d
 }
-
-func optionalTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}

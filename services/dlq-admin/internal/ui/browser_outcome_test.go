@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -13,45 +14,137 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
-// TestNoopReplayIsNotShownAsASuccess: replaying the letter of a payout that
-// is already FINALIZED publishes nothing, and the page says so in the
-// no-op colour, never the success one (issue 14).
-func TestNoopReplayIsNotShownAsASuccess(t *testing.T) {
-	t.Parallel()
-	db := pgtest.New(t)
-	ctx0 := context.Background()
-	var payoutID string
-	require.NoError(t, db.Pool.QueryRow(ctx0, `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES (gen_random_uuid(), 'shop', 'k1', 'h', 'alice', 1500, 'usd', 'ba_1', 'stripe', 'FINALIZED')
-		RETURNING id::text`).Scan(&payoutID))
-	p, o := int32(0), int64(1)
-	id, _, err := dlq.Insert(ctx0, db.Pool, dlq.Letter{
-		Source: dlq.SourceConsumer, OriginalTopic: kafkax.TopicTransactions, OriginalPartition: &p, OriginalOffset: &o,
-		ConsumerGroup: "payout-worker", PartitionKey: "alice", EventType: "payout.requested",
-		Payload: fmt.Appendf(nil, `{"payout_id":%q,"user_id":"alice","amount":1500,"currency":"usd"}`, payoutID),
-		Error:   "stripe 400 account_invalid", ErrorClass: "permanent",
+// letterSpec is a dead letter a test needs; zero fields take defaults.
+type letterSpec struct {
+	topic, class, errText, eventType, user, corr string
+	payload                                      []byte
+	headers                                      map[string]string
+	at                                           time.Time
+}
+
+func addLetter(t *testing.T, db *pgtest.DB, s letterSpec) int64 {
+	t.Helper()
+	if s.topic == "" {
+		s.topic = kafkax.TopicTransactions
+	}
+	if s.class == "" {
+		s.class = "transient"
+	}
+	if s.errText == "" {
+		s.errText = "stripe 503: service unavailable"
+	}
+	if s.eventType == "" {
+		s.eventType = "payout.requested"
+	}
+	if s.user == "" {
+		s.user = "alice"
+	}
+	if s.at.IsZero() {
+		s.at = time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+	}
+	if s.payload == nil {
+		s.payload = []byte(`{"payout_id":"po-x","user_id":"` + s.user + `","amount":1500,"currency":"usd"}`)
+	}
+	// A distinct offset per letter: the store keeps one letter per record.
+	p, o := int32(0), int64(0)
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) + 1 FROM dead_letters`).Scan(&o))
+	id, ok, err := dlq.Insert(context.Background(), db.Pool, dlq.Letter{
+		Source: dlq.SourceConsumer, OriginalTopic: s.topic, OriginalPartition: &p, OriginalOffset: &o,
+		ConsumerGroup: "payout-worker", PartitionKey: s.user, EventType: s.eventType, Payload: s.payload,
+		Headers: s.headers, Error: s.errText, ErrorClass: s.class, CorrelationID: s.corr,
+		FirstFailureAt: s.at.Add(-time.Minute), FailedAt: s.at,
 	})
 	require.NoError(t, err)
-	url := serve(t, db)
-	ctx := browser(t)
+	require.True(t, ok)
+	return id
+}
 
-	do(t, ctx, chromedp.Navigate(url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
-	do(t, ctx, chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS("#token-save")))
-	row := fmt.Sprintf(`#letters tr[data-id="%d"]`, id)
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row)))
-	until(t, ctx, "detail", fmt.Sprintf(`document.getElementById('detail-title').textContent === 'Dead letter #%d'`, id))
-	do(t, ctx, chromedp.Click(chromedp.CSS("#replay-btn")))
-	until(t, ctx, "replay answer", `document.getElementById('action-result').textContent.startsWith('202')`)
-	result := text(t, ctx, "#action-result")
-	require.Contains(t, result, "no-op")
-	require.Contains(t, result, "payout "+payoutID+" is already FINALIZED")
-	class, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('action-result').className`))
-	require.NoError(t, err)
-	require.Equal(t, "result noop", class)
-	until(t, ctx, "outcome in the detail", `document.getElementById('detail-fields').textContent.includes('is already FINALIZED')`)
+// addPayout stores a payout of alice in status and returns its id.
+func addPayout(t *testing.T, db *pgtest.DB, status string) string {
+	t.Helper()
+	var id string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+		VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'alice', 1500, 'usd', 'ba_alice_1', 'stripe', $1)
+		RETURNING id::text`, status).Scan(&id))
+	return id
+}
 
-	var outbox int
-	require.NoError(t, db.Pool.QueryRow(ctx0, `SELECT count(*) FROM transaction_outbox`).Scan(&outbox))
-	require.Zero(t, outbox, "a no-op publishes nothing")
+func payoutPayload(id string) []byte {
+	return fmt.Appendf(nil, `{"payout_id":%q,"user_id":"alice","amount":1500,"currency":"usd","provider":"stripe"}`, id)
+}
+
+func count(t *testing.T, db *pgtest.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))
+	return n
+}
+
+// TestReplayOutcomesAreColouredByWhatHappened: a replay says what it did,
+// in its colour: republished (success), no-op with the payout's state
+// (amber, never the success colour), failed again with a link to the new
+// letter (red). A permanent error's replay asks for confirmation and a
+// reason first (issue 14).
+func TestReplayOutcomesAreColouredByWhatHappened(t *testing.T) {
+	t.Parallel()
+	forWidths(t, func(t *testing.T, width int) {
+		db := pgtest.New(t)
+		finalized := addPayout(t, db, "FINALIZED")
+		noop := addLetter(t, db, letterSpec{class: "permanent", errText: "stripe 400 account_invalid", payload: payoutPayload(finalized)})
+		transient := addLetter(t, db, letterSpec{payload: payoutPayload(addPayout(t, db, "RETRYING"))})
+		// A letter replayed earlier whose replay failed again as a new letter.
+		earlier := addLetter(t, db, letterSpec{errText: "stripe 504: timed out"})
+		_, err := db.Pool.Exec(context.Background(), `UPDATE dead_letters SET status = 'replayed', replay_outcome = 'republished',
+			replay_count = 1, resolved_by = 'ops', resolved_at = now() WHERE id = $1`, earlier)
+		require.NoError(t, err)
+		again := addLetter(t, db, letterSpec{errText: "stripe 504: timed out again", headers: map[string]string{"replay_of": fmt.Sprint(earlier)}})
+		url := serve(t, db)
+		ctx := browserAt(t, width)
+		login(t, ctx, url, "/", operatorToken)
+
+		// Permanent: the page says a replay would change nothing, replay is
+		// not the primary button, and it asks to confirm with a reason.
+		clickRow(t, ctx, noop)
+		waitTitle(t, ctx, noop)
+		require.Contains(t, text(t, ctx, "#replay-would"), "already FINALIZED")
+		require.Equal(t, "btn ", eval[string](t, ctx, `document.getElementById('replay-btn').className`), "replay is not primary for a permanent error")
+		do(t, ctx, chromedp.Click(chromedp.CSS("#replay-btn")))
+		until(t, ctx, "confirmation", `!document.getElementById('confirm').hidden`)
+		require.Contains(t, text(t, ctx, "#confirm-text"), fmt.Sprintf("Replay 1 letter (#%d)? It failed with a permanent error", noop))
+		do(t, ctx, chromedp.Click(chromedp.CSS("#confirm-go")))
+		until(t, ctx, "reason asked", `document.getElementById('action-result').textContent.includes('A reason is required')`)
+		require.Zero(t, count(t, db, `SELECT count(*) FROM audit_log`), "nothing is sent without a reason")
+		do(t, ctx, chromedp.SendKeys(chromedp.CSS("#reason"), "checked: already paid"), chromedp.Click(chromedp.CSS("#confirm-go")))
+		until(t, ctx, "replay answer", `document.getElementById('action-result').textContent.startsWith('202')`)
+		result := text(t, ctx, "#action-result")
+		require.Contains(t, result, "no-op")
+		require.Contains(t, result, "payout "+finalized+" is already FINALIZED")
+		require.Equal(t, "result noop", eval[string](t, ctx, `document.getElementById('action-result').className`))
+		until(t, ctx, "outcome in the detail", `document.getElementById('detail-outcome')?.textContent.includes('is already FINALIZED')`)
+		require.Equal(t, "outcome noop", eval[string](t, ctx, `document.getElementById('detail-outcome').className`))
+		require.True(t, eval[bool](t, ctx, inView("#action-result")), "the result is in view next to the button")
+		shot(t, ctx, fmt.Sprintf("letter-%d", width))
+		require.Zero(t, count(t, db, `SELECT count(*) FROM transaction_outbox`), "a no-op publishes nothing")
+		require.Equal(t, 1, count(t, db, `SELECT count(*) FROM audit_log WHERE action = 'replay' AND reason = 'checked: already paid'`))
+
+		// Transient: replayed at once, in the success colour.
+		clickRow(t, ctx, transient)
+		waitTitle(t, ctx, transient)
+		require.Equal(t, "btn primary", eval[string](t, ctx, `document.getElementById('replay-btn').className`))
+		do(t, ctx, chromedp.Click(chromedp.CSS("#replay-btn")))
+		until(t, ctx, "replay answer", `document.getElementById('action-result').textContent.startsWith('202')`)
+		require.Equal(t, "result ok", eval[string](t, ctx, `document.getElementById('action-result').className`))
+		require.Contains(t, text(t, ctx, "#action-result"), "republished")
+		require.True(t, eval[bool](t, ctx, inView("#action-result")))
+
+		// Failed again: red, with a link that opens the new letter.
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/?status=any&letter=%d", url, earlier)))
+		waitTitle(t, ctx, earlier)
+		require.Equal(t, "outcome fail", eval[string](t, ctx, `document.getElementById('failed-again').className`))
+		require.Equal(t, fmt.Sprintf("failed again as #%d", again), text(t, ctx, "#failed-again"))
+		do(t, ctx, chromedp.Click(chromedp.CSS("#failed-again a")))
+		waitTitle(t, ctx, again)
+		until(t, ctx, "deep link", fmt.Sprintf(`location.search.includes('letter=%d')`, again))
+	})
 }

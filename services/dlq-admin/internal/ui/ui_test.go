@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
 )
@@ -41,18 +44,97 @@ func (noAlerts) Raise(context.Context, alert.Alert) {}
 // serve runs dlq-admin's HTTP handler (API and page) on db.
 func serve(t *testing.T, db *pgtest.DB) string {
 	t.Helper()
+	return serveWith(t, db, serverConfig{})
+}
+
+// serverConfig adds what some browser tests need: a replay-job runner (at
+// runnerRate letters a second) and faults injected in front of the API.
+type serverConfig struct {
+	runnerRate float64
+	faults     *faults
+	// fourEyes is REQUIRE_SECOND_APPROVER and SECOND_APPROVER_THRESHOLD.
+	fourEyes resolution.Config
+}
+
+// faults lets a test make one API path slow or failing, the way a flaky
+// network or a busy Postgres would.
+type faults struct {
+	mu    sync.Mutex
+	rules map[string]fault
+}
+
+type fault struct {
+	// hold, when not nil, delays the request until it is closed.
+	hold chan struct{}
+	// status, when not 0, answers it instead of the API.
+	status int
+}
+
+func newFaults() *faults { return &faults{rules: map[string]fault{}} }
+
+func (f *faults) set(path string, ft fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules[path] = ft
+}
+
+func (f *faults) clear(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.rules, path)
+}
+
+func (f *faults) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		ft, ok := f.rules[r.URL.Path]
+		f.mu.Unlock()
+		if ok && ft.hold != nil {
+			select {
+			case <-ft.hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if ok && ft.status != 0 {
+			httpserver.WriteError(w, ft.status, "unavailable", "injected by the test")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func serveWith(t *testing.T, db *pgtest.DB, cfg serverConfig) string {
+	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	tokens, err := bearer.Parse("ops:operator:"+operatorToken+",night:viewer:"+viewerToken, api.Roles())
+	tokens, err := bearer.Parse("ops:operator:"+operatorToken+",night:viewer:"+viewerToken+",sam:operator:"+secondOperatorToken, api.Roles())
 	require.NoError(t, err)
 	reg := httpserver.NewRegistry()
 	r := httpserver.NewRouter(logger, reg)
 	st := store.New(db.Pool)
-	rec, err := recon.New(db.Pool, noAlerts{}, logger, reg, time.Now)
+	rec, err := recon.New(db.Pool, noAlerts{}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replay.New(db.Pool, st, logger, time.Now), Recon: rec, Tokens: tokens, Now: time.Now})
+	svc := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now})
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: svc, Recon: rec, Tokens: tokens, Now: time.Now,
+		Resolutions: resolution.New(db.Pool, svc, cfg.fourEyes, lifecycle.Deps{Logger: logger, Clock: time.Now})})
 	require.NoError(t, ui.Mount(r))
-	srv := httptest.NewServer(r)
+	var h http.Handler = r
+	if cfg.faults != nil {
+		h = cfg.faults.wrap(r)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	if cfg.runnerRate > 0 {
+		runner, err := replay.NewRunner(svc, replay.RunnerConfig{Owner: "ui-test", Rate: cfg.runnerRate, Poll: 50 * time.Millisecond})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- runner.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			require.NoError(t, <-stopped)
+		})
+	}
 	return srv.URL
 }
 

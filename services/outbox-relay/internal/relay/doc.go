@@ -13,8 +13,13 @@
 // Any number of relays may run: claims never overlap, and a relay that dies
 // mid-batch leaves rows whose lease runs out and which another relay takes
 // over (at-least-once; consumers are idempotent). Per key, rows are claimed
-// one at a time in commit order (see pkg/outbox), so per-key order holds on
-// Kafka across retries and replicas.
+// in commit order and only by the relay holding the key's first unfinished
+// row: a cycle takes a run of the key's consecutive due rows (see
+// pkg/outbox), so a hot key drains a batch per cycle, and produces them in
+// order on the key's partition. If a row of a run fails and is to be
+// retried, the rows behind it in the batch are handed back without spending
+// an attempt and wait for it, so per-key order holds on Kafka across
+// retries and replicas.
 //
 // A gobreaker breaker guards Kafka: after consecutive failed batches it
 // opens and the relay stops claiming until a probe may go through, so it does

@@ -14,13 +14,16 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
 // Config tunes a relay.
@@ -41,25 +44,25 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Owner == "" {
-		errs = append(errs, errors.New("relay owner must be set"))
+		errs = append(errs, config.Invalid("Owner", "must be set"))
 	}
 	if c.BatchSize < 1 {
-		errs = append(errs, errors.New("RELAY_BATCH_SIZE must be at least 1"))
+		errs = append(errs, config.Invalid("BatchSize", "must be at least 1"))
 	}
 	if c.PollInterval <= 0 {
-		errs = append(errs, errors.New("RELAY_POLL_INTERVAL must be positive"))
+		errs = append(errs, config.Invalid("PollInterval", "must be positive"))
 	}
 	if c.PublishTimeout <= 0 {
-		errs = append(errs, errors.New("RELAY_PUBLISH_TIMEOUT must be positive"))
+		errs = append(errs, config.Invalid("PublishTimeout", "must be positive"))
 	}
 	if c.Lease < 2*c.PublishTimeout {
-		errs = append(errs, fmt.Errorf("RELAY_LEASE (%s) must be at least twice RELAY_PUBLISH_TIMEOUT (%s)", c.Lease, c.PublishTimeout))
+		errs = append(errs, config.Invalid("Lease", "(%s) must be at least twice %s (%s)", c.Lease, config.Ref("PublishTimeout"), c.PublishTimeout))
 	}
 	if c.Retention <= 0 {
-		errs = append(errs, errors.New("RELAY_RETENTION must be positive"))
+		errs = append(errs, config.Invalid("Retention", "must be positive"))
 	}
 	if err := c.Backoff.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("relay backoff: %w", err))
+		errs = append(errs, config.Within("Backoff", err))
 	}
 	return errors.Join(errs...)
 }
@@ -82,20 +85,28 @@ type Relay struct {
 	panics  *panics.Counter
 }
 
+// Deps is what a relay works with, next to the logger, clock, registry
+// (its metrics are registered there) and panic counter every component
+// gets. Without Panics, panics are recovered and logged all the same.
+type Deps struct {
+	lifecycle.Deps
+	Store   *outbox.Store
+	Kafka   Producer
+	Breaker *breaker.Breaker[struct{}]
+}
+
 // New returns a relay. Call Run to start it.
-func New(cfg Config, store *outbox.Store, kafka Producer, br *breaker.Breaker[struct{}], logger *slog.Logger, m *Metrics, now func() time.Time) (*Relay, error) {
+func New(cfg Config, deps Deps) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Relay{cfg: cfg, store: store, kafka: kafka, breaker: br, logger: logger, metrics: m, now: now,
+	if deps.Store == nil || deps.Kafka == nil || deps.Breaker == nil {
+		return nil, errors.New("relay needs a store, a Kafka producer and a breaker")
+	}
+	common := deps.WithDefaults()
+	return &Relay{cfg: cfg, store: deps.Store, kafka: deps.Kafka, breaker: deps.Breaker, logger: common.Logger,
+		metrics: NewMetrics(common.Registerer), now: common.Clock, panics: common.Panics,
 		wake: make(chan struct{}, 1)}, nil
-}
-
-// WithPanics counts the panics the relay recovers in aegis_panics_total
-// (call before Run). Without it they are recovered and logged all the same.
-func (r *Relay) WithPanics(p *panics.Counter) *Relay {
-	r.panics = p
-	return r
 }
 
 // Wake makes an idle relay look for work now (a NOTIFY arrived).
@@ -156,7 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // Cycle claims, publishes and settles one batch and reports its size. It is
 // exported for tests and benchmarks that drive the relay step by step.
 func (r *Relay) Cycle(ctx context.Context) (int, error) {
-	if r.breaker.State() == "open" {
+	if r.breaker.State() == breaker.Open {
 		return 0, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
 	}
 	t0 := time.Now()
@@ -229,7 +240,9 @@ func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
 		if row.CorrelationID != "" && kafkax.Header(rec, kafkax.HeaderCorrelationID) == "" {
 			kafkax.SetHeader(rec, kafkax.HeaderCorrelationID, row.CorrelationID)
 		}
-		r.kafka.Produce(ctx, rec, func(_ *kgo.Record, err error) { acks <- ack{i, err} })
+		// The record's publish span (kotel) continues the trace that wrote
+		// the row, and its traceparent replaces the row's in the headers.
+		r.kafka.Produce(telemetry.Extract(ctx, row.Headers), rec, func(_ *kgo.Record, err error) { acks <- ack{i, err} })
 	}
 	results := make([]error, len(rows))
 	got := make([]bool, len(rows))
@@ -283,9 +296,19 @@ func classifyProduce(err error) error {
 
 func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) error {
 	now := r.now()
-	var done []int64
+	var done, held []int64
 	var errs []error
+	// blocked holds the keys whose run stopped at a row that will be retried:
+	// the rows behind it in this batch go back without spending an attempt
+	// and wait for it, whatever their own result, so nothing of the key
+	// overtakes the failed row. (franz-go fails every buffered record of a
+	// partition behind a failed batch, so they have normally failed too.)
+	blocked := map[string]bool{}
 	for i, row := range rows {
+		if blocked[row.PartitionKey] {
+			held = append(held, row.ID)
+			continue
+		}
 		if results[i] == nil {
 			done = append(done, row.ID)
 			r.metrics.published.WithLabelValues(row.Topic).Inc()
@@ -299,15 +322,24 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 			errs = append(errs, r.deadLetter(ctx, row, results[i], class))
 			continue
 		}
+		blocked[row.PartitionKey] = true
 		next := now.Add(r.cfg.Backoff.Delay(attempt))
 		if _, err := r.store.Retry(ctx, row.ID, r.cfg.Owner, results[i], string(class), next); err != nil && !errors.Is(err, outbox.ErrLeaseLost) {
 			errs = append(errs, err)
 		}
-		r.logger.Warn("outbox publish failed; retry scheduled", "outbox_id", row.ID, "topic", row.Topic,
+		lctx := logging.WithCorrelationID(telemetry.Extract(ctx, row.Headers), row.CorrelationID)
+		r.logger.WarnContext(lctx, "outbox publish failed; retry scheduled", "outbox_id", row.ID, "topic", row.Topic,
 			"attempt", attempt, "max_attempts", row.MaxRetries, "next_retry_at", next, "error", results[i].Error())
 	}
 	if len(done) > 0 {
 		if _, err := r.store.MarkProcessed(ctx, done, r.cfg.Owner, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(held) > 0 {
+		// Due at once, but behind their key's failed row: Claim takes them
+		// only after it.
+		if err := r.store.Release(ctx, held, r.cfg.Owner, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -317,6 +349,8 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 // deadLetter marks the row dlq and stores its dead letter in one transaction,
 // then publishes the letter to aegis.outbox.dlq if Kafka takes it.
 func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, class errclass.Class) error {
+	// The dead letter's statements and publish belong to the row's trace.
+	ctx = telemetry.Extract(ctx, row.Headers)
 	var letter dlq.Letter
 	err := database.InTx(ctx, r.store.Pool(), func(tx pgx.Tx) error {
 		d, err := outbox.MarkDeadLetter(ctx, tx, row.ID, r.cfg.Owner, cause, string(class))

@@ -27,6 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
@@ -69,6 +70,9 @@ type relayOpts struct {
 	wrap            func(relay.Producer) relay.Producer
 	panics          *panics.Counter
 	poll            time.Duration
+	kafkaOpts       []kgo.Opt
+	// backoff replaces the default retry policy (jittered, from 1s).
+	backoff *backoff.Policy
 }
 
 func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Breaker[struct{}]) {
@@ -95,12 +99,16 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 		o.poll = 20 * time.Millisecond
 	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	cl, err := kafkax.NewClient(o.brokers, logger, kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3))
+	cl, err := kafkax.NewClient(o.brokers, logger, append([]kgo.Opt{kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3)}, o.kafkaOpts...)...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	reg := prometheus.NewRegistry()
 	br, err := breaker.New[struct{}](breaker.Config{Name: "kafka", ConsecutiveFailures: o.breakerFailures, OpenFor: time.Hour, HalfOpenProbes: 1}, logger, breaker.NewMetrics(reg))
 	require.NoError(t, err)
+	policy := backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6}
+	if o.backoff != nil {
+		policy = *o.backoff
+	}
 	var producer relay.Producer = cl
 	if o.wrap != nil {
 		producer = o.wrap(cl)
@@ -108,10 +116,13 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 	r, err := relay.New(relay.Config{
 		Owner: o.owner, BatchSize: o.batch, PollInterval: o.poll, Lease: 4 * o.publishTimeout,
 		PublishTimeout: o.publishTimeout, Retention: time.Hour,
-		Backoff: backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6},
-	}, outbox.NewStore(b.db.Pool), producer, br, logger, relay.NewMetrics(reg), o.now)
+		Backoff: policy,
+	}, relay.Deps{
+		Deps:  lifecycle.Deps{Logger: logger, Clock: o.now, Registerer: reg, Panics: o.panics},
+		Store: outbox.NewStore(b.db.Pool), Kafka: producer, Breaker: br,
+	})
 	require.NoError(t, err)
-	return r.WithPanics(o.panics), br
+	return r, br
 }
 
 func (b *bundle) insert(t *testing.T, key string, n int, maxRetries int) int64 {
@@ -273,7 +284,7 @@ func TestBreakerStopsClaimingWithoutSpendingAttempts(t *testing.T) {
 		require.NoError(t, err)
 		b.clock.Add(time.Minute)
 	}
-	require.Equal(t, "open", br.State())
+	require.Equal(t, breaker.Open, br.State())
 	_, before := b.status(t, id)
 	require.Equal(t, 2, before)
 	for range 5 {
@@ -389,6 +400,174 @@ func TestPerKeyOrderWithThreeRelaysAndInjectedFailures(t *testing.T) {
 	for k, ns := range seen {
 		require.Len(t, ns, perKey, "key %s lost records", k)
 	}
+}
+
+// checkKeyOrder asserts that each key's records arrived in commit order
+// (n = 0, 1, ...) counting only first arrivals, and that none is missing. It
+// returns how many records were at-least-once duplicates.
+func checkKeyOrder(t *testing.T, recs []*kgo.Record, perKey map[string]int) (duplicates int) {
+	t.Helper()
+	seen := map[string]map[int]bool{}
+	last := map[string]int{}
+	for _, p := range decode(t, recs) {
+		if seen[p.Key] == nil {
+			seen[p.Key] = map[int]bool{}
+			last[p.Key] = -1
+		}
+		if seen[p.Key][p.N] {
+			duplicates++
+			continue
+		}
+		require.Equal(t, last[p.Key]+1, p.N, "key %s: record %d arrived after %d", p.Key, p.N, last[p.Key])
+		seen[p.Key][p.N] = true
+		last[p.Key] = p.N
+	}
+	require.Len(t, seen, len(perKey))
+	for k, n := range perKey {
+		require.Len(t, seen[k], n, "key %s lost records", k)
+	}
+	return duplicates
+}
+
+// TestHotKeyRunKeepsOrderWhenAProduceFailsMidRun: one key's rows go out as
+// one run per cycle, split by franz-go into several produce requests; the
+// second request fails. The rows before it are published, the first failed
+// row is retried with an attempt spent, and every row behind it goes back
+// without one and only after it.
+func TestHotKeyRunKeepsOrderWhenAProduceFailsMidRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rows = 120
+	// The first produce request that does not start the run (its batch's
+	// base sequence is past 0) fails; kfake may ask When more than once per
+	// request, so the request is recognised by its batch, not counted.
+	var mu sync.Mutex
+	faulted, over := "", false
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: -1,
+		When: func(req kmsg.Request) bool {
+			for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+				for _, p := range tp.Partitions {
+					var batch kmsg.RecordBatch
+					if batch.ReadFrom(p.Records) != nil || batch.FirstSequence == 0 {
+						continue
+					}
+					id := fmt.Sprintf("%d/%d/%d", batch.ProducerID, batch.ProducerEpoch, batch.FirstSequence)
+					mu.Lock()
+					defer mu.Unlock()
+					if over {
+						return false
+					}
+					if faulted == "" {
+						faulted = id
+					}
+					return faulted == id
+				}
+			}
+			return false
+		}})
+	// Small batches: the run of 120 rows needs several produce requests.
+	// A retry is due a minute later, exactly (the clock is real time plus an
+	// offset: a jittered delay of a few milliseconds would make the failed
+	// row due again before the test looks).
+	minute := backoff.Policy{Base: time.Minute, Multiplier: 1, Max: time.Minute, MaxAttempts: 6,
+		Jitter: func(c time.Duration) time.Duration { return c }}
+	r, _ := b.newRelay(t, relayOpts{batch: rows, kafkaOpts: []kgo.Opt{kgo.ProducerBatchMaxBytes(1500)}, backoff: &minute})
+	ids := make([]int64, rows)
+	for n := range rows {
+		ids[n] = b.insert(t, "hot", n, 0)
+	}
+
+	n, err := r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, rows, n, "the whole run of the hot key in one cycle")
+	mu.Lock()
+	require.NotEmpty(t, faulted, "the run took more than one produce request, and one failed")
+	mu.Unlock()
+	// A processed prefix, then the failed row, then rows handed back.
+	i := 0
+	for ; i < rows; i++ {
+		if st, _ := b.status(t, ids[i]); st != "processed" {
+			break
+		}
+	}
+	require.Positive(t, i, "the first produce request got through")
+	require.Less(t, i, rows, "the second produce request failed")
+	st, retries := b.status(t, ids[i])
+	require.Equal(t, "failed", st)
+	require.Equal(t, 1, retries)
+	for _, id := range ids[i+1:] {
+		st, retries := b.status(t, id)
+		require.Equal(t, "pending", st, "row %d behind the failed row is handed back", id)
+		require.Zero(t, retries, "row %d behind the failed row spends no attempt", id)
+	}
+	// Nothing behind the failed row is claimed before its retry is due.
+	n, err = r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// The fault was for the first cycle only: the retry (which may reuse
+	// the failed batch's producer id and sequence) goes through.
+	mu.Lock()
+	over = true
+	mu.Unlock()
+	// Should the producer refuse a request again while it recovers from
+	// the failed idempotent batch, the row is retried again, still ahead
+	// of the rest.
+	var left int
+	for round := 0; round < 5; round++ {
+		b.clock.Add(time.Minute + time.Second)
+		drain(t, r)
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
+		if left == 0 {
+			break
+		}
+	}
+	require.Zero(t, left)
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, rows, 20*time.Second)
+	dups := checkKeyOrder(t, recs, map[string]int{"hot": rows})
+	require.Zero(t, dups, "the broker refused everything behind the failed batch: no record went out twice")
+}
+
+// TestHotKeyRunOfAKilledRelayIsTakenOverInOrder: a relay claims a run of a
+// hot key, publishes part of it and dies without settling. Until its lease
+// runs out nobody takes the key, not even the rows behind the run; then a
+// survivor publishes the whole key again in order, and the only duplicates
+// are the records the dead relay had published.
+func TestHotKeyRunOfAKilledRelayIsTakenOverInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rows, run, published = 150, 100, 40
+	for n := range rows {
+		b.insert(t, "hot", n, 0)
+	}
+	b.insert(t, "cold", 0, 0)
+	claimed, err := outbox.NewStore(b.db.Pool).Claim(context.Background(), b.clock.Now(), run, time.Minute, "dead-relay")
+	require.NoError(t, err)
+	require.Len(t, claimed, run, "the hot key's run and the cold key's head")
+	cl := kafkatest.NewClient(t, b.cluster)
+	hot := 0
+	for _, row := range claimed {
+		if row.PartitionKey != "hot" || hot == published {
+			continue
+		}
+		hot++
+		require.NoError(t, cl.ProduceSync(context.Background(),
+			&kgo.Record{Topic: row.Topic, Key: []byte(row.PartitionKey), Value: row.Payload}).FirstErr())
+	}
+	// The dead relay is gone.
+
+	r, _ := b.newRelay(t, relayOpts{owner: "survivor", batch: 30})
+	n, err := r.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "a live lease holds the whole key, including the rows behind the run")
+	b.clock.Add(2 * time.Minute)
+	drain(t, r)
+	var left int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
+	require.Zero(t, left)
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, rows+1+published, 20*time.Second)
+	dups := checkKeyOrder(t, recs, map[string]int{"hot": rows, "cold": 1})
+	require.Equal(t, published, dups, "only what the dead relay had published goes out twice")
 }
 
 func TestRetentionDeletesOnlyOldProcessedRows(t *testing.T) {

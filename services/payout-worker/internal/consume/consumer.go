@@ -11,12 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/panics"
 )
@@ -54,8 +57,6 @@ type Config struct {
 	// refusal is retried in place as if transient. Only the chaos suite
 	// sets it (WORKER_PLANT_POISON_RETRY), to prove it notices.
 	PermanentAsTransient bool
-	// Panics counts handler panics (aegis_panics_total); nil counts none.
-	Panics *panics.Counter
 }
 
 // Consumer runs a handler over a consumer group.
@@ -66,11 +67,23 @@ type Consumer struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	alerts  *alert.Alerter
+	panics  *panics.Counter
+	spans   kafkax.ProcessSpans
+}
+
+// Deps is what a Consumer works with besides its client, handler and
+// Config: the logger, registry (its metrics are registered there) and panic
+// counter (handler panics, aegis_panics_total; nil counts none) every
+// component gets, and the alerter.
+type Deps struct {
+	lifecycle.Deps
+	Alerts *alert.Alerter
 }
 
 // New returns a consumer on cl, a client created with ConsumerGroup,
 // ConsumeTopics, DisableAutoCommit and BlockRebalanceOnPoll (see ClientOpts).
-func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics, alerts *alert.Alerter) *Consumer {
+func New(cl *kgo.Client, h Handler, cfg Config, deps Deps) *Consumer {
+	common := deps.WithDefaults()
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
 	}
@@ -83,7 +96,8 @@ func New(cl *kgo.Client, h Handler, cfg Config, logger *slog.Logger, m *Metrics,
 	if cfg.RetryInPlaceFor <= 0 {
 		cfg.RetryInPlaceFor = time.Minute
 	}
-	return &Consumer{cl: cl, h: h, cfg: cfg, logger: logger, metrics: m, alerts: alerts}
+	return &Consumer{cl: cl, h: h, cfg: cfg, logger: common.Logger, metrics: NewMetrics(common.Registerer), alerts: deps.Alerts,
+		panics: common.Panics, spans: kafkax.NewProcessSpans(cfg.Group)}
 }
 
 // ClientOpts are the franz-go options the consumer relies on, with the
@@ -241,13 +255,20 @@ func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, s
 // and RetryInPlaceFor; anything else ends in a dead letter at once.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 	m := newMessage(r, c.cfg.Group)
+	// The handling, its Postgres, Redis and PSP calls, the events and dead
+	// letters it writes all join the trace the record's producer started.
+	ctx, span := c.spans.Start(ctx, r)
+	defer span.End()
 	ctx = logging.WithCorrelationID(ctx, m.CorrelationID())
 	first := time.Now()
 	var history []dlq.Attempt
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := c.cfg.Panics.Call(ctx, c.logger, "payout-worker/handler", func() error { return c.h.Handle(ctx, m) })
+		err := c.panics.Call(ctx, c.logger, "payout-worker/handler", func() error { return c.h.Handle(ctx, m) })
 		class := classify(ctx, err, c.cfg.PermanentAsTransient)
+		if err != nil {
+			span.RecordError(err, trace.WithAttributes(attribute.String("aegis.error_class", string(class))))
+		}
 		c.metrics.handled.WithLabelValues(m.Topic, outcome(class)).Inc()
 		c.metrics.duration.WithLabelValues(m.Topic).Observe(time.Since(start).Seconds())
 		switch class {

@@ -17,9 +17,11 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 )
@@ -75,7 +77,7 @@ func setup(t *testing.T, cfg consume.Config, script map[string]func(int) error) 
 	b := &bundle{kafka: kafkatest.NewCluster(t), h: &scripted{script: script, calls: map[string]int{}, handled: map[string]bool{}}}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	alerts, err := alert.New(alert.Config{Source: "payout-worker"}, logger, reg, time.Now)
+	alerts, err := alert.New(alert.Config{Source: "payout-worker"}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	b.panics = panics.NewCounter(reg)
 	cfg.Group = "payout-worker"
@@ -83,9 +85,8 @@ func setup(t *testing.T, cfg consume.Config, script map[string]func(int) error) 
 	cfg.Concurrency = 4
 	cfg.Grace = time.Second
 	cfg.InfraBackoff = backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1}
-	cfg.Panics = b.panics
 	cl := kafkatest.NewClient(t, b.kafka, consume.ClientOpts(cfg.Group, kafkax.Membership{}, kafkax.TopicWebhookPending)...)
-	c := consume.New(cl, b.h, cfg, logger, consume.NewMetrics(reg), alerts)
+	c := consume.New(cl, b.h, cfg, consume.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Panics: b.panics}, Alerts: alerts})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -130,7 +131,7 @@ var others = []string{"k1", "k2", "k3", "k4", "k5", "k6"}
 func TestAHandlerPanicDeadLettersThatMessageOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{}, map[string]func(int) error{
-		"bug": func(int) error { var m map[string]int; m["x"]++; return nil },
+		"bug": func(int) error { var m map[string]int; m["x"]++; return nil }, //nolint:staticcheck // SA5000 is the point: a handler bug that panics
 	})
 	b.produce("bug")
 	for _, k := range others {
@@ -150,9 +151,11 @@ func TestAHandlerPanicDeadLettersThatMessageOnly(t *testing.T) {
 func TestTransientFailuresAreBoundedThenDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 4, RetryInPlaceFor: time.Minute}, map[string]func(int) error{
-		"down": func(int) error { return &pgconn.PgError{Code: "08006", Message: "connection failure"} },
+		"down": func(int) error {
+			return &pgconn.PgError{Code: database.CodeConnectionFailure, Message: "connection failure"}
+		},
 		"blip": func(n int) error {
-			return map[bool]error{true: &pgconn.PgError{Code: "40001", Message: "serialization"}}[n < 3]
+			return map[bool]error{true: &pgconn.PgError{Code: database.CodeSerializationFailure, Message: "serialization"}}[n < 3]
 		},
 		"weird": func(int) error { return errors.New("an unclassified error") },
 	})
@@ -179,7 +182,7 @@ func TestTransientFailuresAreBoundedThenDeadLettered(t *testing.T) {
 func TestTransientRetriesStopAfterRetryInPlaceFor(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 1000, RetryInPlaceFor: 300 * time.Millisecond}, map[string]func(int) error{
-		"down": func(int) error { return &pgconn.PgError{Code: "57P01", Message: "admin shutdown"} },
+		"down": func(int) error { return &pgconn.PgError{Code: database.CodeAdminShutdown, Message: "admin shutdown"} },
 	})
 	b.produce("down")
 	l := b.deadLetters(t, 1)[0]
@@ -190,10 +193,12 @@ func TestTransientRetriesStopAfterRetryInPlaceFor(t *testing.T) {
 func TestPostgresRefusalsArePermanentAndDuplicatesAreNot(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 50}, map[string]func(int) error{
-		"overflow": func(int) error { return &pgconn.PgError{Code: "22003", Message: "bigint out of range"} },
-		"check":    func(int) error { return &pgconn.PgError{Code: "23514", Message: "check violation"} },
+		"overflow": func(int) error {
+			return &pgconn.PgError{Code: database.CodeNumericOutOfRange, Message: "bigint out of range"}
+		},
+		"check": func(int) error { return &pgconn.PgError{Code: database.CodeCheckViolation, Message: "check violation"} },
 		"dup": func(n int) error {
-			return map[bool]error{true: &pgconn.PgError{Code: "23505", Message: "duplicate"}}[n < 2]
+			return map[bool]error{true: &pgconn.PgError{Code: database.CodeUniqueViolation, Message: "duplicate"}}[n < 2]
 		},
 	})
 	for _, k := range append([]string{"overflow", "check", "dup"}, others...) {
@@ -212,7 +217,9 @@ func TestPostgresRefusalsArePermanentAndDuplicatesAreNot(t *testing.T) {
 func TestPlantedPoisonRetriesARefusalForever(t *testing.T) {
 	t.Parallel()
 	b := setup(t, consume.Config{RetryInPlaceAttempts: 3, PermanentAsTransient: true}, map[string]func(int) error{
-		"overflow": func(int) error { return &pgconn.PgError{Code: "22003", Message: "bigint out of range"} },
+		"overflow": func(int) error {
+			return &pgconn.PgError{Code: database.CodeNumericOutOfRange, Message: "bigint out of range"}
+		},
 	})
 	b.produce("overflow")
 	require.Eventually(t, func() bool { return b.h.attempts("overflow") > 10 }, 10*time.Second, 10*time.Millisecond,

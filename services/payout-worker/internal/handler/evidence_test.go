@@ -301,7 +301,7 @@ func TestForgedEventDatedAheadDoesNotMakeTheGenuineOneStale(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		action  event.Action
-		status  string
+		status  payout.Status
 		balance int64
 		ledger  string
 	}{
@@ -334,4 +334,29 @@ func TestForgedEventDatedAheadDoesNotMakeTheGenuineOneStale(t *testing.T) {
 				pid, genuine.EventID))
 		})
 	}
+}
+
+// A payout whose answer was lost and that the PSP paid meanwhile is settled
+// by the retry's lookup; its payout.paid webhook never came. An old
+// payout.failed replayed afterwards is older than the PSP's record the
+// lookup read: stale, no money goes back.
+func TestOldFailureAfterALookupFoundThePayoutPaidIsStale(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{callTimeout: 300 * time.Millisecond})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", Timeout: "3s", Next: []psptest.Fault{{Kind: "timeout_after_create", Count: 1}}})
+	pid := w.createPayout(900, "ba_1", "stripe")
+	w.requestPayout(pid, 900, "stripe")
+	w.waitStatus(pid, payout.Retrying)
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1)
+	w.psp.Settle(t, objs[0].ID, "paid")
+	w.relay(kafkax.TopicTransactions)
+	w.waitStatus(pid, payout.Succeeded)
+
+	w.pspOutcome("evt_old_"+pid, pid, event.ActionPayoutFailed, time.Now().Add(-48*time.Hour))
+	w.waitProcessed("stripe:evt_old_" + pid)
+	require.Equal(t, payout.Succeeded, w.payout(pid).Status)
+	require.EqualValues(t, 4100, w.balance())
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_return' AND reference = $1`, pid))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
@@ -33,17 +34,35 @@ type Handler struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	credits *prometheus.CounterVec
+	returns *prometheus.CounterVec
+}
+
+// Deps is what a Handler works with, next to the logger, clock and
+// registry (its metrics are registered there) every component gets.
+type Deps struct {
+	lifecycle.Deps
+	Pool    *pgxpool.Pool
+	Ledger  *ledger.Ledger
+	Payouts *payout.Processor
+	Alerts  *alert.Alerter
+	// Notify wakes the relays after a commit that wrote outbox rows.
+	Notify interface{ Notify() }
 }
 
 // New returns a Handler.
-func New(pool *pgxpool.Pool, l *ledger.Ledger, p *payout.Processor, logger *slog.Logger, reg prometheus.Registerer,
-	alerts *alert.Alerter, notify interface{ Notify() }, now func() time.Time) *Handler {
-	h := &Handler{pool: pool, ledger: l, payouts: p, logger: logger, now: now, alerts: alerts, notify: notify,
+func New(deps Deps) *Handler {
+	common := deps.WithDefaults()
+	reg := common.Registerer
+	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
+		alerts: deps.Alerts, notify: deps.Notify,
 		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
 	}
-	reg.MustRegister(h.credits)
+	h.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aegis_money_back_total", Help: "Refund and dispute objects by provider, kind and result (posted, unchanged, dead_lettered).",
+	}, []string{"provider", "kind", "result"})
+	reg.MustRegister(h.credits, h.returns)
 	return h
 }
 
@@ -53,6 +72,9 @@ func (h *Handler) Handle(ctx context.Context, m consume.Message) error {
 	case kafkax.TopicWebhookPending:
 		return h.pspEvent(ctx, m)
 	case kafkax.TopicTransactions:
+		if m.Headers[kafkax.HeaderEventType] == event.TypePayoutResolution {
+			return h.wroteOutbox(h.payouts.Resolve(ctx, m))
+		}
 		return h.wroteOutbox(h.payouts.Process(ctx, m))
 	}
 	return errclass.AsPoison(fmt.Errorf("no handler for topic %s", m.Topic))
@@ -72,14 +94,19 @@ var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
 func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
 	var e event.PSPEvent
-	if err := json.Unmarshal(m.Value, &e); err != nil || e.EventID == "" || e.Provider == "" {
-		return errclass.AsPoison(fmt.Errorf("PSP event is not decodable: %v", err))
+	if err := json.Unmarshal(m.Value, &e); err != nil {
+		return errclass.AsPoison(fmt.Errorf("PSP event is not decodable: %w", err))
+	}
+	if e.EventID == "" || e.Provider == "" {
+		return errclass.AsPoison(errors.New("PSP event is not decodable: no event_id or provider"))
 	}
 	switch e.Action {
 	case event.ActionCredit:
 		return h.credit(ctx, m, e)
 	case event.ActionPayoutPaid, event.ActionPayoutFailed, event.ActionPayoutReversed:
 		return h.wroteOutbox(h.payouts.Finalize(ctx, m, e))
+	case event.ActionRefund, event.ActionDispute:
+		return h.moneyBack(ctx, m, e)
 	}
 	return nil
 }

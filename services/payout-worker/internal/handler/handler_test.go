@@ -72,14 +72,14 @@ func TestPayoutHappyPathThenPaidWebhook(t *testing.T) {
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.settlements' AND event_type = 'payout.succeeded'`))
 
 	// The history shows every step.
-	var steps []string
+	var steps []payout.Status
 	rows, _ := w.db.Pool.Query(context.Background(), `SELECT to_status FROM payout_transitions WHERE payout_id = $1 ORDER BY id`, pid)
 	for rows.Next() {
-		var s string
+		var s payout.Status
 		require.NoError(t, rows.Scan(&s))
 		steps = append(steps, s)
 	}
-	require.Equal(t, []string{payout.Sending, payout.Sent, payout.Awaiting, payout.Succeeded}, steps)
+	require.Equal(t, []payout.Status{payout.Sending, payout.Sent, payout.Awaiting, payout.Succeeded}, steps)
 }
 
 func TestTransientBurstIsRetriedWithGrowingDelaysAndRecovers(t *testing.T) {
@@ -90,7 +90,6 @@ func TestTransientBurstIsRetriedWithGrowingDelaysAndRecovers(t *testing.T) {
 	pid := w.createPayout(1000, "ba_1", "stripe")
 	w.requestPayout(pid, 1000, "stripe")
 
-	var delays []time.Duration
 	for attempt := 1; attempt <= 2; attempt++ {
 		require.Eventually(t, func() bool { p := w.payout(pid); return p.Status == payout.Retrying && p.Attempts == attempt },
 			20*time.Second, 20*time.Millisecond, "attempt %d", attempt)
@@ -102,7 +101,6 @@ func TestTransientBurstIsRetriedWithGrowingDelaysAndRecovers(t *testing.T) {
 		ceiling := time.Duration(5<<(attempt-1)) * time.Second
 		require.GreaterOrEqual(t, d, time.Duration(0))
 		require.LessOrEqual(t, d, ceiling+time.Second, "attempt %d waits within its ceiling %s", attempt, ceiling)
-		delays = append(delays, d)
 		// A 5xx may have executed: the retry finds nothing at the PSP, and
 		// that counts once the settle window has passed.
 		w.passSettleWindow()

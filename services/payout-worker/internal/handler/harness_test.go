@@ -31,6 +31,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
@@ -46,6 +47,7 @@ const group = "payout-worker"
 
 type world struct {
 	alerts      *alertReceiver
+	proc        *payout.Processor
 	newConsumer func() (*consume.Consumer, *kgo.Client)
 	t           *testing.T
 	db          *pgtest.DB
@@ -114,6 +116,8 @@ type options struct {
 	// settleWindow defaults to a minute: tests that need it passed say so
 	// (passSettleWindow).
 	settleWindow time.Duration
+	// settlementDelay is the ledger's CREDIT_SETTLEMENT_DELAY (default 0).
+	settlementDelay time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -173,22 +177,24 @@ func setup(t *testing.T, o options) *world {
 		registry[name] = psp.WithBreaker(c, br)
 	}
 	w.alerts = newAlertReceiver(t)
-	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, logger, reg, time.Now)
+	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	l := ledger.New(w.db.Pool)
+	l := ledger.New(w.db.Pool).WithSettlementDelay(o.settlementDelay)
 	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
 		SettleWindow: o.settleWindow,
 	}, logger, payout.NewMetrics(reg), alerts, w.clock.now)
 	require.NoError(t, err)
-	h := handler.New(w.db.Pool, l, proc, logger, reg, alerts, noNotify{}, time.Now)
+	w.proc = proc
+	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
+		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: noNotify{}})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
 		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
-			logger, consume.NewMetrics(prometheus.NewRegistry()), alerts), cl
+			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts}), cl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	alertsDone := make(chan struct{})
@@ -319,7 +325,7 @@ func (w *world) relay(topic string) int {
 }
 
 type payoutRow struct {
-	Status    string
+	Status    payout.Status
 	Attempts  int
 	Reference string
 	LastError string
@@ -335,7 +341,7 @@ func (w *world) payout(id string) payoutRow {
 	return p
 }
 
-func (w *world) waitStatus(id string, statuses ...string) payoutRow {
+func (w *world) waitStatus(id string, statuses ...payout.Status) payoutRow {
 	w.t.Helper()
 	var p payoutRow
 	require.Eventually(w.t, func() bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
@@ -65,7 +66,7 @@ func TestDatabaseRefusalIsDeadLetteredAndOthersAreCredited(t *testing.T) {
 	l, problems := dlq.FromRecord(recs[0])
 	require.Empty(t, problems)
 	require.Equal(t, "permanent", l.ErrorClass)
-	require.Contains(t, l.Error, "22003", "the dead letter carries the database's refusal")
+	require.Contains(t, l.Error, database.CodeNumericOutOfRange, "the dead letter carries the database's refusal")
 	require.Equal(t, group, l.ConsumerGroup)
 	require.Equal(t, kafkax.TopicWebhookPending, l.OriginalTopic)
 	require.Equal(t, w.user, l.PartitionKey)

@@ -16,6 +16,17 @@
 // hold wallet → holds, a paid payout holds → clearing, a failed one holds →
 // wallet, and a payout the bank returns after it was paid clearing → wallet.
 //
+// Money that goes back (returns.go, docs/accounting.md): per currency a
+// disputes account (a disputed amount frozen while the dispute is open) and
+// a receivables account (what wallets could not cover). A refund moves
+// wallet → clearing, a dispute wallet → disputes, then disputes → clearing
+// when lost or back to the wallet when won. Those debits are never refused
+// (the money has already left at the PSP): what the balance does not cover
+// comes from receivables and is added to the wallet's owed, which every
+// later credit repays first and which blocks payouts until it is zero.
+// payment_returns records each refund's and dispute's state, so only the
+// difference to an event's outcome is posted, in any delivery order.
+//
 // A debit checks the balance in the same UPDATE that takes the wallet's row
 // lock (balance >= amount), so two workers whose Redis locks overlap still
 // cannot both spend the same money: the second waits for the first's commit

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,9 @@ type Ledger struct {
 	pool *pgxpool.Pool
 	mu   sync.Mutex
 	ids  map[accountKey]int64
+	// settlementDelay: credits are available for payouts this long after
+	// they are posted (availability.go); set once before use.
+	settlementDelay time.Duration
 }
 
 // New returns a Ledger on pool (used only to create system accounts).
@@ -77,7 +81,16 @@ func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency 
 			return sp.Commit(ctx) // releases the savepoint
 		}
 	}
-	return l.write(ctx, tx, kind, reference, currency, legs)
+	if err := l.write(ctx, tx, kind, reference, currency, legs); err != nil {
+		return err
+	}
+	// Money into a wallet repays first what the wallet owes (returns.go).
+	for _, lg := range legs {
+		if lg.account.kind == "user" && lg.amount > 0 {
+			return repay(ctx, tx, kind+":"+reference, lg.account.owner, currency)
+		}
+	}
+	return nil
 }
 
 func (l *Ledger) write(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs []leg) error {
@@ -182,10 +195,24 @@ type Payout struct {
 
 // Hold debits the user's wallet into the payout holds account before the PSP
 // is called. ErrInsufficientFunds if the wallet cannot cover it.
+//
+// A wallet that owes a receivable is blocked (ErrWalletOwes): a refund or
+// lost dispute it could not cover must be repaid by credits first.
 func (l *Ledger) Hold(ctx context.Context, tx pgx.Tx, p Payout) error {
-	return l.post(ctx, tx, KindPayoutHold, p.ID, p.Currency,
+	if err := checkAvailable(ctx, tx, p.UserID, p.Currency, p.Amount); err != nil {
+		return err
+	}
+	err := l.post(ctx, tx, KindPayoutHold, p.ID, p.Currency,
 		leg{user(p.UserID, p.Currency), -p.Amount},
 		leg{system(holds, p.Currency), p.Amount})
+	if errors.Is(err, ErrInsufficientFunds) {
+		// While it owes, its balance is 0 (every credit repays first), so
+		// the debit was refused; say why.
+		if owed, oerr := Owed(ctx, tx, p.UserID, p.Currency); oerr == nil && owed > 0 {
+			return fmt.Errorf("%w (%d %s)", ErrWalletOwes, owed, p.Currency)
+		}
+	}
+	return err
 }
 
 // Settle moves a paid payout's hold out to the provider's clearing account.
@@ -274,6 +301,10 @@ func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, pr
 		QueryRow(func(r pgx.Row) error { return r.Scan(&claimed, &posted) })
 	b.Queue(sqlCreditWallet, txID, userID, currency, amount)
 	b.Queue(sqlCreditEntries, txID, userID, currency, amount, clearingID)
+	b.Queue(sqlRepay, userID, currency, KindCredit+":"+provider+":"+reference, logging.CorrelationID(ctx), txID)
+	if l.settlementDelay > 0 {
+		b.Queue(sqlCreditAvailability, txID, userID, currency, amount, l.settlementDelay.Microseconds())
+	}
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("credit %s:%s: %w", provider, reference, err)
 	}

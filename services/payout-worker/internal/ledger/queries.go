@@ -62,3 +62,90 @@ WHERE ((w.kind = 'user' AND w.owner = $2::text AND w.currency = $3::text) OR w.i
   AND EXISTS (SELECT 1 FROM ledger_transactions WHERE id = $1::uuid)`
 
 const sqlPosted = `SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = $1 AND reference = $2)`
+
+// Money that goes back (returns.go).
+
+// sqlCreditedPayment reads a credited payment: its wallet owner, amount
+// and currency, from the credit's user entry.
+const sqlCreditedPayment = `
+SELECT w.owner, le.amount, le.currency
+FROM ledger_transactions t
+JOIN ledger_entries le ON le.transaction_id = t.id
+JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
+WHERE t.kind = 'credit' AND t.reference = $1`
+
+const sqlLockUser = `SELECT 1 FROM wallets WHERE kind = 'user' AND owner = $1 AND currency = $2 FOR UPDATE`
+
+const sqlReturnState = `
+SELECT state, amount FROM payment_returns WHERE provider = $1 AND kind = $2 AND object_id = $3 FOR UPDATE`
+
+// sqlRefundable is what is left of a payment to refund or dispute: its
+// amount less the refunds that stand and the disputes not won.
+const sqlRefundable = `
+SELECT $2::bigint - coalesce(sum(amount) FILTER (
+    WHERE (kind = 'refund' AND state = 'refunded') OR (kind = 'dispute' AND state IN ('open', 'lost'))), 0)
+FROM payment_returns WHERE payment_reference = $1`
+
+const sqlUpsertReturn = `
+INSERT INTO payment_returns (provider, object_id, kind, payment_reference, user_id, currency, amount, state, last_event_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (provider, kind, object_id) DO UPDATE
+SET state = EXCLUDED.state, last_event_id = EXCLUDED.last_event_id, updated_at = now()`
+
+// sqlDebitOrOwe takes what the balance covers of $3 and adds the rest to
+// owed; it answers the wallet and what was taken.
+const sqlDebitOrOwe = `
+WITH w AS (
+    SELECT id, least(balance, $3::bigint) AS take FROM wallets
+    WHERE kind = 'user' AND owner = $1 AND currency = $2
+    FOR UPDATE)
+UPDATE wallets SET balance = wallets.balance - w.take, owed = wallets.owed + $3::bigint - w.take,
+    version = wallets.version + 1, updated_at = now()
+FROM w WHERE wallets.id = w.id
+RETURNING wallets.id, w.take`
+
+// sqlRepay repays what a wallet owes from its balance, as far as it goes,
+// as one receivable_repay transaction (reference $3): wallet → receivables.
+// With $5 set it runs only if that ledger transaction exists (the credit
+// batch: only when the credit was posted). No ON CONFLICT: a repayment is
+// named after the one credit that brought the money, so a second one under
+// the same name is a bug and aborts the transaction.
+const sqlRepay = `
+WITH w AS (
+    SELECT id, least(balance, owed) AS x FROM wallets
+    WHERE kind = 'user' AND owner = $1::text AND currency = $2::text AND owed > 0 AND balance > 0
+      AND ($5::uuid IS NULL OR EXISTS (SELECT 1 FROM ledger_transactions WHERE id = $5::uuid))
+    FOR UPDATE),
+u AS (
+    UPDATE wallets SET balance = wallets.balance - w.x, owed = wallets.owed - w.x,
+        version = wallets.version + 1, updated_at = now()
+    FROM w WHERE wallets.id = w.id
+    RETURNING wallets.id, w.x),
+t AS (
+    INSERT INTO ledger_transactions (kind, reference, correlation_id)
+    SELECT 'receivable_repay', $3::text, $4::text FROM u
+    RETURNING id)
+INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+SELECT t.id, u.id, -u.x, $2::text FROM t, u
+UNION ALL
+SELECT t.id, r.id, u.x, $2::text FROM t, u
+JOIN wallets r ON r.kind = 'system' AND r.owner = 'receivables' AND r.currency = $2::text`
+
+const sqlOwed = `SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1 AND currency = $2`
+
+// Settlement delay (availability.go).
+
+// sqlCreditAvailability records when a credit posted by transaction $1
+// becomes available for payouts ($5 microseconds from now); nothing if that
+// transaction was not posted (a duplicate credit).
+const sqlCreditAvailability = `
+INSERT INTO credit_availability (reference, user_id, currency, amount, available_at)
+SELECT t.reference, $2::text, $3::text, $4::bigint, now() + $5::bigint * interval '1 microsecond'
+FROM ledger_transactions t WHERE t.id = $1::uuid
+ON CONFLICT (reference) DO NOTHING`
+
+const sqlLockedBalance = `SELECT balance FROM wallets WHERE kind = 'user' AND owner = $1 AND currency = $2 FOR UPDATE`
+
+const sqlUnavailable = `
+SELECT coalesce(sum(amount), 0)::bigint FROM credit_availability
+WHERE user_id = $1 AND currency = $2 AND available_at > now()`

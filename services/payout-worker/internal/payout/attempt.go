@@ -204,4 +204,12 @@ func (a attemptResult) learn(p *Payout, now time.Time) {
 	if a.adopted {
 		p.LookupNeeded = false
 	}
+	if a.err == nil && (a.res.Final || a.res.Failed) && (p.PSPUpdatedAt == nil || now.After(*p.PSPUpdatedAt)) {
+		// The PSP's own record as of now decides the payout: an outcome
+		// event dated before it is older news, stale (finalize.go). Without
+		// this a replayed old payout.failed could return a payout that a
+		// lookup found paid, when its payout.paid webhook never came.
+		t := now
+		p.PSPUpdatedAt = &t
+	}
 }

@@ -60,6 +60,25 @@
 // a replay nor another paid event settles a hold that is gone.
 // Every transition and attempt is appended to payout_transitions.
 //
+// Payouts whose outcome webhook never comes (sweep.go): a payout waiting
+// at the PSP (SENT_TO_GATEWAY, AWAITING_RESPONSE) longer than
+// SweepConfig.After since its last step or lookup is looked up at the PSP
+// and moved on from the PSP's own record, exactly as a matching outcome
+// event would move it; still pending, it is looked up again after as long.
+// A lookup that fails decides nothing; a PSP that no longer knows a payout
+// it accepted, or an object that does not match the payout, parks it in
+// NEEDS_REVIEW with the hold kept and an alert. One replica sweeps at a
+// time (an advisory lock).
+//
+// Operator resolutions (resolve.go): dlq-admin sends an operator's
+// resolution of a NEEDS_REVIEW payout (paid or failed, with a reason and
+// the PSP object id as evidence) as a payout.resolution command on
+// aegis.transactions. The worker checks it against the PSP's own record
+// (a lookup) and refuses it when the PSP contradicts it, never giving a
+// hold back while the PSP paid; otherwise it settles or releases the hold
+// in one transaction with the verdict on payout_resolutions, idempotent by
+// resolution id.
+//
 // Replays: dlq-admin replays a dead-lettered command under a new message id
 // (the original is in processed_events). A FINALIZED payout ignores it — its
 // money is back in the wallet and the client must ask again; a NEEDS_REVIEW

@@ -11,6 +11,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 )
@@ -95,13 +96,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			if err := applied(); err != nil {
 				return err
 			}
-			if err := pr.ledger.Settle(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
-				return err
-			}
-			if _, err := move(ctx, tx, p, step{to: Succeeded, detail: map[string]any{"event_id": e.EventID}}); err != nil {
-				return err
-			}
-			return pr.outcome(ctx, tx, p, "")
+			return pr.paid(ctx, tx, p, map[string]any{"event_id": e.EventID})
 
 		case e.Action == event.ActionPayoutPaid && p.Status == Finalized:
 			if err := applied(); err != nil {
@@ -118,13 +113,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			if err := applied(); err != nil {
 				return err
 			}
-			if err := pr.ledger.Release(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
-				return err
-			}
-			if _, err := move(ctx, tx, p, step{to: Failed, err: reason, class: string(errclass.Permanent)}, step{to: Finalized}); err != nil {
-				return err
-			}
-			return pr.outcome(ctx, tx, p, reason)
+			return pr.failedAtPSP(ctx, tx, p, reason, nil)
 
 		case (e.Action == event.ActionPayoutFailed || e.Action == event.ActionPayoutReversed) && p.Status == Succeeded:
 			if err := applied(); err != nil {
@@ -137,7 +126,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 			if _, err := move(ctx, tx, p, step{to: Failed, err: reason + " after it was paid", class: string(errclass.Permanent)}, step{to: Finalized}); err != nil {
 				return err
 			}
-			return pr.outcome(ctx, tx, p, reason)
+			return pr.publishOutcome(ctx, tx, p, event.TypePayoutReversed, reason)
 		}
 		// Already in the state the event reports (a duplicate under another
 		// event id) or finished: record what the PSP said, change nothing.
@@ -148,6 +137,33 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 		_, err = move(ctx, tx, p)
 		return err
 	})
+}
+
+// paid settles an in-flight payout the PSP says it paid (an outcome event
+// or the sweeper's lookup): the hold goes to the PSP clearing account, the
+// payout is SUCCEEDED and its outcome published, in the caller's tx.
+func (pr *Processor) paid(ctx context.Context, tx pgx.Tx, p *Payout, detail map[string]any) error {
+	if err := pr.ledger.Settle(ctx, tx, p.ledgerPayout()); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
+		return err
+	}
+	if _, err := move(ctx, tx, p, step{to: Succeeded, detail: detail}); err != nil {
+		return err
+	}
+	return pr.outcome(ctx, tx, p, "")
+}
+
+// failedAtPSP ends an in-flight payout the PSP says did not pay (failed,
+// canceled, reversed): the hold is released once, FAILED → FINALIZED, the
+// outcome published, in the caller's tx.
+func (pr *Processor) failedAtPSP(ctx context.Context, tx pgx.Tx, p *Payout, reason string, detail map[string]any) error {
+	if err := pr.ledger.Release(ctx, tx, p.ledgerPayout()); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
+		return err
+	}
+	if _, err := move(ctx, tx, p, step{to: Failed, err: reason, class: string(errclass.Permanent), detail: detail},
+		step{to: Finalized}); err != nil {
+		return err
+	}
+	return pr.outcome(ctx, tx, p, reason)
 }
 
 // ClassOutcomeMismatch is the dead-letter class of a PSP outcome event that
@@ -180,7 +196,7 @@ func (pr *Processor) mismatch(p *Payout, e event.PSPEvent) string {
 	if p.PSPReference != "" && e.Reference != p.PSPReference {
 		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", e.Reference, p.PSPReference))
 	}
-	if e.Provider == "stripe" {
+	if e.Provider == string(provider.Stripe) {
 		if e.Account != "" {
 			why = append(why, fmt.Sprintf("sent for connected account %q", e.Account))
 		}

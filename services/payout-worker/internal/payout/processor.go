@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
@@ -56,20 +56,20 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if err := c.Backoff.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("PSP backoff: %w", err))
+		errs = append(errs, config.Within("Backoff", err))
 	}
 	if c.BreakerDefer <= 0 {
-		errs = append(errs, errors.New("PSP_BREAKER_DEFER must be positive"))
+		errs = append(errs, config.Invalid("BreakerDefer", "must be positive"))
 	}
 	if c.CallTimeout <= 0 {
-		errs = append(errs, errors.New("PSP_CALL_TIMEOUT must be positive"))
+		errs = append(errs, config.Invalid("CallTimeout", "must be positive"))
 	}
 	if c.IdempotencyWindow <= 0 {
-		errs = append(errs, errors.New("PSP_IDEMPOTENCY_WINDOW must be positive"))
+		errs = append(errs, config.Invalid("IdempotencyWindow", "must be positive"))
 	}
 	if c.SettleWindow <= c.CallTimeout {
-		errs = append(errs, fmt.Errorf("PSP_SETTLE_WINDOW (%s) must exceed PSP_CALL_TIMEOUT (%s): a request we stopped "+
-			"waiting for may still be executing at the PSP", c.SettleWindow, c.CallTimeout))
+		errs = append(errs, config.Invalid("SettleWindow", "(%s) must exceed %s (%s): a request we stopped "+
+			"waiting for may still be executing at the PSP", c.SettleWindow, config.Ref("CallTimeout"), c.CallTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -103,8 +103,11 @@ func (p *Payout) ledgerPayout() ledger.Payout {
 // Process handles one payout command from aegis.transactions.
 func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 	var cmd event.PayoutRequested
-	if err := json.Unmarshal(m.Value, &cmd); err != nil || cmd.PayoutID == "" || cmd.UserID == "" {
-		return errclass.AsPoison(fmt.Errorf("payout command is not decodable: %v", err))
+	if err := json.Unmarshal(m.Value, &cmd); err != nil {
+		return errclass.AsPoison(fmt.Errorf("payout command is not decodable: %w", err))
+	}
+	if cmd.PayoutID == "" || cmd.UserID == "" {
+		return errclass.AsPoison(errors.New("payout command is not decodable: no payout_id or user_id"))
 	}
 	if err := pr.ledger.Prepare(ctx, cmd.Provider, cmd.Currency); err != nil {
 		return err
@@ -114,7 +117,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 		return err
 	}
 	defer lock.Release()
-	ctx = lock.Context()
+	ctx = lock.Context() //nolint:contextcheck // derived from ctx (cancelled also when the lock is lost)
 
 	// 1. Hold the money and mark the payout as being sent.
 	var po *Payout
@@ -132,12 +135,19 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			if errors.Is(err, ledger.ErrInsufficientFunds) {
 				// A business refusal, not a failure to fix: the payout ends
 				// here, visible on the payout and in its outcome event.
+				reason := "insufficient funds in the wallet"
+				switch {
+				case errors.Is(err, ledger.ErrWalletOwes):
+					reason = "wallet blocked: " + err.Error() + "; it is repaid from the next credits"
+				case errors.Is(err, ledger.ErrNotYetAvailable):
+					reason = err.Error()
+				}
 				if _, err := move(ctx, tx, po,
-					step{to: Failed, err: "insufficient funds in the wallet", class: string(errclass.Permanent)},
+					step{to: Failed, err: reason, class: string(errclass.Permanent)},
 					step{to: Finalized}); err != nil {
 					return err
 				}
-				if err := pr.outcome(ctx, tx, po, "insufficient funds in the wallet"); err != nil {
+				if err := pr.outcome(ctx, tx, po, reason); err != nil {
 					return err
 				}
 				_, err = consume.Claim(ctx, tx, m)
@@ -263,7 +273,9 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 			"unknown may still be executing there; looked up again from %s", p.LastUnknownAt.UTC().Format(time.RFC3339Nano),
 			at.UTC().Format(time.RFC3339Nano))
 		if callErr != nil {
-			cause = fmt.Errorf("%w (this attempt: %v)", cause, callErr)
+			// callErr is context for the reader only: the retry's class
+			// and identity are cause's, so it is not wrapped.
+			cause = fmt.Errorf("%w (this attempt: %v)", cause, callErr) //nolint:errorlint // see above
 		}
 		return pr.retry(ctx, tx, p, cause, ClassSettling, at)
 
@@ -394,7 +406,7 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: corr,
 			kafkax.HeaderEventType:     event.TypePayoutRequested,
-			kafkax.HeaderMessageID:     "payout:" + p.ID.String() + ":retry:" + strconv.FormatInt(tid, 10),
+			kafkax.HeaderMessageID:     event.PayoutRetryID(p.ID.String(), tid),
 		},
 	})
 	if err != nil {
@@ -439,29 +451,10 @@ func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Messag
 	return nil
 }
 
-// outcome publishes a finished payout on aegis.settlements.
+// outcome publishes the payout's outcome on aegis.settlements, typed by
+// its status (settlement.go).
 func (pr *Processor) outcome(ctx context.Context, tx pgx.Tx, p *Payout, reason string) error {
-	body, err := json.Marshal(event.PayoutOutcome{PayoutID: p.ID.String(), UserID: p.UserID, Status: p.Status,
-		Amount: p.Amount, Currency: p.Currency, Provider: p.Provider, PSPReference: p.PSPReference,
-		Error: reason, OccurredAt: pr.now().UTC()})
-	if err != nil {
-		return fmt.Errorf("encode payout outcome: %w", err)
-	}
-	typ := event.TypePayoutSucceeded
-	if p.Status != Succeeded {
-		typ = event.TypePayoutFailed
-	}
-	pr.metrics.finished.WithLabelValues(p.Provider, p.Status).Inc()
-	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicSettlements, EventType: typ, PartitionKey: p.UserID, Payload: body,
-		CorrelationID: p.CorrelationID,
-		Headers: map[string]string{
-			kafkax.HeaderCorrelationID: p.CorrelationID,
-			kafkax.HeaderEventType:     typ,
-			kafkax.HeaderMessageID:     "payout:" + p.ID.String() + ":" + p.Status,
-		},
-	})
-	return err
+	return pr.publishOutcome(ctx, tx, p, outcomeType(p.Status), reason)
 }
 
 func resultClass(err error) errclass.Class {
@@ -477,6 +470,7 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	finished     *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
+	swept        *prometheus.CounterVec
 }
 
 // NewMetrics registers them on reg.
@@ -494,7 +488,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_dead_letters_total", Help: "Messages dead-lettered by the worker, by topic and class.",
 		}, []string{"topic", "class"}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_payout_sweep_lookups_total",
+			Help: "Payouts waiting at the PSP past PAYOUT_CHECK_AFTER that the sweeper looked up, by what it found.",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.calls, m.retries, m.finished, m.deadLettered)
+	reg.MustRegister(m.calls, m.retries, m.finished, m.deadLettered, m.swept)
 	return m
 }

@@ -7,40 +7,50 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 )
 
+// Status is a payout's state (ARCHITECTURE.md), as stored in payouts.status.
+type Status string
+
 // Payout states (ARCHITECTURE.md).
 const (
-	Initialized = "INITIALIZED"
-	Sending     = "SENDING_TO_GATEWAY"
-	Sent        = "SENT_TO_GATEWAY"
-	Awaiting    = "AWAITING_RESPONSE"
-	Succeeded   = "SUCCEEDED"
-	Retrying    = "RETRYING"
-	Failed      = "FAILED"
-	NeedsReview = "NEEDS_REVIEW"
-	Finalized   = "FINALIZED"
+	Initialized Status = "INITIALIZED"
+	Sending     Status = "SENDING_TO_GATEWAY"
+	Sent        Status = "SENT_TO_GATEWAY"
+	Awaiting    Status = "AWAITING_RESPONSE"
+	Succeeded   Status = "SUCCEEDED"
+	Retrying    Status = "RETRYING"
+	Failed      Status = "FAILED"
+	NeedsReview Status = "NEEDS_REVIEW"
+	Finalized   Status = "FINALIZED"
 )
 
+// statuses is every payout state, in the order of the payouts.status CHECK
+// constraint. Tests walk it to check every pair of states against the state
+// machine, so a state added to the constants must be added here too.
+func statuses() []Status {
+	return []Status{Initialized, Sending, Sent, Awaiting, Succeeded, Retrying, Failed, NeedsReview, Finalized}
+}
+
 // next lists the states allowed after from: the state machine.
-func next(from string) []string {
+func next(from Status) []Status {
 	switch from {
 	case Initialized:
-		return []string{Sending, Failed}
+		return []Status{Sending, Failed}
 	case Sending:
-		return []string{Sent, Retrying, Failed, NeedsReview, Succeeded}
+		return []Status{Sent, Retrying, Failed, NeedsReview, Succeeded}
 	case Sent:
-		return []string{Awaiting, Succeeded, Failed}
+		return []Status{Awaiting, Succeeded, Failed}
 	case Awaiting:
-		return []string{Succeeded, Failed, NeedsReview}
+		return []Status{Succeeded, Failed, NeedsReview}
 	case Retrying:
-		return []string{Sending, Succeeded, Failed}
+		return []Status{Sending, Succeeded, Failed}
 	case Failed:
-		return []string{Finalized}
+		return []Status{Finalized}
 	case NeedsReview:
-		return []string{Sending, Succeeded, Failed} // Sending: an operator's replay
+		return []Status{Sending, Succeeded, Failed} // Sending: an operator's replay
 	case Succeeded:
-		return []string{Failed} // the bank returned a paid payout
+		return []Status{Failed} // the bank returned a paid payout
 	case Finalized:
-		return []string{NeedsReview} // paid after we had released the hold
+		return []Status{NeedsReview} // paid after we had released the hold
 	}
 	return nil
 }
@@ -49,7 +59,7 @@ func next(from string) []string {
 // refusal is permanent: it is a bug or a record that contradicts the payout,
 // and the same record refuses the same way every time, so the consumer
 // dead-letters it instead of retrying it in place.
-func checkTransition(from, to string) error {
+func checkTransition(from, to Status) error {
 	if !slices.Contains(next(from), to) {
 		return errclass.AsPermanent(fmt.Errorf("payout state machine: %s → %s is not a transition", from, to))
 	}
@@ -57,7 +67,7 @@ func checkTransition(from, to string) error {
 }
 
 // inFlight reports whether the PSP may still be working on the payout.
-func inFlight(status string) bool {
+func inFlight(status Status) bool {
 	switch status {
 	case Sending, Sent, Awaiting, Retrying, NeedsReview:
 		return true

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // All SQL on payouts and payout_transitions lives here.
@@ -45,6 +47,21 @@ const sqlEvidence = `
 INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
 VALUES ($1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8, nullif($9, ''))`
 
+// The sweeper (sweep.go): one at a time across replicas; the payouts that
+// have waited at the PSP since before $1 without a step or a lookup that
+// got an answer, oldest first (payouts_status_idx).
+const sqlSweepLock = `SELECT pg_try_advisory_lock(hashtext($1))`
+
+const sqlSweepUnlock = `SELECT pg_advisory_unlock(hashtext($1))`
+
+const sqlSweepCandidates = `
+SELECT p.id FROM payouts p
+WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE') AND p.updated_at < $1
+  AND NOT EXISTS (SELECT 1 FROM payout_attempts a
+                  WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= $1)
+ORDER BY p.updated_at
+LIMIT $2`
+
 // ErrUnknownPayout means a message names a payout that does not exist.
 var ErrUnknownPayout = errors.New("unknown payout")
 
@@ -56,7 +73,7 @@ type Payout struct {
 	Currency      string
 	Destination   string
 	Provider      string
-	Status        string
+	Status        Status
 	Attempts      int
 	PSPReference  string
 	PSPStatus     string
@@ -97,7 +114,7 @@ func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
 
 // step is one transition with what it records.
 type step struct {
-	to     string
+	to     Status
 	err    string
 	class  string
 	detail map[string]any
@@ -121,6 +138,10 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 		if err := tx.QueryRow(ctx, sqlTransition, p.ID, p.Status, s.to, p.Attempts, s.err, s.class, detail).Scan(&last); err != nil {
 			return 0, fmt.Errorf("record transition %s → %s: %w", p.Status, s.to, err)
 		}
+		// The trace of the payout's handling shows each state it moved
+		// to (written in tx: it holds if tx commits).
+		trace.SpanFromContext(ctx).AddEvent("payout "+string(s.to), trace.WithAttributes(
+			attribute.String("aegis.payout_id", p.ID.String()), attribute.String("aegis.payout.from", string(p.Status))))
 		p.Status = s.to
 		if s.err != "" || s.class != "" {
 			p.LastError, p.ErrorClass = s.err, s.class

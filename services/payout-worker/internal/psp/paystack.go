@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/aegis-payments/aegis/pkg/provider"
 )
 
 // DefaultPaystackBase is Paystack's API.
@@ -31,7 +33,7 @@ func NewPaystack(secretKey, apiBase string, httpClient *http.Client) *Paystack {
 }
 
 // Provider is "paystack".
-func (p *Paystack) Provider() string { return "paystack" }
+func (p *Paystack) Provider() string { return string(provider.Paystack) }
 
 type paystackAnswer struct {
 	Status  bool   `json:"status"`

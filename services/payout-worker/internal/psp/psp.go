@@ -242,7 +242,7 @@ func (g *Guarded) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 }
 
 // BreakerState is the breaker's state: closed, half-open or open.
-func (g *Guarded) BreakerState() string { return g.breaker.State() }
+func (g *Guarded) BreakerState() string { return string(g.breaker.State()) }
 
 // ErrNoProvider means a payout names a provider that is not configured.
 var ErrNoProvider = errors.New("payout provider not configured")

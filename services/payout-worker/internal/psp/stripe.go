@@ -12,6 +12,7 @@ import (
 	"github.com/stripe/stripe-go/v76/transfer"
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/provider"
 )
 
 // Stripe pays out through stripe-go v76.
@@ -37,7 +38,7 @@ func NewStripe(secretKey, apiBase string, httpClient *http.Client) *Stripe {
 }
 
 // Provider is "stripe".
-func (s *Stripe) Provider() string { return "stripe" }
+func (s *Stripe) Provider() string { return string(provider.Stripe) }
 
 // CreatePayout creates a Payout to a bank account or card, or a Transfer to a
 // connected account (acct_…).

@@ -108,19 +108,21 @@ func (l *Locker) Acquire(ctx context.Context, userID string) (*Lock, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, errclass.AsTransient(fmt.Errorf("%w: %s: %v", ErrBusy, Key(userID), err))
+		return nil, errclass.AsTransient(fmt.Errorf("%w: %s: %w", ErrBusy, Key(userID), err))
 	}
 	workCtx, cancelWork := context.WithCancelCause(ctx)
 	lk := &Lock{mutex: m, ctx: workCtx, cancel: cancelWork, stop: make(chan struct{})}
 	lk.stopped.Add(1)
-	go lk.watchdog(l.cfg.Expiry/2, l.logger)
+	go lk.watchdog(workCtx, l.cfg.Expiry/2, l.logger)
 	return lk, nil
 }
 
 // Context is cancelled when the lock is lost.
 func (lk *Lock) Context() context.Context { return lk.ctx }
 
-func (lk *Lock) watchdog(every time.Duration, logger *slog.Logger) {
+// watchdog renews the lock until Release or until work (the lock's
+// context) ends.
+func (lk *Lock) watchdog(work context.Context, every time.Duration, logger *slog.Logger) {
 	defer lk.stopped.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -128,12 +130,17 @@ func (lk *Lock) watchdog(every time.Duration, logger *slog.Logger) {
 		select {
 		case <-lk.stop:
 			return
-		case <-lk.ctx.Done():
+		case <-work.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), every)
+			// Renewed on the work's context: work that was cancelled needs
+			// its lock no longer, and Release frees it.
+			ctx, cancel := context.WithTimeout(work, every)
 			ok, err := lk.mutex.ExtendContext(ctx)
 			cancel()
+			if work.Err() != nil {
+				return
+			}
 			if !ok || err != nil {
 				logger.Error("wallet lock renewal failed; cancelling the work", "lock", lk.mutex.Name(), "error", fmt.Sprint(err))
 				lk.cancel(ErrLockLost)

@@ -34,9 +34,14 @@ const MaxWebhookBody = 1 << 20
 const maxRequestBody = 64 << 10
 
 // Saver commits verified webhooks (an ingest.Committer, or an ingest.Store).
+// Save may refuse with ingest.ErrOverloaded (503 with Retry-After).
 type Saver interface {
 	Save(ctx context.Context, p ingest.Pending) (ingest.Saved, error)
 }
+
+// fuller is a Saver with admission control (ingest.Committer): Full
+// reports that Save would refuse with ingest.ErrOverloaded.
+type fuller interface{ Full() bool }
 
 // Deps is what the API needs.
 type Deps struct {
@@ -53,6 +58,8 @@ type Deps struct {
 	Webhooks *prometheus.CounterVec
 	// Refused counts and logs webhooks refused for their signature.
 	Refused *RefusalLog
+	// Shed counts and logs webhooks shed for overload (nil: counted nowhere).
+	Shed *ShedLog
 	// ProviderEnabled reports whether payouts through a provider are accepted.
 	ProviderEnabled func(provider string) bool
 	Now             func() time.Time
@@ -79,6 +86,7 @@ func Mount(r chi.Router, d Deps) {
 		r.Use(a.authenticate)
 		r.Post("/payouts", a.createPayout)
 		r.Get("/payouts/{id}", a.getPayout)
+		r.Post("/payouts/{id}/cancel", a.cancelPayout)
 		r.Get("/wallets/{user_id}", a.getWallet)
 		r.Post("/users/{user_id}/destinations", a.registerDestination)
 		r.Get("/users/{user_id}/destinations", a.listDestinations)
@@ -92,7 +100,15 @@ type (
 )
 
 func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normalize normalizeFunc) http.HandlerFunc {
+	full, _ := a.Ingest.(fuller)
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Shed before reading, verifying and decoding a body that could
+		// only be refused: under overload, CPU goes to the webhooks that
+		// will be committed.
+		if full != nil && full.Full() {
+			a.shed(w, r, provider)
+			return
+		}
 		body, err := readBody(w, r, MaxWebhookBody)
 		if err != nil {
 			a.fail(w, r, err)
@@ -112,6 +128,10 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 			return
 		}
 		saved, err := a.Ingest.Save(r.Context(), ingest.Pending{Event: n, Body: body, CorrelationID: logging.CorrelationID(r.Context())})
+		if errors.Is(err, ingest.ErrOverloaded) {
+			a.shed(w, r, provider)
+			return
+		}
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -119,10 +139,10 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 		outcome := saved.Outcome
 		a.Webhooks.WithLabelValues(provider, string(outcome)).Inc()
 		attrs := []any{"provider", provider, "event_id", saved.EventID, "event_type", clipForLog(n.Event.Type), "outcome", string(outcome)}
-		switch {
-		case outcome == ingest.DeadLettered:
+		switch outcome {
+		case ingest.DeadLettered:
 			a.Logger.WarnContext(r.Context(), "webhook stored and dead-lettered", append(attrs, "reason", saved.Reason)...)
-		case outcome == ingest.Accepted:
+		case ingest.Accepted:
 			// The common case is in webhook_events (with its correlation id)
 			// and in aegis_webhooks_total; a line per webhook at thousands a
 			// second would cost the log pipeline more than it tells.
@@ -132,6 +152,14 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 		}
 		httpserver.WriteJSON(w, http.StatusOK, map[string]string{"status": string(outcome), "event_id": saved.EventID})
 	}
+}
+
+// shed answers a webhook refused because the commit line is full: 503
+// overloaded with Retry-After, counted, and logged at most once per
+// interval (ShedLog).
+func (a *api) shed(w http.ResponseWriter, r *http.Request, provider string) {
+	a.Shed.Shed(r.Context(), provider)
+	a.fail(w, r, ingest.ErrOverloaded)
 }
 
 // refused answers a webhook refused for its signature or timestamp, counted
@@ -215,6 +243,28 @@ func (a *api) getPayout(w http.ResponseWriter, r *http.Request) {
 	if !a.inScope(w, r, p.UserID) {
 		return
 	}
+	httpserver.WriteJSON(w, http.StatusOK, p)
+}
+
+// cancelPayout cancels a payout the worker has not taken up yet: 200 with
+// the payout (FINALIZED, class canceled), again for a repeat, 409 once it
+// is being sent.
+func (a *api) cancelPayout(w http.ResponseWriter, r *http.Request) {
+	p, err := a.Payouts.Get(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if !a.inScope(w, r, p.UserID) {
+		return
+	}
+	c := client(r)
+	p, err = a.Payouts.Cancel(r.Context(), c.Name, p.ID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.Logger.InfoContext(r.Context(), "payout canceled", "payout_id", p.ID, "client", c.Name)
 	httpserver.WriteJSON(w, http.StatusOK, p)
 }
 
@@ -317,7 +367,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errBadJSON, err)
+		return fmt.Errorf("%w: %w", errBadJSON, err)
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: trailing data after the JSON object", errBadJSON)
@@ -333,7 +383,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &tooBig) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", errBadJSON, err)
+		return nil, fmt.Errorf("%w: %w", errBadJSON, err)
 	}
 	return body, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
@@ -52,6 +53,8 @@ type options struct {
 	limits  payouts.Limits
 	logs    io.Writer
 	now     func() time.Time
+	// commit sizes the committer (default: 2 committers of 16).
+	commit ingest.CommitterConfig
 }
 
 func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string {
@@ -77,10 +80,11 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 	r := httpserver.NewRouter(logger, reg)
 	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: committer(t, pool, notify), Payouts: payouts.NewStore(pool, notify, o.limits),
+		Logger: logger, Ingest: committer(t, pool, notify, o.commit), Payouts: payouts.NewStore(pool, notify, o.limits),
 		Destinations: destinations.NewStore(pool), Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
 		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),
+		Shed:            api.NewShedLog(logger, reg, time.Minute, o.now),
 		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
 	})
 	srv := httptest.NewServer(r)
@@ -94,18 +98,23 @@ func notifier(t *testing.T, pool *pgxpool.Pool) *outbox.Notifier {
 	n := outbox.NewNotifier(pool, outbox.NotifyInterval, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { n.Run(ctx); close(done) }()
+	go func() { _ = n.Run(ctx); close(done) }() // Run ends with ctx; the test asserts on what it delivered
 	t.Cleanup(func() { cancel(); <-done })
 	return n
 }
 
 // committer is the production ingest path: webhooks committed in groups.
-func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier) *ingest.Committer {
+func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier, cfg ingest.CommitterConfig) *ingest.Committer {
 	t.Helper()
-	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), 2, 16)
+	if cfg.Workers == 0 {
+		// A line long enough that no test is shed on a slow machine (the
+		// overload test sizes its own).
+		cfg = ingest.CommitterConfig{Workers: 2, MaxGroup: 16, MinLine: 1024}
+	}
+	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), cfg, lifecycle.Deps{})
 	require.NoError(t, err)
-	c.Start()
-	t.Cleanup(c.Stop)
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
 	return c
 }
 

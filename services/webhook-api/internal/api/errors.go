@@ -24,6 +24,13 @@ var (
 // place status codes are chosen.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := classify(err)
+	if errors.Is(err, ingest.ErrOverloaded) {
+		// Counted and logged by ShedLog: a line per request would cost
+		// the most exactly when the service has no CPU to spare.
+		w.Header().Set("Retry-After", RetryAfter)
+		httpserver.WriteError(w, status, code, msg)
+		return
+	}
 	if status >= 500 {
 		a.Logger.ErrorContext(r.Context(), "request failed", "route", r.URL.Path, "error", err.Error())
 	}
@@ -37,6 +44,8 @@ func classify(err error) (status int, code, message string) {
 	switch {
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
+	case errors.Is(err, ingest.ErrOverloaded):
+		return http.StatusServiceUnavailable, "overloaded", "more webhooks arrive than can be committed; nothing was stored, retry after the Retry-After delay"
 	case errors.Is(err, verify.ErrNotConfigured):
 		return http.StatusServiceUnavailable, "provider_not_configured", "webhooks from this provider are not configured"
 	case errors.Is(err, verify.ErrMissingSignature):
@@ -68,6 +77,8 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusNotFound, "destination_not_found", "no destination with this id for this user"
 	case errors.Is(err, payouts.ErrKeyReused):
 		return http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request"
+	case errors.Is(err, payouts.ErrNotCancelable):
+		return http.StatusConflict, "payout_not_cancelable", err.Error() + ": only a payout not yet taken up for sending (INITIALIZED) can be canceled"
 	case errors.Is(err, payouts.ErrNotFound):
 		return http.StatusNotFound, "payout_not_found", "no payout with this id"
 	case errors.Is(err, wallets.ErrNotFound):

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
 )
 
@@ -52,12 +53,12 @@ var shapes = map[string][]struct {
 	prefix, kind string
 	re           *regexp.Regexp
 }{
-	"stripe": {
+	string(provider.Stripe): {
 		{"ba_", "bank_account", regexp.MustCompile(`^ba_[A-Za-z0-9_]+$`)},
 		{"card_", "card", regexp.MustCompile(`^card_[A-Za-z0-9_]+$`)},
 		{"acct_", "connected_account", regexp.MustCompile(`^acct_[A-Za-z0-9_]+$`)},
 	},
-	"paystack": {
+	string(provider.Paystack): {
 		{"RCP_", "transfer_recipient", regexp.MustCompile(`^RCP_[A-Za-z0-9_]+$`)},
 	},
 }
@@ -78,8 +79,8 @@ func (r *Registration) Normalize(userID string) (kind string, err error) {
 
 // Shape checks that destination is an identifier provider pays to and
 // returns its type.
-func Shape(provider, destination string) (kind string, err error) {
-	kinds, ok := shapes[provider]
+func Shape(prov, destination string) (kind string, err error) {
+	kinds, ok := shapes[prov]
 	if !ok {
 		return "", &validation.Error{Field: "provider", Message: `must be "stripe" or "paystack"`}
 	}
@@ -92,9 +93,9 @@ func Shape(provider, destination string) (kind string, err error) {
 		}
 	}
 	want := map[string]string{
-		"stripe":   "a Stripe external account (ba_…, card_…) or connected account (acct_…) id",
-		"paystack": "a Paystack transfer recipient code (RCP_…)",
-	}[provider]
+		string(provider.Stripe):   "a Stripe external account (ba_…, card_…) or connected account (acct_…) id",
+		string(provider.Paystack): "a Paystack transfer recipient code (RCP_…)",
+	}[prov]
 	return "", &validation.Error{Field: "destination", Message: "must be " + want}
 }
 

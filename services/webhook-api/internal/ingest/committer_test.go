@@ -2,15 +2,20 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
@@ -37,10 +42,11 @@ func TestCommitterSurvivesAPanicWhileCommitting(t *testing.T) {
 	wake := &panickyWake{}
 	wake.left.Store(1)
 	counter := panics.NewCounter(prometheus.NewRegistry())
-	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, wake, time.Now), 1, 8)
+	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, wake, time.Now), ingest.CommitterConfig{Workers: 1, MaxGroup: 8},
+		lifecycle.Deps{Logger: slog.New(slog.DiscardHandler), Panics: counter})
 	require.NoError(t, err)
-	c.WithPanics(counter, slog.New(slog.DiscardHandler)).Start()
-	defer c.Stop()
+	require.NoError(t, c.Start(context.Background()))
+	defer func() { require.NoError(t, c.Stop(context.Background())) }()
 
 	ctx := context.Background()
 	_, err = c.Save(ctx, credit("evt_panic", "pi_panic", 0))
@@ -55,5 +61,96 @@ func TestCommitterSurvivesAPanicWhileCommitting(t *testing.T) {
 		saved, err := c.Save(ctx, credit(id, "pi_"+id, 0))
 		require.NoError(t, err)
 		require.Equal(t, ingest.Accepted, saved.Outcome)
+	}
+}
+
+// Issue 12: a second Stop used to panic (close of a closed channel). Stop
+// commits what was queued, a second Stop is harmless, and a webhook offered
+// after Stop is refused (5xx, the PSP retries) instead of panicking or
+// waiting forever.
+func TestCommitterStopIsOnceAndCommitsWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, &panickyWake{}, time.Now), ingest.CommitterConfig{Workers: 2, MaxGroup: 4, MinLine: 64}, lifecycle.Deps{})
+	require.NoError(t, err)
+	require.NoError(t, c.Stop(context.Background()), "stop before start")
+	require.NoError(t, c.Start(context.Background()))
+	ctx := context.Background()
+	results := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			_, err := c.Save(ctx, credit(fmt.Sprintf("evt_stop_%d", i), fmt.Sprintf("pi_stop_%d", i), 0))
+			results <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return len(results) > 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, c.Stop(ctx))
+	require.NoError(t, c.Stop(ctx), "second stop")
+	var accepted int
+	for range 20 {
+		if err := <-results; err == nil {
+			accepted++
+		} else {
+			require.ErrorIs(t, err, ingest.ErrStopped)
+		}
+	}
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM webhook_events").Scan(&n))
+	require.Equal(t, accepted, n, "every webhook answered OK was committed, no other")
+	_, err = c.Save(ctx, credit("evt_late", "pi_late", 0))
+	require.ErrorIs(t, err, ingest.ErrStopped)
+}
+
+// Issue 12: the committer committed on context.Background(), so a Postgres
+// that accepts connections but never answers held shutdown forever. Stop
+// is bounded by its context: in-flight commits are cancelled and every
+// committer goroutine has returned when it does.
+func TestCommitterStopIsBoundedWhenPostgresHangs(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() { // accept and never answer: a paused or partitioned Postgres
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@"+ln.Addr().String()+"/aegis?sslmode=disable")
+	require.NoError(t, err)
+	defer pool.Close()
+	c, err := ingest.NewCommitter(ingest.NewStore(pool, &panickyWake{}, time.Now), ingest.CommitterConfig{Workers: 1, MaxGroup: 8}, lifecycle.Deps{})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+
+	saveCtx, cancelSave := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelSave()
+	_, err = c.Save(saveCtx, credit("evt_hang", "pi_hang", 0))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller gives up; the commit is still in flight")
+
+	stopCtx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err = c.Stop(stopCtx)
+	require.ErrorIs(t, err, lifecycle.ErrHardStop)
+	require.Less(t, time.Since(began), 2*time.Second, "Stop returns within its bound")
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("a committer goroutine outlived Stop")
 	}
 }

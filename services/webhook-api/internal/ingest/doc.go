@@ -45,6 +45,14 @@
 // do not act on: one round trip of four statements whatever the group's
 // size); each request is answered only after its own group committed.
 //
+// Admission control. In front of the group commit is a bounded line: what
+// the committers commit in QueueBudget at their rate measured on full groups
+// (at least one full group per committer). A webhook that finds it full is
+// refused at once with ErrOverloaded (the API answers 503 with Retry-After
+// before reading the body) and nothing is stored: under overload the
+// accepted webhooks wait about QueueBudget instead of every request waiting
+// longer and longer until clients time out, and the PSP retries the rest.
+//
 // Stripe sends charge.succeeded and payment_intent.succeeded for one payment;
 // both carry the PaymentIntent id as their Reference, which the ledger keys
 // credits on, so a payment is credited once. A charge that is only authorised

@@ -7,17 +7,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/verify"
 )
 
-// Providers.
+// Providers (pkg/provider), as the untyped strings events carry.
 const (
-	Stripe   = "stripe"
-	Paystack = "paystack"
+	Stripe   = string(provider.Stripe)
+	Paystack = string(provider.Paystack)
 )
 
 // ErrMalformed means the body is not an event we can even identify (not
@@ -64,6 +66,7 @@ type stripeObject struct {
 	Amount         int64             `json:"amount"`
 	AmountReceived int64             `json:"amount_received"`
 	AmountCaptured int64             `json:"amount_captured"`
+	AmountReversed int64             `json:"amount_reversed"`
 	Captured       bool              `json:"captured"`
 	Currency       string            `json:"currency"`
 	Status         string            `json:"status"`
@@ -71,6 +74,61 @@ type stripeObject struct {
 	Metadata       map[string]string `json:"metadata"`
 	// PaymentIntent is an id, or the expanded object, or null.
 	PaymentIntent json.RawMessage `json:"payment_intent"`
+	// Charge (on refunds and disputes) is an id or the expanded object.
+	Charge json.RawMessage `json:"charge"`
+	// Refunds (on a charge) lists its refunds in API versions that expand it.
+	Refunds *struct {
+		Data []stripeObject `json:"data"`
+	} `json:"refunds"`
+}
+
+// expandableID reads an id field that may be expanded into an object.
+func expandableID(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		var o struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &o) == nil {
+			return o.ID
+		}
+		return ""
+	}
+	return scalar(raw)
+}
+
+// paymentOf is the reference a refund's or dispute's payment was credited
+// under: its PaymentIntent, or the charge when it has none (as charge.succeeded).
+func (o *stripeObject) paymentOf() string {
+	if pi := expandableID(o.PaymentIntent); pi != "" {
+		return pi
+	}
+	return expandableID(o.Charge)
+}
+
+// stripeRefundOutcome maps a Stripe refund status: a pending refund has
+// already left our Stripe balance, a failed or canceled one comes back.
+func stripeRefundOutcome(status string) string {
+	switch status {
+	case "failed", "canceled":
+		return event.OutcomeRefundVoid
+	case "succeeded", "pending", "requires_action":
+		return event.OutcomeRefunded
+	}
+	return ""
+}
+
+// stripeDisputeOutcome maps a Stripe dispute status. A dispute closed as an
+// inquiry (warning_closed) or by refunding the charge releases its hold: the
+// money stays, or leaves through the refund, which has its own object.
+func stripeDisputeOutcome(status string) string {
+	switch status {
+	case "won", "warning_closed", "charge_refunded":
+		return event.OutcomeDisputeWon
+	case "lost":
+		return event.OutcomeDisputeLost
+	}
+	return event.OutcomeDisputeOpen
 }
 
 // paymentIntentID reads a charge's payment_intent, expanded or not.
@@ -137,9 +195,58 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 			e.Amount = obj.Amount
 		}
 		problem = creditProblem(e, "metadata.user_id")
-	case "payout.paid", "payout.failed":
-		e.Action = event.ActionPayoutPaid
-		if ev.Type == "payout.failed" {
+	case "refund.created", "refund.updated", "charge.refund.updated":
+		e.Action, e.Reference = event.ActionRefund, obj.paymentOf()
+		e.Returns = []event.Return{{ID: obj.ID, Amount: obj.Amount, Currency: strings.ToLower(obj.Currency),
+			Outcome: stripeRefundOutcome(obj.Status)}}
+		problem = returnsProblem(e)
+	case "charge.refunded":
+		// The charge lists its refunds only in API versions that expand
+		// them; otherwise each refund arrives as its own refund.created.
+		e.Reference = obj.ID
+		if pi := obj.paymentIntentID(); pi != "" {
+			e.Reference = pi
+		}
+		if obj.Refunds == nil || len(obj.Refunds.Data) == 0 {
+			break
+		}
+		e.Action = event.ActionRefund
+		for _, r := range obj.Refunds.Data {
+			e.Returns = append(e.Returns, event.Return{ID: r.ID, Amount: r.Amount,
+				Currency: strings.ToLower(r.Currency), Outcome: stripeRefundOutcome(r.Status)})
+		}
+		problem = returnsProblem(e)
+	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed":
+		e.Action, e.Reference = event.ActionDispute, obj.paymentOf()
+		e.Returns = []event.Return{{ID: obj.ID, Amount: obj.Amount, Currency: strings.ToLower(obj.Currency),
+			Outcome: stripeDisputeOutcome(obj.Status)}}
+		problem = returnsProblem(e)
+	case "transfer.reversed":
+		// A Connect transfer of one of our payouts came back (a failed
+		// payout is reversed whole; a partial reversal needs a person).
+		e.Action, e.Reference, e.PayoutID = event.ActionPayoutReversed, obj.ID, obj.Metadata["payout_id"]
+		e.Amount, e.Currency = obj.Amount, strings.ToLower(obj.Currency)
+		switch {
+		case e.PayoutID == "":
+			problem = fmt.Sprintf("stripe %s %s has no metadata.payout_id: cannot match it to a payout", ev.Type, obj.ID)
+		case obj.AmountReversed != obj.Amount:
+			problem = fmt.Sprintf("stripe %s %s reverses %d of %d: a partial reversal is not applied automatically",
+				ev.Type, obj.ID, obj.AmountReversed, obj.Amount)
+		}
+	case "payout.paid", "payout.failed", "payout.canceled", "payout.updated":
+		switch {
+		case ev.Type == "payout.paid":
+			e.Action = event.ActionPayoutPaid
+		case ev.Type == "payout.failed", ev.Type == "payout.canceled":
+			// A canceled payout never left Stripe: its money is back in
+			// our balance, exactly as for a failed one.
+			e.Action = event.ActionPayoutFailed
+		// payout.updated carries the object as it is now: a final status
+		// is the same evidence as that status's own event (the worker
+		// treats a second one as a duplicate); any other changes nothing.
+		case obj.Status == "paid":
+			e.Action = event.ActionPayoutPaid
+		case obj.Status == "failed" || obj.Status == "canceled":
 			e.Action = event.ActionPayoutFailed
 		}
 		e.Reference, e.PayoutID = obj.ID, obj.Metadata["payout_id"]
@@ -147,7 +254,7 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 		if obj.FailureCode != nil {
 			e.FailureCode = *obj.FailureCode
 		}
-		if e.PayoutID == "" {
+		if e.PayoutID == "" && e.Action != event.ActionNone {
 			problem = fmt.Sprintf("stripe %s %s has no metadata.payout_id: cannot match it to a payout", ev.Type, obj.ID)
 		}
 	}
@@ -171,6 +278,33 @@ func creditProblem(e event.PSPEvent, userField string) string {
 	return fmt.Sprintf("%s %s %s has no %s: cannot credit a wallet", e.Provider, e.Type, e.Reference, strings.Join(missing, ", "))
 }
 
+// returnsProblem says what a refund or dispute event lacks to be matched to
+// its payment and posted.
+func returnsProblem(e event.PSPEvent) string {
+	if e.Reference == "" {
+		return fmt.Sprintf("%s %s names no payment: cannot match it to a credit", e.Provider, e.Type)
+	}
+	for _, r := range e.Returns {
+		var missing []string
+		if r.ID == "" {
+			missing = append(missing, "an id")
+		}
+		if r.Amount <= 0 {
+			missing = append(missing, "a positive amount")
+		}
+		if len(r.Currency) != 3 {
+			missing = append(missing, "a currency")
+		}
+		if r.Outcome == "" {
+			missing = append(missing, "a known status")
+		}
+		if len(missing) > 0 {
+			return fmt.Sprintf("%s %s %s has no %s: cannot post it", e.Provider, e.Type, r.ID, strings.Join(missing, ", "))
+		}
+	}
+	return ""
+}
+
 type paystackEvent struct {
 	Event string          `json:"event"`
 	Data  json.RawMessage `json:"data"`
@@ -179,7 +313,7 @@ type paystackEvent struct {
 type paystackData struct {
 	ID           json.RawMessage `json:"id"`
 	Reference    string          `json:"reference"`
-	Amount       int64           `json:"amount"`
+	Amount       json.RawMessage `json:"amount"` // a number, or a string in refund events
 	Currency     string          `json:"currency"`
 	Status       string          `json:"status"`
 	Metadata     json.RawMessage `json:"metadata"`
@@ -219,7 +353,7 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 	}
 	e := event.PSPEvent{
 		Provider: Paystack, EventID: ev.Event + ":" + identity, Type: ev.Event, Action: event.ActionNone,
-		Reference: d.Reference, Amount: d.Amount, Currency: strings.ToLower(d.Currency), ObjectStatus: d.Status,
+		Reference: d.Reference, Amount: scalarInt(d.Amount), Currency: strings.ToLower(d.Currency), ObjectStatus: d.Status,
 		OccurredAt: firstTime(now, d.PaidAt, d.UpdatedAt, d.CreatedAt), Raw: json.RawMessage(body),
 	}
 	var problem string
@@ -245,8 +379,81 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 		if e.PayoutID == "" {
 			problem = fmt.Sprintf("paystack %s has no data.reference: cannot match it to a payout", ev.Event)
 		}
+	case "refund.processed", "refund.failed":
+		var r paystackRefund
+		if err := json.Unmarshal(ev.Data, &r); err != nil {
+			return Normalized{}, malformed("Paystack refund data: %v", err)
+		}
+		outcome := event.OutcomeRefunded
+		if ev.Event == "refund.failed" {
+			outcome = event.OutcomeRefundVoid
+		}
+		id := scalar(r.RefundReference)
+		if id == "" {
+			id = objectID
+		}
+		e.Action, e.Reference, e.Amount = event.ActionRefund, r.TransactionReference, scalarInt(r.Amount)
+		e.Returns = []event.Return{{ID: id, Amount: e.Amount, Currency: e.Currency, Outcome: outcome}}
+		problem = returnsProblem(e)
+	case "charge.dispute.create", "charge.dispute.resolve":
+		var dd paystackDispute
+		if err := json.Unmarshal(ev.Data, &dd); err != nil {
+			return Normalized{}, malformed("Paystack dispute data: %v", err)
+		}
+		amount := scalarInt(dd.RefundAmount)
+		if amount <= 0 {
+			amount = dd.Transaction.Amount
+		}
+		currency := e.Currency
+		if currency == "" {
+			currency = strings.ToLower(dd.Transaction.Currency)
+		}
+		outcome := event.OutcomeDisputeOpen
+		if ev.Event == "charge.dispute.resolve" {
+			// Paystack: the merchant accepted the chargeback (the money goes
+			// back to the customer), or declined it with evidence and won.
+			switch dd.Resolution {
+			case "merchant-accepted":
+				outcome = event.OutcomeDisputeLost
+			case "declined":
+				outcome = event.OutcomeDisputeWon
+			default:
+				outcome = ""
+			}
+		}
+		e.Action, e.Reference, e.Amount, e.Currency = event.ActionDispute, dd.Transaction.Reference, amount, currency
+		e.Returns = []event.Return{{ID: objectID, Amount: amount, Currency: currency, Outcome: outcome}}
+		problem = returnsProblem(e)
 	}
 	return Normalized{Event: e, Problem: problem}, nil
+}
+
+// paystackRefund is the data of a refund.* event (amounts arrive as numbers
+// or as strings).
+type paystackRefund struct {
+	TransactionReference string          `json:"transaction_reference"`
+	RefundReference      json.RawMessage `json:"refund_reference"`
+	Amount               json.RawMessage `json:"amount"`
+}
+
+// paystackDispute is the data of a charge.dispute.* event.
+type paystackDispute struct {
+	RefundAmount json.RawMessage `json:"refund_amount"`
+	Resolution   string          `json:"resolution"`
+	Transaction  struct {
+		Reference string `json:"reference"`
+		Amount    int64  `json:"amount"`
+		Currency  string `json:"currency"`
+	} `json:"transaction"`
+}
+
+// scalarInt reads an integer sent as a JSON number or string (0 if neither).
+func scalarInt(raw json.RawMessage) int64 {
+	n, err := strconv.ParseInt(scalar(raw), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // scalar renders a JSON number or string as text ("" for null or objects).

@@ -63,6 +63,26 @@ func TestNormalizeStripe(t *testing.T) {
 			want: event.PSPEvent{Action: event.ActionPayoutFailed, Reference: "po_2", PayoutID: "0194", Amount: 700, Currency: "usd", FailureCode: "account_closed"},
 		},
 		{
+			name: "payout canceled gives the money back as a failure does",
+			body: stripeEventJSON("evt_6b", "payout.canceled", `{"id":"po_3","object":"payout","amount":700,"currency":"usd","status":"canceled","metadata":{"payout_id":"0195"}}`),
+			want: event.PSPEvent{Action: event.ActionPayoutFailed, Reference: "po_3", PayoutID: "0195", Amount: 700, Currency: "usd"},
+		},
+		{
+			name: "payout updated to paid is evidence of payment",
+			body: stripeEventJSON("evt_6c", "payout.updated", `{"id":"po_4","object":"payout","amount":700,"currency":"usd","status":"paid","metadata":{"payout_id":"0196"}}`),
+			want: event.PSPEvent{Action: event.ActionPayoutPaid, Reference: "po_4", PayoutID: "0196", Amount: 700, Currency: "usd"},
+		},
+		{
+			name: "payout updated to failed is evidence of failure",
+			body: stripeEventJSON("evt_6d", "payout.updated", `{"id":"po_5","object":"payout","amount":700,"currency":"usd","status":"failed","failure_code":"no_account","metadata":{"payout_id":"0197"}}`),
+			want: event.PSPEvent{Action: event.ActionPayoutFailed, Reference: "po_5", PayoutID: "0197", Amount: 700, Currency: "usd", FailureCode: "no_account"},
+		},
+		{
+			name: "payout updated while in transit changes nothing",
+			body: stripeEventJSON("evt_6e", "payout.updated", `{"id":"po_6","object":"payout","amount":700,"currency":"usd","status":"in_transit","metadata":{}}`),
+			want: event.PSPEvent{Action: event.ActionNone, Reference: "po_6", Amount: 700, Currency: "usd"},
+		},
+		{
 			name: "unknown type is kept with no action",
 			body: stripeEventJSON("evt_7", "customer.created", `{"id":"cus_1"}`),
 			want: event.PSPEvent{Action: event.ActionNone},

@@ -81,6 +81,17 @@ ORDER BY i.n`
 
 const sqlPayoutOwner = `SELECT user_id FROM payouts WHERE id = $1`
 
+// sqlPaymentOwner finds the wallet a payment was credited to (its ledger
+// credit), so that a refund or dispute of it shares the wallet's partition.
+// None yet (the credit is still on its way) is answered by no row; the
+// worker then refuses the event as about a payment never credited.
+const sqlPaymentOwner = `
+SELECT w.owner FROM ledger_transactions t
+JOIN ledger_entries le ON le.transaction_id = t.id
+JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
+WHERE t.kind = 'credit' AND t.reference = $1
+LIMIT 1`
+
 // sqlInsertUnstorable records an event that cannot be stored as sent with
 // what of it can be: no psp_objects entry (it is never acted on) and no
 // outbox row; its body goes to the dead-letter store beside it.
@@ -141,6 +152,9 @@ type Pending struct {
 	Event         Normalized
 	Body          []byte
 	CorrelationID string
+	// TraceHeaders is the W3C trace context (traceparent, tracestate) of
+	// the request that received the webhook, stored with its outbox row.
+	TraceHeaders map[string]string
 }
 
 // Saved is what became of a Pending.
@@ -345,6 +359,9 @@ func (j *job) prepare(owner string) error {
 		kafkax.HeaderMessageID:     e.MessageID(),
 		"provider":                 e.Provider,
 	}
+	for k, v := range j.TraceHeaders {
+		j.headers[k] = v
+	}
 	return nil
 }
 
@@ -384,6 +401,14 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus, !payoutOutcome(e)).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&j.id, &j.fresh)
 		})
+		if moneyBack(e) {
+			first.Queue(sqlPaymentOwner, e.Provider+":"+e.Reference).QueryRow(func(r pgx.Row) error {
+				if err := r.Scan(&j.owner); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		}
 		if e.UserID == "" && e.PayoutID != "" {
 			if pid, err := uuid.Parse(e.PayoutID); err == nil {
 				first.Queue(sqlPayoutOwner, pid).QueryRow(func(r pgx.Row) error {
@@ -501,19 +526,32 @@ func (s *Store) deadLetterUnstorable(ctx context.Context, conn *pgxpool.Conn, j 
 // would make the genuine event that follows look stale, leaving its payout
 // in AWAITING_RESPONSE for good. The worker orders them against the latest
 // event it applied to the payout (payouts.psp_updated_at).
+//
+// Refunds and disputes are not judged stale here either: their events name
+// the payment as Reference, and one payment has many objects (several
+// refunds, a dispute), so the payment's latest time says nothing about one
+// of them. The worker orders them per refund or dispute (payment_returns).
 func payoutOutcome(e event.PSPEvent) bool {
 	switch e.Action {
 	case event.ActionPayoutPaid, event.ActionPayoutFailed, event.ActionPayoutReversed:
 		return true
 	}
-	return false
+	return moneyBack(e)
+}
+
+// moneyBack reports whether e is about a refund or a dispute of a payment.
+func moneyBack(e event.PSPEvent) bool {
+	return e.Action == event.ActionRefund || e.Action == event.ActionDispute
 }
 
 // partitionKey is the wallet owner: from the event, or for a payout outcome
-// the owner of the payout it names (looked up in the first round trip), so
-// all of a wallet's records share a partition.
+// the owner of the payout it names, or for a refund or dispute the wallet
+// its payment was credited to (looked up in the first round trip), so all
+// of a wallet's records share a partition.
 func partitionKey(e event.PSPEvent, owner string) string {
 	switch {
+	case moneyBack(e) && owner != "":
+		return owner
 	case e.UserID != "":
 		return e.UserID
 	case owner != "":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/validation"
 )
@@ -20,6 +21,9 @@ import (
 var (
 	ErrNotFound  = errors.New("payout not found")
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrNotCancelable: the worker has taken the payout up (its hold
+	// taken, the PSP possibly called); only INITIALIZED can be canceled.
+	ErrNotCancelable = errors.New("payout can no longer be canceled")
 	// ErrRefused means Postgres refused the request's data (a safety net
 	// behind Normalize): the client gets a 400, never a 503 to retry.
 	ErrRefused = errors.New("the request's data cannot be stored")
@@ -60,7 +64,7 @@ func (r *Request) Normalize(enabled func(provider string) bool) error {
 		return &validation.Error{Field: "currency", Message: "must be a three-letter ISO 4217 code"}
 	case r.Destination == "" && r.DestinationID == "":
 		return &validation.Error{Field: "destination", Message: "required: a registered destination (destination) or its id (destination_id)"}
-	case r.Provider != "stripe" && r.Provider != "paystack":
+	case !provider.Valid(r.Provider):
 		return &validation.Error{Field: "provider", Message: `must be "stripe" or "paystack"`}
 	case !enabled(r.Provider):
 		return &validation.Error{Field: "provider", Message: fmt.Sprintf("%s payouts are not enabled on this deployment", r.Provider)}

@@ -60,6 +60,20 @@ SELECT provider, event_id, event_type, coalesce(amount, 0), coalesce(currency, '
        verdict, coalesce(reason, ''), at
 FROM payout_evidence WHERE payout_id = $1 ORDER BY id`
 
+// Cancel (cancel.go): only a payout nobody has taken up yet, under its row
+// lock (the worker's first step takes the same lock).
+const sqlLockForCancel = `
+SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')
+FROM payouts WHERE id = $1 FOR UPDATE`
+
+const sqlCancel = `
+UPDATE payouts SET status = 'FINALIZED', last_error = $2, error_class = 'canceled', updated_at = now()
+WHERE id = $1 AND status = 'INITIALIZED'`
+
+const sqlCancelTransitions = `
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
+VALUES ($1, 'INITIALIZED', 'FAILED', 0, $2, 'canceled'), ($1, 'FAILED', 'FINALIZED', 0, NULL, NULL)`
+
 // Store reads and creates payouts.
 type Store struct {
 	pool   *pgxpool.Pool
@@ -124,7 +138,7 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
 				kafkax.HeaderEventType:     event.TypePayoutRequested,
-				kafkax.HeaderMessageID:     "payout:" + id.String() + ":request",
+				kafkax.HeaderMessageID:     event.PayoutRequestID(id.String()),
 			},
 		})
 		return err

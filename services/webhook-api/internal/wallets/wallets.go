@@ -14,7 +14,7 @@ import (
 var ErrNotFound = errors.New("wallet not found")
 
 const sqlBalances = `
-SELECT id, currency, balance, updated_at FROM wallets
+SELECT id, currency, balance, owed, updated_at FROM wallets
 WHERE kind = 'user' AND owner = $1
 ORDER BY updated_at DESC, currency`
 
@@ -29,6 +29,7 @@ LIMIT $2`
 type Balance struct {
 	Currency  string    `json:"currency"`
 	Balance   int64     `json:"balance"`
+	Owed      int64     `json:"owed"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
@@ -45,11 +46,14 @@ type Entry struct {
 // Wallet is the answer of GET /v1/wallets/{user_id}: the selected currency's
 // balance and entries, and every currency's balance.
 type Wallet struct {
-	UserID   string    `json:"user_id"`
-	Currency string    `json:"currency"`
-	Balance  int64     `json:"balance"`
-	Entries  []Entry   `json:"entries"`
-	Wallets  []Balance `json:"wallets"`
+	UserID   string `json:"user_id"`
+	Currency string `json:"currency"`
+	Balance  int64  `json:"balance"`
+	// Owed is what the wallet owes the platform (a refund or lost dispute
+	// it could not cover, docs/accounting.md); payouts wait until it is 0.
+	Owed    int64     `json:"owed"`
+	Entries []Entry   `json:"entries"`
+	Wallets []Balance `json:"wallets"`
 }
 
 // Store reads wallets.
@@ -71,7 +75,7 @@ func (s *Store) Get(ctx context.Context, userID, currency string, limit int) (Wa
 	}
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var w row
-		err := r.Scan(&w.id, &w.Currency, &w.Balance.Balance, &w.UpdatedAt)
+		err := r.Scan(&w.id, &w.Currency, &w.Balance.Balance, &w.Owed, &w.UpdatedAt)
 		return w, err
 	})
 	if err != nil {
@@ -90,7 +94,7 @@ func (s *Store) Get(ctx context.Context, userID, currency string, limit int) (Wa
 	if chosen < 0 {
 		return Wallet{}, ErrNotFound
 	}
-	out := Wallet{UserID: userID, Currency: all[chosen].Currency, Balance: all[chosen].Balance.Balance}
+	out := Wallet{UserID: userID, Currency: all[chosen].Currency, Balance: all[chosen].Balance.Balance, Owed: all[chosen].Owed}
 	for _, w := range all {
 		out.Wallets = append(out.Wallets, w.Balance)
 	}

@@ -11,12 +11,18 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
 )
+
+// keepMarker starts the part of the -out file that a run keeps: the
+// findings written by hand, which the table above them is regenerated
+// beside.
+const keepMarker = "<!-- findings: kept by make bench -->"
 
 func main() {
 	if err := run(); err != nil {
@@ -32,6 +38,7 @@ func run() error {
 	out := flag.String("out", "", "write the table with the machine description to this Markdown file")
 	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
 	logs := flag.String("logs", "", "write the processes' logs to this file")
+	plot := flag.String("plot", "", "write the e2e scenario's SVG plot to this file (default: bench-e2e.svg beside -out)")
 	flag.Parse()
 
 	admin := os.Getenv("BENCH_DATABASE_URL")
@@ -42,7 +49,10 @@ func run() error {
 	if redis == "" {
 		redis = "redis://127.0.0.1:6379/0"
 	}
-	cfg := bench.Config{BinDir: *binDir, AdminURL: admin, RedisURL: redis, Duration: *duration, Progress: os.Stderr}
+	if *plot == "" && *out != "" {
+		*plot = filepath.Join(filepath.Dir(*out), "bench-e2e.svg")
+	}
+	cfg := bench.Config{BinDir: *binDir, AdminURL: admin, RedisURL: redis, Duration: *duration, Progress: os.Stderr, PlotPath: *plot}
 	if *logs != "" {
 		f, err := os.Create(*logs)
 		if err != nil {
@@ -74,14 +84,25 @@ nothing else runs on the machine meanwhile.
 Machine: %s.
 
 %s
-Ingest runs two webhook-api processes of the same build side by side on one
-database, each loaded in turn: one with GOMAXPROCS=1, which README's tuning
-table recommends when the service shares a small host with Postgres, and one
-with Go's default of one thread per core. Every other setting is the
-service's default (README, "Configuration").
+Ingest runs one webhook-api process at its default settings (README,
+"Configuration"), loaded by 8 and by 64 clients, each run beside two
+pgbench runs of the same two inserts at the same concurrency: on the
+schema's own tables, and on two bare tables with primary keys only.
 
 How each figure is made: tools/devstack/internal/bench (doc.go and the
 scenario files say what is sent, how it is timed and what is checked).
 `, cmd, time.Now().UTC().Format("2006-01-02"), duration.String(), machine, table)
+	if old, err := os.ReadFile(*out); err == nil {
+		doc = keepFindings(doc, string(old))
+	}
 	return os.WriteFile(*out, []byte(doc), 0o644)
+}
+
+// keepFindings appends to the regenerated doc what old holds from
+// keepMarker on: the findings written by hand below the table.
+func keepFindings(doc, old string) string {
+	if i := strings.Index(old, keepMarker); i >= 0 {
+		return doc + "\n" + old[i:]
+	}
+	return doc
 }

@@ -78,7 +78,7 @@ func run() (bool, error) {
 	if admin == "" {
 		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
 	}
-	var logw io.Writer = io.Discard
+	var logw = io.Discard
 	if *logs != "" {
 		f, err := os.Create(*logs)
 		if err != nil {

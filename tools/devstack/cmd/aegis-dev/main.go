@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,17 @@ func env(name, def string) string {
 	return def
 }
 
+// otelEnv is the OTEL_* variables of this process, handed to every service.
+func otelEnv() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "OTEL_") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 func run(logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -64,6 +76,9 @@ func run(logger *slog.Logger) error {
 		PSPSettleDelay: env("PSP_SETTLE_DELAY", "2s"),
 		// off shows kfake's ghost group members (docs/kfake.md).
 		KafkaEnv: map[string]string{"KAFKA_MEMBER_EXPIRY": env("KAFKA_MEMBER_EXPIRY", "")},
+		// Tracing: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 make dev
+		// sends every service's spans to Jaeger (README "Follow a payment").
+		Env: otelEnv(),
 	}
 
 	if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
@@ -89,7 +104,7 @@ func run(logger *slog.Logger) error {
 		logger.Info("stopping the suite")
 	case p := <-s.Exited():
 		logger.Error("a process stopped unexpectedly; stopping the suite", "process", p.Name, "error", fmt.Sprint(p.Err()))
-		err = fmt.Errorf("%s exited: %v", p.Name, p.Err())
+		err = fmt.Errorf("%s exited: %w", p.Name, cmp.Or(p.Err(), errors.New("exit status 0")))
 	}
 	if stopErr := s.Stop(30 * time.Second); stopErr != nil && err == nil {
 		err = stopErr
@@ -137,7 +152,7 @@ func pingRedis(ctx context.Context, redisURL string) error {
 	d := net.Dialer{Timeout: 3 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
-		return fmt.Errorf("Redis at %s does not answer (scripts/devdeps.sh starts it): %w", u.Host, err)
+		return fmt.Errorf("no Redis answers at %s (scripts/devdeps.sh starts it): %w", u.Host, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
@@ -145,8 +160,11 @@ func pingRedis(ctx context.Context, redisURL string) error {
 		return fmt.Errorf("ping Redis: %w", err)
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("Redis at %s answered %q to PING (%v)", u.Host, strings.TrimSpace(line), err)
+	if err != nil {
+		return fmt.Errorf("read Redis's answer to PING at %s: %w", u.Host, err)
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("the Redis at %s answered %q to PING", u.Host, strings.TrimSpace(line))
 	}
 	return nil
 }

@@ -16,7 +16,10 @@
 // The admin API lets the chaos suite inject broker errors through kfake's
 // fault hooks: POST /faults {"error":"NOT_LEADER_FOR_PARTITION","request":
 // "produce","count":5} fails the next 5 produce requests with that error
-// (count -1: until removed); DELETE /faults removes them all. GET
+// (count -1: until removed); with "for":"3s" instead of a count it fails
+// every such request for three seconds, the way a leader election makes a
+// partition unavailable for a while rather than for a number of requests;
+// DELETE /faults removes them all. GET
 // /groups/{group} shows a consumer group as the coordinator sees it (state,
 // generation, members with their client host and partitions), which is how
 // the chaos suite and a person find a member that should not be there.
@@ -142,6 +145,7 @@ func faultAPI(c *kfake.Cluster, logger *slog.Logger) http.Handler {
 			Error   string `json:"error"`
 			Request string `json:"request"`
 			Count   int    `json:"count"`
+			For     string `json:"for"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -149,15 +153,30 @@ func faultAPI(c *kfake.Cluster, logger *slog.Logger) http.Handler {
 		}
 		kerrErr, ok := errorsByName[req.Error]
 		key, ok2 := keys[req.Request]
+		var window time.Duration
+		if req.For != "" {
+			d, err := time.ParseDuration(req.For)
+			if err != nil || d <= 0 || req.Count != 0 {
+				http.Error(w, `"for" must be a positive duration such as "3s", and not given with a count`, http.StatusBadRequest)
+				return
+			}
+			window, req.Count = d, -1
+		}
 		if !ok || !ok2 || req.Count == 0 {
-			http.Error(w, "want error (NOT_LEADER_FOR_PARTITION, ...), request (produce, fetch, offset_commit) and a non-zero count", http.StatusBadRequest)
+			http.Error(w, "want error (NOT_LEADER_FOR_PARTITION, ...), request (produce, fetch, offset_commit) and a non-zero count or a duration (for)", http.StatusBadRequest)
 			return
 		}
 		h := c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: kerrErr, Count: req.Count})
 		mu.Lock()
 		handles = append(handles, h)
 		mu.Unlock()
-		logger.Warn("fault injected", "error", req.Error, "request", req.Request, "count", req.Count)
+		if window > 0 {
+			time.AfterFunc(window, func() {
+				h.Remove()
+				logger.Warn("fault window ended", "error", req.Error, "request", req.Request, "for", req.For)
+			})
+		}
+		logger.Warn("fault injected", "error", req.Error, "request", req.Request, "count", req.Count, "for", req.For)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /groups/{group}", func(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,8 @@ type Config struct {
 	Logs io.Writer
 	// Progress receives one line per step.
 	Progress io.Writer
+	// PlotPath, if set, receives the e2e scenario's SVG plot.
+	PlotPath string
 }
 
 // Row is one line of the result table.
@@ -61,7 +63,7 @@ func New(cfg Config) *Runner {
 }
 
 // Scenarios in the order they run.
-var scenarioNames = []string{"ingest", "relay", "worker"}
+var scenarioNames = []string{"ingest", "relay", "worker", "e2e"}
 
 // Scenarios lists the scenario names.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -82,6 +84,8 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Row, error) {
 			err = r.relay(ctx)
 		case "worker":
 			err = r.worker(ctx)
+		case "e2e":
+			err = r.e2e(ctx)
 		default:
 			err = fmt.Errorf("unknown scenario %q (have %s)", n, strings.Join(Scenarios(), ", "))
 		}
@@ -173,7 +177,7 @@ func Machine(ctx context.Context, adminURL string) string {
 	mem := ""
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
-		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		_, _ = fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
 		mem = fmt.Sprintf("%.0f GiB", float64(kb)/1024/1024)
 	}
 	pg := "PostgreSQL ?"

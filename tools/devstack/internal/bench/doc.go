@@ -1,9 +1,27 @@
 // Package bench measures the performance targets of the issues with the
 // real binaries on this machine (`make bench`): webhook ingest against a
 // pgbench baseline of the same two inserts run just before it on the same
-// Postgres, the relay's drain rate and commit-to-Kafka latency, and the
-// payout worker's credits and payouts per second from Kafka. It prints one
-// table and can write it to docs/benchmarks.md with the machine it ran on.
+// Postgres, the relay's drain rate and commit-to-Kafka latency, the payout
+// worker's credits (against a pgbench of the worker's own credit batch, its
+// SQL read from ledger/queries.go so the baseline cannot drift) and payouts
+// per second from Kafka, and the whole suite end to end (e2e.go). It
+// prints one table and can write it to docs/benchmarks.md with the machine
+// it ran on, keeping the findings written below the table, and the e2e
+// plot (plot.go, SVG drawn here: no external tool).
+//
+// The e2e scenario starts the suite as `make dev` does (stack.Start: four
+// services, kfake, the PSP stand-in; Postgres and Redis are the machine's)
+// and offers load open-loop: requests are due at a fixed rate per step,
+// whatever the answers' speed, and latency counts from when a request was
+// due, so a slow suite cannot slow the load down and hide its own delay.
+// Each step is a fraction of the bare two-table pgbench rate measured
+// first (measured again after the credits: the ratio is to the better
+// run); a step holds when every request is answered 2xx and every
+// acknowledged one is done (credited: its ledger transaction; a payout:
+// AWAITING_RESPONSE at the stand-in) with p99 ≤ 1 s. Done times are the
+// rows' now(), the start of the transaction that wrote them, one round
+// trip before its commit. CPU and RSS per process come from /proc (see
+// procstat.go).
 //
 // Timing lives here, never in tests: tests assert outcomes, benchmarks
 // measure.

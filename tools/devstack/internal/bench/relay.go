@@ -42,7 +42,7 @@ func (r *Runner) relay(ctx context.Context) error {
 		return err
 	}
 	s := r.newStack()
-	defer s.Stop(20 * time.Second)
+	defer func() { _ = s.Stop(20 * time.Second) }() // a bench run reports its figures, not the teardown
 	if err := s.Launch("kafka", "aegis-kafka", map[string]string{"KAFKA_PORT": strconv.Itoa(kport), "KAFKA_PARTITIONS": strconv.Itoa(partitions)}); err != nil {
 		return err
 	}
@@ -69,21 +69,8 @@ func (r *Runner) relay(ctx context.Context) error {
 	if err := s.Launch("outbox-relay", "outbox-relay", env); err != nil {
 		return err
 	}
-	// The watcher asks the partial index of unfinished rows whether any is
-	// left, which costs next to nothing; counting the table every 20 ms
-	// would take a good part of a core from the Postgres being measured.
-	for {
-		var left bool
-		if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM transaction_outbox WHERE finished_at IS NULL)").Scan(&left); err != nil {
-			return err
-		}
-		if !left {
-			break
-		}
-		if time.Since(start) > 5*time.Minute {
-			return fmt.Errorf("relay did not drain %d rows in 5 minutes", drainRows)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitDrained(ctx, pool, start, drainRows); err != nil {
+		return err
 	}
 	drain := time.Since(start)
 	var processed int
@@ -100,7 +87,114 @@ func (r *Runner) relay(ctx context.Context) error {
 	r.add(Row{"relay", fmt.Sprintf("drain %dk pending 1 KiB rows (%dk keys) into Kafka, one relay", drainRows/1000, drainKeys/1000),
 		fmt.Sprintf("%.0f rows/s (%.1f s)", rate, drain.Seconds()), "≥ 20,000 rows/s", verdict(rate >= 20000)})
 
+	if err := r.relayHotKey(ctx, pool, rate); err != nil {
+		return err
+	}
+	// The peers run right after the relay's drain, while the machine's load
+	// is what the relay saw (the idle relay only polls an empty index).
+	if err := r.relayPeers(ctx, pool, brokers, rate); err != nil {
+		return err
+	}
 	return r.relayLatency(ctx, pool, brokers)
+}
+
+const hotRows = 10_000
+
+// relayHotKey drains a backlog of one key: the relay takes a run of the
+// key's consecutive rows per claim, so it must not fall to one row per
+// cycle.
+func (r *Runner) relayHotKey(ctx context.Context, pool *pgxpool.Pool, manyKeys float64) error {
+	r.progress("relay: hot key, %dk rows of one key", hotRows/1000)
+	start := time.Now()
+	// One transaction, and the NOTIFY a writer sends after its commit
+	// wakes the idle relay.
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload, headers, correlation_id)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-hot', jsonb_build_object('i', i, 'pad', repeat('x', 1000)),
+		       '{"event_type":"bench"}', 'hot-' || i
+		FROM generate_series(1, $1) i`, hotRows); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_notify($1, '')`, outbox.NotifyChannel); err != nil {
+		return err
+	}
+	if err := waitDrained(ctx, pool, start, hotRows); err != nil {
+		return err
+	}
+	drain := time.Since(start)
+	var processed int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox WHERE partition_key = 'user-hot' AND status = 'processed'").Scan(&processed); err != nil {
+		return err
+	}
+	if processed != hotRows {
+		return fmt.Errorf("relay finished the hot key with %d of %d rows processed", processed, hotRows)
+	}
+	rate := float64(hotRows) / drain.Seconds()
+	ratio := rate / manyKeys
+	r.add(Row{"relay", fmt.Sprintf("hot key: drain %dk pending 1 KiB rows of one key, in order, as a share of the many-keys rate", hotRows/1000),
+		fmt.Sprintf("%.0f rows/s = %.2f× (%.1f s)", rate, ratio, drain.Seconds()), "≥ 0.1×", verdict(ratio >= 0.1)})
+	return nil
+}
+
+// waitDrained polls until no unfinished outbox row is left. It asks the
+// partial index of unfinished rows whether any is left, which costs next to
+// nothing; counting the table every 20 ms would take a good part of a core
+// from the Postgres being measured.
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, start time.Time, rows int) error {
+	for {
+		var left bool
+		if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM transaction_outbox WHERE finished_at IS NULL)").Scan(&left); err != nil {
+			return err
+		}
+		if !left {
+			return nil
+		}
+		if time.Since(start) > 5*time.Minute {
+			return fmt.Errorf("relay did not drain %d rows in 5 minutes", rows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watermillBatches are the Watermill subscriber batch sizes measured: its
+// default (DefaultPostgreSQLSchema.SubscribeBatchSize 0 means 100) and the
+// best-tuned size found here (the issue measured 7.6k rows/s at 10,000).
+var watermillBatches = []int{100, 10_000}
+
+// relayPeers drains the same backlog with the peers, after the relay has
+// stopped, and reports the relay's rate as a multiple of the best of them.
+func (r *Runner) relayPeers(ctx context.Context, pool *pgxpool.Pool, brokers string, ours float64) error {
+	wm, err := r.watermillForwarder(ctx, pool, brokers, watermillBatches)
+	if err != nil {
+		return err
+	}
+	best, bestName := 0.0, ""
+	for i, b := range watermillBatches {
+		name := fmt.Sprintf("Watermill v1.5 forwarder (watermill-sql v4 default Postgres schema), subscriber batch %d", b)
+		if i == 0 {
+			name += " (default)"
+		}
+		r.add(Row{"relay peer", "drain the same backlog into the same kfake: " + name, wm[i].String(), "", ""})
+		if wm[i].perSecond() > best {
+			best, bestName = wm[i].perSecond(), fmt.Sprintf("Watermill, batch %d", b)
+		}
+	}
+	naive, err := r.naiveLoop(ctx, pool, brokers)
+	if err != nil {
+		return err
+	}
+	r.add(Row{"relay peer", fmt.Sprintf("drain the same backlog: naive SELECT … FOR UPDATE SKIP LOCKED LIMIT %d → produce → DELETE, %d loops", naiveBatch, naiveWorkers),
+		naive.String(), "", ""})
+	ratio := ours / best
+	r.add(Row{"relay", "drain rate ÷ the best-tuned Watermill forwarder's in the same run (" + bestName + ")",
+		fmt.Sprintf("%.2f×", ratio), "≥ 3×", verdict(ratio >= 3)})
+	if naive.perSecond() > best {
+		best, bestName = naive.perSecond(), "naive loop"
+	}
+	ratio = ours / best
+	r.add(Row{"relay", "drain rate ÷ the best peer's in the same run (" + bestName + ")",
+		fmt.Sprintf("%.2f×", ratio), "≥ 3×", verdict(ratio >= 3)})
+	return nil
 }
 
 func checkOnKafka(ctx context.Context, brokers string, want int64) error {
@@ -165,7 +259,7 @@ func (r *Runner) relayLatency(ctx context.Context, pool *pgxpool.Pool, brokers s
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, slog.New(slog.DiscardHandler))
 	nctx, stopNotifier := context.WithCancel(ctx)
 	defer stopNotifier()
-	go notifier.Run(nctx)
+	go func() { _ = notifier.Run(nctx) }() // ends with nctx; the bench measures the relay, not the notifier
 	total := int(r.cfg.Duration.Seconds()) * rate
 	// One commit per millisecond, as evenly as the clock allows: bursts
 	// would let one NOTIFY serve many rows and flatter the latency.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -37,7 +38,7 @@ func (r *Runner) worker(ctx context.Context) error {
 	}
 	kport, pspPort, wport := ports[0], ports[1], ports[2]
 	s := r.newStack()
-	defer s.Stop(30 * time.Second)
+	defer func() { _ = s.Stop(30 * time.Second) }() // a bench run reports its figures, not the teardown
 	if err := s.Launch("kafka", "aegis-kafka", map[string]string{"KAFKA_PORT": strconv.Itoa(kport), "KAFKA_PARTITIONS": strconv.Itoa(partitions)}); err != nil {
 		return err
 	}
@@ -54,6 +55,24 @@ func (r *Runner) worker(ctx context.Context) error {
 	}
 	defer producer.Close()
 
+	// The credit ceiling: pgbench of the worker's credit batch at two
+	// concurrencies now, and at the better one again after the worker's
+	// credits (the machine's speed drifts); the best run counts.
+	cb, err := r.newCreditBench(ctx)
+	if err != nil {
+		return err
+	}
+	bestClients, bestTPS := 0, 0.0
+	for _, c := range creditClients {
+		tps, err := cb.run(ctx, r, c)
+		if err != nil {
+			return err
+		}
+		if tps > bestTPS {
+			bestClients, bestTPS = c, tps
+		}
+	}
+
 	r.progress("worker: producing %d credit events for %d wallets", benchCredits, benchUsers)
 	for i := range benchCredits {
 		user := fmt.Sprintf("user-%d", i%benchUsers)
@@ -69,12 +88,18 @@ func (r *Runner) worker(ctx context.Context) error {
 	}
 
 	r.progress("worker: consuming the credits with one payout-worker process")
-	start := time.Now()
-	if err := s.Launch("payout-worker", "payout-worker", map[string]string{
+	env := map[string]string{
 		"DATABASE_URL": url, "KAFKA_BROKERS": brokers, "REDIS_URL": r.cfg.RedisURL, "LOG_LEVEL": "warn",
 		"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", wport), "STRIPE_SECRET_KEY": "sk_test_bench", "STRIPE_API_BASE": stack.URL(pspPort),
 		"CONSUMER_GROUP": "payout-worker-bench",
-	}); err != nil {
+	}
+	for _, k := range []string{"WORKER_CONCURRENCY", "WORKER_MAX_POLL_RECORDS", "DB_MAX_CONNS", "GOMAXPROCS", "PPROF_ADDR"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v // experiments and profiles: make bench SCENARIOS=worker PPROF_ADDR=127.0.0.1:6061
+		}
+	}
+	start := time.Now()
+	if err := s.Launch("payout-worker", "payout-worker", env); err != nil {
 		return err
 	}
 	if err := waitCount(ctx, pool, `SELECT count(*) FROM ledger_transactions WHERE kind = 'credit'`, benchCredits, 5*time.Minute); err != nil {
@@ -84,6 +109,19 @@ func (r *Runner) worker(ctx context.Context) error {
 	credits := float64(benchCredits) / took.Seconds()
 	r.add(Row{"worker", fmt.Sprintf("wallet credits from Kafka to the ledger (%dk events, %dk wallets, one worker)", benchCredits/1000, benchUsers/1000),
 		fmt.Sprintf("%.0f credits/s = %.0f ledger tx/s", credits, credits), "≥ 2,000 /s", verdict(credits >= 2000)})
+	// The steady rate, from the first credit's commit to the last: the
+	// figure above also holds the worker's start and group join.
+	var span float64
+	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM max(created_at) - min(created_at))::float8 FROM ledger_transactions WHERE kind = 'credit'`).Scan(&span); err != nil {
+		return err
+	}
+	steady := float64(benchCredits-1) / max(span, 1e-3)
+	if _, err := cb.run(ctx, r, bestClients); err != nil {
+		return err
+	}
+	ratio := steady / cb.best()
+	r.add(Row{"worker", fmt.Sprintf("wallet credits, steady rate (first to last credit's commit) vs pgbench of the same credit batch (%v clients before, %d after; best run)", creditClients, bestClients),
+		fmt.Sprintf("%.0f /s = %.2f× pgbench (runs: %s tx/s)", steady, ratio, joinRates(cb.runs)), "≥ 0.8× pgbench", verdict(ratio >= 0.8)})
 
 	r.progress("worker: %d payouts through the PSP stand-in", benchPayouts)
 	if _, err := pool.Exec(ctx, `
@@ -126,6 +164,61 @@ func (r *Runner) worker(ctx context.Context) error {
 		fmt.Sprintf("%.0f payouts/s", payouts), "≥ 500 /s", verdict(payouts >= 500)})
 	r.add(Row{"worker", "during payouts: Redis wallet-lock acquisitions / ledger tx", fmt.Sprintf("%.0f /s / %.0f /s", payouts, payouts), "—", ""})
 	return nil
+}
+
+// creditClients are the pgbench concurrencies of the credit baseline: 8,
+// and the worker's default connection pool (DB_MAX_CONNS 24), which is how
+// many credit batches it can have in flight.
+var creditClients = []int{8, 24}
+
+// creditBench runs pgbench with the worker's own credit batch (see
+// creditScript) on a fresh database: the ceiling for worker credits.
+type creditBench struct {
+	url, script string
+	runs        []float64
+}
+
+func (r *Runner) newCreditBench(ctx context.Context) (*creditBench, error) {
+	repo, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	url, pool, err := r.freshDB(ctx, "aegis_bench_credit_pgbench")
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	var clearing int64
+	if err := pool.QueryRow(ctx, `INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'psp_clearing:stripe', 'usd') RETURNING id`).Scan(&clearing); err != nil {
+		return nil, fmt.Errorf("create clearing account: %w", err)
+	}
+	script, err := creditScript(repo, clearing)
+	if err != nil {
+		return nil, err
+	}
+	return &creditBench{url: url, script: script}, nil
+}
+
+// run runs it with clients for the load phase's duration and records the
+// rate.
+func (c *creditBench) run(ctx context.Context, r *Runner, clients int) (float64, error) {
+	r.progress("worker: pgbench of the credit batch, %d clients, %s", clients, r.cfg.Duration)
+	tps, err := runPgbench(ctx, c.url, c.script, clients, r.cfg.Duration, "-M", "prepared")
+	if err != nil {
+		return 0, fmt.Errorf("credit baseline: %w", err)
+	}
+	r.progress("worker: pgbench of the credit batch, %d clients: %.0f tx/s", clients, tps)
+	c.runs = append(c.runs, tps)
+	return tps, nil
+}
+
+// best is the highest rate of its runs.
+func (c *creditBench) best() float64 {
+	b := 0.0
+	for _, x := range c.runs {
+		b = max(b, x)
+	}
+	return b
 }
 
 func waitCount(ctx context.Context, pool *pgxpool.Pool, query string, want int, timeout time.Duration) error {

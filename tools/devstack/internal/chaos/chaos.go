@@ -140,6 +140,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	in.mu.Lock()
 	su.outages = in.outages
 	in.mu.Unlock()
+	// Events whose webhooks the PSP lost are recovered from its own record
+	// by the PSP reconciliation, requested as an operator would.
+	if err := su.reconcilePSP(ctx, in, wl); err != nil {
+		rep.violation("psp reconciliation: %v", err)
+	}
 	cfg.log("faults stopped; draining")
 	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
 		rep.violation("drain: %v", err)
@@ -235,7 +240,10 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 			"PSP_CALL_TIMEOUT":      "1s",
 			// The stand-in executes a create at once or never (its
 			// slow_create is not in the chaos mix): 3s covers it.
-			"PSP_SETTLE_WINDOW":         "3s",
+			"PSP_SETTLE_WINDOW": "3s",
+			// Payouts whose outcome webhook was dropped are looked up.
+			"PAYOUT_CHECK_AFTER":        "10s",
+			"PAYOUT_SWEEP_INTERVAL":     "2s",
 			"WALLET_LOCK_EXPIRY":        "4s",
 			"SHUTDOWN_GRACE":            "10s",
 			"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),
@@ -243,7 +251,7 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		},
 	}, cfg.Logs)
 	if err != nil {
-		su.redis.Stop(5 * time.Second)
+		_ = su.redis.Stop(5 * time.Second) // a fault: killing Redis is the point, not its exit status
 		return nil, fmt.Errorf("start the suite: %w", err)
 	}
 	return su, nil
@@ -256,7 +264,7 @@ func (su *suite) tearDown(ctx context.Context) {
 		}
 	}
 	if su.redis != nil {
-		su.redis.Stop(5 * time.Second)
+		_ = su.redis.Stop(5 * time.Second) // a fault: killing Redis is the point, not its exit status
 	}
 	su.pool.Close()
 	if su.cfg.Keep {

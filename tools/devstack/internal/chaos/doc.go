@@ -11,17 +11,22 @@
 // destination registered first), a second API client reaching for the first
 // one's users (payouts, reads, destinations: all must be refused 403 and
 // leave nothing behind) and payments whose user id no store can hold (they
-// must be answered, dead-lettered and never credited), and meanwhile
+// must be answered, dead-lettered and never credited), refunds (partial,
+// full, failing after creation) and disputes (won, lost) of earlier
+// payments, some duplicated or in the wrong order (moneyback.go), and meanwhile
 // injects faults on a seeded schedule: SIGKILL of a relay or of a worker
 // (the latter while PSP calls are slow, so it dies between the call and the
 // commit; and, once the PSP is seen holding a payout call unexecuted, of
 // both workers, so that only redelivery can finish that payout), Kafka
-// stopped and restarted on its data directory, broker errors through kfake's
-// fault hooks, Redis restarted under held wallet locks,
+// stopped and restarted on its data directory, a leader election (produce
+// and fetch refused NOT_LEADER_FOR_PARTITION for 1–3 s through kfake's
+// fault hooks), Redis restarted under held wallet locks,
 // Postgres connections terminated, and bursts of PSP 5xx, 429, timeouts and
-// invalid-account rejections.
+// invalid-account rejections, and payments, refunds and disputes made at the
+// PSP stand-in while it loses their webhooks for good (reconcile.go).
 //
-// Then the faults stop, the system drains (bounded), every open dead letter
+// Then the faults stop, a PSP reconciliation is requested from dlq-admin
+// (it must recover the lost events from the PSP's record), the system drains (bounded), every open dead letter
 // that can be replayed is replayed through dlq-admin, it drains again, and
 // the invariants are checked (invariants.go). The seed makes a failing run
 // reproducible: the same seed gives the same workload and fault schedule.

@@ -30,8 +30,12 @@ const (
 	faultPSP429       = "psp_429_burst"
 	faultPSPTimeout   = "psp_timeouts"
 	faultPSPInvalid   = "psp_invalid_accounts"
-	faultCrashWorker  = "crash_loop_worker"
-	faultCrashDLQ     = "crash_loop_dlq_admin"
+	faultPSPDrop      = "psp_webhooks_dropped"
+	// faultPSPDropBack: payments, refunds and disputes made at the PSP
+	// while it loses their webhooks (reconcile.go).
+	faultPSPDropBack = "psp_money_back_webhooks_dropped"
+	faultCrashWorker = "crash_loop_worker"
+	faultCrashDLQ    = "crash_loop_dlq_admin"
 )
 
 // allFaults is one cycle of faults. A worker killed with PSP calls in flight
@@ -43,7 +47,7 @@ const (
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
 		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid,
-		faultCrashWorker, faultCrashDLQ}
+		faultCrashWorker, faultCrashDLQ, faultPSPDrop, faultPSPDropBack}
 }
 
 // injector breaks the running suite on a seeded schedule.
@@ -62,6 +66,8 @@ type injector struct {
 	// its stop to the end of its relaunch (the pickup bound, latency.go).
 	longestOutage time.Duration
 	outages       [][2]time.Time
+	// missed are the payments whose webhooks the PSP lost (reconcile.go).
+	missed missedLog
 	// violations are what a fault saw go wrong while it ran (a consumer
 	// group that did not settle after a crash loop).
 	violations []string
@@ -166,12 +172,21 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		sleep(ctx, d)
 		return in.s.Relaunch("kafka") // same port, same data directory
 	case faultKafkaLeader:
-		for _, body := range []string{`{"error":"NOT_LEADER_FOR_PARTITION","request":"produce","count":20}`,
-			`{"error":"NOT_LEADER_FOR_PARTITION","request":"fetch","count":10}`} {
+		// A leader election: produce and fetch fail with NOT_LEADER for a
+		// few seconds (clients refresh metadata and retry), an outage of
+		// the pickup path for as long as it lasts. It used to fail the
+		// next 20 produce requests instead, which with the clients'
+		// growing retry backoff held publishing up for 20–45 s, unmeasured.
+		window := time.Duration(1000+in.rng.IntN(2000)) * time.Millisecond
+		start := time.Now()
+		for _, req := range []string{"produce", "fetch"} {
+			body := fmt.Sprintf(`{"error":"NOT_LEADER_FOR_PARTITION","request":%q,"for":%q}`, req, window)
 			if err := post(in.kafkaAdmin+"/faults", body); err != nil {
 				return err
 			}
 		}
+		sleep(ctx, window)
+		in.outage(start)
 		return nil
 	case faultRedisRestart:
 		defer in.outage(time.Now()) // no wallet lock can be taken meanwhile
@@ -192,6 +207,12 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return in.pspWindow(ctx, `{"timeout_rate":0.3,"timeout_after_create_rate":0.2,"timeout":"3s"}`)
 	case faultPSPInvalid:
 		return in.pspWindow(ctx, `{"invalid_account_rate":0.3}`)
+	case faultPSPDrop:
+		// Outcome webhooks lost for good: only the worker's sweeper,
+		// looking the payouts up at the PSP, can finish them.
+		return in.pspWindow(ctx, `{"drop_webhook_rate":0.5}`)
+	case faultPSPDropBack:
+		return in.dropMoneyBack(ctx)
 	case faultCrashWorker:
 		return in.crashLoop(ctx, in.pick("payout-worker", "payout-worker-2"), "payout-worker")
 	case faultCrashDLQ:

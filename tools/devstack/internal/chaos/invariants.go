@@ -20,7 +20,7 @@ import (
 func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
-		su.checkFrontDoor, su.checkEvidence, su.checkPoison, su.checkPickup,
+		su.checkFrontDoor, su.checkEvidence, su.checkPoison, su.checkPickup, su.checkMoneyBack,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err
@@ -66,8 +66,8 @@ func (su *suite) checkWebhooks(ctx context.Context, wl *workload, rep *Report) e
 	bad := 0
 	for _, h := range wl.webhooks {
 		key := h.Provider + "/" + h.EventID
-		switch {
-		case h.Status/100 == 2:
+		switch h.Status / 100 {
+		case 2:
 			acked[key] = true
 			rep.Acknowledged++
 			if !stored[key] {
@@ -82,7 +82,7 @@ func (su *suite) checkWebhooks(ctx context.Context, wl *workload, rep *Report) e
 				rep.violation("%s webhook %s was acknowledged", h.Kind, key)
 				bad++
 			}
-		case h.Status/100 == 4:
+		case 4:
 			refused++
 			if stored[key] && !acked[key] {
 				rep.violation("webhook %s answered %d yet was stored", key, h.Status)
@@ -223,7 +223,24 @@ func (su *suite) checkPSP(ctx context.Context, _ *workload, rep *Report) error {
 		return err
 	}
 	if paidCount != succeeded {
-		rep.violation("the PSP paid %d payouts but %d are SUCCEEDED", paidCount, succeeded)
+		// Name the payouts on either side, so a failure can be followed.
+		var paidIDs []string
+		for _, o := range objs {
+			if paid(o) {
+				paidIDs = append(paidIDs, o.PayoutID)
+			}
+		}
+		rows, err := su.pool.Query(ctx, `
+			SELECT id::text || ' ' || status FROM payouts WHERE (id::text = ANY($1)) <> (status = 'SUCCEEDED') ORDER BY id LIMIT 10`, paidIDs)
+		if err != nil {
+			return err
+		}
+		odd, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		rep.violation("the PSP paid %d payouts but %d are SUCCEEDED; paid at the PSP xor SUCCEEDED here: %s",
+			paidCount, succeeded, strings.Join(odd, ", "))
 		bad++
 	}
 	if bad == 0 {
@@ -322,7 +339,12 @@ func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) er
 		for _, s := range sortedKeys(rep.Payouts) {
 			states = append(states, fmt.Sprintf("%s %d", s, rep.Payouts[s]))
 		}
-		rep.passed("3. every payout is finished (%s), holds released exactly once, keys idempotent", strings.Join(states, ", "))
+		swept, err := su.count(ctx, `SELECT count(DISTINCT payout_id) FROM payout_evidence WHERE event_type = 'lookup' AND verdict = 'applied'`)
+		if err != nil {
+			return err
+		}
+		rep.passed("3. every payout is finished (%s; %d finished by the sweeper from the PSP's record), holds released exactly once, keys idempotent",
+			strings.Join(states, ", "), swept)
 	}
 	return nil
 }
@@ -345,10 +367,13 @@ func (su *suite) checkLedger(ctx context.Context, _ *workload, rep *Report) erro
 		rep.violation("ledger: %d unbalanced transactions, %d balances off their entries, %d negative", unbalanced, drift, negative)
 		bad++
 	}
-	// Per currency: wallets + holds + paid out - returned = credited.
+	// Per currency: wallets + holds + paid out - returned = credited, where
+	// "wallets" counts what they owe (receivables) and what disputes hold,
+	// and "paid out" what left to the PSP through refunds and lost disputes.
 	rows, err := su.pool.Query(ctx, `
 		SELECT e.currency,
-		       coalesce(sum(e.amount) FILTER (WHERE w.kind = 'user'), 0),
+		       coalesce(sum(e.amount) FILTER (WHERE w.kind = 'user' OR (w.kind = 'system' AND w.owner IN ('disputes', 'receivables'))), 0)
+		       + coalesce(sum(e.amount) FILTER (WHERE t.kind IN ('refund', 'refund_reversal', 'dispute_loss') AND w.kind = 'system' AND w.owner LIKE 'psp_clearing:%'), 0),
 		       coalesce(sum(e.amount) FILTER (WHERE w.kind = 'system' AND w.owner = 'payout_holds'), 0),
 		       coalesce(sum(e.amount) FILTER (WHERE t.kind = 'payout_settle' AND w.kind = 'system' AND w.owner LIKE 'psp_clearing:%'), 0),
 		       coalesce(sum(-e.amount) FILTER (WHERE t.kind = 'payout_return' AND w.kind = 'system'), 0),

@@ -85,6 +85,7 @@ func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) err
 		return err
 	}
 	var payouts []time.Duration
+	var payoutSpans, creditSpans [][2]time.Time
 	replayedPayouts := 0
 	var slowPayout [2]time.Time
 	for rows.Next() {
@@ -100,6 +101,7 @@ func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) err
 			continue
 		}
 		payouts = append(payouts, max(0, first.Sub(*created)))
+		payoutSpans = append(payoutSpans, [2]time.Time{*created, *first})
 		if first.Sub(*created)-su.allowance(*created, *first) > slowPayout[1].Sub(slowPayout[0])-su.allowance(slowPayout[0], slowPayout[1]) {
 			slowPayout = [2]time.Time{*created, *first}
 		}
@@ -147,11 +149,14 @@ func (su *suite) checkPickup(ctx context.Context, wl *workload, rep *Report) err
 			continue
 		}
 		credits = append(credits, max(0, at.Sub(acked)))
+		creditSpans = append(creditSpans, [2]time.Time{acked, at})
 		if at.Sub(acked)-su.allowance(acked, at) > slowCredit[1].Sub(slowCredit[0])-su.allowance(slowCredit[0], slowCredit[1]) {
 			slowCredit = [2]time.Time{acked, at}
 		}
 	}
 	rep.PayoutPickup, rep.CreditPickup = summarise(payouts, replayedPayouts), summarise(credits, replayedCredits)
+	su.timeline("payout", payoutSpans)
+	su.timeline("credit", creditSpans)
 	rep.PickupBound = bound
 	bad := 0
 	for _, c := range []struct {
@@ -194,4 +199,28 @@ func (su *suite) outageList() string {
 		parts = append(parts, su.relative(o[0], o[1]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// timeline logs, for each 5 s of arrivals whose slowest item waited longer
+// than the no-outage part of the bound (session timeout + 2× poll), how
+// long they waited: a stall shows as a run of buckets whose waits shrink by
+// 5 s each (everything waited for the same moment), backlog as waits that
+// do not. It is how the uncounted outage of the old count-based leader
+// fault was found; read it beside the fault log.
+func (su *suite) timeline(what string, items [][2]time.Time) {
+	buckets := map[int][]time.Duration{}
+	for _, it := range items {
+		b := int(it[0].Sub(su.started) / (5 * time.Second))
+		buckets[b] = append(buckets[b], it[1].Sub(it[0]))
+	}
+	keys := make([]int, 0, len(buckets))
+	for k := range buckets {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if l := summarise(buckets[k], 0); l.Max > chaosSessionTimeout+2*chaosPollInterval {
+			su.cfg.log("slow %s pickup, arrived +%ds..+%ds: %s", what, k*5, k*5+5, l)
+		}
+	}
 }

@@ -62,6 +62,8 @@ type workload struct {
 	sent     map[string]int
 	// poison is the poison workload's overflowing credit (poison.go).
 	poison *webhook
+	// back is the money-back workload (moneyback.go).
+	back moneyBackLog
 }
 
 func newWorkload(api, stripeSecret, paystackKey, token string, seed uint64, users int) *workload {
@@ -104,6 +106,9 @@ func (w *workload) next() func() {
 		return op
 	}
 	if op := w.evidenceOp(n, u); op != nil {
+		return op
+	}
+	if op := w.moneyBackOp(n); op != nil {
 		return op
 	}
 	switch {
@@ -150,7 +155,11 @@ func (w *workload) stripePayment(n int, user string, amount int64, twin, dup boo
 		return &webhook{Provider: "stripe", EventID: eventID, Kind: kind, Reference: "stripe:" + pi, User: user,
 			Amount: amount, Currency: "usd", Status: status}
 	}
-	w.record(pay("credit", id, w.sendStripe(body)))
+	credit := pay("credit", id, w.sendStripe(body))
+	w.record(credit)
+	if credit.Status/100 == 2 {
+		w.paid(pi, user, amount)
+	}
 	if dup {
 		w.record(pay("duplicate", id, w.sendStripe(body)))
 	}
@@ -242,8 +251,11 @@ func (w *workload) payout(key, body, expect string) {
 	defer w.mu.Unlock()
 	w.sent["payout_"+expect]++
 	if expect == "new" {
+		// Only the new request's own entry: a repeat of its key drawn while
+		// it was still in flight has its own answer (a conflict answered 422
+		// before the first request's 202 must stay 422).
 		for _, p := range w.payouts {
-			if p.Key == key {
+			if p.Key == key && p.Expect == "new" {
 				p.Status, p.PayoutID = status, id
 			}
 		}

@@ -19,11 +19,16 @@
 //
 //	POST /v1/payouts          GET /v1/payouts/{id}     GET /v1/payouts (list)
 //	POST /v1/transfers        GET /v1/transfers/{id}   GET /v1/transfers (list)
+//	GET  /v1/events (list)    GET /v1/events/{id}      every event created, sent or not
 //
 // Paystack (JSON, Authorization: Bearer sk_):
 //
 //	POST /transfer            GET /transfer/verify/{reference}
 //	GET  /transfer/{id_or_code}
+//	GET  /transfer (list)     GET /transaction (list)  GET /transaction/verify/{reference}
+//
+// The lists are the PSP's own record (events.go), which the PSP
+// reconciliation reads to recover what a dropped webhook never said.
 //
 // Admin (no auth; loopback dev tool):
 //
@@ -31,6 +36,12 @@
 //	GET  /_psp/objects[?provider=&kind=&payout_id=]
 //	GET  /_psp/objects/{id}
 //	POST /_psp/objects/{id}/settle     {"outcome":"paid"|"failed","failure_code":".."}
+//	POST /_psp/payments                {"provider","user_id","amount","currency"}: a customer
+//	                                   pays; sends payment_intent.succeeded / charge.success
+//	GET  /_psp/payments/{id}           the payment with its refunds and disputes
+//	POST /_psp/payments/{id}/refunds   {"amount":0=rest,"outcome":"succeeded"|"failed"}
+//	POST /_psp/payments/{id}/disputes  {"amount":0=rest,"outcome":"won"|"lost"|""=open}
+//	POST /_psp/disputes/{id}/close     {"outcome":"won"|"lost"}
 //	GET  /_psp/calls                   every PSP request, arrival order
 //	GET  /_psp/webhooks                every webhook delivery
 //	DELETE /_psp/state                 wipe everything (and faults), re-seed
@@ -72,6 +83,12 @@
 //     idempotency documentation: "results are saved ... including 500
 //     errors"): a caller must look the object up and retry under a new key.
 //     Keys are pruned after PSP_IDEMPOTENCY_WINDOW (Stripe: 24h).
+//   - Events: GET /v1/events lists every event the stand-in created,
+//     including those whose webhook was dropped or failed, newest first,
+//     with limit, starting_after / ending_before, created[...] and
+//     type / types[] (stripe-go's event.List pages through it).
+//     Paystack has no events API; its lists (GET /transaction,
+//     GET /transfer) page with perPage/page and filter with from/to.
 //   - Lists: GET /v1/payouts and /v1/transfers, newest first, with limit,
 //     starting_after, created[gte|gt|lte|lt], destination and (transfers)
 //     transfer_group; Stripe cannot filter by metadata, so callers match

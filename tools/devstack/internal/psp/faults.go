@@ -132,6 +132,20 @@ type FaultSpec struct {
 	InvalidAccountRate     float64 `json:"invalid_account_rate"`
 	InsufficientFundsRate  float64 `json:"insufficient_funds_rate"`
 
+	// DropWebhookRate is the share of payout and transfer webhooks the
+	// PSP never sends (refund and dispute events are always sent), drawn when the event is created: the delivery is lost
+	// for good, as when an endpoint was down past the PSP's retry window,
+	// and only a lookup at the PSP finds the outcome. Shown in
+	// /_psp/webhooks with state "dropped".
+	DropWebhookRate float64 `json:"drop_webhook_rate"`
+	// DropPaymentWebhookRate is the share of payment, refund and dispute
+	// webhooks (payment_intent.succeeded, refund.*, charge.dispute.*;
+	// Paystack charge.success, refund.*, charge.dispute.*) the PSP never
+	// sends, drawn when the event is created. The event is still in the
+	// PSP's own record (GET /v1/events, GET /transaction), so only the PSP
+	// reconciliation recovers it. Shown in /_psp/webhooks as "dropped".
+	DropPaymentWebhookRate float64 `json:"drop_payment_webhook_rate"`
+
 	// Timeout is how long timeout faults hang (default 30s).
 	Timeout Duration `json:"timeout"`
 	// Latency is added to every PSP request (for creates: while the
@@ -189,6 +203,8 @@ func (f FaultSpec) normalize() (FaultSpec, error) {
 		{"timeout_after_create_rate", f.TimeoutAfterCreateRate},
 		{"invalid_account_rate", f.InvalidAccountRate},
 		{"insufficient_funds_rate", f.InsufficientFundsRate},
+		{"drop_webhook_rate", f.DropWebhookRate},
+		{"drop_payment_webhook_rate", f.DropPaymentWebhookRate},
 	}
 	for _, r := range rates {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {

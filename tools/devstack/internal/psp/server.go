@@ -88,12 +88,17 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/transfers", s.handleStripeList(KindTransfer))
 	mux.HandleFunc("POST /v1/transfers", s.handleStripeTransferCreate)
 	mux.HandleFunc("GET /v1/transfers/{id}", s.handleStripeGet(KindTransfer))
+	mux.HandleFunc("GET /v1/events", s.handleStripeEvents)
+	mux.HandleFunc("GET /v1/events/{id}", s.handleStripeEvent)
 	mux.HandleFunc("/v1/", s.handleStripeUnknown)
 
 	// Paystack.
 	mux.HandleFunc("POST /transfer", s.handlePaystackTransferCreate)
 	mux.HandleFunc("GET /transfer/verify/{reference}", s.handlePaystackVerify)
 	mux.HandleFunc("GET /transfer/{code}", s.handlePaystackFetch)
+	mux.HandleFunc("GET /transfer", s.handlePaystackTransferList)
+	mux.HandleFunc("GET /transaction", s.handlePaystackTransactionList)
+	mux.HandleFunc("GET /transaction/verify/{reference}", s.handlePaystackTransactionVerify)
 
 	// Admin.
 	mux.HandleFunc("GET /_psp/faults", s.handleFaultsGet)
@@ -102,6 +107,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_psp/objects", s.handleObjects)
 	mux.HandleFunc("GET /_psp/objects/{id}", s.handleObject)
 	mux.HandleFunc("POST /_psp/objects/{id}/settle", s.handleSettle)
+	mux.HandleFunc("POST /_psp/payments", s.handlePaymentCreate)
+	mux.HandleFunc("GET /_psp/payments/{id}", s.handlePaymentGet)
+	mux.HandleFunc("POST /_psp/payments/{id}/refunds", s.handleRefundCreate)
+	mux.HandleFunc("POST /_psp/payments/{id}/disputes", s.handleDisputeCreate)
+	mux.HandleFunc("POST /_psp/disputes/{id}/close", s.handleDisputeClose)
 	mux.HandleFunc("GET /_psp/calls", s.handleCalls)
 	mux.HandleFunc("GET /_psp/webhooks", s.handleWebhooks)
 	mux.HandleFunc("DELETE /_psp/state", s.handleStateDelete)

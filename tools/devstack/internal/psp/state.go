@@ -72,7 +72,7 @@ type WebhookRecord struct {
 	Attempts      int        `json:"attempts"`
 	LastStatus    int        `json:"last_status"`
 	LastError     string     `json:"last_error,omitempty"`
-	State         string     `json:"state"` // pending, delivered, failed, aborted
+	State         string     `json:"state"` // pending, delivered, failed, aborted, dropped
 	CreatedAt     time.Time  `json:"created_at"`
 	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
 }
@@ -83,6 +83,7 @@ const (
 	DeliveryDelivered = "delivered"
 	DeliveryFailed    = "failed"
 	DeliveryAborted   = "aborted" // server shut down before it was delivered
+	DeliveryDropped   = "dropped" // never sent (fault drop_webhook_rate)
 )
 
 // object is one created payout/transfer. Guarded by Server.mu.
@@ -184,6 +185,15 @@ type state struct {
 	// lostOnce holds the payout ids whose first create to a ba_lost_*
 	// destination has lost its answer.
 	lostOnce map[string]bool
+	// payments are the payments the stand-in was told of (moneyback.go),
+	// by id, with their refunds and disputes.
+	payments map[string]*payment
+	disputes map[string]*payment // dispute id → its payment
+	// paymentOrder is payments in creation order (GET /transaction).
+	paymentOrder []*payment
+	// stripeEvents is every Stripe event created, sent or not, oldest
+	// first: GET /v1/events.
+	stripeEvents []recordedEvent
 }
 
 func newState() *state {
@@ -192,6 +202,8 @@ func newState() *state {
 		paystackRefs: make(map[string]*object),
 		idem:         make(map[string]*idemEntry),
 		lostOnce:     make(map[string]bool),
+		payments:     make(map[string]*payment),
+		disputes:     make(map[string]*payment),
 		paystackSeq:  1_000_000,
 	}
 }

@@ -347,3 +347,39 @@ func TestAutoSettlePaid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, stripe.PayoutStatusPaid, got.Status)
 }
+
+// drop_webhook_rate loses the event for good: nothing is ever sent, the
+// delivery shows "dropped", and the object itself (what a lookup reads)
+// is settled all the same.
+func TestDroppedWebhookIsNeverSent(t *testing.T) {
+	rcv, ch, attempts := receiver(t, nil)
+	h := newHarness(t, psp.Config{
+		StripeWebhookURL:    rcv.URL,
+		StripeWebhookSecret: stripeWhSecret,
+		WebhookBackoff:      5 * time.Millisecond,
+	}, withRun())
+	h.putFaults(`{"drop_webhook_rate":1}`)
+	dropped, err := h.payouts.New(payoutParams("k1", "p1", 1))
+	require.NoError(t, err)
+	_, rec := h.settle(dropped.ID, `{}`)
+	require.Equal(t, "paid", rec.Status)
+
+	h.putFaults(`{}`)
+	sent, err := h.payouts.New(payoutParams("k2", "p2", 1))
+	require.NoError(t, err)
+	h.settle(sent.ID, `{}`)
+	got := waitFor(t, ch)
+	require.Contains(t, string(got.body), sent.ID, "the first event to arrive is the second payout's")
+	eventually(t, "both deliveries to be recorded", func() bool {
+		whs := h.webhooks()
+		return len(whs) == 2 && whs[1].State == psp.DeliveryDelivered
+	})
+	whs := h.webhooks()
+	require.Equal(t, psp.DeliveryDropped, whs[0].State)
+	require.Equal(t, dropped.ID, whs[0].ObjectID)
+	require.Zero(t, whs[0].Attempts)
+	require.EqualValues(t, 1, attempts.Load())
+
+	resp := h.do(http.MethodPut, "/_psp/faults", `{"drop_webhook_rate":1.5}`, nil, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a rate outside [0,1] is refused")
+}

@@ -230,24 +230,16 @@ func (s *Server) enqueueEventLocked(st *state, o *object, eventType string, now 
 	var body []byte
 	switch o.rec.Provider {
 	case ProviderStripe:
-		url = s.cfg.StripeWebhookURL
-		if url == "" {
-			return
-		}
 		var obj any = o.stripePayout
 		if o.stripeTransfer != nil {
 			obj = o.stripeTransfer
 		}
-		eventID = newID("evt_", 24)
-		body = mustJSON(stripeEvent{
-			ID:              eventID,
-			Object:          "event",
-			APIVersion:      StripeAPIVersion,
-			Created:         now.Unix(),
-			Data:            stripeEventData{Object: obj},
-			PendingWebhooks: 1,
-			Type:            eventType,
-		})
+		// Recorded whether or not it is sent: GET /v1/events lists it.
+		eventID, body = s.recordStripeEventLocked(st, eventType, obj, now)
+		url = s.cfg.StripeWebhookURL
+		if url == "" {
+			return
+		}
 	case ProviderPaystack:
 		url = s.cfg.PaystackWebhookURL
 		if url == "" {
@@ -259,20 +251,41 @@ func (s *Server) enqueueEventLocked(st *state, o *object, eventType string, now 
 	default:
 		return
 	}
+	d := s.deliverLocked(st, o.rec.Provider, o.rec.ID, eventID, eventType, url, body, now)
+	// drop_webhook_rate loses payout outcome events only: what the worker's
+	// sweeper recovers by looking the payout up. (Refund and dispute events
+	// wait for the PSP reconciliation that would recover them.)
+	if r := s.faults[o.rec.Provider].spec.DropWebhookRate; r > 0 && s.rng.Float64() < r {
+		d.rec.State = DeliveryDropped
+		s.log.Warn("webhook dropped (fault drop_webhook_rate)", slog.String("event_id", eventID),
+			slog.String("type", eventType), slog.String("object_id", o.rec.ID), slog.String("payout_id", o.rec.PayoutID))
+		return
+	}
+	s.scheduleLocked(st, d, now)
+}
+
+// deliverLocked records one event delivery (signed when it is sent); the
+// caller schedules it (scheduleLocked) or records it as dropped.
+func (s *Server) deliverLocked(st *state, p Provider, objectID, eventID, eventType, url string, body []byte, now time.Time) *delivery {
 	d := &delivery{
 		rec: WebhookRecord{
 			EventID:   eventID,
 			Type:      eventType,
-			Provider:  o.rec.Provider,
-			ObjectID:  o.rec.ID,
+			Provider:  p,
+			ObjectID:  objectID,
 			URL:       url,
 			State:     DeliveryPending,
 			CreatedAt: now.UTC(),
 		},
 		body:     body,
-		provider: o.rec.Provider,
+		provider: p,
 	}
 	st.deliveries = append(st.deliveries, d)
+	return d
+}
+
+// scheduleLocked sends a recorded delivery now.
+func (s *Server) scheduleLocked(st *state, d *delivery, now time.Time) {
 	st.schedule(&task{due: now, delivery: d})
 	s.nudge()
 }

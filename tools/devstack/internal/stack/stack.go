@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,6 +160,10 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			"STRIPE_WEBHOOK_SECRET": cfg.Secrets.StripeWebhookSecret,
 			"PAYSTACK_SECRET_KEY":   cfg.Secrets.PaystackSecretKey,
 			"API_TOKENS":            cfg.Secrets.APITokens,
+			// The PSP reconciliation reads the stand-in's record.
+			"STRIPE_SECRET_KEY": cfg.Secrets.StripeSecretKey,
+			"STRIPE_API_BASE":   URL(p.PSP),
+			"PAYSTACK_API_BASE": URL(p.PSP),
 		}, 1},
 		{"outbox-relay", "outbox-relay", p.OutboxRelay, nil, max(1, cfg.RelayReplicas)},
 		{"payout-worker", "payout-worker", p.PayoutWorker, map[string]string{
@@ -322,25 +327,29 @@ func (s *Stack) WaitHTTP(ctx context.Context, url string) error {
 		for _, p := range s.procs {
 			select {
 			case <-p.done:
-				return fmt.Errorf("%s exited during startup: %v", p.Name, p.err)
+				return fmt.Errorf("%s exited during startup: %w", p.Name, cmp.Or(p.err, errors.New("exit status 0")))
 			default:
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %v", url, last)
+			return fmt.Errorf("%s not ready: %w", url, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 func (s *Stack) abort(err error) (*Stack, error) {
-	s.Stop(10 * time.Second)
+	_ = s.Stop(10 * time.Second) // err, the reason for aborting, is what the caller needs
 	return nil, err
 }
 
 // Exited delivers a process that stopped on its own.
 func (s *Stack) Exited() <-chan *Proc { return s.exited }
+
+// Pid is the process id (benchmarks read its CPU time and memory from
+// /proc).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Err is the process's exit error, once it has exited.
 func (p *Proc) Err() error { return p.err }

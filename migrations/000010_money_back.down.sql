@@ -1,0 +1,4 @@
+SET lock_timeout = '5s';
+
+ALTER TABLE wallets DROP COLUMN owed;
+DROP TABLE IF EXISTS payment_returns;

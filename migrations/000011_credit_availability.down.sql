@@ -1,0 +1,3 @@
+SET lock_timeout = '5s';
+
+DROP TABLE IF EXISTS credit_availability;

@@ -1,0 +1,114 @@
+package ctl_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ctl"
+)
+
+const secondOperatorToken = "second-operator-token-0123456789"
+
+// TestAegisctlResolvesPayoutsWithFourEyes drives the real dlq-admin binary
+// with REQUIRE_SECOND_APPROVER=true: list the payouts in review, resolve
+// one, have a second operator approve it, read the resolution.
+func TestAegisctlResolvesPayoutsWithFourEyes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	cluster := kafkatest.NewCluster(t)
+	bin := proctest.Build(t, t.TempDir(), "github.com/aegis-payments/aegis/services/dlq-admin", false)
+	port := proctest.FreePort(t)
+	base := "http://" + proctest.Addr(port)
+	proc := proctest.Start(t, "dlq-admin", bin, map[string]string{
+		"DATABASE_URL":            db.URL,
+		"HTTP_ADDR":               proctest.Addr(port),
+		"KAFKA_BROKERS":           strings.Join(cluster.ListenAddrs(), ","),
+		"DLQ_ADMIN_TOKENS":        "ops:operator:" + operatorToken + ",sam:operator:" + secondOperatorToken + ",eve:viewer:" + viewerToken,
+		"REQUIRE_SECOND_APPROVER": "true",
+	})
+	proctest.WaitHTTP(t, base+"/healthz", 60*time.Second, proc)
+	ctx := context.Background()
+	payout := func(status string, created time.Time) string {
+		var id string
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider,
+			                     status, last_error, created_at)
+			VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'user-7', 1500, 'usd', 'ba_1', 'stripe', $1,
+			        'psp_missing: the PSP has no object', $2)
+			RETURNING id::text`, status, created).Scan(&id))
+		return id
+	}
+	count := func(q string, args ...any) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	done := payout("SUCCEEDED", time.Now().Add(-time.Hour))
+	review := payout("NEEDS_REVIEW", time.Now())
+
+	r := cli(t, base, viewerToken, "payouts", "list")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	require.Contains(t, lines[0], "PSP OBJECT")
+	require.Contains(t, lines[1], review, "NEEDS_REVIEW first")
+	require.Contains(t, lines[1], "psp_missing")
+	require.Contains(t, lines[2], done)
+
+	for _, args := range [][]string{
+		{"payouts", "resolve", review, "--reason", "r", "--evidence", "po_1"},
+		{"payouts", "resolve", review, "--paid", "--failed", "--reason", "r", "--evidence", "po_1"},
+		{"payouts", "resolve", review, "--failed", "--evidence", "po_1"},
+		{"payouts", "resolve", review, "--failed", "--reason", "r"},
+	} {
+		r := cli(t, base, operatorToken, args...)
+		require.Equal(t, ctl.ExitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+	r = cli(t, base, viewerToken, "payouts", "resolve", review, "--failed", "--reason", "r", "--evidence", "po_1")
+	require.Equal(t, ctl.ExitAuth, r.code, r.stderr)
+	r = cli(t, base, operatorToken, "payouts", "resolve", done, "--failed", "--reason", "r", "--evidence", "po_1")
+	require.Equal(t, ctl.ExitRefused, r.code, "409: not in review: %s", r.stderr)
+	require.Contains(t, r.stderr, "SUCCEEDED")
+
+	r = cli(t, base, operatorToken, "payouts", "resolve", review, "--failed", "--reason", "dashboard: account closed", "--evidence", "po_1Abc")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	m := regexp.MustCompile(`aegisctl approvals approve (\d+)`).FindStringSubmatch(r.stdout)
+	require.Len(t, m, 2, r.stdout)
+	approval := m[1]
+	require.Zero(t, count(`SELECT count(*) FROM transaction_outbox`), "nothing sent before approval")
+
+	r = cli(t, base, viewerToken, "approvals", "list")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "payout_resolution")
+	require.Contains(t, r.stdout, review)
+
+	r = cli(t, base, operatorToken, "approvals", "approve", approval)
+	require.Equal(t, ctl.ExitAuth, r.code, "the requester cannot approve: %s", r.stderr)
+	r = cli(t, base, secondOperatorToken, "approvals", "approve", approval, "--reason", "checked too")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "approved by sam")
+	require.Equal(t, 1, count(`SELECT count(*) FROM transaction_outbox WHERE event_type = 'payout.resolution'
+		AND partition_key = 'user-7' AND payload->>'payout_id' = $1`, review))
+	r = cli(t, base, secondOperatorToken, "approvals", "approve", approval)
+	require.Equal(t, ctl.ExitRefused, r.code, r.stderr)
+
+	var rid string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id::text FROM payout_resolutions WHERE payout_id = $1`, review).Scan(&rid))
+	r = cli(t, base, viewerToken, "resolutions", "show", rid)
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `status\s+pending`, r.stdout)
+	// payout-worker's verdict: the PSP disagreed.
+	_, err := db.Pool.Exec(ctx, `UPDATE payout_resolutions SET status = 'refused', psp_answer = 'the PSP says paid' WHERE id = $1`, rid)
+	require.NoError(t, err)
+	r = cli(t, base, viewerToken, "resolutions", "show", rid)
+	require.Equal(t, ctl.ExitUnhealthy, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the PSP says paid")
+}

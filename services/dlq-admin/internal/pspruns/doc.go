@@ -1,0 +1,19 @@
+// Package pspruns is dlq-admin's side of the PSP reconciliation: it
+// requests runs (POST /v1/psp-reconciliation), reads them, and alerts on
+// what they found.
+//
+// Why split this way. A run writes webhook_events and the outbox, which
+// webhook-api owns, so webhook-api works the runs (its internal/pspsync).
+// dlq-admin owns operators and alerting: it inserts a run request (one
+// row in psp_reconciliation_runs, with its audit_log entry in the same
+// transaction) and raises the alert from the stored run, so an alert
+// never depends on which service found the problem. The table admits one
+// run requested or running at a time (a partial unique index): a second
+// request answers 409.
+//
+// Alerting. Watcher looks for finished runs not yet alerted on that found
+// disagreements (one critical alert per run, key "psp_reconciliation") or
+// failed (an error alert, key "psp_reconciliation_failed"), raises it, and
+// marks the run alerted in the same step; a run is alerted on once even
+// with several dlq-admin replicas (the row is locked while it is handled).
+package pspruns

@@ -1,0 +1,50 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// CreateJobTx is CreateJob within the caller's tx, for a job a second
+// operator approved (package resolution): the approval and the job commit
+// together. actor is who asked for it; detail is added to its audit_log
+// row (the approval and its approver). The runner is woken by Wake once
+// the caller has committed.
+func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req BulkRequest, detail map[string]any) (Job, error) {
+	if err := req.Validate(); err != nil {
+		return Job{}, err
+	}
+	filter, err := json.Marshal(req.filter())
+	if err != nil {
+		return Job{}, fmt.Errorf("encode replay job filter: %w", err)
+	}
+	upto, err := store.MaxID(ctx, tx)
+	if err != nil {
+		return Job{}, err
+	}
+	now := s.now()
+	job, err := scanJob(tx.QueryRow(ctx, sqlInsertJob, actor, req.Reason, filter, req.Max, upto, now))
+	if err != nil {
+		return Job{}, fmt.Errorf("insert replay job: %w", err)
+	}
+	d := map[string]any{"filter": job.Filter, "max": job.Max, "upto_id": job.UptoID}
+	for k, v := range detail {
+		d[k] = v
+	}
+	err = store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
+		TargetID: store.ID(job.ID), Reason: req.Reason, At: now, Detail: d})
+	return job, err
+}
+
+// Wake tells this process's Runner that a job was queued.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,224 @@
+package resolution
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+)
+
+// Approval kinds (approvals.kind).
+const (
+	KindPayoutResolution = "payout_resolution"
+	KindBulkReplay       = "bulk_replay"
+)
+
+// Approval statuses.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+)
+
+// Approval is an action waiting for, or decided by, a second operator.
+type Approval struct {
+	ID             int64
+	Kind           string
+	TargetID       string
+	Request        json.RawMessage
+	Summary        string
+	RequestedBy    string
+	Status         string
+	DecidedBy      *string
+	DecisionReason *string
+	// ResultID is what the approval released: the resolution id, or the
+	// replay job's id.
+	ResultID  *string
+	CreatedAt time.Time
+	DecidedAt *time.Time
+}
+
+func scanApproval(row pgx.Row) (Approval, error) {
+	var a Approval
+	err := row.Scan(&a.ID, &a.Kind, &a.TargetID, &a.Request, &a.Summary, &a.RequestedBy, &a.Status, &a.DecidedBy,
+		&a.DecisionReason, &a.ResultID, &a.CreatedAt, &a.DecidedAt)
+	return a, err
+}
+
+// GateBulkReplay holds a bulk replay of more than the threshold's letters
+// for a second operator: it records the approval and reports true. It
+// reports false (run it now) when four-eyes is off or the replay is small.
+func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.BulkRequest) (Approval, bool, error) {
+	if !s.cfg.RequireSecondApprover {
+		return Approval{}, false, nil
+	}
+	p, err := s.replays.Preview(ctx, req)
+	if err != nil {
+		return Approval{}, false, err
+	}
+	if p.WouldReplay <= int64(s.cfg.Threshold) {
+		return Approval{}, false, nil
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("encode bulk replay request: %w", err)
+	}
+	var a Approval
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.now()
+		summary := fmt.Sprintf("bulk replay of %d dead letters (threshold %d)", p.WouldReplay, s.cfg.Threshold)
+		var id int64
+		if err := tx.QueryRow(ctx, sqlInsertApproval, KindBulkReplay, "", body, summary, actor, now).Scan(&id); err != nil {
+			return fmt.Errorf("record approval of a bulk replay: %w", err)
+		}
+		if err := store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: TargetApproval,
+			TargetID: strconv.FormatInt(id, 10), Reason: req.Reason, At: now,
+			Detail: map[string]any{"awaiting_approval": true, "would_replay": p.WouldReplay}}); err != nil {
+			return err
+		}
+		a, err = scanApproval(tx.QueryRow(ctx, sqlGetApproval, id))
+		return err
+	})
+	if err != nil {
+		return Approval{}, false, err
+	}
+	s.logger.InfoContext(ctx, "bulk replay awaits a second operator", "approval_id", a.ID, "actor", actor, "would_replay", p.WouldReplay)
+	return a, true, nil
+}
+
+// Approvals lists approvals, newest first; status "" is every status.
+func (s *Service) Approvals(ctx context.Context, status string, limit int) ([]Approval, error) {
+	if status != "" && status != ApprovalPending && status != ApprovalApproved && status != ApprovalRejected {
+		return nil, &store.InvalidError{Param: "status", Reason: "must be pending, approved or rejected"}
+	}
+	if limit == 0 {
+		limit = defaultApprovalMax
+	}
+	if limit < 1 || limit > store.MaxLimit {
+		return nil, &store.InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", store.MaxLimit)}
+	}
+	rows, err := s.pool.Query(ctx, sqlListApprovals, status, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Approval, error) { return scanApproval(r) })
+}
+
+// Approval returns approval id, or ErrApprovalNotFound.
+func (s *Service) Approval(ctx context.Context, id int64) (Approval, error) {
+	a, err := scanApproval(s.pool.QueryRow(ctx, sqlGetApproval, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Approval{}, ErrApprovalNotFound
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("get approval %d: %w", id, err)
+	}
+	return a, nil
+}
+
+// Approve lets approval id take effect on behalf of actor, who must not
+// be its requester: a resolution is sent to payout-worker, a bulk replay
+// job is created, in the transaction that records the approval and its
+// audit_log row. Errors: ErrApprovalNotFound, ErrApprovalDecided,
+// ErrSameOperator.
+func (s *Service) Approve(ctx context.Context, id int64, actor, reason string) (Approval, error) {
+	return s.decide(ctx, id, actor, reason, true)
+}
+
+// Reject closes approval id without effect; the reason is required. The
+// requester may withdraw their own request this way.
+func (s *Service) Reject(ctx context.Context, id int64, actor, reason string) (Approval, error) {
+	if strings.TrimSpace(reason) == "" {
+		return Approval{}, &store.InvalidError{Param: "reason", Reason: "is required: say why this is rejected"}
+	}
+	return s.decide(ctx, id, actor, reason, false)
+}
+
+func (s *Service) decide(ctx context.Context, id int64, actor, reason string, approve bool) (Approval, error) {
+	reason = strings.TrimSpace(reason)
+	if len(reason) > replay.MaxReasonLength {
+		return Approval{}, &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
+	}
+	var out Approval
+	sent, job := false, false
+	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := scanApproval(tx.QueryRow(ctx, sqlLockApproval, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrApprovalNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock approval %d: %w", id, err)
+		}
+		if a.Status != ApprovalPending {
+			return fmt.Errorf("%w: approval %d is %s", ErrApprovalDecided, id, a.Status)
+		}
+		if approve && a.RequestedBy == actor {
+			return ErrSameOperator
+		}
+		now := s.now()
+		status, result := ApprovalRejected, ""
+		detail := map[string]any{"kind": a.Kind, "requested_by": a.RequestedBy}
+		switch {
+		case a.Kind == KindPayoutResolution:
+			var st string
+			if err := tx.QueryRow(ctx, sqlResolutionStatus, a.TargetID).Scan(&st); err != nil {
+				return fmt.Errorf("approval %d: resolution %s: %w", id, a.TargetID, err)
+			}
+			if st != StatusAwaitingApproval {
+				return fmt.Errorf("%w: its resolution is %s", ErrApprovalDecided, st)
+			}
+			result = a.TargetID
+			if approve {
+				oid, err := s.send(ctx, tx, a.TargetID, actor)
+				if err != nil {
+					return err
+				}
+				status, sent = ApprovalApproved, true
+				detail["outbox_id"] = oid
+			} else if _, err := tx.Exec(ctx, sqlRejectResolution, a.TargetID, now); err != nil {
+				return fmt.Errorf("reject resolution %s: %w", a.TargetID, err)
+			}
+			detail["resolution_id"] = a.TargetID
+		case a.Kind == KindBulkReplay && approve:
+			var req replay.BulkRequest
+			if err := json.Unmarshal(a.Request, &req); err != nil {
+				return fmt.Errorf("approval %d: decode its bulk replay: %w", id, err)
+			}
+			j, err := s.replays.CreateJobTx(ctx, tx, a.RequestedBy, req, map[string]any{"approval_id": a.ID, "approved_by": actor})
+			if err != nil {
+				return err
+			}
+			status, result, job = ApprovalApproved, strconv.FormatInt(j.ID, 10), true
+			detail["replay_job_id"] = j.ID
+		}
+		if out, err = scanApproval(tx.QueryRow(ctx, sqlDecideApproval, id, status, actor, reason, result, now)); err != nil {
+			return fmt.Errorf("decide approval %d: %w", id, err)
+		}
+		action := ActionReject
+		if approve {
+			action = ActionApprove
+		}
+		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: action, TargetType: TargetApproval,
+			TargetID: strconv.FormatInt(id, 10), Reason: reason, Detail: detail, At: now})
+	})
+	if err != nil {
+		return Approval{}, err
+	}
+	if sent {
+		s.notify()
+	}
+	if job {
+		s.replays.Wake()
+	}
+	s.logger.InfoContext(ctx, "approval decided", "approval_id", id, "status", out.Status, "actor", actor)
+	return out, nil
+}

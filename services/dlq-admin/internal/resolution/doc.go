@@ -1,0 +1,23 @@
+// Package resolution lets operators end what machines cannot: a payout in
+// NEEDS_REVIEW, resolved as paid or as failed with a mandatory reason and
+// the PSP's object id as evidence, and the four-eyes approvals
+// (REQUIRE_SECOND_APPROVER) of resolutions and large bulk replays.
+//
+// Why it works this way: the ledger belongs to payout-worker, so dlq-admin
+// never moves money. A resolution is recorded here (payout_resolutions, its
+// audit_log row and a payout.resolution command in the transactional
+// outbox, one transaction); the relay publishes the command on
+// aegis.transactions keyed by the payout's user id, so it is ordered with
+// that wallet's payout commands; the worker checks the operator's evidence
+// against the PSP's own record and applies it (settle or release the hold,
+// once) or refuses it, and writes the verdict back on the resolution
+// (pending → applied or refused, with the PSP's answer), which GET
+// /v1/resolutions/{id} shows.
+//
+// With a second approver required, nothing is sent until a different
+// operator approves: the resolution waits as awaiting_approval with an
+// approvals row, and a bulk replay of more than SECOND_APPROVER_THRESHOLD
+// letters waits as an approval holding its request; the approval creates
+// the job in the same transaction. The requester may not approve their own
+// request (403; the table refuses it too).
+package resolution

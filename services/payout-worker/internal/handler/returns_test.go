@@ -1,0 +1,122 @@
+package handler_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
+)
+
+// moneyBack publishes a refund or dispute event as webhook-api would.
+func (w *world) moneyBack(eventID string, action event.Action, payment string, returns ...event.Return) string {
+	w.t.Helper()
+	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: string(action), Action: action,
+		Reference: payment, Returns: returns, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	b, _ := json.Marshal(e)
+	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
+	return e.MessageID()
+}
+
+func ret(id string, amount int64, outcome string) event.Return {
+	return event.Return{ID: id, Amount: amount, Currency: "usd", Outcome: outcome}
+}
+
+func TestRefundsAndDisputesMoveTheLedgerOncePerObjectInAnyOrder(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.credit("evt_pay", "pi_1", 1000)
+	w.waitProcessed("stripe:evt_pay")
+
+	w.moneyBack("evt_r1", event.ActionRefund, "pi_1", ret("re_1", 200, event.OutcomeRefunded))
+	w.moneyBack("evt_r1", event.ActionRefund, "pi_1", ret("re_1", 200, event.OutcomeRefunded)) // redelivered
+	w.moneyBack("evt_r1u", event.ActionRefund, "pi_1", ret("re_1", 200, event.OutcomeRefunded))
+	// charge.dispute.closed (lost) overtakes charge.dispute.created.
+	w.moneyBack("evt_d1c", event.ActionDispute, "pi_1", ret("dp_1", 300, event.OutcomeDisputeLost))
+	last := w.moneyBack("evt_d1o", event.ActionDispute, "pi_1", ret("dp_1", 300, event.OutcomeDisputeOpen))
+	w.waitProcessed(last)
+
+	require.EqualValues(t, 500, w.balance(), "1000 - refund 200 - lost dispute 300")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'refund'`))
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_hold'`))
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_loss'`))
+	require.Zero(t, w.count(`SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e JOIN wallets a ON a.id = e.wallet_id
+		WHERE a.kind = 'system' AND a.owner = 'disputes'`), "a closed dispute holds nothing")
+	require.Empty(t, w.deadLetters(kafkax.TopicWebhookPending))
+}
+
+func TestRefundBeyondThePaymentOrOfAnUncreditedPaymentIsDeadLetteredAndMovesNothing(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.credit("evt_pay", "pi_1", 1000)
+	w.waitProcessed("stripe:evt_pay")
+	w.moneyBack("evt_big", event.ActionRefund, "pi_1", ret("re_big", 1001, event.OutcomeRefunded))
+	early := w.moneyBack("evt_early", event.ActionRefund, "pi_2", ret("re_2", 10, event.OutcomeRefunded))
+
+	recs := kafkatest.ReadAll(t, w.kafka, kafkax.DLQTopic(kafkax.TopicWebhookPending), 2, 10*time.Second)
+	require.Len(t, recs, 2)
+	require.Equal(t, "permanent", kafkax.Header(recs[0], dlq.HeaderErrorClass))
+	require.Contains(t, kafkax.Header(recs[0], dlq.HeaderError), "exceeds what is left of the payment")
+	require.Contains(t, kafkax.Header(recs[1], dlq.HeaderError), "never credited")
+	require.EqualValues(t, 1000, w.balance())
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'refund'`))
+	require.Zero(t, w.count(`SELECT count(*) FROM payment_returns`))
+	require.Eventually(t, func() bool { return w.hasAlert("dead_letter:" + kafkax.TopicWebhookPending) }, 5*time.Second, 20*time.Millisecond)
+
+	// The refund overtook its payment's credit. Once the credit is in, the
+	// dead letter's replay (the same message again) is applied.
+	w.credit("evt_pay2", "pi_2", 500)
+	w.waitProcessed("stripe:evt_pay2")
+	w.moneyBack("evt_early", event.ActionRefund, "pi_2", ret("re_2", 10, event.OutcomeRefunded))
+	w.waitProcessed(early)
+	require.EqualValues(t, 1490, w.balance())
+}
+
+func TestRefundTheWalletCannotCoverBecomesAReceivableThatBlocksPayoutsAndIsAlerted(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.credit("evt_pay", "pi_1", 1000)
+	w.waitProcessed("stripe:evt_pay")
+	pid := w.createPayout(800, "acct_ok", "stripe")
+	w.requestPayout(pid, 800, "stripe")
+	w.waitStatus(pid, payout.Awaiting, payout.Succeeded)
+
+	last := w.moneyBack("evt_r", event.ActionRefund, "pi_1", ret("re_1", 1000, event.OutcomeRefunded))
+	w.waitProcessed(last)
+	require.Zero(t, w.balance(), "never negative")
+	require.Equal(t, 800, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
+	require.Eventually(t, func() bool { return w.hasAlert("receivable:" + w.user) }, 5*time.Second, 20*time.Millisecond,
+		"the alert names the user")
+
+	blocked := w.createPayout(1, "acct_ok", "stripe")
+	w.requestPayout(blocked, 1, "stripe")
+	p := w.waitStatus(blocked, payout.Finalized)
+	require.Contains(t, p.LastError, "wallet blocked")
+
+	w.credit("evt_pay2", "pi_2", 500)
+	w.waitProcessed("stripe:evt_pay2")
+	require.Zero(t, w.balance(), "the credit repaid the receivable first")
+	require.Equal(t, 300, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
+	require.Equal(t, -300, w.count(`SELECT coalesce(sum(e.amount), 0)::int FROM ledger_entries e JOIN wallets a ON a.id = e.wallet_id
+		WHERE a.kind = 'system' AND a.owner = 'receivables'`))
+}
+
+func TestPayoutOfCreditsInsideTheSettlementDelayIsRefused(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{settlementDelay: time.Hour})
+	w.credit("evt_pay", "pi_1", 1000)
+	w.waitProcessed("stripe:evt_pay")
+	require.EqualValues(t, 1000, w.balance(), "credited at once")
+	pid := w.createPayout(500, "acct_ok", "stripe")
+	w.requestPayout(pid, 500, "stripe")
+	p := w.waitStatus(pid, payout.Finalized)
+	require.Contains(t, p.LastError, "funds not yet available")
+	require.EqualValues(t, 1000, w.balance(), "nothing held")
+	require.Empty(t, w.attempts(pid), "the PSP was never called")
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every refused value is reported under the variable the operator set.
+func TestReadConfigErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"DB_MAX_CONNS": "0"}, "DB_MAX_CONNS must be at least 1"},
+		{map[string]string{"DB_MAX_CONNS": "many"}, "DB_MAX_CONNS must be an integer"},
+		{map[string]string{"INGEST_COMMIT_WORKERS": "16"}, "INGEST_COMMIT_WORKERS must be at least 1 and below DB_MAX_CONNS"},
+		{map[string]string{"INGEST_COMMIT_GROUP": "0"}, "INGEST_COMMIT_GROUP must be at least 1"},
+		{map[string]string{"API_TOKENS": "no-colons"}, "API_TOKENS: "},
+		{map[string]string{"PAYOUT_MAX_AMOUNT": "lots"}, "PAYOUT_MAX_AMOUNT: "},
+		{map[string]string{"PAYOUT_DAILY_MAX": "lots"}, "PAYOUT_DAILY_MAX: "},
+		{map[string]string{"SHUTDOWN_GRACE": "0s"}, "SHUTDOWN_GRACE must be positive"},
+		{map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR must be host:port"},
+		{map[string]string{"PSP_RECONCILE_INTERVAL": "-1m"}, "PSP_RECONCILE_INTERVAL must not be negative"},
+		{map[string]string{"PSP_RECONCILE_WINDOW": "0s"}, "PSP_RECONCILE_WINDOW must be positive"},
+		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
+		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},
+	} {
+		_, err := readConfig(func(k string) string { return tc.env[k] })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
+		}
+	}
+	if _, err := readConfig(func(string) string { return "" }); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+}
+
+// webhook-api runs Go code on one thread on a host of two cores or fewer,
+// unless GOMAXPROCS says otherwise.
+func TestSmallHostProcs(t *testing.T) {
+	for _, tc := range []struct {
+		env   string
+		cores int
+		want  int
+	}{
+		{"", 1, 1},
+		{"", 2, 1},
+		{"", 3, 0},
+		{"", 8, 0},
+		{"2", 2, 0},
+		{"1", 8, 0},
+	} {
+		if got := smallHostProcs(tc.env, tc.cores); got != tc.want {
+			t.Errorf("GOMAXPROCS=%q, %d cores: chose %d, want %d", tc.env, tc.cores, got, tc.want)
+		}
+	}
+}

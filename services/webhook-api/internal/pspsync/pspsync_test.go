@@ -1,0 +1,325 @@
+package pspsync_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/payout"
+	"go.uber.org/goleak"
+
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
+)
+
+// TestMain fails the package's tests when a goroutine they started is
+// still running after the last one.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	stripeKey   = "sk_test_aegis_local_dev"
+	paystackKey = "sk_test_paystack_local_dev"
+)
+
+type noNotify struct{}
+
+func (noNotify) Notify()                     {}
+func (noNotify) QueueNotify(*pgx.Batch) bool { return false }
+
+type env struct {
+	t      *testing.T
+	db     *pgtest.DB
+	psp    *psptest.StandIn
+	store  *ingest.Store
+	runs   *pspsync.Runs
+	worker *pspsync.Worker
+}
+
+func newEnv(t *testing.T, cfg pspsync.Config) *env {
+	t.Helper()
+	// No webhook URLs: every event stays in the PSP's record only, as if
+	// each webhook had been lost; the tests deliver some by hand.
+	standIn := psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackKey})
+	db := pgtest.New(t)
+	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
+	runs := pspsync.NewRuns(db.Pool)
+	sources := []pspsync.Source{
+		pspsync.NewStripe(stripeKey, standIn.URL, nil),
+		pspsync.NewPaystack(paystackKey, standIn.URL, nil),
+	}
+	rec := pspsync.NewReconciler(cfg, runs, store, sources, lifecycle.Deps{})
+	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: "test"}, runs, rec, lifecycle.Deps{})
+	require.NoError(t, err)
+	return &env{t: t, db: db, psp: standIn, store: store, runs: runs, worker: w}
+}
+
+// run is one run requested by an operator, worked to the end.
+type run struct {
+	ID                                         int64
+	Status                                     string
+	Found, Recovered, Present, DisagreementCnt int
+	Disagreements                              []pspsync.Disagreement
+	Report                                     map[string]pspsync.ProviderReport
+	Error                                      *string
+}
+
+func (e *env) runOnce() run {
+	e.t.Helper()
+	ctx := context.Background()
+	var id int64
+	require.NoError(e.t, e.db.Pool.QueryRow(ctx,
+		`INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test') RETURNING id`).Scan(&id))
+	e.worker.Tick(ctx)
+	var r run
+	var dis, rep []byte
+	require.NoError(e.t, e.db.Pool.QueryRow(ctx, `
+		SELECT id, status, events_found, events_recovered, events_present, disagreement_count, disagreements, report, error
+		FROM psp_reconciliation_runs WHERE id = $1`, id).
+		Scan(&r.ID, &r.Status, &r.Found, &r.Recovered, &r.Present, &r.DisagreementCnt, &dis, &rep, &r.Error))
+	require.NoError(e.t, json.Unmarshal(dis, &r.Disagreements))
+	require.NoError(e.t, json.Unmarshal(rep, &r.Report))
+	require.Equal(e.t, pspsync.StatusSucceeded, r.Status, "run error: %v, report %s", r.Error, rep)
+	return r
+}
+
+func (e *env) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))
+	return n
+}
+
+// stripeEvents is the stand-in's own record (what a late webhook carries).
+func (e *env) stripeEvents() map[string][]byte {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.psp.URL+"/v1/events?limit=100", nil)
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+stripeKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&page))
+	out := map[string][]byte{}
+	for _, raw := range page.Data {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		require.NoError(e.t, json.Unmarshal(raw, &ev))
+		out[ev.Type] = raw
+	}
+	return out
+}
+
+// A payment and its refund whose webhooks never came are recovered by the
+// job through the webhook path: stored once with one outbox row each (the
+// worker's ledger keys make the credit and the refund post once); the next
+// run finds them present and moves the cursor; their webhook arriving after
+// all is a duplicate.
+func TestDroppedWebhooksAreRecoveredOnceAndTheLateWebhookIsADuplicate(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Overlap: time.Minute, Grace: time.Hour})
+	pay := e.psp.Pay(t, "stripe", "alice", 5000, "usd")
+	e.psp.Refund(t, pay.ID, 1000, "succeeded")
+	ps := e.psp.Pay(t, "paystack", "bola", 7000, "ngn")
+
+	first := e.runOnce()
+	require.Equal(t, 3, first.Found)
+	require.Equal(t, 3, first.Recovered)
+	require.Equal(t, 0, first.Present)
+	require.Empty(t, first.Disagreements)
+	require.True(t, first.Report["stripe"].CursorAdvance)
+
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events WHERE provider = 'stripe' AND event_type = 'payment_intent.succeeded' AND object_id = $1`, pay.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events WHERE provider = 'stripe' AND event_type = 'refund.created' AND object_id = $1`, pay.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events WHERE provider = 'paystack' AND event_type = 'charge.success' AND object_id = $1 AND user_id = 'bola'`, ps.ID))
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM transaction_outbox o JOIN webhook_events w ON w.event_id = o.payload->>'event_id'`),
+		"one outbox row per recovered event")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM transaction_outbox WHERE payload->>'action' = 'credit' AND payload->>'reference' = $1`, pay.ID))
+
+	var cursor1 time.Time
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+		`SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = 'stripe'`).Scan(&cursor1))
+
+	second := e.runOnce()
+	require.Equal(t, 3, second.Found, "the overlap reads them again")
+	require.Equal(t, 0, second.Recovered)
+	require.Equal(t, 3, second.Present)
+	var cursor2 time.Time
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+		`SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = 'stripe'`).Scan(&cursor2))
+	require.True(t, cursor2.After(cursor1), "cursor advances: %v then %v", cursor1, cursor2)
+	require.Equal(t, cursor1.Add(-time.Minute).UTC(), second.Report["stripe"].WindowFrom.UTC(), "the next window starts at the cursor minus the overlap")
+
+	// The webhook comes after all, through the same normalise → store path.
+	body := e.stripeEvents()["payment_intent.succeeded"]
+	n, err := ingest.NormalizeStripe(body, time.Now())
+	require.NoError(t, err)
+	saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: body, CorrelationID: "late-webhook"})
+	require.NoError(t, err)
+	require.Equal(t, ingest.Duplicate, saved.Outcome)
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM transaction_outbox`), "nothing new published")
+}
+
+// A webhook that came first makes the job count the event present and store
+// nothing.
+func TestEventWhoseWebhookCameIsPresent(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
+	e.psp.Pay(t, "stripe", "carol", 1200, "usd")
+	body := e.stripeEvents()["payment_intent.succeeded"]
+	n, err := ingest.NormalizeStripe(body, time.Now())
+	require.NoError(t, err)
+	saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: body, CorrelationID: "webhook"})
+	require.NoError(t, err)
+	require.Equal(t, ingest.Accepted, saved.Outcome)
+
+	r := e.runOnce()
+	require.Equal(t, 1, r.Found)
+	require.Equal(t, 0, r.Recovered)
+	require.Equal(t, 1, r.Present)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM transaction_outbox`))
+}
+
+func insertPayout(t *testing.T, db *pgtest.DB, id, status, provider string) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+		VALUES ($1::uuid, 'test', $1::text, 'h', 'dave', 1500, 'usd', 'ba_dave', $2, $3)`, id, provider, status)
+	require.NoError(t, err)
+}
+
+// A payout paid at the PSP and FAILED here (its hold given back: the money
+// left twice) is a disagreement, stored with the run; so is a refund stored
+// past the grace that the ledger never posted.
+func TestRunReportsDisagreementsBetweenPSPAndLedger(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: 0})
+	failedHere := uuid.NewString()
+	insertPayout(t, e.db, failedHere, "FAILED", "stripe")
+	agreed := uuid.NewString()
+	insertPayout(t, e.db, agreed, "SUCCEEDED", "stripe")
+
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
+		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
+	pc := payout.Client{B: b, Key: stripeKey}
+	for _, id := range []string{failedHere, agreed} {
+		params := &stripe.PayoutParams{Amount: stripe.Int64(1500), Currency: stripe.String("usd"), Destination: stripe.String("ba_dave")}
+		params.AddMetadata("payout_id", id)
+		params.SetIdempotencyKey(id)
+		po, err := pc.New(params)
+		require.NoError(t, err)
+		e.psp.Settle(t, po.ID, "paid")
+		_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, id, po.ID)
+		require.NoError(t, err)
+	}
+	pay := e.psp.Pay(t, "stripe", "erin", 3000, "usd")
+	refund := e.psp.Refund(t, pay.ID, 500, "succeeded")
+
+	e.runOnce() // recovers the payment and the refund; grace 0: the refund is judged on the next run
+	r := e.runOnce()
+	kinds := map[string]pspsync.Disagreement{}
+	for _, d := range r.Disagreements {
+		kinds[d.Kind] = d
+	}
+	require.Len(t, r.Disagreements, 2, "%+v", r.Disagreements)
+	require.Equal(t, 2, r.DisagreementCnt)
+	paid := kinds[pspsync.PaidNotSucceeded]
+	require.Equal(t, failedHere, paid.PayoutID)
+	require.Equal(t, "paid", paid.PSPStatus)
+	require.Equal(t, "FAILED", paid.LedgerStatus)
+	require.Equal(t, refund.ID, kinds[pspsync.ReturnNotPosted].PSPObjectID)
+
+	// Once the ledger posts the refund, it is no longer a disagreement.
+	_, err := e.db.Pool.Exec(context.Background(), `
+		INSERT INTO payment_returns (provider, object_id, kind, payment_reference, user_id, currency, amount, state, last_event_id)
+		VALUES ('stripe', $1, 'refund', $2, 'erin', 'usd', 500, 'refunded', 'evt')`, refund.ID, pay.ID)
+	require.NoError(t, err)
+	r = e.runOnce()
+	require.Len(t, r.Disagreements, 1)
+	require.Equal(t, pspsync.PaidNotSucceeded, r.Disagreements[0].Kind)
+}
+
+// One run is active at a time: a second request conflicts, the schedule
+// adds none while one is requested, and a run whose worker died is taken
+// over when its lease lapses.
+func TestOneActiveRunAndLeaseTakeover(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
+	ctx := context.Background()
+	ok, err := e.runs.RequestScheduled(ctx, time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = e.db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (trigger) VALUES ('manual')`)
+	require.Error(t, err, "a second active run is refused")
+	ok, err = e.runs.RequestScheduled(ctx, time.Nanosecond)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	c, ok, err := e.runs.Claim(ctx, "dead-worker", time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	time.Sleep(20 * time.Millisecond) // let the lease lapse (the database's clock)
+	e.worker.Tick(ctx)
+	var status, trigger string
+	var attempts int
+	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT status, trigger, attempts FROM psp_reconciliation_runs WHERE id = $1`, c.ID).
+		Scan(&status, &trigger, &attempts))
+	require.Equal(t, pspsync.StatusSucceeded, status)
+	require.Equal(t, pspsync.TriggerScheduled, trigger)
+	require.Equal(t, 2, attempts)
+	ok, err = e.runs.RequestScheduled(ctx, time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "the schedule waits for its interval")
+}
+
+// Paystack has no events API: a decided transfer in GET /transfer stands for
+// its webhook, recovered under the webhook's own identity
+// (transfer.success:<id>), so the webhook arriving later is a duplicate.
+func TestPaystackTransferOutcomeIsRecoveredUnderTheWebhooksIdentity(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
+	id := uuid.NewString()
+	insertPayout(t, e.db, id, "AWAITING_RESPONSE", "paystack")
+	body := `{"source":"balance","amount":1500,"currency":"NGN","recipient":"RCP_ok","reference":"` + id + `"}`
+	req, err := http.NewRequest(http.MethodPost, e.psp.URL+"/transfer", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+paystackKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var created struct {
+		Data struct {
+			TransferCode string `json:"transfer_code"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	resp.Body.Close()
+	e.psp.Settle(t, created.Data.TransferCode, "paid")
+
+	r := e.runOnce()
+	require.Equal(t, 1, r.Recovered, "%+v", r.Report["paystack"])
+	require.Empty(t, r.Disagreements, "AWAITING_RESPONSE within the grace: its outcome is on its way")
+	var eventID, payoutID string
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+		`SELECT w.event_id, o.payload->>'payout_id' FROM webhook_events w JOIN transaction_outbox o ON o.payload->>'event_id' = w.event_id
+		 WHERE w.provider = 'paystack' AND w.event_type = 'transfer.success'`).Scan(&eventID, &payoutID))
+	require.Equal(t, id, payoutID)
+
+	// The webhook as Paystack would send it: the same identity, a duplicate.
+	webhook := []byte(`{"event":"transfer.success","data":{"id":` + strings.TrimPrefix(eventID, "transfer.success:") +
+		`,"reference":"` + id + `","transfer_code":"` + created.Data.TransferCode + `","status":"success","amount":1500,"currency":"NGN"}}`)
+	n, err := ingest.NormalizePaystack(webhook, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, eventID, n.Event.EventID)
+	saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: webhook, CorrelationID: "late"})
+	require.NoError(t, err)
+	require.Equal(t, ingest.Duplicate, saved.Outcome)
+}

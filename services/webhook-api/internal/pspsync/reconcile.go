@@ -1,0 +1,372 @@
+package pspsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
+)
+
+// Disagreement kinds.
+const (
+	// PaidNotSucceeded: the PSP paid an object whose payout is not
+	// SUCCEEDED here (FAILED/FINALIZED at once; otherwise after the grace).
+	PaidNotSucceeded = "paid_at_psp_not_succeeded"
+	// SucceededNotPaid: SUCCEEDED here, and the PSP's object failed, was
+	// reversed, is still pending after the grace, or does not exist.
+	SucceededNotPaid = "succeeded_not_paid_at_psp"
+	// PendingFailedHere: FAILED/FINALIZED here (the hold given back) while
+	// the PSP's object is still pending after the grace: it may yet pay.
+	PendingFailedHere = "pending_at_psp_failed_here"
+	// UnknownPayout: the PSP holds an object for a payout id we do not have.
+	UnknownPayout = "unknown_payout_at_psp"
+	// ReturnNotPosted: a refund or dispute stored longer than the grace
+	// has no ledger posting (payment_returns).
+	ReturnNotPosted = "return_not_posted"
+)
+
+// Disagreement is one thing the PSP and the ledger disagree on.
+type Disagreement struct {
+	Provider     string `json:"provider"`
+	Kind         string `json:"kind"`
+	PayoutID     string `json:"payout_id,omitempty"`
+	PSPObjectID  string `json:"psp_object_id,omitempty"`
+	PSPStatus    string `json:"psp_status,omitempty"`
+	LedgerStatus string `json:"ledger_status,omitempty"`
+	EventID      string `json:"event_id,omitempty"`
+	Detail       string `json:"detail"`
+}
+
+// ProviderReport is what one run read from one PSP.
+type ProviderReport struct {
+	WindowFrom time.Time `json:"window_from"`
+	WindowTo   time.Time `json:"window_to"`
+	Found      int       `json:"events_found"`
+	Recovered  int       `json:"events_recovered"`
+	Present    int       `json:"events_present"`
+	// Recovered events by id (the first MaxListed).
+	RecoveredIDs   []string `json:"recovered_event_ids"`
+	ObjectsChecked int      `json:"objects_checked"`
+	// Errors: events that could not be put through the webhook path and
+	// the reads that failed. A failed read leaves the cursor where it was.
+	Errors        []string `json:"errors"`
+	CursorAdvance bool     `json:"cursor_advanced"`
+}
+
+// Report is a run's result.
+type Report struct {
+	Found, Recovered, Present int
+	Providers                 map[string]*ProviderReport
+	Disagreements             []Disagreement
+}
+
+// MaxListed bounds the ids and errors a report lists.
+const MaxListed = 100
+
+// maxChecked bounds the payouts and stored returns one run checks per PSP.
+const maxChecked = 10_000
+
+// Saver commits a webhook through the webhook path: *ingest.Store.
+type Saver interface {
+	Save(ctx context.Context, p ingest.Pending) (ingest.Saved, error)
+}
+
+// Config is the window the job reads.
+type Config struct {
+	// Window is how far back the first run reads events, and how far
+	// before the window's start objects, SUCCEEDED payouts and stored
+	// refunds/disputes are compared (PSP_RECONCILE_WINDOW).
+	Window time.Duration
+	// Overlap is read again before the cursor, so an event the PSP dated
+	// just before the last run's end is not missed (PSP_RECONCILE_OVERLAP).
+	Overlap time.Duration
+	// Grace is how long a disagreement that may still be in flight (a
+	// webhook on its way, a posting queued) is given (PSP_RECONCILE_GRACE).
+	Grace time.Duration
+}
+
+// Reconciler runs one reconciliation over every configured PSP.
+type Reconciler struct {
+	cfg     Config
+	runs    *Runs
+	saver   Saver
+	sources []Source
+	logger  *slog.Logger
+}
+
+// NewReconciler returns a Reconciler for sources.
+func NewReconciler(cfg Config, runs *Runs, saver Saver, sources []Source, deps lifecycle.Deps) *Reconciler {
+	deps = deps.WithDefaults()
+	return &Reconciler{cfg: cfg, runs: runs, saver: saver, sources: sources, logger: deps.Logger}
+}
+
+// Run reconciles every PSP for run id at now (the database's time). One
+// PSP failing does not stop the others; the error names those that failed.
+func (r *Reconciler) Run(ctx context.Context, id int64, now time.Time) (Report, error) {
+	rep := Report{Providers: map[string]*ProviderReport{}}
+	var errs []error
+	for _, src := range r.sources {
+		pr, dis, err := r.provider(ctx, id, now, src)
+		rep.Providers[src.Provider()] = pr
+		rep.Found += pr.Found
+		rep.Recovered += pr.Recovered
+		rep.Present += pr.Present
+		rep.Disagreements = append(rep.Disagreements, dis...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", src.Provider(), err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func (r *Reconciler) normalize(provider string, body []byte, now time.Time) (ingest.Normalized, error) {
+	if provider == ingest.Paystack {
+		return ingest.NormalizePaystack(body, now)
+	}
+	return ingest.NormalizeStripe(body, now)
+}
+
+func (pr *ProviderReport) errorf(format string, args ...any) {
+	if len(pr.Errors) < MaxListed {
+		pr.Errors = append(pr.Errors, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *Reconciler) provider(ctx context.Context, runID int64, now time.Time, src Source) (*ProviderReport, []Disagreement, error) {
+	p := src.Provider()
+	from := now.Add(-r.cfg.Window)
+	cursor, ok, err := r.runs.Cursor(ctx, p)
+	if err != nil {
+		return &ProviderReport{WindowFrom: from, WindowTo: now, Errors: []string{err.Error()}}, nil, err
+	}
+	if ok {
+		from = cursor.Add(-r.cfg.Overlap)
+	}
+	pr := &ProviderReport{WindowFrom: from, WindowTo: now, RecoveredIDs: []string{}, Errors: []string{}}
+
+	lastEventID, evErr := r.events(ctx, runID, now, src, from, pr)
+	if evErr == nil {
+		if err := r.runs.SetCursor(ctx, p, now, lastEventID, runID); err != nil {
+			return pr, nil, err
+		}
+		pr.CursorAdvance = true
+	}
+	// Objects and postings are compared even when the events could not be
+	// read: a disagreement is worth knowing either way.
+	dis, cmpErr := r.compare(ctx, now, src, from.Add(-r.cfg.Window), pr)
+	return pr, dis, errors.Join(evErr, cmpErr)
+}
+
+// events puts every event of the window that is not stored yet through the
+// webhook path (normalise → store: deduplicated by PSP event id, so a
+// webhook arriving later, or a concurrent one, is answered duplicate).
+func (r *Reconciler) events(ctx context.Context, runID int64, now time.Time, src Source, from time.Time, pr *ProviderReport) (string, error) {
+	p := src.Provider()
+	pulled, err := src.Events(ctx, from)
+	if err != nil {
+		pr.errorf("read events: %v", err)
+		return "", err
+	}
+	pr.Found = len(pulled)
+	type candidate struct {
+		n    ingest.Normalized
+		body []byte
+	}
+	cands := make([]candidate, 0, len(pulled))
+	ids := make([]string, 0, len(pulled))
+	lastEventID := ""
+	for _, ev := range pulled {
+		n, err := r.normalize(p, ev.Body, now)
+		if err != nil {
+			// One bad event never stops the others; it is reported.
+			pr.errorf("event not normalised: %v", err)
+			continue
+		}
+		if lastEventID == "" {
+			lastEventID = n.Event.EventID // newest first
+		}
+		cands = append(cands, candidate{n: n, body: ev.Body})
+		ids = append(ids, n.Event.EventID)
+	}
+	known, err := r.runs.Known(ctx, p, ids)
+	if err != nil {
+		pr.errorf("%v", err)
+		return "", err
+	}
+	// Oldest first, as the webhooks would have come. An event that cannot be
+	// stored is reported and the others still are; the cursor then stays.
+	var storeErr error
+	for i := len(cands) - 1; i >= 0; i-- {
+		c := cands[i]
+		if known[c.n.Event.EventID] {
+			pr.Present++
+			continue
+		}
+		saved, err := r.saver.Save(ctx, ingest.Pending{Event: c.n, Body: c.body,
+			CorrelationID: "psp-reconciliation-" + strconv.FormatInt(runID, 10) + "-" + c.n.Event.EventID})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			pr.errorf("event %s not stored: %v", c.n.Event.EventID, err)
+			if storeErr == nil {
+				storeErr = fmt.Errorf("store event %s: %w", c.n.Event.EventID, err)
+			}
+			continue
+		}
+		if saved.Outcome == ingest.Duplicate { // its webhook came meanwhile
+			pr.Present++
+			continue
+		}
+		pr.Recovered++
+		if len(pr.RecoveredIDs) < MaxListed {
+			pr.RecoveredIDs = append(pr.RecoveredIDs, saved.EventID)
+		}
+		r.logger.InfoContext(ctx, "psp event recovered by reconciliation", "provider", p, "event_id", saved.EventID,
+			"type", c.n.Event.Type, "outcome", string(saved.Outcome), "run_id", runID)
+	}
+	if storeErr != nil {
+		return "", storeErr
+	}
+	return lastEventID, nil
+}
+
+// compare checks the PSP's payouts against ours, ours against the PSP's,
+// and stored refunds and disputes against their ledger postings.
+func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, since time.Time, pr *ProviderReport) ([]Disagreement, error) {
+	p := src.Provider()
+	var dis []Disagreement
+	var errs []error
+	objects, err := src.Objects(ctx, since)
+	if err != nil {
+		pr.errorf("read objects: %v", err)
+		errs = append(errs, err)
+	}
+	pr.ObjectsChecked = len(objects)
+	seen := map[string]bool{}
+	ids := make([]string, 0, len(objects))
+	for _, o := range objects {
+		// Our payout ids are UUIDs; anything else cannot be ours (judged
+		// unknown below).
+		if u, err := uuid.Parse(o.PayoutID); err == nil {
+			ids = append(ids, u.String())
+		}
+	}
+	ours, err := r.runs.payouts(ctx, ids, r.cfg.Grace)
+	if err != nil {
+		return dis, errors.Join(append(errs, err)...)
+	}
+	for _, o := range objects {
+		if o.PayoutID == "" {
+			continue
+		}
+		key := o.PayoutID
+		if u, err := uuid.Parse(o.PayoutID); err == nil {
+			key = u.String()
+		}
+		seen[key] = true
+		if d, ok := judge(p, o, ours[key], ours[key].Status != ""); ok {
+			dis = append(dis, d)
+		}
+	}
+
+	succeeded, err := r.runs.succeeded(ctx, p, since, maxChecked)
+	if err != nil {
+		return dis, errors.Join(append(errs, err)...)
+	}
+	for _, s := range succeeded {
+		if seen[s.ID] {
+			continue
+		}
+		o, err := src.Lookup(ctx, s.ID, s.PSPReference)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: s.PSPReference,
+				PSPStatus: "not_found", LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP has no such object"})
+		case err != nil:
+			pr.errorf("look up payout %s: %v", s.ID, err)
+			errs = append(errs, err)
+		case o.Verdict != PSPPaid:
+			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: o.ID,
+				PSPStatus: o.Status, LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP's object is " + o.Status})
+		}
+	}
+
+	stored, err := r.runs.storedReturns(ctx, p, since, r.cfg.Grace, maxChecked)
+	if err != nil {
+		return dis, errors.Join(append(errs, err)...)
+	}
+	for _, ev := range stored {
+		n, err := r.normalize(p, ev.Payload, now)
+		if err != nil || (n.Event.Action != event.ActionRefund && n.Event.Action != event.ActionDispute) {
+			continue
+		}
+		kind := "refund"
+		if n.Event.Action == event.ActionDispute {
+			kind = "dispute"
+		}
+		for _, ret := range n.Event.Returns {
+			if ret.ID == "" {
+				continue
+			}
+			ok, err := r.runs.returnPosted(ctx, p, kind, ret.ID)
+			if err != nil {
+				return dis, errors.Join(append(errs, err)...)
+			}
+			if !ok {
+				dis = append(dis, Disagreement{Provider: p, Kind: ReturnNotPosted, PSPObjectID: ret.ID, EventID: ev.EventID,
+					PSPStatus: ret.Outcome, Detail: fmt.Sprintf("%s %s of payment %s (%d %s) stored longer than the grace with no ledger posting",
+						kind, ret.ID, n.Event.Reference, ret.Amount, ret.Currency)})
+			}
+		}
+	}
+	return dis, errors.Join(errs...)
+}
+
+// Our payout states that are final failures.
+const (
+	statusSucceeded = "SUCCEEDED"
+	statusFailed    = "FAILED"
+	statusFinalized = "FINALIZED"
+)
+
+// judge compares one PSP object with our payout (exists false: none).
+func judge(p string, o Object, ours payoutRow, exists bool) (Disagreement, bool) {
+	d := Disagreement{Provider: p, PayoutID: o.PayoutID, PSPObjectID: o.ID, PSPStatus: o.Status, LedgerStatus: ours.Status}
+	switch {
+	case !exists:
+		d.Kind, d.Detail = UnknownPayout, "the PSP holds a "+o.Kind+" for a payout id unknown here"
+		return d, true
+	case o.Verdict == PSPPaid && ours.Status != statusSucceeded:
+		final := ours.Status == statusFailed || ours.Status == statusFinalized
+		if !final && !ours.Settled {
+			return d, false // its outcome may still be on its way
+		}
+		d.Kind, d.Detail = PaidNotSucceeded, "paid at the PSP; "+ours.Status+" here"
+		return d, true
+	case o.Verdict == PSPPending && (ours.Status == statusFailed || ours.Status == statusFinalized):
+		if !ours.Settled {
+			return d, false
+		}
+		d.Kind, d.Detail = PendingFailedHere, "pending at the PSP; "+ours.Status+" here (its hold was given back)"
+		return d, true
+	case o.Verdict != PSPPaid && ours.Status == statusSucceeded:
+		if !ours.Settled {
+			return d, false
+		}
+		d.Kind, d.Detail = SucceededNotPaid, "SUCCEEDED here; "+o.Status+" at the PSP"
+		return d, true
+	}
+	return d, false
+}

@@ -1,0 +1,450 @@
+package pspsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/form"
+	"github.com/stripe/stripe-go/v76/payout"
+	"github.com/stripe/stripe-go/v76/transfer"
+
+	"github.com/aegis-payments/aegis/pkg/provider"
+)
+
+// Pulled is one event from a PSP's own record, as the PSP renders it.
+type Pulled struct {
+	Body []byte
+}
+
+// Object kinds and the PSP's verdict on one.
+const (
+	KindPayout   = "payout"
+	KindTransfer = "transfer"
+
+	// PSPPaid: the money left (a paid payout, a transfer not reversed).
+	PSPPaid = "paid"
+	// PSPFailed: it did not (failed, canceled, reversed).
+	PSPFailed = "failed"
+	// PSPPending: not decided yet.
+	PSPPending = "pending"
+)
+
+// Object is one payout or transfer at the PSP.
+type Object struct {
+	Kind string
+	ID   string
+	// PayoutID is our payout id (Stripe metadata[payout_id], Paystack reference).
+	PayoutID string
+	// Status is the PSP's own status; Verdict is PSPPaid, PSPFailed or PSPPending.
+	Status   string
+	Verdict  string
+	Amount   int64
+	Currency string
+}
+
+// ErrNotFound means the PSP does not know the object.
+var ErrNotFound = errors.New("not found at the PSP")
+
+// Source is one PSP's record: its events and its payout-side objects.
+type Source interface {
+	Provider() string
+	// Events lists every event the PSP created since since (for Paystack,
+	// which has no events API, the events its objects' states stand for).
+	Events(ctx context.Context, since time.Time) ([]Pulled, error)
+	// Objects lists the payouts and transfers created since since.
+	Objects(ctx context.Context, since time.Time) ([]Object, error)
+	// Lookup reads one object: by its PSP id (Stripe) or by our payout id
+	// (Paystack's reference).
+	Lookup(ctx context.Context, payoutID, pspID string) (Object, error)
+}
+
+// maxListed bounds one listing: past it the listing fails rather than
+// reporting a partial record as the whole.
+const maxListed = 100_000
+
+// Stripe reads Stripe's record through stripe-go v76.
+type Stripe struct {
+	b         stripe.Backend
+	key       string
+	payouts   payout.Client
+	transfers transfer.Client
+}
+
+// NewStripe returns Stripe's record for secretKey; apiBase overrides
+// Stripe's URL (STRIPE_API_BASE: the stand-in in dev and tests).
+func NewStripe(secretKey, apiBase string, httpClient *http.Client) *Stripe {
+	cfg := &stripe.BackendConfig{
+		HTTPClient:        httpClient,
+		MaxNetworkRetries: stripe.Int64(2),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	}
+	if apiBase != "" {
+		cfg.URL = stripe.String(strings.TrimRight(apiBase, "/"))
+	}
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
+	return &Stripe{b: b, key: secretKey, payouts: payout.Client{B: b, Key: secretKey}, transfers: transfer.Client{B: b, Key: secretKey}}
+}
+
+// Provider is "stripe".
+func (s *Stripe) Provider() string { return string(provider.Stripe) }
+
+// rawEvent is one event of a list page, kept byte for byte: it is stored
+// and normalised exactly as its webhook would have been. ID is what
+// stripe-go's iterator pages on (starting_after).
+type rawEvent struct {
+	ID   string
+	Body []byte
+}
+
+func (e *rawEvent) UnmarshalJSON(b []byte) error {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	e.ID, e.Body = v.ID, append([]byte(nil), b...)
+	return nil
+}
+
+type rawEventList struct {
+	stripe.APIResource
+	stripe.ListMeta
+	Data []*rawEvent `json:"data"`
+}
+
+func (l *rawEventList) GetListMeta() *stripe.ListMeta { return &l.ListMeta }
+
+// Events pages GET /v1/events?created[gte]=since, newest first, with
+// stripe-go's iterator (starting_after cursors).
+func (s *Stripe) Events(ctx context.Context, since time.Time) ([]Pulled, error) {
+	params := &stripe.EventListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	it := stripe.GetIter(params, func(p *stripe.Params, b *form.Values) ([]interface{}, stripe.ListContainer, error) {
+		list := &rawEventList{}
+		err := s.b.CallRaw(http.MethodGet, "/v1/events", s.key, b, p, list)
+		out := make([]interface{}, len(list.Data))
+		for i, e := range list.Data {
+			out[i] = e
+		}
+		return out, list, err
+	})
+	var events []Pulled
+	for it.Next() {
+		events = append(events, Pulled{Body: it.Current().(*rawEvent).Body})
+		if len(events) > maxListed {
+			return nil, fmt.Errorf("stripe events: more than %d since %s", maxListed, since.Format(time.RFC3339))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("stripe events: %w", err)
+	}
+	return events, nil
+}
+
+func stripePayoutObject(po *stripe.Payout) Object {
+	o := Object{Kind: KindPayout, ID: po.ID, PayoutID: po.Metadata["payout_id"], Status: string(po.Status),
+		Verdict: PSPPending, Amount: po.Amount, Currency: string(po.Currency)}
+	switch po.Status {
+	case stripe.PayoutStatusPaid:
+		o.Verdict = PSPPaid
+	case stripe.PayoutStatusFailed, stripe.PayoutStatusCanceled:
+		o.Verdict = PSPFailed
+	}
+	return o
+}
+
+// stripeTransferObject: a Stripe transfer has no status; it moved the
+// money when it was created, unless it was reversed.
+func stripeTransferObject(tr *stripe.Transfer) Object {
+	o := Object{Kind: KindTransfer, ID: tr.ID, PayoutID: tr.Metadata["payout_id"], Status: "paid",
+		Verdict: PSPPaid, Amount: tr.Amount, Currency: string(tr.Currency)}
+	if tr.Reversed {
+		o.Status, o.Verdict = "reversed", PSPFailed
+	}
+	return o
+}
+
+// Objects lists the payouts and transfers created since since that carry
+// our metadata[payout_id] (Stripe cannot filter by metadata).
+func (s *Stripe) Objects(ctx context.Context, since time.Time) ([]Object, error) {
+	var out []Object
+	pp := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	pp.Context = ctx
+	pp.Limit = stripe.Int64(100)
+	pit := s.payouts.List(pp)
+	for pit.Next() {
+		if po := pit.Payout(); po.Metadata["payout_id"] != "" {
+			out = append(out, stripePayoutObject(po))
+		}
+		if len(out) > maxListed {
+			return nil, fmt.Errorf("stripe payouts: more than %d", maxListed)
+		}
+	}
+	if err := pit.Err(); err != nil {
+		return nil, fmt.Errorf("stripe payouts: %w", err)
+	}
+	tp := &stripe.TransferListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	tp.Context = ctx
+	tp.Limit = stripe.Int64(100)
+	tit := s.transfers.List(tp)
+	for tit.Next() {
+		if tr := tit.Transfer(); tr.Metadata["payout_id"] != "" {
+			out = append(out, stripeTransferObject(tr))
+		}
+		if len(out) > maxListed {
+			return nil, fmt.Errorf("stripe transfers: more than %d", maxListed)
+		}
+	}
+	if err := tit.Err(); err != nil {
+		return nil, fmt.Errorf("stripe transfers: %w", err)
+	}
+	return out, nil
+}
+
+// Lookup reads a payout (po_…) or transfer (tr_…) by its Stripe id.
+func (s *Stripe) Lookup(ctx context.Context, _, pspID string) (Object, error) {
+	if pspID == "" {
+		return Object{}, ErrNotFound
+	}
+	var (
+		o   Object
+		err error
+	)
+	if strings.HasPrefix(pspID, "tr_") {
+		p := &stripe.TransferParams{}
+		p.Context = ctx
+		var tr *stripe.Transfer
+		if tr, err = s.transfers.Get(pspID, p); err == nil {
+			o = stripeTransferObject(tr)
+		}
+	} else {
+		p := &stripe.PayoutParams{}
+		p.Context = ctx
+		var po *stripe.Payout
+		if po, err = s.payouts.Get(pspID, p); err == nil {
+			o = stripePayoutObject(po)
+		}
+	}
+	var se *stripe.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+		return Object{}, ErrNotFound
+	}
+	if err != nil {
+		return Object{}, fmt.Errorf("stripe lookup %s: %w", pspID, err)
+	}
+	return o, nil
+}
+
+// Paystack reads Paystack's record over its JSON API. Paystack has no
+// events API: its transactions and transfers are listed, and each decided
+// one stands for the event its webhook carries (charge.success,
+// transfer.success|failed|reversed), rendered with the object as data so
+// that it normalises to the same identity (event name and data.id) as the
+// webhook.
+type Paystack struct {
+	key  string
+	base string
+	http *http.Client
+}
+
+// DefaultPaystackBase is Paystack's API.
+const DefaultPaystackBase = "https://api.paystack.co"
+
+// NewPaystack returns Paystack's record for secretKey; apiBase overrides
+// Paystack's URL (PAYSTACK_API_BASE).
+func NewPaystack(secretKey, apiBase string, httpClient *http.Client) *Paystack {
+	if apiBase == "" {
+		apiBase = DefaultPaystackBase
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Paystack{key: secretKey, base: strings.TrimRight(apiBase, "/"), http: httpClient}
+}
+
+// Provider is "paystack".
+func (p *Paystack) Provider() string { return string(provider.Paystack) }
+
+type paystackList struct {
+	Status  bool              `json:"status"`
+	Message string            `json:"message"`
+	Data    []json.RawMessage `json:"data"`
+	Meta    struct {
+		PageCount int `json:"pageCount"`
+		Page      int `json:"page"`
+	} `json:"meta"`
+}
+
+type paystackOne struct {
+	Status  bool            `json:"status"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+func (p *Paystack) get(ctx context.Context, path string, q url.Values, out any) (int, error) {
+	u := p.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, fmt.Errorf("paystack %s: %w", path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("paystack %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("paystack %s: read: %w", path, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return resp.StatusCode, ErrNotFound
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("paystack %s: status %d", path, resp.StatusCode)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("paystack %s: decode: %w", path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// list pages a Paystack list (perPage 100, from since).
+func (p *Paystack) list(ctx context.Context, path string, since time.Time) ([]json.RawMessage, error) {
+	var all []json.RawMessage
+	for page := 1; ; page++ {
+		q := url.Values{"perPage": {"100"}, "page": {strconv.Itoa(page)}, "from": {since.UTC().Format(time.RFC3339)}}
+		var l paystackList
+		if _, err := p.get(ctx, path, q, &l); err != nil {
+			return nil, err
+		}
+		if !l.Status {
+			return nil, fmt.Errorf("paystack %s: %s", path, l.Message)
+		}
+		all = append(all, l.Data...)
+		if len(all) > maxListed {
+			return nil, fmt.Errorf("paystack %s: more than %d", path, maxListed)
+		}
+		if page >= l.Meta.PageCount || len(l.Data) == 0 {
+			return all, nil
+		}
+	}
+}
+
+type paystackTransfer struct {
+	ID           json.Number `json:"id"`
+	Reference    string      `json:"reference"`
+	TransferCode string      `json:"transfer_code"`
+	Status       string      `json:"status"`
+	Amount       int64       `json:"amount"`
+	Currency     string      `json:"currency"`
+}
+
+func (t paystackTransfer) object() Object {
+	o := Object{Kind: KindTransfer, ID: t.TransferCode, PayoutID: t.Reference, Status: t.Status, Verdict: PSPPending,
+		Amount: t.Amount, Currency: strings.ToLower(t.Currency)}
+	switch t.Status {
+	case "success":
+		o.Verdict = PSPPaid
+	case "failed", "reversed", "abandoned":
+		o.Verdict = PSPFailed
+	}
+	return o
+}
+
+// transferEvent is the webhook a decided transfer's state stands for.
+func (t paystackTransfer) event() string {
+	switch t.Status {
+	case "success":
+		return "transfer.success"
+	case "failed":
+		return "transfer.failed"
+	case "reversed":
+		return "transfer.reversed"
+	}
+	return ""
+}
+
+func paystackEvent(name string, data json.RawMessage) []byte {
+	b, _ := json.Marshal(struct {
+		Event string          `json:"event"`
+		Data  json.RawMessage `json:"data"`
+	}{name, data}) // cannot fail: data is JSON the PSP sent
+	return b
+}
+
+// Events renders successful transactions as charge.success and decided
+// transfers as transfer.success|failed|reversed.
+func (p *Paystack) Events(ctx context.Context, since time.Time) ([]Pulled, error) {
+	txns, err := p.list(ctx, "/transaction", since)
+	if err != nil {
+		return nil, err
+	}
+	var out []Pulled
+	for _, raw := range txns {
+		var t struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Status == "success" {
+			out = append(out, Pulled{Body: paystackEvent("charge.success", raw)})
+		}
+	}
+	transfers, err := p.list(ctx, "/transfer", since)
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range transfers {
+		var t paystackTransfer
+		if json.Unmarshal(raw, &t) != nil {
+			continue
+		}
+		if name := t.event(); name != "" {
+			out = append(out, Pulled{Body: paystackEvent(name, raw)})
+		}
+	}
+	return out, nil
+}
+
+// Objects lists the transfers created since since.
+func (p *Paystack) Objects(ctx context.Context, since time.Time) ([]Object, error) {
+	transfers, err := p.list(ctx, "/transfer", since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Object, 0, len(transfers))
+	for _, raw := range transfers {
+		var t paystackTransfer
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("paystack transfer: %w", err)
+		}
+		out = append(out, t.object())
+	}
+	return out, nil
+}
+
+// Lookup verifies a transfer by its reference, our payout id.
+func (p *Paystack) Lookup(ctx context.Context, payoutID, _ string) (Object, error) {
+	var one paystackOne
+	if _, err := p.get(ctx, "/transfer/verify/"+url.PathEscape(payoutID), nil, &one); err != nil {
+		return Object{}, err
+	}
+	var t paystackTransfer
+	if err := json.Unmarshal(one.Data, &t); err != nil {
+		return Object{}, fmt.Errorf("paystack transfer %s: %w", payoutID, err)
+	}
+	return t.object(), nil
+}

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/payout"
+)
+
+// alertSink records the alerts the services post (ALERT_WEBHOOK_URL,
+// generic format).
+type alertSink struct {
+	mu     sync.Mutex
+	alerts []map[string]any
+}
+
+func (a *alertSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var m map[string]any
+	if json.Unmarshal(body, &m) == nil {
+		a.mu.Lock()
+		a.alerts = append(a.alerts, m)
+		a.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *alertSink) count(source, key, severity string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, al := range a.alerts {
+		if al["source"] == source && al["key"] == key && al["severity"] == severity {
+			n++
+		}
+	}
+	return n
+}
+
+// runPSPReconciliation requests a run from dlq-admin and waits for
+// webhook-api to finish it.
+func (s *suite) runPSPReconciliation() map[string]any {
+	s.t.Helper()
+	a := s.do(http.MethodPost, s.dlq+"/v1/psp-reconciliation", nil, s.bearer(s.opToken))
+	require.Equal(s.t, http.StatusAccepted, a.status, a.raw)
+	id := int64(a.body["run_id"].(float64))
+	var run map[string]any
+	s.eventually("the PSP reconciliation run finishes", func() bool {
+		r := s.do(http.MethodGet, fmt.Sprintf("%s/v1/psp-reconciliation/%d", s.dlq, id), nil, s.bearer(s.opToken))
+		run = r.body
+		return r.status == http.StatusOK && (run["status"] == "succeeded" || run["status"] == "failed")
+	})
+	require.Equal(s.t, "succeeded", run["status"], "%v", run)
+	return run
+}
+
+func (s *suite) balance(user string) float64 {
+	s.t.Helper()
+	r := s.do(http.MethodGet, s.api+"/v1/wallets/"+user, nil, s.bearer(s.token))
+	if r.status != http.StatusOK {
+		return -1
+	}
+	return r.body["balance"].(float64)
+}
+
+// The whole suite: a payment and its refund whose webhooks the PSP dropped
+// are recovered by the PSP reconciliation requested from dlq-admin; the
+// credit and the refund are posted once; the webhook coming late is a
+// duplicate; a payout paid at the PSP and FAILED here is reported and
+// raises one critical alert from dlq-admin.
+func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *testing.T) {
+	sink := &alertSink{}
+	alerts := httptest.NewServer(sink)
+	t.Cleanup(alerts.Close)
+	s := startWith(t, "0", map[string]string{
+		"PSP_RECONCILE_INTERVAL": "0", "PSP_RECONCILE_GRACE": "10m",
+		"ALERT_WEBHOOK_URL": alerts.URL, "DLQ_CHECK_INTERVAL": "200ms",
+	})
+	r := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"drop_payment_webhook_rate":1,"drop_webhook_rate":1}`), nil)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+
+	pay := s.do(http.MethodPost, s.psp+"/_psp/payments", []byte(`{"provider":"stripe","user_id":"erin","amount":5000,"currency":"usd"}`), nil)
+	require.Equal(t, http.StatusCreated, pay.status, pay.raw)
+	pi := pay.body["id"].(string)
+	ref := s.do(http.MethodPost, s.psp+"/_psp/payments/"+pi+"/refunds", []byte(`{"amount":1000}`), nil)
+	require.Equal(t, http.StatusCreated, ref.status, ref.raw)
+	require.Zero(t, s.count(`SELECT count(*) FROM webhook_events`), "no webhook came")
+
+	run := s.runPSPReconciliation()
+	require.Equal(t, float64(2), run["events_recovered"], "%v", run)
+	s.eventually("erin is credited 50.00 and refunded 10.00", func() bool { return s.balance("erin") == 4000 })
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference = 'stripe:' || $1`, pi))
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM payment_returns WHERE provider = 'stripe' AND kind = 'refund' AND object_id = $1 AND state = 'refunded'`, ref.body["id"]))
+
+	// The payment's webhook comes late after all: a duplicate.
+	events := s.do(http.MethodGet, s.psp+"/v1/events?type=payment_intent.succeeded", nil,
+		map[string]string{"Authorization": "Bearer " + s.cfg.Secrets.StripeSecretKey})
+	require.Equal(t, http.StatusOK, events.status, events.raw)
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(events.raw), &page))
+	require.Len(t, page.Data, 1)
+	late := s.signedStripe(page.Data[0])
+	require.Equal(t, http.StatusOK, late.status, late.raw)
+	require.Equal(t, "duplicate", late.body["status"])
+
+	// A payout paid at the PSP whose payout is FAILED here (its outcome
+	// webhook dropped): one disagreement, one critical alert.
+	failedHere := uuid.NewString()
+	_, err := s.db.Pool.Exec(context.Background(), `
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+		VALUES ($1::uuid, 'dev', $1::text, 'h', 'erin', 700, 'usd', 'ba_erin', 'stripe', 'FAILED')`, failedHere)
+	require.NoError(t, err)
+	pc := payout.Client{B: stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(s.psp),
+		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}}), Key: s.cfg.Secrets.StripeSecretKey}
+	params := &stripe.PayoutParams{Amount: stripe.Int64(700), Currency: stripe.String("usd"), Destination: stripe.String("ba_erin")}
+	params.AddMetadata("payout_id", failedHere)
+	po, err := pc.New(params)
+	require.NoError(t, err)
+	settled := s.do(http.MethodPost, s.psp+"/_psp/objects/"+po.ID+"/settle", []byte(`{"outcome":"paid"}`), nil)
+	require.Equal(t, http.StatusOK, settled.status, settled.raw)
+
+	run = s.runPSPReconciliation()
+	// The dropped payout.paid is recovered too (evidence the worker checks
+	// against a FAILED payout); the payment and refund are present.
+	require.Equal(t, float64(1), run["events_recovered"], "%v", run)
+	require.Equal(t, float64(2), run["events_present"], "%v", run)
+	require.Equal(t, float64(1), run["disagreement_count"], "%v", run)
+	dis := run["disagreements"].([]any)[0].(map[string]any)
+	require.Equal(t, "paid_at_psp_not_succeeded", dis["kind"])
+	require.Equal(t, failedHere, dis["payout_id"])
+	s.eventually("dlq-admin raises the critical alert", func() bool {
+		return sink.count("dlq-admin", "psp_reconciliation", "critical") == 1
+	})
+	time.Sleep(time.Second) // several watcher ticks: still one alert for the run
+	require.Equal(t, 1, sink.count("dlq-admin", "psp_reconciliation", "critical"))
+	require.Equal(t, float64(4000), s.balance("erin"), "nothing moved twice")
+}

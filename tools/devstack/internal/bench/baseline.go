@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runPgbench runs script with pgbench against url for d with clients
+// clients and returns its transactions per second. extra adds flags
+// (-M prepared for pipelined scripts).
+func runPgbench(ctx context.Context, url, script string, clients int, d time.Duration, extra ...string) (float64, error) {
+	dir, err := os.MkdirTemp("", "aegis-bench")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "script.sql")
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		return 0, err
+	}
+	return pgbenchTPS(ctx, url, path, clients, d, extra...)
+}
+
+// pgbenchTPS runs the script file at path and returns pgbench's
+// transactions per second. On a busy machine Postgres may be short of
+// connections for a moment (another scenario's processes letting theirs
+// go), or connecting all the clients may take the whole run: it tries
+// again, a few times.
+func pgbenchTPS(ctx context.Context, url, path string, clients int, d time.Duration, extra ...string) (float64, error) {
+	tpsRE := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	args := append([]string{"-n", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(max(1, int(d.Seconds())))}, extra...)
+	args = append(args, "-f", path, url)
+	for attempt := 1; ; attempt++ {
+		out, err := exec.CommandContext(ctx, "pgbench", args...).CombinedOutput()
+		m := tpsRE.FindSubmatch(out)
+		switch {
+		case err == nil && m != nil:
+			return strconv.ParseFloat(string(m[1]), 64)
+		case attempt < 5 && (strings.Contains(string(out), "too many clients") || (err == nil && m == nil)):
+			time.Sleep(2 * time.Second)
+		case err != nil:
+			return 0, fmt.Errorf("pgbench: %w\n%s", err, out)
+		default:
+			return 0, fmt.Errorf("pgbench output without tps:\n%s", out)
+		}
+	}
+}
+
+// bareBaseline measures the bare two-table pgbench rate issue 17 compares
+// the suite with (ingest's bare baseline: the two rows a webhook costs,
+// without our schema's indexes, constraints and triggers), benchClients
+// clients.
+func (r *Runner) bareBaseline(ctx context.Context, d time.Duration) (float64, error) {
+	p, cleanup, err := r.newBarePgbench(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	return p.run(ctx, d)
+}
+
+// creditStatements are the constants of the payout worker's credit batch
+// (ledger.CreditOnce, settlement delay 0 as by default), in the order it
+// queues them.
+var creditStatements = []string{"sqlCreditClaim", "sqlCreditWallet", "sqlCreditEntries", "sqlRepay"}
+
+// creditParams are pgbench expressions for each statement's $1, $2, … in
+// the order CreditOnce passes them. :client_id and :n (a random number per
+// transaction) make the ids unique; the transaction id is a UUID derived
+// from them (the worker makes a UUIDv7 in Go: no extra round trip either).
+var creditParams = func() map[string][]string {
+	// Each :variable is its own untyped parameter: cast it where the
+	// statement alone does not tell Postgres its type.
+	id := "CAST(:client_id AS text) || '_' || CAST(:n AS text)"
+	txID := "md5(" + id + ")::uuid"
+	user := "'user-' || CAST(CAST(:n AS bigint) % 5000 AS text)"
+	// pgbench takes :name for a variable even inside a literal: no colon
+	// before a letter in the text.
+	ref := "'stripe' || ':' || 'pi_' || " + id
+	return map[string][]string{
+		"sqlCreditClaim":   {"'payout-worker-bench'", "'evt_' || " + id, txID, ref, "''"},
+		"sqlCreditWallet":  {txID, user, "'usd'", "1000"},
+		"sqlCreditEntries": {txID, user, "'usd'", "1000", "CAST(:clearing AS bigint)"},
+		"sqlRepay":         {user, "'usd'", "'credit:' || " + ref, "''", txID},
+	}
+}()
+
+// creditScript builds the pgbench script of one wallet credit from the
+// worker's own SQL (services/payout-worker/internal/ledger/queries.go, read
+// from the source tree so the baseline cannot drift from the code): the
+// same statements in one pipeline and one implicit transaction, as pgx
+// sends CreditOnce's batch. Run it with -M prepared (pgx prepares too).
+func creditScript(repo string, clearingID int64) (string, error) {
+	path := filepath.Join(repo, "services", "payout-worker", "internal", "ledger", "queries.go")
+	consts, err := stringConsts(path)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("\\set n random(1, 1000000000000)\n")
+	fmt.Fprintf(&b, "\\set clearing %d\n", clearingID)
+	b.WriteString("\\startpipeline\n")
+	param := regexp.MustCompile(`\$([0-9]+)`)
+	for _, name := range creditStatements {
+		sql, ok := consts[name]
+		if !ok {
+			return "", fmt.Errorf("%s: no constant %s (the credit batch changed: update creditStatements)", path, name)
+		}
+		params := creditParams[name]
+		var bad error
+		sql = param.ReplaceAllStringFunc(sql, func(p string) string {
+			i, _ := strconv.Atoi(p[1:])
+			if i < 1 || i > len(params) {
+				bad = fmt.Errorf("%s uses %s; creditParams has %d", name, p, len(params))
+				return p
+			}
+			return "(" + params[i-1] + ")"
+		})
+		if bad != nil {
+			return "", bad
+		}
+		// pgbench reads one statement per line unless it ends in ';' on
+		// its own: flatten each statement onto one line.
+		b.WriteString(strings.Join(strings.Fields(sql), " ") + ";\n")
+	}
+	b.WriteString("\\endpipeline\n")
+	return b.String(), nil
+}
+
+// stringConsts returns the string constants declared in a Go file.
+func stringConsts(path string) (map[string]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				v, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s: %w", path, n.Name, err)
+				}
+				out[n.Name] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// repoRoot finds the repository root (the directory with go.work) from the
+// working directory up: `make bench` runs from it.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.work above the working directory: run the bench from the repository")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,637 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+// The end-to-end scenario: the whole suite on this box, offered load
+// stepped up until it falls behind.
+const (
+	// e2eUsers wallets receive the credits; payouts draw on them.
+	e2eUsers = 1000
+	// e2eSenders bounds the requests in flight: enough that the offered
+	// rate, not the load tool, decides how many are sent.
+	e2eSenders = 64
+	// e2eBound is the latency every step must keep at p99.
+	e2eBound = time.Second
+	// e2eDrain is how long a step's backlog may take to finish after its
+	// load stops before the step is declared behind.
+	e2eDrain = 30 * time.Second
+	e2eToken = "bench-e2e-token-0123456789"
+	// A Stripe external account the PSP stand-in pays (no magic prefix).
+	e2eDestination = "ba_e2ebench"
+)
+
+// Offered load steps, as fractions of the bare pgbench rate measured just
+// before: the machine's speed (and what else runs on it) moves every
+// figure, the ratio much less, and the steps are finest where the goal
+// (0.5×) lies. Payouts cost several transactions, a lock and a PSP call
+// each, so their steps are a smaller share of it.
+var (
+	e2eCreditSteps = []float64{0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5}
+	e2ePayoutSteps = []float64{0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25}
+)
+
+// stepRates turns fractions of base into rates rounded to 10/s.
+func stepRates(base float64, fractions []float64) []float64 {
+	var rates []float64
+	for _, f := range fractions {
+		r := max(10, math.Round(base*f/10)*10)
+		if len(rates) == 0 || r > rates[len(rates)-1] {
+			rates = append(rates, r)
+		}
+	}
+	return rates
+}
+
+// e2eStep is one step of offered load and what came of it.
+type e2eStep struct {
+	Offered float64
+	Sent    int
+	// Acked were answered 2xx; Done of them reached the end (credited, or
+	// AWAITING_RESPONSE at the PSP) within the drain time.
+	Acked, Done int
+	// Rate is Done over the time from the step's start to the last one
+	// done: what the suite delivered.
+	Rate     float64
+	P50, P99 time.Duration
+	Usage    []procUsage
+	// Failures counts requests not answered 2xx, with the first error.
+	Failures int
+	FirstErr string
+	// Ack is the answer's latency from the scheduled send, p50 and p99;
+	// Stages says where the rest of the time went (see stageQueries).
+	Ack    [2]time.Duration
+	Stages string
+}
+
+func (s e2eStep) ok() bool {
+	return s.Sent > 0 && s.Failures == 0 && s.Done == s.Acked && s.P99 <= e2eBound
+}
+
+// e2eRun is one end-to-end run: the suite, its database and the load tool.
+type e2eRun struct {
+	r      *Runner
+	s      *stack.Stack
+	pool   *pgxpool.Pool
+	dbName string
+	base   string
+	client *http.Client
+	seq    int
+	// credited lists users whose wallets were credited (payouts draw on
+	// them).
+	credited map[string]bool
+}
+
+// e2e measures the whole suite: signed payment webhooks into webhook-api,
+// through the outbox relay and kfake to the payout worker's ledger credit;
+// then payout requests through the same path to the PSP stand-in.
+func (r *Runner) e2e(ctx context.Context) error {
+	loadStart := loadAvg()
+	r.progress("e2e: bare two-table pgbench baseline, %d clients, %s", benchClients, r.cfg.Duration)
+	bare, err := r.bareBaseline(ctx, r.cfg.Duration)
+	if err != nil {
+		return fmt.Errorf("bare baseline: %w", err)
+	}
+
+	const dbName = "aegis_bench_e2e"
+	url, pool, err := r.freshDB(ctx, dbName)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var ports stack.Ports
+	for _, p := range []*int{&ports.WebhookAPI, &ports.OutboxRelay, &ports.PayoutWorker, &ports.DLQAdmin, &ports.Kafka, &ports.PSP} {
+		if *p, err = freePort(); err != nil {
+			return err
+		}
+	}
+	secrets := stack.DevSecrets()
+	secrets.StripeWebhookSecret = benchSecret
+	secrets.APITokens = "bench:" + e2eToken
+	r.progress("e2e: starting the suite (four services, kfake, PSP stand-in)")
+	s, err := stack.Start(ctx, stack.Config{
+		BinDir: r.cfg.BinDir, Ports: ports, Secrets: secrets, DatabaseURL: url, RedisURL: r.cfg.RedisURL,
+		PSPSettleDelay: "0", // payouts stay AWAITING_RESPONSE: the measured end
+		KafkaEnv:       map[string]string{"KAFKA_PARTITIONS": strconv.Itoa(partitions)},
+	}, r.cfg.Logs)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Stop(30 * time.Second) }() // a bench run reports its figures, not the teardown
+
+	run := &e2eRun{r: r, s: s, pool: pool, dbName: dbName, base: stack.URL(ports.WebhookAPI), credited: map[string]bool{},
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: e2eSenders, MaxConnsPerHost: e2eSenders}}}
+
+	// Warm up: connections, pools, the consumer group's assignment.
+	r.progress("e2e: warm-up at 200/s for 3 s")
+	if _, err := run.creditStep(ctx, 200, 3*time.Second); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+
+	credits, err := run.stepUp(ctx, "credits", stepRates(bare, e2eCreditSteps), run.creditStep)
+	if err != nil {
+		return err
+	}
+	// Once more after the credits (the suite idles meanwhile): the
+	// machine's speed drifts, and the ratio is taken to the better run.
+	r.progress("e2e: bare two-table pgbench again, %d clients, %s", benchClients, r.cfg.Duration)
+	bareAfter, err := r.bareBaseline(ctx, r.cfg.Duration)
+	if err != nil {
+		return fmt.Errorf("bare baseline: %w", err)
+	}
+	stepBase := bare
+	bare = max(bare, bareAfter)
+	r.add(Row{"pgbench bare", fmt.Sprintf("two inserts per tx (1 KiB jsonb each) into two tables with only a primary key, %d clients, before e2e and after its credits (best run)", benchClients),
+		fmt.Sprintf("%.0f tx/s (runs: %.0f, %.0f)", bare, stepBase, bareAfter), "—", ""})
+	if err := run.registerDestinations(ctx); err != nil {
+		return err
+	}
+	payouts, err := run.stepUp(ctx, "payouts", stepRates(stepBase, e2ePayoutSteps), run.payoutStep)
+	if err != nil {
+		return err
+	}
+
+	r.add(Row{"e2e", "machine load while e2e ran: 1-minute load average at its start / end (2 cores; above 2, others' work shares the cores)",
+		loadStart + " / " + loadAvg(), "—", ""})
+	r.e2eRows("credits", "payment webhooks → credited in the ledger", credits, bare, 0.5)
+	r.e2eRows("payouts", "POST /v1/payouts → AWAITING_RESPONSE at the PSP stand-in", payouts, bare, 0)
+	if r.cfg.PlotPath != "" {
+		svg := e2ePlot(credits, payouts, bare)
+		if err := os.WriteFile(r.cfg.PlotPath, []byte(svg), 0o644); err != nil {
+			return fmt.Errorf("write plot: %w", err)
+		}
+		r.progress("e2e: plot written to %s", r.cfg.PlotPath)
+	}
+	return nil
+}
+
+// e2eRows adds the rows of one stepped load: the highest rate held (also
+// as a ratio of the bare pgbench; goal > 0 is the ratio to reach), its
+// latency, where the time goes and what each process used there.
+func (r *Runner) e2eRows(kind, what string, steps []e2eStep, bare, goal float64) {
+	var best *e2eStep
+	for i := range steps {
+		if !steps[i].ok() {
+			break
+		}
+		best = &steps[i]
+	}
+	var all []string
+	for _, s := range steps {
+		all = append(all, fmt.Sprintf("%.0f→%.0f", s.Offered, s.Rate))
+	}
+	trace := "offered→delivered /s per step: " + strings.Join(all, ", ")
+	if best == nil {
+		target := "—"
+		if goal > 0 {
+			target = fmt.Sprintf("≥ %.1f× bare pgbench", goal)
+		}
+		r.add(Row{"e2e " + kind, fmt.Sprintf("highest offered rate of %s with every acknowledged one done and p99 ≤ 1 s", what),
+			"none held (" + trace + ")", target, "NOT met"})
+		return
+	}
+	ratio := best.Offered / bare
+	result := fmt.Sprintf("%.0f /s = %.2f× bare pgbench", best.Offered, ratio)
+	target, v := "—", ""
+	if goal > 0 {
+		target, v = fmt.Sprintf("≥ %.1f× bare pgbench", goal), verdict(ratio >= goal)
+	}
+	if best == &steps[len(steps)-1] {
+		result += " (the highest step offered: the suite may hold more)"
+	}
+	r.add(Row{"e2e " + kind, fmt.Sprintf("highest offered rate of %s with every acknowledged one done and p99 ≤ 1 s (%s)", what, trace),
+		result, target, v})
+	r.add(Row{"e2e " + kind, fmt.Sprintf("latency p50 / p99 at %.0f /s (from the request's scheduled send)", best.Offered),
+		ms(best.P50) + " / " + ms(best.P99), "p99 ≤ 1 s", verdict(best.P99 <= e2eBound)})
+	r.add(Row{"e2e " + kind, fmt.Sprintf("where the time goes at %.0f /s, p50 / p99: HTTP answer, then each stage after the commit", best.Offered),
+		fmt.Sprintf("answer %s / %s, %s", ms(best.Ack[0]), ms(best.Ack[1]), best.Stages), "—", ""})
+	r.add(Row{"e2e " + kind, fmt.Sprintf("CPU (cores) and RSS per process at %.0f /s", best.Offered), usageString(best.Usage), "—", ""})
+}
+
+// stepUp offers each rate in turn for the load phase's duration until a
+// step falls behind twice in a row (that step is kept: the plot shows the
+// knee).
+func (e *e2eRun) stepUp(ctx context.Context, kind string, rates []float64,
+	step func(context.Context, float64, time.Duration) (e2eStep, error)) ([]e2eStep, error) {
+	var steps []e2eStep
+	for _, rate := range rates {
+		e.r.progress("e2e %s: offering %.0f /s for %s", kind, rate, e.r.cfg.Duration)
+		st, err := step(ctx, rate, e.r.cfg.Duration)
+		if err != nil {
+			return steps, fmt.Errorf("%s at %.0f/s: %w", kind, rate, err)
+		}
+		if !st.ok() {
+			// The machine is shared and noisy: one spike must not end
+			// the run. A step fails only if it fails twice in a row.
+			e.r.progress("e2e %s: %.0f /s did not hold (p99 %s, %d of %d done); once more", kind, rate, ms(st.P99), st.Done, st.Acked)
+			if st, err = step(ctx, rate, e.r.cfg.Duration); err != nil {
+				return steps, fmt.Errorf("%s at %.0f/s: %w", kind, rate, err)
+			}
+		}
+		e.r.progress("e2e %s: %.0f /s offered: %d sent, %d acknowledged, %d done, delivered %.0f /s, p50 %s p99 %s; answered p50 %s p99 %s; stages p50 / p99: %s; %s",
+			kind, rate, st.Sent, st.Acked, st.Done, st.Rate, ms(st.P50), ms(st.P99), ms(st.Ack[0]), ms(st.Ack[1]), st.Stages, usageString(st.Usage))
+		if st.Failures > 0 {
+			e.r.progress("e2e %s: %d requests failed, first: %s", kind, st.Failures, st.FirstErr)
+		}
+		steps = append(steps, st)
+		if !st.ok() {
+			break
+		}
+	}
+	return steps, nil
+}
+
+// meterFor watches every process of the suite, the Postgres backends of
+// its database, the shared Redis server and the load tool itself.
+func (e *e2eRun) meterFor(ctx context.Context) (*usageMeter, error) {
+	m := &usageMeter{}
+	for _, name := range []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin", "kafka", "psp"} {
+		if p := e.s.Proc(name); p != nil {
+			label := name
+			if name == "kafka" {
+				label = "kfake"
+			}
+			m.watch(label, false, p.Pid())
+		}
+	}
+	pids, err := backendPids(ctx, e.pool, e.dbName)
+	if err != nil {
+		return nil, err
+	}
+	m.watch("postgres", true, pids...)
+	m.watch("redis", false, pidsByComm("redis-server")...)
+	m.watch("load tool", false, os.Getpid())
+	return m, nil
+}
+
+// item is one request the open-loop generator sends: its number and the
+// time it is due. Latency counts from due, so a request the load tool
+// could not send on time (every sender busy) still counts its wait.
+type item struct {
+	n   int
+	due time.Time
+}
+
+// openLoop offers n requests at rate per second from now, each handed to
+// send by one of e2eSenders goroutines at (or, if all are busy, after) its
+// due time, and returns when every one was sent.
+func openLoop(ctx context.Context, rate float64, n int, send func(item)) {
+	ch := make(chan item, n)
+	var wg sync.WaitGroup
+	for range e2eSenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				send(it)
+			}
+		}()
+	}
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / rate)
+	tick := time.NewTicker(2 * time.Millisecond)
+	next := 0
+	for next < n && ctx.Err() == nil {
+		now := time.Now()
+		for next < n {
+			due := start.Add(time.Duration(next) * interval)
+			if due.After(now) {
+				break
+			}
+			ch <- item{n: next, due: due}
+			next++
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	tick.Stop()
+	close(ch)
+	wg.Wait()
+}
+
+// outcome is what became of one request.
+type outcome struct {
+	acked bool
+	id    string // the credit's ledger reference or the payout id
+	due   time.Time
+	ack   time.Duration // answered this long after due
+	err   string
+}
+
+// creditStep offers signed payment_intent.succeeded webhooks at rate for
+// d and waits for their credits.
+func (e *e2eRun) creditStep(ctx context.Context, rate float64, d time.Duration) (e2eStep, error) {
+	n := int(rate * d.Seconds())
+	created := time.Now().Unix()
+	type signed struct {
+		body     []byte
+		sig, ref string
+		user     string
+	}
+	// Bodies are signed before the clock starts (the load tool shares
+	// the cores with what it measures); a PSP signs its own.
+	bodies := make([]signed, n)
+	for i := range bodies {
+		e.seq++
+		id := fmt.Sprintf("evt_e2e_%d", e.seq)
+		user := fmt.Sprintf("e2e-user-%d", e.seq%e2eUsers)
+		b := stripeBody(id, user, created)
+		bodies[i] = signed{body: b, sig: sign(b, created), ref: "stripe:pi_" + id, user: user}
+	}
+	out := make([]outcome, n)
+	meter, err := e.meterFor(ctx)
+	if err != nil {
+		return e2eStep{}, err
+	}
+	start := time.Now()
+	meter.begin()
+	openLoop(ctx, rate, n, func(it item) {
+		b := bodies[it.n]
+		out[it.n] = outcome{id: b.ref, due: it.due}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/webhooks/stripe", bytes.NewReader(b.body))
+		req.Header.Set("Stripe-Signature", b.sig)
+		req.Header.Set("Content-Type", "application/json")
+		status, _, err := e.do(req)
+		out[it.n].ack = time.Since(it.due)
+		switch {
+		case err != nil:
+			out[it.n].err = err.Error()
+		case status != http.StatusOK:
+			out[it.n].err = fmt.Sprintf("webhook answered %d", status)
+		default:
+			out[it.n].acked = true
+		}
+	})
+	usage := meter.end()
+	for i, o := range out {
+		if o.acked {
+			e.credited[bodies[i].user] = true
+		}
+	}
+	done, err := e.collect(ctx, start, out, `SELECT reference, created_at FROM ledger_transactions WHERE kind = 'credit' AND created_at >= $1`)
+	if err != nil {
+		return e2eStep{}, err
+	}
+	st := summarize(rate, start, out, done, usage)
+	st.Stages, err = e.stages(ctx, creditStages, start)
+	return st, err
+}
+
+// registerDestinations registers the payout destination of every credited
+// wallet (payouts go only to registered destinations).
+func (e *e2eRun) registerDestinations(ctx context.Context) error {
+	e.r.progress("e2e: registering a payout destination for %d wallets", len(e.credited))
+	for user := range e.credited {
+		body := fmt.Sprintf(`{"provider":"stripe","destination":%q}`, e2eDestination)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/v1/users/"+user+"/destinations", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e2eToken)
+		req.Header.Set("Content-Type", "application/json")
+		status, resp, err := e.do(req)
+		if err != nil {
+			return fmt.Errorf("register destination: %w", err)
+		}
+		if status/100 != 2 {
+			return fmt.Errorf("register destination for %s answered %d: %s", user, status, resp)
+		}
+	}
+	return nil
+}
+
+// payoutStep offers payout requests at rate for d on credited wallets and
+// waits for each to reach AWAITING_RESPONSE (the PSP stand-in took it;
+// it never settles in this run).
+func (e *e2eRun) payoutStep(ctx context.Context, rate float64, d time.Duration) (e2eStep, error) {
+	n := int(rate * d.Seconds())
+	users := make([]string, 0, len(e.credited))
+	for u := range e.credited {
+		users = append(users, u)
+	}
+	if len(users) == 0 {
+		return e2eStep{}, fmt.Errorf("no credited wallet to pay out from")
+	}
+	bodies := make([][]byte, n)
+	keys := make([]string, n)
+	for i := range bodies {
+		e.seq++
+		keys[i] = fmt.Sprintf("e2e-payout-%d", e.seq)
+		bodies[i] = []byte(fmt.Sprintf(`{"user_id":%q,"amount":100,"currency":"usd","destination":%q,"provider":"stripe"}`,
+			users[e.seq%len(users)], e2eDestination))
+	}
+	out := make([]outcome, n)
+	meter, err := e.meterFor(ctx)
+	if err != nil {
+		return e2eStep{}, err
+	}
+	start := time.Now()
+	meter.begin()
+	openLoop(ctx, rate, n, func(it item) {
+		out[it.n] = outcome{due: it.due}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/v1/payouts", bytes.NewReader(bodies[it.n]))
+		req.Header.Set("Authorization", "Bearer "+e2eToken)
+		req.Header.Set("Idempotency-Key", keys[it.n])
+		req.Header.Set("Content-Type", "application/json")
+		status, resp, err := e.do(req)
+		out[it.n].ack = time.Since(it.due)
+		switch {
+		case err != nil:
+			out[it.n].err = err.Error()
+		case status != http.StatusAccepted:
+			out[it.n].err = fmt.Sprintf("payout request answered %d: %s", status, resp)
+		default:
+			var p struct {
+				ID string `json:"payout_id"`
+			}
+			if err := json.Unmarshal(resp, &p); err != nil || p.ID == "" {
+				out[it.n].err = fmt.Sprintf("payout answer without payout_id: %s", resp)
+				return
+			}
+			out[it.n].acked, out[it.n].id = true, p.ID
+		}
+	})
+	usage := meter.end()
+	done, err := e.collect(ctx, start, out, `SELECT payout_id::text, min(at) FROM payout_transitions
+		WHERE to_status = 'AWAITING_RESPONSE' AND at >= $1 GROUP BY payout_id`)
+	if err != nil {
+		return e2eStep{}, err
+	}
+	st := summarize(rate, start, out, done, usage)
+	st.Stages, err = e.stages(ctx, payoutStages, start)
+	return st, err
+}
+
+// A stage of the pipeline: its name and the SQL interval it took per item.
+type stage struct{ name, interval string }
+
+// stageQuery joins the rows that time an item's stages (from: FROM and
+// WHERE, items since $1).
+type stageQuery struct {
+	from   string
+	stages []stage
+}
+
+// creditStages split a credit's time after its webhook was stored: the
+// relay publishing the outbox row (its commit to the relay marking it
+// published after Kafka's ack) and kfake plus the worker (marked published
+// to the credit's commit). Rows since $1.
+var creditStages = stageQuery{
+	from: `transaction_outbox o JOIN ledger_transactions l ON l.kind = 'credit' AND l.reference = 'stripe:pi_' || (o.payload->>'event_id')
+		WHERE o.topic = 'aegis.webhook.pending' AND o.created_at >= $1`,
+	stages: []stage{{"relay", "o.finished_at - o.created_at"}, {"kafka+worker", "l.created_at - o.finished_at"}},
+}
+
+// payoutStages split a payout's time after its request was stored: the
+// relay, the wait in Kafka and the worker's queue until its first
+// transaction (SENDING_TO_GATEWAY), and the worker's hold, PSP call and
+// record (SENDING_TO_GATEWAY to AWAITING_RESPONSE).
+var payoutStages = stageQuery{
+	from: `payouts p JOIN transaction_outbox o ON o.topic = 'aegis.transactions' AND o.payload->>'payout_id' = p.id::text
+		JOIN LATERAL (SELECT min(at) FILTER (WHERE to_status = 'SENDING_TO_GATEWAY') AS sending,
+		                     min(at) FILTER (WHERE to_status = 'AWAITING_RESPONSE') AS awaiting
+		              FROM payout_transitions t WHERE t.payout_id = p.id) t ON true
+		WHERE p.created_at >= $1`,
+	stages: []stage{{"relay", "o.finished_at - o.created_at"}, {"queue to worker", "t.sending - o.finished_at"}, {"worker: hold+PSP+record", "t.awaiting - t.sending"}},
+}
+
+// stages renders p50/p99 of each stage for the items stored since since.
+func (e *e2eRun) stages(ctx context.Context, q stageQuery, since time.Time) (string, error) {
+	var parts []string
+	for _, st := range q.stages {
+		var p50, p99 *float64
+		err := e.pool.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM `+st.interval+`)),
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM `+st.interval+`)) FROM `+q.from, since).Scan(&p50, &p99)
+		if err != nil {
+			return "", fmt.Errorf("stage %s: %w", st.name, err)
+		}
+		if p50 == nil || p99 == nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s / %s", st.name, ms(time.Duration(*p50*1e9)), ms(time.Duration(*p99*1e9))))
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// do sends req and reads the answer to EOF (so the connection is reused).
+func (e *e2eRun) do(req *http.Request) (int, []byte, error) {
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// collect waits until every acknowledged request of a step is done (query
+// lists done ids and their commit time since $1), or until progress stops
+// for e2eDrain, and returns the done times by id. The commit time is the
+// row's now(): the start of the transaction that wrote it, one round trip
+// before its commit (both Postgres and this process read the same clock).
+func (e *e2eRun) collect(ctx context.Context, since time.Time, out []outcome, query string) (map[string]time.Time, error) {
+	want := map[string]bool{}
+	for _, o := range out {
+		if o.acked {
+			want[o.id] = true
+		}
+	}
+	done := map[string]time.Time{}
+	lastProgress := time.Now()
+	for {
+		rows, err := e.pool.Query(ctx, query, since.Add(-time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("read what is done: %w", err)
+		}
+		before := len(done)
+		for rows.Next() {
+			var id string
+			var at time.Time
+			if err := rows.Scan(&id, &at); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if want[id] {
+				done[id] = at
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if len(done) == len(want) {
+			return done, nil
+		}
+		if len(done) > before {
+			lastProgress = time.Now()
+		} else if time.Since(lastProgress) > e2eDrain {
+			return done, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func summarize(rate float64, start time.Time, out []outcome, done map[string]time.Time, usage []procUsage) e2eStep {
+	st := e2eStep{Offered: rate, Sent: len(out), Usage: usage, Done: len(done)}
+	var lat, acks []time.Duration
+	var last time.Time
+	for _, o := range out {
+		acks = append(acks, o.ack)
+		if !o.acked {
+			st.Failures++
+			if st.FirstErr == "" {
+				st.FirstErr = o.err
+			}
+			continue
+		}
+		st.Acked++
+		at, ok := done[o.id]
+		if !ok {
+			continue
+		}
+		lat = append(lat, max(0, at.Sub(o.due)))
+		if at.After(last) {
+			last = at
+		}
+	}
+	sortDurations(lat)
+	sortDurations(acks)
+	st.P50, st.P99 = percentile(lat, 0.5), percentile(lat, 0.99)
+	st.Ack = [2]time.Duration{percentile(acks, 0.5), percentile(acks, 0.99)}
+	if st.Done < st.Acked {
+		// Not all done: an undone one counts as over the bound.
+		st.P99 = max(st.P99, e2eBound+time.Nanosecond)
+	}
+	if span := last.Sub(start).Seconds(); st.Done > 0 && span > 0 {
+		st.Rate = float64(st.Done) / span
+	}
+	return st
+}
+
+// loadAvg is the machine's 1-minute load average (/proc/loadavg).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}

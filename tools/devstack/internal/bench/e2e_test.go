@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Open loop: every request is sent exactly once, due at its slot of the
+// rate, whatever the senders' speed.
+func TestOpenLoopSendsEachOnceAtItsSlot(t *testing.T) {
+	const n, rate = 300, 1000.0
+	var mu sync.Mutex
+	seen := map[int]time.Time{}
+	openLoop(context.Background(), rate, n, func(it item) {
+		time.Sleep(time.Millisecond) // a slow server
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := seen[it.n]; dup {
+			t.Errorf("item %d sent twice", it.n)
+		}
+		seen[it.n] = it.due
+	})
+	if len(seen) != n {
+		t.Fatalf("%d of %d sent", len(seen), n)
+	}
+	step := time.Duration(float64(time.Second) / rate)
+	for i := 1; i < n; i++ {
+		if d := seen[i].Sub(seen[i-1]); d != step {
+			t.Fatalf("item %d due %s after the previous, want %s", i, d, step)
+		}
+	}
+}
+
+// A step holds only when every acknowledged item was done within the
+// bound; an undone one fails it whatever the others' latency.
+func TestSummarizeCountsUndoneAsOverTheBound(t *testing.T) {
+	start := time.Now()
+	out := []outcome{{acked: true, id: "a", due: start}, {acked: true, id: "b", due: start}, {id: "c", due: start, err: "503"}}
+	done := map[string]time.Time{"a": start.Add(10 * time.Millisecond)}
+	st := summarize(100, start, out, done, nil)
+	if st.Acked != 2 || st.Done != 1 || st.Failures != 1 || st.FirstErr != "503" {
+		t.Fatalf("summary %+v", st)
+	}
+	if st.ok() || st.P99 <= e2eBound {
+		t.Fatalf("a step with an undone item held: %+v", st)
+	}
+	done["b"] = start.Add(20 * time.Millisecond)
+	out = out[:2]
+	if st := summarize(100, start, out, done, nil); !st.ok() {
+		t.Fatalf("a step with all done in 20 ms did not hold: %+v", st)
+	}
+}
+
+// The meter reads this process's CPU time and memory from /proc.
+func TestUsageMeterReadsProc(t *testing.T) {
+	m := &usageMeter{}
+	m.watch("self", false, os.Getpid())
+	m.begin()
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	u := m.end()
+	if len(u) != 1 || u[0].Cores <= 0 || u[0].RSSMiB <= 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}

@@ -71,7 +71,7 @@ type relayOpts struct {
 	panics          *panics.Counter
 	poll            time.Duration
 	kafkaOpts       []kgo.Opt
-	// backoff replaces the default retry policy (jittered, from 1s).
+	// backoff replaces the default retry policy (the full ceiling, from 1s).
 	backoff *backoff.Policy
 }
 
@@ -105,7 +105,11 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 	reg := prometheus.NewRegistry()
 	br, err := breaker.New[struct{}](breaker.Config{Name: "kafka", ConsecutiveFailures: o.breakerFailures, OpenFor: time.Hour, HalfOpenProbes: 1}, logger, breaker.NewMetrics(reg))
 	require.NoError(t, err)
-	policy := backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6}
+	// The whole ceiling, not full jitter (pkg/backoff tests that): a retry
+	// drawn a few milliseconds away would be due again inside the drain that
+	// failed it, and a test could not see the row waiting.
+	policy := backoff.Policy{Base: time.Second, Multiplier: 2, Max: 30 * time.Second, MaxAttempts: 6,
+		Jitter: func(ceiling time.Duration) time.Duration { return ceiling }}
 	if o.backoff != nil {
 		policy = *o.backoff
 	}

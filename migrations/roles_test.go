@@ -299,3 +299,56 @@ func TestEnableLoginQuotesThePassword(t *testing.T) {
 		t.Fatalf("EnableLogin of a missing role: %v", err)
 	}
 }
+
+// The migration's role creation is safe when many databases of one cluster
+// migrate at once (tests create a database per test): its DO block, run
+// for one new role from many connections together, succeeds on every one.
+func TestRoleCreationIsSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	up, err := FS.ReadFile("000016_service_roles.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(up)
+	start := strings.Index(src, "DO $$")
+	end := strings.Index(src[start:], "$$;") + start + len("$$;")
+	list := "ARRAY['aegis_webhook_api', 'aegis_outbox_relay', 'aegis_payout_worker', 'aegis_dlq_admin']"
+	if start < 0 || !strings.Contains(src[start:end], list) {
+		t.Fatalf("000016 has no DO block creating %s", list)
+	}
+	role := fmt.Sprintf("aegis_roles_race_%d", time.Now().UnixNano())
+	block := strings.Replace(src[start:end], list, "ARRAY['"+role+"']", 1)
+
+	ctx := context.Background()
+	const n = 8
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	defer func() { _, _ = conns[0].Exec(context.Background(), "DROP ROLE IF EXISTS "+role) }()
+	ready := make(chan struct{})
+	errs := make(chan error, n)
+	for _, c := range conns {
+		go func() {
+			<-ready
+			_, err := c.Exec(ctx, block)
+			errs <- err
+		}()
+	}
+	close(ready)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent role creation: %v", err)
+		}
+	}
+	var exists bool
+	if err := conns[0].QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND NOT rolcanlogin)`, role).Scan(&exists); err != nil || !exists {
+		t.Fatalf("NOLOGIN role %s after the race: %v %v", role, exists, err)
+	}
+}

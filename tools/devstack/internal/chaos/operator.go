@@ -194,6 +194,7 @@ func (su *suite) plantReviews(ctx context.Context, in *injector, wl *workload, n
 		}
 	}
 	op.Planted = len(ids)
+	planted := time.Now()
 	err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
 		var open int
 		err := su.pool.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE id::text = ANY($1)
@@ -207,7 +208,8 @@ func (su *suite) plantReviews(ctx context.Context, in *injector, wl *workload, n
 		ids).Scan(&op.PlantedInReview); err != nil {
 		return err
 	}
-	su.cfg.log("planted %d payouts with unknown outcomes; %d are NEEDS_REVIEW", len(ids), op.PlantedInReview)
+	su.cfg.log("planted %d payouts with unknown outcomes; %d are NEEDS_REVIEW after %s", len(ids), op.PlantedInReview,
+		time.Since(planted).Round(time.Second))
 	// An operator does not resolve failed while a request whose outcome
 	// is unknown may still be executing at the PSP: the worker would
 	// refuse it until PSP_SETTLE_WINDOW (3s in the run) has passed.
@@ -280,6 +282,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 			callsOf[c.PayoutID] = append(callsOf[c.PayoutID], c)
 		}
 	}
+	started, before := time.Now(), len(op.Left)
 	pending := map[string]string{} // resolution id → payout id
 	for _, p := range review {
 		if p.Status != "NEEDS_REVIEW" || (maxAmount >= 0 && p.Amount > maxAmount) {
@@ -340,6 +343,11 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 		pending[rid] = p.ID
 	}
 	// The worker's verdicts.
+	sent := len(pending)
+	defer func() {
+		su.cfg.log("operator pass (four-eyes %t): %d listed, %d resolutions sent, %d left, %s", fourEyes, len(review), sent,
+			len(op.Left)-before, time.Since(started).Round(time.Second))
+	}()
 	return waitFor(ctx, 2*time.Minute, func() (bool, error) {
 		for rid, pid := range pending {
 			var r map[string]any

@@ -195,7 +195,9 @@ func (su *suite) plantReviews(ctx context.Context, in *injector, wl *workload, n
 	}
 	op.Planted = len(ids)
 	planted := time.Now()
-	err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
+	// One wallet's payouts are worked one after another (they share a
+	// partition key), each until its retries run out: about 20 s apiece.
+	err := waitFor(ctx, 4*time.Minute, func() (bool, error) {
 		var open int
 		err := su.pool.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE id::text = ANY($1)
 			AND status NOT IN ('NEEDS_REVIEW', 'SUCCEEDED', 'FINALIZED')`, ids).Scan(&open)

@@ -326,6 +326,29 @@ func (s *Stack) Relaunch(name string) error {
 	return s.LaunchPath(name, p.path, p.env)
 }
 
+// RelaunchWith starts the named process again with its first launch's
+// environment and extra on top (a configuration change, such as dlq-admin
+// restarted with four-eyes on). The previous instance must have exited.
+func (s *Stack) RelaunchWith(name string, extra map[string]string) error {
+	p := s.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	select {
+	case <-p.done:
+	default:
+		return fmt.Errorf("%s is still running", name)
+	}
+	env := make(map[string]string, len(p.env)+len(extra))
+	for k, v := range p.env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return s.LaunchPath(name, p.path, env)
+}
+
 // Terminate sends SIGTERM to the named process and waits up to grace for it
 // to exit, then kills it.
 func (s *Stack) Terminate(name string, grace time.Duration) error {

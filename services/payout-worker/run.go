@@ -262,7 +262,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	l := ledger.New(pool).WithSettlementDelay(cfg.SettlementDelay)
-	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), alerts, time.Now)
+	proc, err := payout.New(cfg.Payout, payout.Deps{Deps: deps, Pool: pool, Ledger: l, PSPs: psps, Locks: locks, Alerts: alerts})
 	if err != nil {
 		return err
 	}

@@ -180,11 +180,12 @@ func setup(t *testing.T, o options) *world {
 	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	l := ledger.New(w.db.Pool).WithSettlementDelay(o.settlementDelay)
-	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
+	proc, err := payout.New(payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
 		SettleWindow: o.settleWindow,
-	}, logger, payout.NewMetrics(reg), alerts, w.clock.now)
+	}, payout.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
+		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Alerts: alerts})
 	require.NoError(t, err)
 	w.proc = proc
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},

@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
@@ -87,13 +88,25 @@ type Processor struct {
 	alerts  *alert.Alerter
 }
 
-// New returns a Processor.
-func New(pool *pgxpool.Pool, l *ledger.Ledger, psps psp.Registry, locks *walletlock.Locker, cfg Config,
-	logger *slog.Logger, m *Metrics, alerts *alert.Alerter, now func() time.Time) (*Processor, error) {
+// Deps is what a Processor works with, next to the logger, clock and
+// registry (its metrics are registered there) every component gets.
+type Deps struct {
+	lifecycle.Deps
+	Pool   *pgxpool.Pool
+	Ledger *ledger.Ledger
+	PSPs   psp.Registry
+	Locks  *walletlock.Locker
+	Alerts *alert.Alerter
+}
+
+// New returns a Processor and registers its metrics on deps.Registerer.
+func New(cfg Config, deps Deps) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Processor{pool: pool, ledger: l, psps: psps, locks: locks, cfg: cfg, logger: logger, now: now, metrics: m, alerts: alerts}, nil
+	common := deps.WithDefaults()
+	return &Processor{pool: deps.Pool, ledger: deps.Ledger, psps: deps.PSPs, locks: deps.Locks, cfg: cfg,
+		logger: common.Logger, now: common.Clock, metrics: newMetrics(common.Registerer), alerts: deps.Alerts}, nil
 }
 
 func (p *Payout) ledgerPayout() ledger.Payout {
@@ -473,8 +486,8 @@ type Metrics struct {
 	swept        *prometheus.CounterVec
 }
 
-// NewMetrics registers them on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// newMetrics registers them on reg.
+func newMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_psp_calls_total", Help: "PSP payout calls by provider and result class.",

@@ -78,7 +78,7 @@ func (h *Handler) moneyBack(ctx context.Context, m consume.Message, e event.PSPE
 				"posted", strings.Join(res.Posted, ","), "owed", res.Owed)
 		}
 		if res.Owed > 0 {
-			h.alerts.Raise(ctx, alert.Alert{Key: "receivable:" + res.Payment.UserID, Severity: alert.Error,
+			h.alerts.Raise(ctx, alert.Alert{Key: alert.ReceivableKey(res.Payment.UserID), Severity: alert.Error,
 				Summary: fmt.Sprintf("user %s owes %d %s: %s %s took more than the wallet held; payouts are blocked until credits repay it",
 					res.Payment.UserID, res.Owed, res.Payment.Currency, kind, r.ID),
 				Details: map[string]any{"user_id": res.Payment.UserID, "owed": res.Owed, "currency": res.Payment.Currency,

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
@@ -85,7 +84,7 @@ type Processor struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	metrics *Metrics
-	alerts  *alert.Alerter
+	letters *dlq.Writer
 }
 
 // Deps is what a Processor works with, next to the logger, clock and
@@ -96,7 +95,8 @@ type Deps struct {
 	Ledger *ledger.Ledger
 	PSPs   psp.Registry
 	Locks  *walletlock.Locker
-	Alerts *alert.Alerter
+	// Letters writes the dead letters of payouts that failed or need review.
+	Letters *dlq.Writer
 }
 
 // New returns a Processor and registers its metrics on deps.Registerer.
@@ -106,7 +106,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 	}
 	common := deps.WithDefaults()
 	return &Processor{pool: deps.Pool, ledger: deps.Ledger, psps: deps.PSPs, locks: deps.Locks, cfg: cfg,
-		logger: common.Logger, now: common.Clock, metrics: newMetrics(common.Registerer), alerts: deps.Alerts}, nil
+		logger: common.Logger, now: common.Clock, metrics: newMetrics(common.Registerer), letters: deps.Letters}, nil
 }
 
 func (p *Payout) ledgerPayout() ledger.Payout {
@@ -432,10 +432,10 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 }
 
 // deadLetter writes the message's dead letter through the outbox in tx,
-// with the payout's attempt history, and raises the alert: a log line and a
-// metric (ARCHITECTURE.md, promise 3).
+// with the payout's attempt history; the dead-letter writer counts and logs
+// it, and dlq-admin pages once it stores it (alert.DeadLetterKey).
 func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Message, cause error, class errclass.Class, p *Payout) error {
-	f := consume.Failure{Err: cause, Class: class}
+	f := dlq.Failure{Err: cause, Class: class}
 	if p != nil {
 		h, err := history(ctx, tx, p.ID)
 		if err != nil {
@@ -446,22 +446,7 @@ func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Messag
 		}
 		f.RetryCount = p.Attempts
 	}
-	l, err := consume.DeadLetter(ctx, tx, m, f, pr.now())
-	if err != nil {
-		return err
-	}
-	pr.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
-	details := map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset,
-		"error_class": string(class), "dlq_topic": l.Topic()}
-	if p != nil {
-		details["payout_id"] = p.ID.String()
-		details["status"] = p.Status
-	}
-	// Raised before the commit: if the transaction then fails, the record is
-	// retried and may alert again — an extra page beats a missed one.
-	pr.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":" + string(class), Severity: alert.Error,
-		Summary: "payout needs attention: " + cause.Error(), Details: details})
-	return nil
+	return pr.letters.Stage(ctx, tx, m.Letter().WithFailure(f, pr.now()))
 }
 
 // outcome publishes the payout's outcome on aegis.settlements, typed by
@@ -479,11 +464,10 @@ func resultClass(err error) errclass.Class {
 
 // Metrics are the payout metrics.
 type Metrics struct {
-	calls        *prometheus.CounterVec
-	retries      *prometheus.CounterVec
-	finished     *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	swept        *prometheus.CounterVec
+	calls    *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	finished *prometheus.CounterVec
+	swept    *prometheus.CounterVec
 }
 
 // newMetrics registers them on reg.
@@ -498,14 +482,11 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_payouts_finished_total", Help: "Payouts reaching an end state, by provider and state.",
 		}, []string{"provider", "status"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_dead_letters_total", Help: "Messages dead-lettered by the worker, by topic and class.",
-		}, []string{"topic", "class"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_payout_sweep_lookups_total",
 			Help: "Payouts waiting at the PSP past PAYOUT_CHECK_AFTER that the sweeper looked up, by what it found.",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.calls, m.retries, m.finished, m.deadLettered, m.swept)
+	reg.MustRegister(m.calls, m.retries, m.finished, m.swept)
 	return m
 }

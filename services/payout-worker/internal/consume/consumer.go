@@ -22,11 +22,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 )
 
 // Handler applies one message.
 type Handler interface {
-	Handle(ctx context.Context, m Message) error
+	Handle(ctx context.Context, m inbox.Message) error
 }
 
 // Config tunes the consumer.
@@ -258,7 +259,7 @@ func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, s
 // Transient failures are retried in place, bounded by RetryInPlaceAttempts
 // and RetryInPlaceFor; anything else ends in a dead letter at once.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
-	m := newMessage(r, c.cfg.Group)
+	m := inbox.New(r, c.cfg.Group)
 	// The handling, its Postgres, Redis and PSP calls, the events and dead
 	// letters it writes all join the trace the record's producer started.
 	ctx, span := c.spans.Start(ctx, r)
@@ -326,7 +327,7 @@ func (c *Consumer) exhausted(attempt int, first time.Time) bool {
 // rewound and the record comes back on a later poll) and an alert says so.
 // A published letter is counted and logged by the dead-letter writer; it
 // pages from dlq-admin once stored there, never from here.
-func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error, class errclass.Class, history []dlq.Attempt) bool {
+func (c *Consumer) deadLetter(ctx context.Context, m inbox.Message, cause error, class errclass.Class, history []dlq.Attempt) bool {
 	l := m.Letter().WithFailure(dlq.Failure{Err: cause, Class: class, RetryCount: len(history), History: history}, time.Now())
 	rec, err := l.Record()
 	if err != nil {

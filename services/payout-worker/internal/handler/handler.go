@@ -20,12 +20,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
 
-// Handler implements consume.Handler.
+// Handler is the consumer's handler (consume.Handler): it routes messages by topic.
 type Handler struct {
 	notify  interface{ Notify() }
 	alerts  *alert.Alerter
@@ -71,7 +71,7 @@ func New(deps Deps) *Handler {
 }
 
 // Handle routes m by topic.
-func (h *Handler) Handle(ctx context.Context, m consume.Message) error {
+func (h *Handler) Handle(ctx context.Context, m inbox.Message) error {
 	switch m.Topic {
 	case kafkax.TopicWebhookPending:
 		return h.pspEvent(ctx, m)
@@ -96,7 +96,7 @@ func (h *Handler) wroteOutbox(err error) error {
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
-func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
+func (h *Handler) pspEvent(ctx context.Context, m inbox.Message) error {
 	var e event.PSPEvent
 	if err := json.Unmarshal(m.Value, &e); err != nil {
 		return errclass.AsPoison(fmt.Errorf("PSP event is not decodable: %w", err))
@@ -115,7 +115,7 @@ func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
 	return nil
 }
 
-func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEvent) error {
+func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent) error {
 	var problem error
 	switch {
 	case e.UserID == "":
@@ -138,7 +138,7 @@ func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEven
 	}
 	result := "dead_lettered"
 	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := consume.Claim(ctx, tx, m)
+		fresh, err := inbox.Claim(ctx, tx, m)
 		if err != nil || !fresh {
 			result = "duplicate"
 			return err

@@ -22,7 +22,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/walletlock"
@@ -114,7 +114,7 @@ func (p *Payout) ledgerPayout() ledger.Payout {
 }
 
 // Process handles one payout command from aegis.transactions.
-func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
+func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	var cmd event.PayoutRequested
 	if err := json.Unmarshal(m.Value, &cmd); err != nil {
 		return errclass.AsPoison(fmt.Errorf("payout command is not decodable: %w", err))
@@ -136,7 +136,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 	var po *Payout
 	call, wasReview := false, false
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if done, err := consume.Processed(ctx, tx, m); err != nil || done {
+		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
 			return err
 		}
 		if po, err = load(ctx, tx, cmd.PayoutID); err != nil {
@@ -163,7 +163,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 				if err := pr.outcome(ctx, tx, po, reason); err != nil {
 					return err
 				}
-				_, err = consume.Claim(ctx, tx, m)
+				_, err = inbox.Claim(ctx, tx, m)
 				return err
 			}
 			if err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
@@ -186,7 +186,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 					// Paid after its hold was given back: there is nothing
 					// to send and no hold to settle. A person must recover
 					// the money.
-					if _, err := consume.Claim(ctx, tx, m); err != nil {
+					if _, err := inbox.Claim(ctx, tx, m); err != nil {
 						return err
 					}
 					return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
@@ -203,7 +203,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			return nil
 		default:
 			// Already sent or finished: a stale or duplicate command.
-			_, err := consume.Claim(ctx, tx, m)
+			_, err := inbox.Claim(ctx, tx, m)
 			return err
 		}
 	})
@@ -237,25 +237,25 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 		}
 		if cur.Status != Sending {
 			// A webhook settled it while we were calling.
-			_, err := consume.Claim(ctx, tx, m)
+			_, err := inbox.Claim(ctx, tx, m)
 			return err
 		}
 		if err := pr.record(ctx, tx, cur, m, a); err != nil {
 			return err
 		}
-		_, claimErr := consume.Claim(ctx, tx, m)
+		_, claimErr := inbox.Claim(ctx, tx, m)
 		return claimErr
 	})
 }
 
 // unknownPayout turns "no such payout" into a dead letter: an operator must
 // look at a command for a payout that does not exist.
-func (pr *Processor) unknownPayout(ctx context.Context, m consume.Message, err error) error {
+func (pr *Processor) unknownPayout(ctx context.Context, m inbox.Message, err error) error {
 	if !errors.Is(err, ErrUnknownPayout) {
 		return err
 	}
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if _, err := consume.Claim(ctx, tx, m); err != nil {
+		if _, err := inbox.Claim(ctx, tx, m); err != nil {
 			return err
 		}
 		return pr.deadLetter(ctx, tx, m, err, errclass.Permanent, nil)
@@ -264,7 +264,7 @@ func (pr *Processor) unknownPayout(ctx context.Context, m consume.Message, err e
 
 // record applies what an attempt learned (a) to a payout in
 // SENDING_TO_GATEWAY.
-func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, a attemptResult) error {
+func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, a attemptResult) error {
 	callErr := a.err
 	class := errclass.Of(callErr)
 	now := pr.now()
@@ -372,7 +372,7 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 // needsReview parks a payout that may have been paid: the hold is kept, a
 // person is asked (dead letter, alert), and an operator's replay looks the
 // payout up at the PSP.
-func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, msg string, class errclass.Class) error {
+func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, msg string, class errclass.Class) error {
 	if _, err := move(ctx, tx, p, step{to: NeedsReview, err: msg, class: string(class)}); err != nil {
 		return err
 	}
@@ -385,7 +385,7 @@ func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m co
 // fail ends a payout that certainly was not paid: FAILED, the hold released
 // (once: the release is unique per payout), FINALIZED, a dead letter and the
 // outcome event.
-func (pr *Processor) fail(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, reason string, class errclass.Class) error {
+func (pr *Processor) fail(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, reason string, class errclass.Class) error {
 	if err := pr.ledger.Release(ctx, tx, p.ledgerPayout()); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 		return err
 	}
@@ -434,7 +434,7 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 // deadLetter writes the message's dead letter through the outbox in tx,
 // with the payout's attempt history; the dead-letter writer counts and logs
 // it, and dlq-admin pages once it stores it (alert.DeadLetterKey).
-func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Message, cause error, class errclass.Class, p *Payout) error {
+func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m inbox.Message, cause error, class errclass.Class, p *Payout) error {
 	f := dlq.Failure{Err: cause, Class: class}
 	if p != nil {
 		h, err := history(ctx, tx, p.ID)

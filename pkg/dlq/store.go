@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -36,7 +37,7 @@ RETURNING id`
 // refuse (NUL, invalid UTF-8) is replaced with U+FFFD first, so a malformed
 // letter cannot stall its writer; the payload is bytea and kept as is.
 func Insert(ctx context.Context, q Querier, l Letter) (id int64, inserted bool, err error) {
-	if l.Source != SourceIngest && l.Source != SourceRelay && l.Source != SourceConsumer {
+	if !slices.Contains(Sources(), l.Source) {
 		return 0, false, fmt.Errorf("dead letter source %q", l.Source)
 	}
 	l = sanitized(l)

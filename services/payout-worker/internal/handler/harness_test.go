@@ -45,6 +45,9 @@ import (
 
 const group = "payout-worker"
 
+// TestMain builds the PSP stand-in once: every world starts one.
+func TestMain(m *testing.M) { os.Exit(psptest.Main(m)) }
+
 type world struct {
 	alerts      *alertReceiver
 	proc        *payout.Processor

@@ -23,26 +23,35 @@ dev: build
 	@scripts/devdeps.sh
 	@$(BIN)/aegis-dev
 
-## test: every test of every module with the race detector, against real Postgres, Redis and kfake
+## test: every test of every module with the race detector, against real Postgres, Redis and kfake,
+## and every check: lint, tidy-check, fuzz, deploy-check, rules-check. lint, deploy-check and
+## rules-check run alongside the tests at low priority (nice), using the CPU the tests leave idle
+## while they wait on their stacks; their output is kept in bin/checks.log and printed after the
+## tests'. fuzz runs alone afterwards: its budget is time, not work.
+CHECKS_LOG := $(BIN)/checks.log
 test:
 	@scripts/devdeps.sh compose browser promtool
-	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory tidy-check
-	$(GO) test $(TEST_FLAGS) $(PACKAGES)
+	@mkdir -p $(BIN)
+	@echo "lint, deploy-check and rules-check run alongside the tests; output in $(CHECKS_LOG), printed after them"
+	@(nice -n 10 $(MAKE) --no-print-directory -k lint deploy-check rules-check) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
+	$(GO) test $(TEST_FLAGS) $(PACKAGES); tested=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "--- lint, deploy-check, rules-check ($(CHECKS_LOG)) ---"; cat $(CHECKS_LOG); \
+	if [ $$checked -ne 0 ]; then echo "make test: lint, deploy-check or rules-check failed (see above)"; fi; \
+	[ $$tested -eq 0 ] && [ $$checked -eq 0 ]
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
-	@$(MAKE) --no-print-directory deploy-check
-	@$(MAKE) --no-print-directory rules-check
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build
 	$(BIN)/webhook-api migrate
 
-## lint: gofmt, go vet and golangci-lint (.golangci.yml) in every module of go.work.
+## lint: gofmt and golangci-lint (.golangci.yml) in every module of go.work; golangci-lint's govet
+## runs every analyzer go vet does (.golangci.yml lists them), so go vet is not run twice.
 ## golangci-lint is pinned in tools/lint/go.mod (outside go.work) and built from it.
 GOLANGCI_LINT := $(CURDIR)/$(BIN)/golangci-lint
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet $(PACKAGES)
 	@mkdir -p $(BIN)
 	@cd tools/lint && GOWORK=off $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do \

@@ -22,17 +22,33 @@ import (
 // repeated builds cheap. race builds it with the race detector.
 func Build(t testing.TB, dir, importPath string, race bool) string {
 	t.Helper()
-	out := filepath.Join(dir, filepath.Base(importPath))
-	args := []string{"build", "-o", out}
+	if err := BuildAll(dir, race, importPath); err != nil {
+		t.Fatalf("proctest: %v", err)
+	}
+	return filepath.Join(dir, filepath.Base(importPath))
+}
+
+// BuildAll compiles the main packages at importPaths into dir with one go
+// build, each binary named after the last element of its import path. One
+// invocation compiles what the binaries share once and links them in
+// parallel; Go's build cache keeps compiled packages, but every build links
+// again, and a race-built service takes seconds to link. A package's
+// TestMain can build what its tests run once instead of once per test.
+func BuildAll(dir string, race bool, importPaths ...string) error {
+	if len(importPaths) == 0 {
+		return nil
+	}
+	// A trailing separator makes go build write every binary into dir.
+	args := []string{"build", "-o", filepath.Clean(dir) + string(filepath.Separator)}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, importPath)...)
+	cmd := exec.Command("go", append(args, importPaths...)...)
 	cmd.Env = os.Environ()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("proctest: go build %s: %v\n%s", importPath, err, b)
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(importPaths, " "), err, b)
 	}
-	return out
+	return nil
 }
 
 // FreePort returns a loopback port nothing listens on right now.

@@ -3,9 +3,12 @@ package psptest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,10 +24,39 @@ type StandIn struct {
 	Proc *proctest.Proc
 }
 
-// Start builds and runs the stand-in with env (PSP_ADDR is chosen here).
+// prebuilt is the stand-in Main built for every test of the process, or ""
+// (each Start builds its own). Main sets it before any test runs.
+var prebuilt string
+
+// Main runs a package's tests with the stand-in built once for all of them
+// rather than once per Start: every build links the binary again, seconds
+// of CPU, and a package whose every test starts a stand-in spends more on
+// linking it than on testing. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(psptest.Main(m)) }
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "psptest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "psptest: binary directory:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if err := proctest.BuildAll(dir, false, ImportPath); err != nil {
+		fmt.Fprintln(os.Stderr, "psptest:", err)
+		return 2
+	}
+	prebuilt = filepath.Join(dir, filepath.Base(ImportPath))
+	return m.Run()
+}
+
+// Start runs the stand-in with env (PSP_ADDR is chosen here), built by Main
+// or, without it, for this test.
 func Start(t testing.TB, env map[string]string) *StandIn {
 	t.Helper()
-	bin := proctest.Build(t, t.TempDir(), ImportPath, false)
+	bin := prebuilt
+	if bin == "" {
+		bin = proctest.Build(t, t.TempDir(), ImportPath, false)
+	}
 	port := proctest.FreePort(t)
 	all := map[string]string{"PSP_ADDR": proctest.Addr(port), "PSP_SETTLE_DELAY": "0", "PSP_SEED": "1"}
 	for k, v := range env {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
 
@@ -27,13 +26,7 @@ func TestChaosShort(t *testing.T) {
 		}
 		seed = n
 	}
-	bin := t.TempDir()
-	for _, svc := range []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"} {
-		proctest.Build(t, bin, module+"services/"+svc, true)
-	}
-	for _, tool := range []string{"aegis-kafka", "aegis-psp"} {
-		proctest.Build(t, bin, module+"tools/devstack/cmd/"+tool, false)
-	}
+	bin := binaries(t)
 	profile, err := chaos.ProfileNamed("short")
 	if err != nil {
 		t.Fatal(err)

@@ -64,13 +64,7 @@ func start(t *testing.T) *suite { return startWith(t, "300ms", nil) }
 // never on its own) and extra environment for every service.
 func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	t.Helper()
-	bin := t.TempDir()
-	for _, svc := range []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"} {
-		proctest.Build(t, bin, module+"services/"+svc, true)
-	}
-	for _, tool := range []string{"aegis-kafka", "aegis-psp"} {
-		proctest.Build(t, bin, module+"tools/devstack/cmd/"+tool, false)
-	}
+	bin := binaries(t)
 	db := pgtest.New(t)
 	redisURL := os.Getenv("TEST_REDIS_URL")
 	if redisURL == "" {
@@ -191,6 +185,7 @@ func payment(eventID, user string, amount int) []byte {
 }
 
 func TestWholePath(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	user := "alice"
 

@@ -15,6 +15,7 @@ import (
 // genuine payout.paid, dated earlier, must still finish the payout: the
 // forged event must not make it look stale.
 func TestForgedOutcomeDatedAheadDoesNotStrandThePayout(t *testing.T) {
+	t.Parallel()
 	s := startWith(t, "0", nil) // the PSP settles only when the test says
 	user := "fiona"
 	require.Equal(t, 200, s.signedStripe(payment("evt_forge_credit", user, 5000)).status)

@@ -93,6 +93,7 @@ func (s *suite) balance(user string) float64 {
 // duplicate; a payout paid at the PSP and FAILED here is reported and
 // raises one critical alert from dlq-admin.
 func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *testing.T) {
+	t.Parallel()
 	sink := &alertSink{}
 	alerts := httptest.NewServer(sink)
 	t.Cleanup(alerts.Close)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -28,10 +29,10 @@ type relayRig struct {
 
 func newRelayRig(t *testing.T) *relayRig {
 	t.Helper()
-	bin := t.TempDir()
+	bin := binaries(t)
 	r := &relayRig{t: t, db: pgtest.New(t),
-		relay: proctest.Build(t, bin, module+"services/outbox-relay", true),
-		kafka: proctest.Build(t, bin, module+"tools/devstack/cmd/aegis-kafka", false),
+		relay: filepath.Join(bin, "outbox-relay"),
+		kafka: filepath.Join(bin, "aegis-kafka"),
 		kport: proctest.FreePort(t), dataDir: t.TempDir()}
 	r.brokers = proctest.Addr(r.kport)
 	return r
@@ -107,6 +108,7 @@ func (r *relayRig) onKafka(want int) map[int]bool {
 }
 
 func TestRelayKilledMidBatchLosesNothing(t *testing.T) {
+	t.Parallel()
 	r := newRelayRig(t)
 	r.startKafka()
 	const n = 20000
@@ -128,6 +130,7 @@ func TestRelayKilledMidBatchLosesNothing(t *testing.T) {
 }
 
 func TestKafkaOutageLosesNothingAndSpendsBoundedRetries(t *testing.T) {
+	t.Parallel()
 	r := newRelayRig(t)
 	kafka := r.startKafka()
 	env := map[string]string{"RELAY_PUBLISH_TIMEOUT": "1s", "RELAY_LEASE": "3s", "RELAY_BACKOFF_BASE": "200ms",

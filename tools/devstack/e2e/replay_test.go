@@ -20,6 +20,7 @@ import (
 // once, the PSP (which did execute the lost attempt) pays once, and the
 // ledger balances. A replay of something that had succeeded changes nothing.
 func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
+	t.Parallel()
 	// The PSP never settles on its own here: the test settles the payout
 	// when it wants to, so the lost attempt's object cannot finish the
 	// payout behind the test's back.
@@ -32,7 +33,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s",
 		"ALERT_WEBHOOK_URL": alerts.URL})
 	ctx := context.Background()
-	user := "alice"
+	user := "rhea"
 	wallet := func() float64 {
 		w := s.do(http.MethodGet, s.api+"/v1/wallets/"+user, nil, s.bearer(s.token))
 		if w.status != 200 {
@@ -41,7 +42,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 		return w.body["balance"].(float64)
 	}
 	require.Equal(t, 200, s.signedStripe(payment("evt_replay_credit", user, 5000)).status)
-	s.registerDestination(user, "stripe", "ba_alice")
+	s.registerDestination(user, "stripe", "ba_rhea")
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	// Attempt 1 times out before the PSP executes it; attempt 2 executes
@@ -50,7 +51,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	f := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"provider":"stripe","timeout":"3s","next":[`+
 		`{"kind":"timeout","count":1},{"kind":"timeout_after_create","count":1}]}`), nil)
 	require.Equal(t, 200, f.status, f.raw)
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rhea","amount":1500,"currency":"usd","destination":"ba_rhea","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-replay-payout"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)

@@ -17,8 +17,9 @@ import (
 // object: the hold is settled once, through the outbox, the relay and the
 // worker. A redelivered command changes nothing.
 func TestOperatorResolvesANeedsReviewPayout(t *testing.T) {
+	t.Parallel()
 	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s"})
-	user := "erin"
+	user := "rosa"
 	wallet := func() float64 {
 		w := s.do(http.MethodGet, s.api+"/v1/wallets/"+user, nil, s.bearer(s.token))
 		if w.status != 200 {
@@ -27,13 +28,13 @@ func TestOperatorResolvesANeedsReviewPayout(t *testing.T) {
 		return w.body["balance"].(float64)
 	}
 	require.Equal(t, 200, s.signedStripe(payment("evt_resolve_credit", user, 5000)).status)
-	s.registerDestination(user, "stripe", "ba_erin")
+	s.registerDestination(user, "stripe", "ba_rosa")
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	f := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"provider":"stripe","timeout":"3s","next":[`+
 		`{"kind":"timeout","count":1},{"kind":"timeout_after_create","count":1}]}`), nil)
 	require.Equal(t, 200, f.status, f.raw)
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"erin","amount":1500,"currency":"usd","destination":"ba_erin","provider":"stripe"}`),
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rosa","amount":1500,"currency":"usd","destination":"ba_rosa","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-resolve-payout"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)

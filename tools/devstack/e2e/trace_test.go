@@ -31,6 +31,7 @@ var services = []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-adm
 //     its dead letter (worker → outbox → relay → Kafka → dlq-admin);
 //   - log lines written inside those spans carry the trace id.
 func TestOneTraceAcrossTheFourServices(t *testing.T) {
+	t.Parallel()
 	rcv := telemetrytest.Start(t)
 	env := rcv.Env()
 	env["LOG_LEVEL"] = "debug" // webhook-api logs an accepted webhook at debug

@@ -46,6 +46,9 @@ import (
 
 const group = "payout-worker"
 
+// TestMain builds the PSP stand-in once: every world starts one.
+func TestMain(m *testing.M) { os.Exit(psptest.Main(m)) }
+
 type world struct {
 	alerts      *alertReceiver
 	reg         *prometheus.Registry

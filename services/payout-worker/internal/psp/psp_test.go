@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/psptest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
+
+// TestMain builds the PSP stand-in once for the package's tests.
+func TestMain(m *testing.M) { os.Exit(psptest.Main(m)) }
 
 // One stand-in serves every test in this package; each test uses its own
 // payout ids, and tests that set faults do not run in parallel.

@@ -105,7 +105,8 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 		if found || err != nil {
 			return err
 		}
-		destID, dest, err := destinations.Resolve(ctx, tx, req.UserID, req.Provider, req.DestinationID, req.Destination)
+		destID, dest, err := destinations.Resolve(ctx, tx, destinations.Ref{
+			UserID: req.UserID, Provider: req.Provider, ID: req.DestinationID, Value: req.Destination})
 		if err != nil {
 			return err
 		}

@@ -38,17 +38,18 @@
 // sqlcdb.DBTX); webhook-api destinations (Resolve takes a destinations.Ref,
 // not four strings) and pspsync (runs and cursors); dlq-admin resolution
 // (resolutions and approvals), recon, replay (jobs, job letters, no-op
-// checks) and pspruns.
+// checks), pspruns and the static part of store (see below).
 //
 // Not converted yet, and why:
-//   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go):
-//     List, Groups, the open-letter selections and the payouts list build
-//     their WHERE clause from the filters a request sets, so that each
-//     filter is a plain condition the planner serves from its index under a
-//     generic plan; one static statement with "sqlc.narg(x) IS NULL OR …"
-//     per filter would not be. Its static statements (Get, Lock, Mark*,
-//     audit, alerts) could move, and store.Querier (the last hand-written
-//     "pool or tx" interface) with them; not done for lack of time.
+//   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
+//     except the audit insert and MaxID (its queries.sql; CountOpen and
+//     MaxID take a sqlcdb.DBTX, which replaced store.Querier): List,
+//     Groups, the open-letter selections and the payouts list build their
+//     WHERE clause from the filters a request sets, so that each filter is a
+//     plain condition the planner serves from its index under a generic
+//     plan; one static statement with "sqlc.narg(x) IS NULL OR …" per
+//     filter would not be. Its other static statements (Get, Lock, Mark*,
+//     alerts) could move; not done for lack of time.
 //   - the hot paths `make bench` measures: webhook-api ingest, payouts and
 //     wallets, payout-worker payout, ledger and consume (processed),
 //     pkg/outbox, outbox-relay's listener. They move only with the same

@@ -5,6 +5,19 @@
 // (services cannot embed ../../migrations), and every service and tool
 // requires it through a replace directive.
 //
+// Each service connects as a role of its own (roles.go,
+// 000016_service_roles): the migrator owns the tables and grants each role
+// exactly what docs/architecture.md lists, so a service cannot write a table
+// it does not own. The migration creates the roles NOLOGIN when they are
+// missing, in a DO block that takes a concurrent CREATE ROLE's
+// duplicate_object or unique_violation as done, rather than leaving them to
+// be created outside the migrations: a fresh database (every test database,
+// make dev's first start) then migrates with no step before it, and the
+// migrator still holds no service's password. Making a role a login, with
+// its password, is the deployment's step (EnableLogin, docker-compose's
+// db-roles service, docs/deploy.md). Down takes the grants back but leaves
+// the roles: other databases of the cluster may still use them.
+//
 // Errors from Up and Down never carry the database password: net/url and
 // golang-migrate quote the URL in some of theirs, and `migrate` prints them.
 package migrations

@@ -291,7 +291,7 @@ func (a *Alerter) body(al Alert) ([]byte, error) {
 		return json.Marshal(map[string]any{
 			"routing_key":  a.cfg.RoutingKey,
 			"event_action": "trigger",
-			"dedup_key":    a.cfg.Source + ":" + al.Key,
+			"dedup_key":    al.Key, // the thing, not who noticed it (keys.go)
 			"payload": map[string]any{
 				"summary":        summary,
 				"source":         a.cfg.Source,

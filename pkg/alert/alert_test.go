@@ -119,7 +119,7 @@ func TestFormats(t *testing.T) {
 		{Config{Format: FormatPagerDuty, RoutingKey: "rk"}, func(m map[string]any) bool {
 			p, _ := m["payload"].(map[string]any)
 			return m["routing_key"] == "rk" && m["event_action"] == "trigger" && p["severity"] == "critical" &&
-				p["summary"] == "ledger discrepancy" && m["dedup_key"] == "dlq-admin:reconciliation"
+				p["summary"] == "ledger discrepancy" && m["dedup_key"] == "reconciliation"
 		}},
 		{Config{}, func(m map[string]any) bool { return m["key"] == "reconciliation" && m["severity"] == "critical" }},
 	} {

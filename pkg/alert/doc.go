@@ -12,6 +12,17 @@
 // bounded queue to a background sender, which retries a few times and then
 // drops (the log line and the metric already recorded the alert).
 //
+// One thing pages once, from one service. Alert keys name the thing (the
+// topic and class of dead letters, a partition, a user), never the service
+// that noticed it, and are built in keys.go only; the PagerDuty dedup_key is
+// the key alone, so the same key raised by two services is one incident.
+// Each kind has one owner: dlq-admin pages for dead letters (once per
+// letter it stores, whichever service wrote it) and their depth; a service
+// that writes a dead letter only logs and counts it (pkg/dlq.Writer). A
+// stuck payout is dead-lettered by the sweeper and so pages from dlq-admin
+// alone. A blocked partition is raised by dlq-admin's stall detector and by
+// the payout worker's consumer under the same key.
+//
 // The webhook URL is a credential (Slack's path is its secret): it is never
 // logged. Delivery errors are stripped of the URL net/http puts in them, and
 // a malformed ALERT_WEBHOOK_URL is refused without quoting it.

@@ -9,6 +9,14 @@
 // succeeding) and dlq-admin stores it. Insert is idempotent on the letter's
 // origin, so a record delivered twice is stored once.
 //
+// Every service writes its letters through a Writer, the one dead-letter
+// path: Insert (relay, ingest: straight into dead_letters in the
+// transaction that gives up), Stage (the payout worker's handlers: through
+// the outbox in the transaction that records the state the failure left)
+// or Written after the consumer published the record itself. The writer
+// counts each letter once in aegis_dead_letters_total{service,source,topic,
+// class} and logs it; it never pages (dlq-admin does, see pkg/alert).
+//
 // Ingest also writes letters whose payload is not a message of their topic:
 // a PSP webhook exactly as received, when it could not be stored as sent
 // (header payload_format = psp_webhook). The payload column is bytea so it

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -20,7 +21,7 @@ import (
 // a pgx.Tx (the letter commits with the caller's work), a connection or a
 // pool.
 func Insert(ctx context.Context, db sqlcdb.DBTX, l Letter) (id int64, inserted bool, err error) {
-	if l.Source != SourceIngest && l.Source != SourceRelay && l.Source != SourceConsumer {
+	if !slices.Contains(Sources(), l.Source) {
 		return 0, false, fmt.Errorf("dead letter source %q", l.Source)
 	}
 	l = sanitized(l)

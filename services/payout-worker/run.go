@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -261,19 +262,23 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	letters, err := dlq.NewWriter("payout-worker", deps)
+	if err != nil {
+		return err
+	}
 	l := ledger.New(pool).WithSettlementDelay(cfg.SettlementDelay)
-	proc, err := payout.New(pool, l, psps, locks, cfg.Payout, logger, payout.NewMetrics(reg), alerts, time.Now)
+	proc, err := payout.New(cfg.Payout, payout.Deps{Deps: deps, Pool: pool, Ledger: l, PSPs: psps, Locks: locks, Letters: letters})
 	if err != nil {
 		return err
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: notifier})
+	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
 		RetryInPlaceAttempts: cfg.RetryAttempts, RetryInPlaceFor: cfg.RetryFor,
 		PermanentAsTransient: cfg.PlantPoison,
-	}, consume.Deps{Deps: deps, Alerts: alerts})
+	}, consume.Deps{Deps: deps, Alerts: alerts, Letters: letters})
 	if cfg.PlantPoison {
 		logger.Warn("WORKER_PLANT_POISON_RETRY is set: Postgres refusals are retried in place forever (a planted defect for the chaos suite)")
 	}

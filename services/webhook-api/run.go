@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
@@ -178,12 +179,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg := httpserver.NewRegistry()
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panics.NewCounter(reg)}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	committer, err := ingest.NewCommitter(ingest.NewStore(pool, notifier, time.Now),
+	letters, err := dlq.NewWriter("webhook-api", deps)
+	if err != nil {
+		return err
+	}
+	store := ingest.NewStore(pool, notifier, time.Now).WithLetters(letters)
+	committer, err := ingest.NewCommitter(store,
 		ingest.CommitterConfig{Workers: cfg.CommitWorkers, MaxGroup: cfg.CommitGroup}, deps)
 	if err != nil {
 		return err
 	}
-	reconciler, err := newReconcileWorker(cfg, pool, ingest.NewStore(pool, notifier, time.Now), deps)
+	reconciler, err := newReconcileWorker(cfg, pool, store, deps)
 	if err != nil {
 		return err
 	}

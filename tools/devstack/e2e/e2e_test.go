@@ -9,14 +9,17 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76/webhook"
 
+	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
@@ -100,7 +103,27 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 			t.Logf("--- stack log ---\n%s", logs.String())
 		}
 		require.NoError(t, err, "every process exits cleanly on SIGTERM")
+		// Each service has only its own role's grants (migrations
+		// 000016): a statement outside them is refused and logged.
+		require.NotContains(t, logs.String(), "permission denied", "a service ran a statement its role is not granted")
 	})
+	// Each service connects as its own role, not as the schema owner.
+	require.Eventually(t, func() bool {
+		rows, err := db.Pool.Query(context.Background(), `SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = $1`, db.Name)
+		if err != nil {
+			return false
+		}
+		users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return false
+		}
+		for _, role := range migrations.ServiceRoles() {
+			if !slices.Contains(users, role) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "each service connects as its own role")
 	return &suite{t: t, db: db, stack: s, cfg: cfg, api: stack.URL(cfg.Ports.WebhookAPI), dlq: stack.URL(cfg.Ports.DLQAdmin),
 		psp: stack.URL(cfg.Ports.PSP), token: "dev-api-token-0123456789", opToken: "dev-ops-token-0123456789", logs: logs}
 }

@@ -47,6 +47,20 @@ func (a *alertSink) count(source, key, severity string) int {
 	return n
 }
 
+// pages counts the alerts posted with key, from any service, and names the
+// services that posted them.
+func (a *alertSink) pages(key string) (n int, sources []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, al := range a.alerts {
+		if al["key"] == key {
+			n++
+			sources = append(sources, fmt.Sprint(al["source"]))
+		}
+	}
+	return n, sources
+}
+
 // runPSPReconciliation requests a run from dlq-admin and waits for
 // webhook-api to finish it.
 func (s *suite) runPSPReconciliation() map[string]any {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // startWith is start with a PSP settle delay and extra service environment.
@@ -21,7 +23,14 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	// The PSP never settles on its own here: the test settles the payout
 	// when it wants to, so the lost attempt's object cannot finish the
 	// payout behind the test's back.
-	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s"})
+	// Every service posts its alerts to one sink, as to one PagerDuty
+	// service: a dead letter pages once, from dlq-admin, though the worker
+	// wrote it.
+	sink := &alertSink{}
+	alerts := httptest.NewServer(sink)
+	t.Cleanup(alerts.Close)
+	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s",
+		"ALERT_WEBHOOK_URL": alerts.URL})
 	ctx := context.Background()
 	user := "alice"
 	wallet := func() float64 {
@@ -65,6 +74,19 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	})
 	require.Contains(t, letter["error"], "may have executed the last attempt")
 	dlID := int64(letter["id"].(float64))
+	reviewKey := "dead_letter:aegis.transactions:" + letter["error_class"].(string)
+	s.eventually("dlq-admin pages for the payout's dead letter", func() bool { n, _ := sink.pages(reviewKey); return n >= 1 })
+
+	// A poison message: the worker's consumer publishes it to
+	// aegis.transactions.dlq itself; dlq-admin stores it and pages.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", s.cfg.Ports.Kafka)))
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "aegis.transactions", Key: []byte("mallory"), Value: []byte("not json")}).FirstErr())
+	cl.Close()
+	s.eventually("dlq-admin pages for the poison message", func() bool {
+		n, _ := sink.pages("dead_letter:aegis.transactions:poison")
+		return n >= 1
+	})
 	objects := func() []any {
 		o := s.do(http.MethodGet, s.psp+"/_psp/objects?payout_id="+pid, nil, nil)
 		items, _ := o.body["items"].([]any)
@@ -111,6 +133,14 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 		fmt.Sprintf("%%:replay:%d:1", dlID)))
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM payout_transitions WHERE payout_id = $1 AND from_status = 'NEEDS_REVIEW'`, pid),
 		"the replay moved the payout on once")
+
+	// Each letter paged exactly once across the four services: dlq-admin
+	// paged; the worker that wrote them only logged and counted them.
+	for _, key := range []string{reviewKey, "dead_letter:aegis.transactions:poison"} {
+		n, sources := sink.pages(key)
+		require.Equal(t, 1, n, "%s paged by %v", key, sources)
+		require.Equal(t, []string{"dlq-admin"}, sources, key)
+	}
 
 	// The ledger balances.
 	require.Zero(t, s.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))

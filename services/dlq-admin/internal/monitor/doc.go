@@ -14,8 +14,12 @@
 // wakes the sweep after storing new letters, so the alert is prompt; a
 // periodic sweep finds the rest.
 //
+// dlq-admin is the only service that pages for dead letters: the payout
+// worker, the relay and ingest only log and count the letters they write
+// (pkg/dlq.Writer), so one letter is one page.
+//
 // Alerts go through pkg/alert, which de-duplicates per key
-// (dead_letter:<topic>:<error class>, dlq_depth:<topic>): a burst of a
+// (alert.DeadLetterKey, alert.DLQDepthKey): a burst of a
 // thousand letters of one kind pages once and says how many it folded.
 // Alert details carry ids, topic, class, error and correlation id, never
 // payloads or headers.

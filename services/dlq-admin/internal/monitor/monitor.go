@@ -181,7 +181,7 @@ func LetterAlert(l store.Summary) alert.Alert {
 		errText = errText[:maxErrorText] + "…"
 	}
 	return alert.Alert{
-		Key:      "dead_letter:" + l.OriginalTopic + ":" + l.ErrorClass,
+		Key:      alert.DeadLetterKey(l.OriginalTopic, l.ErrorClass),
 		Severity: alert.Error,
 		Summary:  fmt.Sprintf("dead letter on %s (%s): an operator must replay or discard it", l.OriginalTopic, l.ErrorClass),
 		Details: map[string]any{
@@ -210,7 +210,7 @@ func (m *Monitor) Check(ctx context.Context) error {
 		open := t.ByStatus[store.StatusOpen]
 		if open > m.cfg.DepthThreshold {
 			m.raiser.Raise(ctx, alert.Alert{
-				Key:      "dlq_depth:" + t.Topic,
+				Key:      alert.DLQDepthKey(t.Topic),
 				Severity: alert.Warning,
 				Summary:  fmt.Sprintf("%d open dead letters on %s (threshold %d)", open, t.Topic, m.cfg.DepthThreshold),
 				Details: map[string]any{"topic": t.Topic, "open": open, "threshold": m.cfg.DepthThreshold,

@@ -42,6 +42,8 @@ func exported() map[string]string {
 		"aegis_consumer_group_lag":                             "dlq-admin stall",
 		"aegis_consumer_group_last_progress_timestamp_seconds": "dlq-admin stall",
 		"aegis_consumer_group_stalled":                         "dlq-admin stall",
+		// pkg/dlq (payout-worker, outbox-relay, webhook-api: the one dead-letter counter)
+		"aegis_dead_letters_total": "pkg/dlq",
 		// pkg/panics (every service)
 		"aegis_panics_total": "pkg/panics",
 		// pkg/alert, pkg/httpserver, pkg/breaker (every service)
@@ -55,16 +57,13 @@ func exported() map[string]string {
 		"aegis_outbox_oldest_pending_age_seconds":           "outbox-relay",
 		"aegis_outbox_published_total":                      "outbox-relay",
 		"aegis_outbox_publish_failures_total":               "outbox-relay",
-		"aegis_outbox_dead_lettered_total":                  "outbox-relay",
 		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
 		// payout-worker
-		"aegis_dead_letters_total":                       "payout-worker",
 		"aegis_psp_calls_total":                          "payout-worker",
 		"aegis_payouts_finished_total":                   "payout-worker",
 		"aegis_payout_retries_total":                     "payout-worker",
 		"aegis_wallet_credits_total":                     "payout-worker",
 		"aegis_consumer_messages_total":                  "payout-worker",
-		"aegis_consumer_dead_lettered_total":             "payout-worker",
 		"aegis_consumer_retry_exhausted_total":           "payout-worker",
 		"aegis_consumer_last_progress_timestamp_seconds": "payout-worker",
 		"aegis_consumer_lag":                             "payout-worker",

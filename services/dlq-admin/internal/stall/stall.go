@@ -177,7 +177,7 @@ func (d *Detector) raise(ctx context.Context, s Stalled, now time.Time) {
 	d.logger.ErrorContext(ctx, "consumer partition stalled", "group", s.Group, "topic", s.Topic, "partition", s.Partition,
 		"member", s.Member, "lag", s.Lag, "committed_offset", s.Commit, "no_progress_for", for_.String())
 	d.raiser.Raise(ctx, alert.Alert{
-		Key:      fmt.Sprintf("consumer_stalled:%s:%s:%d", s.Group, s.Topic, s.Partition),
+		Key:      alert.PartitionStalledKey(s.Group, s.Topic, s.Partition),
 		Severity: alert.Critical,
 		Summary: fmt.Sprintf("consumer group %s makes no progress on %s partition %d (member %s): lag %d, commit unchanged for %s",
 			s.Group, s.Topic, s.Partition, s.Member, s.Lag, for_),

@@ -6,17 +6,26 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/dlq"
 )
 
-// Statuses of a dead letter (the dead_letters.status check constraint).
+// Statuses of a dead letter, as the store's queries and JSON carry them:
+// the words are pkg/dlq's (dlq.Statuses, tested against the schema).
 const (
-	StatusOpen      = "open"
-	StatusReplayed  = "replayed"
-	StatusDiscarded = "discarded"
+	StatusOpen      = string(dlq.StatusOpen)
+	StatusReplayed  = string(dlq.StatusReplayed)
+	StatusDiscarded = string(dlq.StatusDiscarded)
 )
 
 // Statuses lists every status, in the order stats report them.
-func Statuses() []string { return []string{StatusOpen, StatusReplayed, StatusDiscarded} }
+func Statuses() []string {
+	out := make([]string, 0, len(dlq.Statuses()))
+	for _, s := range dlq.Statuses() {
+		out = append(out, string(s))
+	}
+	return out
+}
 
 // Page sizes.
 const (

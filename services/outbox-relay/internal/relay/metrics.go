@@ -4,15 +4,14 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the relay's Prometheus metrics.
 type Metrics struct {
-	published    *prometheus.CounterVec
-	failures     *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	batchSize    prometheus.Histogram
-	commitToAck  prometheus.Histogram
-	pending      prometheus.Gauge
-	oldestAge    prometheus.Gauge
-	purged       prometheus.Counter
-	lastSuccess  prometheus.Gauge
+	published   *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	batchSize   prometheus.Histogram
+	commitToAck prometheus.Histogram
+	pending     prometheus.Gauge
+	oldestAge   prometheus.Gauge
+	purged      prometheus.Counter
+	lastSuccess prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics on reg.
@@ -24,9 +23,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_outbox_publish_failures_total", Help: "Failed publish attempts, by error class.",
 		}, []string{"class"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_outbox_dead_lettered_total", Help: "Outbox rows given up on and dead-lettered, by topic.",
-		}, []string{"topic"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "aegis_outbox_batch_size", Help: "Rows per claimed batch.",
 			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500},
@@ -49,6 +45,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unix time this relay last finished a cycle without error (an empty one counts: nothing was due).",
 		}),
 	}
-	reg.MustRegister(m.published, m.failures, m.deadLettered, m.batchSize, m.commitToAck, m.pending, m.oldestAge, m.purged, m.lastSuccess)
+	reg.MustRegister(m.published, m.failures, m.batchSize, m.commitToAck, m.pending, m.oldestAge, m.purged, m.lastSuccess)
 	return m
 }

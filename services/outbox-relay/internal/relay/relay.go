@@ -80,6 +80,7 @@ type Relay struct {
 	breaker *breaker.Breaker[struct{}]
 	logger  *slog.Logger
 	metrics *Metrics
+	letters *dlq.Writer
 	now     func() time.Time
 	wake    chan struct{}
 	panics  *panics.Counter
@@ -104,8 +105,12 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		return nil, errors.New("relay needs a store, a Kafka producer and a breaker")
 	}
 	common := deps.WithDefaults()
+	letters, err := dlq.NewWriter("outbox-relay", common)
+	if err != nil {
+		return nil, err
+	}
 	return &Relay{cfg: cfg, store: deps.Store, kafka: deps.Kafka, breaker: deps.Breaker, logger: common.Logger,
-		metrics: NewMetrics(common.Registerer), now: common.Clock, panics: common.Panics,
+		metrics: NewMetrics(common.Registerer), letters: letters, now: common.Clock, panics: common.Panics,
 		wake: make(chan struct{}, 1)}, nil
 }
 
@@ -352,6 +357,7 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 	// The dead letter's statements and publish belong to the row's trace.
 	ctx = telemetry.Extract(ctx, row.Headers)
 	var letter dlq.Letter
+	var inserted bool
 	err := database.InTx(ctx, r.store.Pool(), func(tx pgx.Tx) error {
 		d, err := outbox.MarkDeadLetter(ctx, tx, row.ID, r.cfg.Owner, cause, string(class))
 		if err != nil {
@@ -369,7 +375,7 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 			ErrorClass: string(class), RetryCount: d.RetryCount, RetryHistory: history,
 			FirstFailureAt: firstFailure(history, now), FailedAt: now, CorrelationID: row.CorrelationID,
 		}
-		_, _, err = dlq.Insert(ctx, tx, letter)
+		_, inserted, err = r.letters.Insert(ctx, tx, letter)
 		return err
 	})
 	if errors.Is(err, outbox.ErrLeaseLost) {
@@ -378,10 +384,9 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 	if err != nil {
 		return fmt.Errorf("dead-letter outbox row %d: %w", row.ID, err)
 	}
-	r.metrics.deadLettered.WithLabelValues(row.Topic).Inc()
-	lctx := logging.WithCorrelationID(ctx, row.CorrelationID)
-	r.logger.ErrorContext(lctx, "outbox row dead-lettered", "outbox_id", row.ID, "topic", row.Topic,
-		"error_class", string(class), "attempts", letter.RetryCount, "error", cause.Error())
+	if inserted {
+		r.letters.Written(logging.WithCorrelationID(ctx, row.CorrelationID), letter)
+	}
 	if rec, err := letter.Record(); err == nil {
 		// Best effort: the row in dead_letters is the record of truth.
 		r.kafka.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {

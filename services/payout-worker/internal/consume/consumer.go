@@ -22,11 +22,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 )
 
 // Handler applies one message.
 type Handler interface {
-	Handle(ctx context.Context, m Message) error
+	Handle(ctx context.Context, m inbox.Message) error
 }
 
 // Config tunes the consumer.
@@ -67,6 +68,7 @@ type Consumer struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	alerts  *alert.Alerter
+	letters *dlq.Writer
 	panics  *panics.Counter
 	spans   kafkax.ProcessSpans
 }
@@ -74,10 +76,13 @@ type Consumer struct {
 // Deps is what a Consumer works with besides its client, handler and
 // Config: the logger, registry (its metrics are registered there) and panic
 // counter (handler panics, aegis_panics_total; nil counts none) every
-// component gets, and the alerter.
+// component gets, the alerter (a partition stuck, a dead letter Kafka will
+// not take) and the dead-letter writer (counts and logs the letters it
+// publishes; nil counts none).
 type Deps struct {
 	lifecycle.Deps
-	Alerts *alert.Alerter
+	Alerts  *alert.Alerter
+	Letters *dlq.Writer
 }
 
 // New returns a consumer on cl, a client created with ConsumerGroup,
@@ -97,7 +102,7 @@ func New(cl *kgo.Client, h Handler, cfg Config, deps Deps) *Consumer {
 		cfg.RetryInPlaceFor = time.Minute
 	}
 	return &Consumer{cl: cl, h: h, cfg: cfg, logger: common.Logger, metrics: NewMetrics(common.Registerer), alerts: deps.Alerts,
-		panics: common.Panics, spans: kafkax.NewProcessSpans(cfg.Group)}
+		letters: deps.Letters, panics: common.Panics, spans: kafkax.NewProcessSpans(cfg.Group)}
 }
 
 // ClientOpts are the franz-go options the consumer relies on, with the
@@ -254,7 +259,7 @@ func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, s
 // Transient failures are retried in place, bounded by RetryInPlaceAttempts
 // and RetryInPlaceFor; anything else ends in a dead letter at once.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
-	m := newMessage(r, c.cfg.Group)
+	m := inbox.New(r, c.cfg.Group)
 	// The handling, its Postgres, Redis and PSP calls, the events and dead
 	// letters it writes all join the trace the record's producer started.
 	ctx, span := c.spans.Start(ctx, r)
@@ -296,7 +301,7 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 		c.logger.WarnContext(ctx, "handling failed; retrying the record in place", "topic", m.Topic,
 			"partition", m.Partition, "offset", m.Offset, "attempt", attempt, "retry_in", wait.String(), "error", err.Error())
 		if attempt == c.cfg.StuckAfter {
-			c.alerts.Raise(ctx, alert.Alert{Key: fmt.Sprintf("consumer_stuck:%s", m.Topic), Severity: alert.Critical,
+			c.alerts.Raise(ctx, alert.Alert{Key: alert.PartitionStalledKey(c.cfg.Group, m.Topic, m.Partition), Severity: alert.Critical,
 				Summary: fmt.Sprintf("payout-worker cannot handle a record on %s: its partition is blocked", m.Topic),
 				Details: map[string]any{"partition": m.Partition, "offset": m.Offset, "attempts": attempt, "error": err.Error()}})
 		}
@@ -320,15 +325,10 @@ func (c *Consumer) exhausted(attempt int, first time.Time) bool {
 // it the record is not committed. The publish is retried within the same
 // bound as the handler; past it the record is left undone (the partition is
 // rewound and the record comes back on a later poll) and an alert says so.
-func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error, class errclass.Class, history []dlq.Attempt) bool {
-	now := time.Now()
-	l := m.Letter()
-	l.Error, l.ErrorClass, l.RetryCount = cause.Error(), string(class), len(history)
-	l.RetryHistory = history
-	l.FirstFailureAt, l.FailedAt = now, now
-	if len(history) > 0 {
-		l.FirstFailureAt = history[0].At
-	}
+// A published letter is counted and logged by the dead-letter writer; it
+// pages from dlq-admin once stored there, never from here.
+func (c *Consumer) deadLetter(ctx context.Context, m inbox.Message, cause error, class errclass.Class, history []dlq.Attempt) bool {
+	l := m.Letter().WithFailure(dlq.Failure{Err: cause, Class: class, RetryCount: len(history), History: history}, time.Now())
 	rec, err := l.Record()
 	if err != nil {
 		c.logger.ErrorContext(ctx, "cannot build dead letter", "error", err.Error())
@@ -338,18 +338,14 @@ func (c *Consumer) deadLetter(ctx context.Context, m Message, cause error, class
 	for attempt := 1; ; attempt++ {
 		err := c.cl.ProduceSync(ctx, rec).FirstErr()
 		if err == nil {
-			c.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
-			c.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":" + string(class), Severity: alert.Error,
-				Summary: "message dead-lettered by payout-worker: " + cause.Error(),
-				Details: map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset,
-					"error_class": string(class), "dlq_topic": rec.Topic}})
+			c.letters.Written(ctx, l)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
 		if attempt >= c.cfg.RetryInPlaceAttempts || time.Since(first) >= c.cfg.RetryInPlaceFor {
-			c.alerts.Raise(ctx, alert.Alert{Key: "dead_letter_publish_failed:" + m.Topic, Severity: alert.Critical,
+			c.alerts.Raise(ctx, alert.Alert{Key: alert.DeadLetterPublishFailedKey(m.Topic), Severity: alert.Critical,
 				Summary: "payout-worker cannot publish a dead letter; the record will be redelivered",
 				Details: map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset, "error": err.Error()}})
 			return false
@@ -398,12 +394,11 @@ func graceContext(parent context.Context, grace time.Duration) (context.Context,
 
 // Metrics are the consumer's Prometheus metrics.
 type Metrics struct {
-	handled      *prometheus.CounterVec
-	duration     *prometheus.HistogramVec
-	deadLettered *prometheus.CounterVec
-	exhausted    *prometheus.CounterVec
-	progress     *prometheus.GaugeVec
-	lag          *prometheus.GaugeVec
+	handled   *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	exhausted *prometheus.CounterVec
+	progress  *prometheus.GaugeVec
+	lag       *prometheus.GaugeVec
 }
 
 // NewMetrics registers them on reg.
@@ -416,9 +411,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "aegis_consumer_handle_seconds", Help: "Time to handle one message.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
 		}, []string{"topic"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_consumer_dead_lettered_total", Help: "Messages published to a dead-letter topic by the consumer, by topic and class.",
-		}, []string{"topic", "class"}),
 		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_consumer_retry_exhausted_total", Help: "Records whose in-place retries ran out (then dead-lettered), by topic.",
 		}, []string{"topic"}),
@@ -431,6 +423,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records after the last one this worker finished on a partition, from the fetch's high watermark.",
 		}, []string{"topic", "partition"}),
 	}
-	reg.MustRegister(m.handled, m.duration, m.deadLettered, m.exhausted, m.progress, m.lag)
+	reg.MustRegister(m.handled, m.duration, m.exhausted, m.progress, m.lag)
 	return m
 }

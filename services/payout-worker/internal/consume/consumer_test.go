@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 )
 
 // scripted is a handler whose answer per message key is a script: the
@@ -35,7 +36,7 @@ type scripted struct {
 	handled map[string]bool
 }
 
-func (s *scripted) Handle(_ context.Context, m consume.Message) error {
+func (s *scripted) Handle(_ context.Context, m inbox.Message) error {
 	s.mu.Lock()
 	k := string(m.Key)
 	s.calls[k]++

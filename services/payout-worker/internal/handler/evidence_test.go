@@ -38,6 +38,33 @@ func (w *world) hasAlert(substr string) bool {
 	return slices.ContainsFunc(w.alerts.received(), func(k string) bool { return strings.Contains(k, substr) })
 }
 
+// deadLettersCounted is aegis_dead_letters_total for the worker's letters
+// of topic and class.
+func (w *world) deadLettersCounted(topic, class string) float64 {
+	w.t.Helper()
+	families, err := w.reg.Gather()
+	require.NoError(w.t, err)
+	for _, f := range families {
+		if f.GetName() != dlq.MetricName {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["service"] == "payout-worker" && labels["topic"] == topic && labels["class"] == class {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// pagedForDeadLetters reports whether the worker raised a dead-letter page:
+// it must not, dlq-admin pages once it stores the letter (alert.DeadLetterKey).
+func (w *world) pagedForDeadLetters() bool { return w.hasAlert("dead_letter:") }
+
 // A signed PSP outcome event is evidence, not a command: one that does not
 // match the payout it names changes nothing, is recorded on the payout,
 // dead-lettered as outcome_mismatch and alerted on.
@@ -78,7 +105,10 @@ func TestOutcomeEventsThatDoNotMatchThePayoutMoveNoMoney(t *testing.T) {
 	for _, d := range dls {
 		require.Equal(t, "outcome_mismatch", d[dlq.HeaderErrorClass])
 	}
-	require.Eventually(t, func() bool { return w.hasAlert("outcome_mismatch") }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return w.deadLettersCounted(kafkax.TopicWebhookPending, "outcome_mismatch") == float64(2*len(forgeries))
+	}, 10*time.Second, 20*time.Millisecond)
+	require.False(t, w.pagedForDeadLetters(), "dlq-admin pages for dead letters, not the worker")
 
 	// The PSP's real event still finishes it.
 	w.pspOutcome("evt_real_paid", pid, event.ActionPayoutPaid, time.Now())

@@ -15,19 +15,21 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
 
-// Handler implements consume.Handler.
+// Handler is the consumer's handler (consume.Handler): it routes messages by topic.
 type Handler struct {
 	notify  interface{ Notify() }
 	alerts  *alert.Alerter
+	letters *dlq.Writer
 	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
 	payouts *payout.Processor
@@ -45,6 +47,8 @@ type Deps struct {
 	Ledger  *ledger.Ledger
 	Payouts *payout.Processor
 	Alerts  *alert.Alerter
+	// Letters writes the dead letters of credits that cannot be applied.
+	Letters *dlq.Writer
 	// Notify wakes the relays after a commit that wrote outbox rows.
 	Notify interface{ Notify() }
 }
@@ -54,7 +58,7 @@ func New(deps Deps) *Handler {
 	common := deps.WithDefaults()
 	reg := common.Registerer
 	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
-		alerts: deps.Alerts, notify: deps.Notify,
+		alerts: deps.Alerts, letters: deps.Letters, notify: deps.Notify,
 		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
@@ -67,7 +71,7 @@ func New(deps Deps) *Handler {
 }
 
 // Handle routes m by topic.
-func (h *Handler) Handle(ctx context.Context, m consume.Message) error {
+func (h *Handler) Handle(ctx context.Context, m inbox.Message) error {
 	switch m.Topic {
 	case kafkax.TopicWebhookPending:
 		return h.pspEvent(ctx, m)
@@ -92,7 +96,7 @@ func (h *Handler) wroteOutbox(err error) error {
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
-func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
+func (h *Handler) pspEvent(ctx context.Context, m inbox.Message) error {
 	var e event.PSPEvent
 	if err := json.Unmarshal(m.Value, &e); err != nil {
 		return errclass.AsPoison(fmt.Errorf("PSP event is not decodable: %w", err))
@@ -111,7 +115,7 @@ func (h *Handler) pspEvent(ctx context.Context, m consume.Message) error {
 	return nil
 }
 
-func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEvent) error {
+func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent) error {
 	var problem error
 	switch {
 	case e.UserID == "":
@@ -134,23 +138,20 @@ func (h *Handler) credit(ctx context.Context, m consume.Message, e event.PSPEven
 	}
 	result := "dead_lettered"
 	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := consume.Claim(ctx, tx, m)
+		fresh, err := inbox.Claim(ctx, tx, m)
 		if err != nil || !fresh {
 			result = "duplicate"
 			return err
 		}
-		_, err = consume.DeadLetter(ctx, tx, m, consume.Failure{Err: problem, Class: errclass.Permanent}, h.now())
-		return err
+		return h.letters.Stage(ctx, tx, m.Letter().WithFailure(dlq.Failure{Err: problem, Class: errclass.Permanent}, h.now()))
 	})
 	if err != nil {
 		return err
 	}
 	h.credits.WithLabelValues(e.Provider, result).Inc()
 	if result == "dead_lettered" {
+		// The letter pages from dlq-admin once stored (alert.DeadLetterKey).
 		h.notify.Notify()
-		h.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":permanent", Severity: alert.Error,
-			Summary: "credit cannot be applied: " + problem.Error(),
-			Details: map[string]any{"event_id": e.EventID, "provider": e.Provider, "topic": m.Topic, "offset": m.Offset}})
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/breaker"
+	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
@@ -47,6 +48,7 @@ const group = "payout-worker"
 
 type world struct {
 	alerts      *alertReceiver
+	reg         *prometheus.Registry
 	proc        *payout.Processor
 	newConsumer func() (*consume.Consumer, *kgo.Client)
 	t           *testing.T
@@ -179,22 +181,26 @@ func setup(t *testing.T, o options) *world {
 	w.alerts = newAlertReceiver(t)
 	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
+	w.reg = reg
+	letters, err := dlq.NewWriter("payout-worker", lifecycle.Deps{Logger: logger, Registerer: reg})
+	require.NoError(t, err)
 	l := ledger.New(w.db.Pool).WithSettlementDelay(o.settlementDelay)
-	proc, err := payout.New(w.db.Pool, l, registry, locks, payout.Config{
+	proc, err := payout.New(payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
 		SettleWindow: o.settleWindow,
-	}, logger, payout.NewMetrics(reg), alerts, w.clock.now)
+	}, payout.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
+		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Letters: letters})
 	require.NoError(t, err)
 	w.proc = proc
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
-		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: noNotify{}})
+		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
 		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
-			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts}), cl
+			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts, Letters: letters}), cl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	alertsDone := make(chan struct{})

@@ -12,7 +12,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 )
 
@@ -24,7 +24,7 @@ import (
 // dead-lettered by the consumer with the reason and an alert (refuseMoneyBack).
 // Each posting is published on aegis.settlements in the same transaction
 // (publishReturn).
-func (h *Handler) moneyBack(ctx context.Context, m consume.Message, e event.PSPEvent) error {
+func (h *Handler) moneyBack(ctx context.Context, m inbox.Message, e event.PSPEvent) error {
 	kind := ledger.ReturnRefund
 	if e.Action == event.ActionDispute {
 		kind = ledger.ReturnDispute
@@ -42,7 +42,7 @@ func (h *Handler) moneyBack(ctx context.Context, m consume.Message, e event.PSPE
 	if problem == nil {
 		err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
 			results = results[:0]
-			fresh, err := consume.Claim(ctx, tx, m)
+			fresh, err := inbox.Claim(ctx, tx, m)
 			if err != nil || !fresh {
 				return err
 			}
@@ -78,7 +78,7 @@ func (h *Handler) moneyBack(ctx context.Context, m consume.Message, e event.PSPE
 				"posted", strings.Join(res.Posted, ","), "owed", res.Owed)
 		}
 		if res.Owed > 0 {
-			h.alerts.Raise(ctx, alert.Alert{Key: "receivable:" + res.Payment.UserID, Severity: alert.Error,
+			h.alerts.Raise(ctx, alert.Alert{Key: alert.ReceivableKey(res.Payment.UserID), Severity: alert.Error,
 				Summary: fmt.Sprintf("user %s owes %d %s: %s %s took more than the wallet held; payouts are blocked until credits repay it",
 					res.Payment.UserID, res.Owed, res.Payment.Currency, kind, r.ID),
 				Details: map[string]any{"user_id": res.Payment.UserID, "owed": res.Owed, "currency": res.Payment.Currency,
@@ -119,7 +119,7 @@ func moneyBackProblem(e event.PSPEvent) error {
 // consumer dead-letters it (with its alert) and no money moves. Unclaimed,
 // a replay is judged afresh: a refund that overtook its payment's credit,
 // replayed once the credit is in, is applied then.
-func (h *Handler) refuseMoneyBack(_ context.Context, _ consume.Message, e event.PSPEvent, problem error) error {
+func (h *Handler) refuseMoneyBack(_ context.Context, _ inbox.Message, e event.PSPEvent, problem error) error {
 	h.returns.WithLabelValues(e.Provider, string(e.Action), "refused").Inc()
 	return errclass.AsPermanent(fmt.Errorf("%s %s moves no money: %w", e.Provider, e.Type, problem))
 }

@@ -67,7 +67,8 @@ func TestRefundBeyondThePaymentOrOfAnUncreditedPaymentIsDeadLetteredAndMovesNoth
 	require.EqualValues(t, 1000, w.balance())
 	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'refund'`))
 	require.Zero(t, w.count(`SELECT count(*) FROM payment_returns`))
-	require.Eventually(t, func() bool { return w.hasAlert("dead_letter:" + kafkax.TopicWebhookPending) }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return w.deadLettersCounted(kafkax.TopicWebhookPending, "permanent") == 2.0 }, 10*time.Second, 20*time.Millisecond)
+	require.False(t, w.pagedForDeadLetters(), "dlq-admin pages for dead letters, not the worker")
 
 	// The refund overtook its payment's credit. Once the credit is in, the
 	// dead letter's replay (the same message again) is applied.

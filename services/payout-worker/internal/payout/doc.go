@@ -49,7 +49,7 @@
 // provider, amount, currency, the PSP's object id (once known), and for
 // Stripe the account (no Connect) and livemode (our key's) match. A mismatch
 // changes nothing: it is recorded in payout_evidence, dead-lettered with
-// class outcome_mismatch and alerted on. Every outcome event about a payout
+// class outcome_mismatch (dlq-admin pages for it). Every outcome event about a payout
 // is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each
 // payout keeps the time of the latest PSP event applied; an older event
 // arriving late is recorded and ignored. That order is judged here only:
@@ -67,7 +67,7 @@
 // event would move it; still pending, it is looked up again after as long.
 // A lookup that fails decides nothing; a PSP that no longer knows a payout
 // it accepted, or an object that does not match the payout, parks it in
-// NEEDS_REVIEW with the hold kept and an alert. One replica sweeps at a
+// NEEDS_REVIEW with the hold kept and a dead letter (one page, from dlq-admin). One replica sweeps at a
 // time (an advisory lock).
 //
 // Operator resolutions (resolve.go): dlq-admin sends an operator's

@@ -12,7 +12,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/provider"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 )
 
@@ -20,7 +20,7 @@ import (
 // transfer.success/failed/reversed) to its payout. An event older than the
 // latest one applied to the payout is stale and changes nothing; events
 // that did not match the payout do not count.
-func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PSPEvent) error {
+func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPEvent) error {
 	if e.Currency != "" {
 		// Best effort: a posting whose accounts are not cached creates them
 		// in its own transaction instead.
@@ -29,7 +29,7 @@ func (pr *Processor) Finalize(ctx context.Context, m consume.Message, e event.PS
 		}
 	}
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		fresh, err := consume.Claim(ctx, tx, m)
+		fresh, err := inbox.Claim(ctx, tx, m)
 		if err != nil || !fresh {
 			return err
 		}

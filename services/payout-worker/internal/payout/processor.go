@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
@@ -21,8 +20,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/walletlock"
@@ -84,16 +84,29 @@ type Processor struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	metrics *Metrics
-	alerts  *alert.Alerter
+	letters *dlq.Writer
 }
 
-// New returns a Processor.
-func New(pool *pgxpool.Pool, l *ledger.Ledger, psps psp.Registry, locks *walletlock.Locker, cfg Config,
-	logger *slog.Logger, m *Metrics, alerts *alert.Alerter, now func() time.Time) (*Processor, error) {
+// Deps is what a Processor works with, next to the logger, clock and
+// registry (its metrics are registered there) every component gets.
+type Deps struct {
+	lifecycle.Deps
+	Pool   *pgxpool.Pool
+	Ledger *ledger.Ledger
+	PSPs   psp.Registry
+	Locks  *walletlock.Locker
+	// Letters writes the dead letters of payouts that failed or need review.
+	Letters *dlq.Writer
+}
+
+// New returns a Processor and registers its metrics on deps.Registerer.
+func New(cfg Config, deps Deps) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Processor{pool: pool, ledger: l, psps: psps, locks: locks, cfg: cfg, logger: logger, now: now, metrics: m, alerts: alerts}, nil
+	common := deps.WithDefaults()
+	return &Processor{pool: deps.Pool, ledger: deps.Ledger, psps: deps.PSPs, locks: deps.Locks, cfg: cfg,
+		logger: common.Logger, now: common.Clock, metrics: newMetrics(common.Registerer), letters: deps.Letters}, nil
 }
 
 func (p *Payout) ledgerPayout() ledger.Payout {
@@ -101,7 +114,7 @@ func (p *Payout) ledgerPayout() ledger.Payout {
 }
 
 // Process handles one payout command from aegis.transactions.
-func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
+func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	var cmd event.PayoutRequested
 	if err := json.Unmarshal(m.Value, &cmd); err != nil {
 		return errclass.AsPoison(fmt.Errorf("payout command is not decodable: %w", err))
@@ -123,7 +136,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 	var po *Payout
 	call, wasReview := false, false
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if done, err := consume.Processed(ctx, tx, m); err != nil || done {
+		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
 			return err
 		}
 		if po, err = load(ctx, tx, cmd.PayoutID); err != nil {
@@ -150,7 +163,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 				if err := pr.outcome(ctx, tx, po, reason); err != nil {
 					return err
 				}
-				_, err = consume.Claim(ctx, tx, m)
+				_, err = inbox.Claim(ctx, tx, m)
 				return err
 			}
 			if err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
@@ -173,7 +186,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 					// Paid after its hold was given back: there is nothing
 					// to send and no hold to settle. A person must recover
 					// the money.
-					if _, err := consume.Claim(ctx, tx, m); err != nil {
+					if _, err := inbox.Claim(ctx, tx, m); err != nil {
 						return err
 					}
 					return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
@@ -190,7 +203,7 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 			return nil
 		default:
 			// Already sent or finished: a stale or duplicate command.
-			_, err := consume.Claim(ctx, tx, m)
+			_, err := inbox.Claim(ctx, tx, m)
 			return err
 		}
 	})
@@ -224,25 +237,25 @@ func (pr *Processor) Process(ctx context.Context, m consume.Message) error {
 		}
 		if cur.Status != Sending {
 			// A webhook settled it while we were calling.
-			_, err := consume.Claim(ctx, tx, m)
+			_, err := inbox.Claim(ctx, tx, m)
 			return err
 		}
 		if err := pr.record(ctx, tx, cur, m, a); err != nil {
 			return err
 		}
-		_, claimErr := consume.Claim(ctx, tx, m)
+		_, claimErr := inbox.Claim(ctx, tx, m)
 		return claimErr
 	})
 }
 
 // unknownPayout turns "no such payout" into a dead letter: an operator must
 // look at a command for a payout that does not exist.
-func (pr *Processor) unknownPayout(ctx context.Context, m consume.Message, err error) error {
+func (pr *Processor) unknownPayout(ctx context.Context, m inbox.Message, err error) error {
 	if !errors.Is(err, ErrUnknownPayout) {
 		return err
 	}
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if _, err := consume.Claim(ctx, tx, m); err != nil {
+		if _, err := inbox.Claim(ctx, tx, m); err != nil {
 			return err
 		}
 		return pr.deadLetter(ctx, tx, m, err, errclass.Permanent, nil)
@@ -251,7 +264,7 @@ func (pr *Processor) unknownPayout(ctx context.Context, m consume.Message, err e
 
 // record applies what an attempt learned (a) to a payout in
 // SENDING_TO_GATEWAY.
-func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, a attemptResult) error {
+func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, a attemptResult) error {
 	callErr := a.err
 	class := errclass.Of(callErr)
 	now := pr.now()
@@ -359,7 +372,7 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m consume
 // needsReview parks a payout that may have been paid: the hold is kept, a
 // person is asked (dead letter, alert), and an operator's replay looks the
 // payout up at the PSP.
-func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, msg string, class errclass.Class) error {
+func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, msg string, class errclass.Class) error {
 	if _, err := move(ctx, tx, p, step{to: NeedsReview, err: msg, class: string(class)}); err != nil {
 		return err
 	}
@@ -372,7 +385,7 @@ func (pr *Processor) needsReview(ctx context.Context, tx pgx.Tx, p *Payout, m co
 // fail ends a payout that certainly was not paid: FAILED, the hold released
 // (once: the release is unique per payout), FINALIZED, a dead letter and the
 // outcome event.
-func (pr *Processor) fail(ctx context.Context, tx pgx.Tx, p *Payout, m consume.Message, reason string, class errclass.Class) error {
+func (pr *Processor) fail(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, reason string, class errclass.Class) error {
 	if err := pr.ledger.Release(ctx, tx, p.ledgerPayout()); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 		return err
 	}
@@ -419,10 +432,10 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 }
 
 // deadLetter writes the message's dead letter through the outbox in tx,
-// with the payout's attempt history, and raises the alert: a log line and a
-// metric (ARCHITECTURE.md, promise 3).
-func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Message, cause error, class errclass.Class, p *Payout) error {
-	f := consume.Failure{Err: cause, Class: class}
+// with the payout's attempt history; the dead-letter writer counts and logs
+// it, and dlq-admin pages once it stores it (alert.DeadLetterKey).
+func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m inbox.Message, cause error, class errclass.Class, p *Payout) error {
+	f := dlq.Failure{Err: cause, Class: class}
 	if p != nil {
 		h, err := history(ctx, tx, p.ID)
 		if err != nil {
@@ -433,22 +446,7 @@ func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m consume.Messag
 		}
 		f.RetryCount = p.Attempts
 	}
-	l, err := consume.DeadLetter(ctx, tx, m, f, pr.now())
-	if err != nil {
-		return err
-	}
-	pr.metrics.deadLettered.WithLabelValues(m.Topic, string(class)).Inc()
-	details := map[string]any{"topic": m.Topic, "partition": m.Partition, "offset": m.Offset,
-		"error_class": string(class), "dlq_topic": l.Topic()}
-	if p != nil {
-		details["payout_id"] = p.ID.String()
-		details["status"] = p.Status
-	}
-	// Raised before the commit: if the transaction then fails, the record is
-	// retried and may alert again — an extra page beats a missed one.
-	pr.alerts.Raise(ctx, alert.Alert{Key: "dead_letter:" + m.Topic + ":" + string(class), Severity: alert.Error,
-		Summary: "payout needs attention: " + cause.Error(), Details: details})
-	return nil
+	return pr.letters.Stage(ctx, tx, m.Letter().WithFailure(f, pr.now()))
 }
 
 // outcome publishes the payout's outcome on aegis.settlements, typed by
@@ -466,15 +464,14 @@ func resultClass(err error) errclass.Class {
 
 // Metrics are the payout metrics.
 type Metrics struct {
-	calls        *prometheus.CounterVec
-	retries      *prometheus.CounterVec
-	finished     *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	swept        *prometheus.CounterVec
+	calls    *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	finished *prometheus.CounterVec
+	swept    *prometheus.CounterVec
 }
 
-// NewMetrics registers them on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// newMetrics registers them on reg.
+func newMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_psp_calls_total", Help: "PSP payout calls by provider and result class.",
@@ -485,14 +482,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_payouts_finished_total", Help: "Payouts reaching an end state, by provider and state.",
 		}, []string{"provider", "status"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_dead_letters_total", Help: "Messages dead-lettered by the worker, by topic and class.",
-		}, []string{"topic", "class"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_payout_sweep_lookups_total",
 			Help: "Payouts waiting at the PSP past PAYOUT_CHECK_AFTER that the sweeper looked up, by what it found.",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.calls, m.retries, m.finished, m.deadLettered, m.swept)
+	reg.MustRegister(m.calls, m.retries, m.finished, m.swept)
 	return m
 }

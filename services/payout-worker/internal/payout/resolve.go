@@ -13,7 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
-	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
@@ -94,7 +94,7 @@ type pspAnswer struct {
 // Idempotent by resolution id: the resolution row is locked and decided
 // once; a replayed or redelivered command finds it decided and changes
 // nothing.
-func (pr *Processor) Resolve(ctx context.Context, m consume.Message) error {
+func (pr *Processor) Resolve(ctx context.Context, m inbox.Message) error {
 	var cmd event.PayoutResolution
 	if err := json.Unmarshal(m.Value, &cmd); err != nil {
 		return errclass.AsPoison(fmt.Errorf("payout resolution is not decodable: %w", err))
@@ -109,7 +109,7 @@ func (pr *Processor) Resolve(ctx context.Context, m consume.Message) error {
 	var p *Payout
 	var r *resolution
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if done, err := consume.Processed(ctx, tx, m); err != nil || done {
+		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
 			return err
 		}
 		if r, err = loadResolution(ctx, tx, rid); err != nil {
@@ -128,7 +128,7 @@ func (pr *Processor) Resolve(ctx context.Context, m consume.Message) error {
 
 	// 2. Decide, in one transaction.
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		fresh, err := consume.Claim(ctx, tx, m)
+		fresh, err := inbox.Claim(ctx, tx, m)
 		if err != nil || !fresh {
 			return err
 		}

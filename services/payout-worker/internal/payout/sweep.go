@@ -11,13 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
-	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
@@ -284,19 +282,10 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 	if len(l.RetryHistory) > 0 {
 		l.FirstFailureAt = l.RetryHistory[0].At
 	}
-	out, err := l.OutboxMessage()
-	if err != nil {
-		return err
-	}
-	if _, err := outbox.Insert(ctx, tx, out); err != nil {
-		return err
-	}
-	pr.metrics.deadLettered.WithLabelValues(kafkax.TopicTransactions, string(class)).Inc()
 	pr.logger.ErrorContext(ctx, "payout needs review after a PSP lookup", "payout_id", p.ID, "error_class", string(class), "error", msg)
-	pr.alerts.Raise(ctx, alert.Alert{Key: "payout_review:" + p.ID.String(), Severity: alert.Error,
-		Summary: "payout needs attention: " + msg,
-		Details: map[string]any{"payout_id": p.ID.String(), "user_id": p.UserID, "status": p.Status, "error_class": string(class)}})
-	return nil
+	// One page for the stuck payout: dlq-admin's, when it stores this
+	// letter (alert.DeadLetterKey). The sweeper used to page as well.
+	return pr.letters.Stage(ctx, tx, l)
 }
 
 // lookupMismatch says why the object a lookup found is not the payout's,

@@ -130,14 +130,24 @@ type Notifier interface {
 
 // Store commits webhook events.
 type Store struct {
-	pool   *pgxpool.Pool
-	now    func() time.Time
-	notify Notifier
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	notify  Notifier
+	letters *dlq.Writer
 }
 
 // NewStore returns a Store on pool that tells notify after each commit.
 func NewStore(pool *pgxpool.Pool, notify Notifier, now func() time.Time) *Store {
 	return &Store{pool: pool, notify: notify, now: now}
+}
+
+// WithLetters returns the store writing its dead letters through w, which
+// counts and logs them once committed (without it they are stored and not
+// counted).
+func (s *Store) WithLetters(w *dlq.Writer) *Store {
+	c := *s
+	c.letters = w
+	return &c
 }
 
 // Save commits one webhook and its outbox row (or its dead letter) in its own
@@ -178,6 +188,8 @@ type job struct {
 	payload []byte
 	headers map[string]string
 	out     Outcome
+	// letter is the dead letter this job stored in the open transaction.
+	letter *dlq.Letter
 	// unstorable is set when the event cannot be stored as sent.
 	unstorable unstorable
 }
@@ -203,6 +215,13 @@ func (s *Store) SaveGroup(ctx context.Context, group []Pending) []Saved {
 		err = s.saveGroup(ctx, jobs)
 		if database.RefusesData(err) {
 			err = fmt.Errorf("%w: %w", ErrUnstorable, err)
+		}
+	}
+	if err == nil {
+		for _, j := range jobs {
+			if j.letter != nil {
+				s.letters.Written(ctx, *j.letter)
+			}
 		}
 	}
 	results := make([]Saved, len(group))
@@ -452,12 +471,13 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 		// Rare: the dead letter is written in the open transaction.
 		j.out = DeadLettered
 		now := s.now()
-		if _, _, err := dlq.Insert(ctx, conn, dlq.Letter{
+		l := dlq.Letter{
 			Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: j.key,
 			EventType: e.Type, Payload: j.payload, Headers: j.headers, Error: j.Event.Problem,
 			ErrorClass: string(errclass.Permanent), FirstFailureAt: now, FailedAt: now, CorrelationID: j.CorrelationID,
 			RetryHistory: []dlq.Attempt{{At: now, Error: j.Event.Problem, Class: string(errclass.Permanent)}},
-		}); err != nil {
+		}
+		if err := s.insertLetter(ctx, conn, j, l); err != nil {
 			return s.fail(ctx, conn, err)
 		}
 	}
@@ -504,7 +524,7 @@ func (s *Store) deadLetterUnstorable(ctx context.Context, conn *pgxpool.Conn, j 
 	if key == "" {
 		key = clip(e.Provider+":"+e.Reference, maxField)
 	}
-	_, _, err := dlq.Insert(ctx, conn, dlq.Letter{
+	return s.insertLetter(ctx, conn, j, dlq.Letter{
 		Source: dlq.SourceIngest, OriginalTopic: kafkax.TopicWebhookPending, PartitionKey: key,
 		EventType: clip(e.Type, maxField), Payload: j.Body, Error: j.unstorable.reason,
 		Headers: map[string]string{
@@ -517,6 +537,15 @@ func (s *Store) deadLetterUnstorable(ctx context.Context, conn *pgxpool.Conn, j 
 		ErrorClass: string(errclass.Permanent), FirstFailureAt: now, FailedAt: now, CorrelationID: j.CorrelationID,
 		RetryHistory: []dlq.Attempt{{At: now, Error: j.unstorable.reason, Class: string(errclass.Permanent)}},
 	})
+}
+
+// insertLetter stores j's dead letter in the open transaction; SaveGroup
+// counts it once the transaction committed.
+func (s *Store) insertLetter(ctx context.Context, conn *pgxpool.Conn, j *job, l dlq.Letter) error {
+	_, inserted, err := s.letters.Insert(ctx, conn, l)
+	if err == nil && inserted {
+		j.letter = &l
+	}
 	return err
 }
 

@@ -54,6 +54,7 @@ func run() (bool, error) {
 	out := flag.String("out", "", "write the (first) run's report with its footprint and lag to this Markdown file")
 	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the longest Kafka outage injected)")
 	plantPoison := flag.Bool("plant-poison", false, "start the workers with WORKER_PLANT_POISON_RETRY (Postgres refusals retried in place for ever): the run must fail")
+	noOperator := flag.Bool("no-operator", false, "plant the NEEDS_REVIEW payouts but resolve none of them: the run must fail (invariant 3)")
 	flag.Parse()
 
 	profile, err := chaos.ProfileNamed(*profileName)
@@ -96,7 +97,8 @@ func run() (bool, error) {
 	allOK := true
 	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
-			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound, PlantPoison: *plantPoison})
+			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound, PlantPoison: *plantPoison,
+			NoOperator: *noOperator})
 		if err != nil {
 			return false, fmt.Errorf("seed %d: %w", seed, err)
 		}

@@ -6,6 +6,13 @@
 // scripts/devdeps.sh first, which starts or installs them). Every setting has
 // a local default; DATABASE_URL, REDIS_URL and the secrets in CONTRACT.md
 // override them, BIN_DIR points at the binaries (default bin).
+//
+// DATABASE_URL is the schema owner's: aegis-dev migrates with it. Each
+// service connects as its own role (migrations.ServiceRoles): by default the
+// same URL with the role as user and no password (trust auth on localhost),
+// which aegis-dev makes a login role; DATABASE_URL_WEBHOOK_API,
+// DATABASE_URL_OUTBOX_RELAY, DATABASE_URL_PAYOUT_WORKER and
+// DATABASE_URL_DLQ_ADMIN override a service's URL (deploy/k8s's secret keys).
 package main
 
 import (
@@ -67,13 +74,15 @@ func run(logger *slog.Logger) error {
 	secrets.APITokens = env("API_TOKENS", secrets.APITokens)
 	secrets.DLQAdminTokens = env("DLQ_ADMIN_TOKENS", secrets.DLQAdminTokens)
 	cfg := stack.Config{
-		BinDir:         env("BIN_DIR", "bin"),
-		Ports:          stack.DevPorts(),
-		Secrets:        secrets,
-		DatabaseURL:    env("DATABASE_URL", "postgres://localhost:5432/aegis?sslmode=disable"),
-		RedisURL:       env("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		KafkaDataDir:   env("KAFKA_DATA_DIR", ""),
-		PSPSettleDelay: env("PSP_SETTLE_DELAY", "2s"),
+		BinDir:      env("BIN_DIR", "bin"),
+		Ports:       stack.DevPorts(),
+		Secrets:     secrets,
+		DatabaseURL: env("DATABASE_URL", "postgres://localhost:5432/aegis?sslmode=disable"),
+		// Each service's own role (see the package doc).
+		ServiceDatabaseURLs: serviceDatabaseURLs(),
+		RedisURL:            env("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		KafkaDataDir:        env("KAFKA_DATA_DIR", ""),
+		PSPSettleDelay:      env("PSP_SETTLE_DELAY", "2s"),
 		// off shows kfake's ghost group members (docs/kfake.md).
 		KafkaEnv: map[string]string{"KAFKA_MEMBER_EXPIRY": env("KAFKA_MEMBER_EXPIRY", "")},
 		// Tracing: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 make dev
@@ -111,6 +120,18 @@ func run(logger *slog.Logger) error {
 	}
 	logger.Info("suite stopped")
 	return err
+}
+
+// serviceDatabaseURLs reads DATABASE_URL_<SERVICE> for each service that
+// has one set.
+func serviceDatabaseURLs() map[string]string {
+	m := map[string]string{}
+	for svc := range migrations.ServiceRoles() {
+		if v := env("DATABASE_URL_"+strings.ToUpper(strings.ReplaceAll(svc, "-", "_")), ""); v != "" {
+			m[svc] = v
+		}
+	}
+	return m
 }
 
 // ensureDatabase creates the database named in databaseURL if it is missing.

@@ -43,6 +43,9 @@ type Config struct {
 	// old behaviour, Postgres refusals retried in place for ever. The run
 	// must then fail.
 	PlantPoison bool
+	// NoOperator skips the operator pass (operator.go): the payouts
+	// planted in NEEDS_REVIEW stay there, and invariant 3 must fail.
+	NoOperator bool
 	// KafkaEnv adds variables for aegis-kafka, for example
 	// KAFKA_MEMBER_EXPIRY=off to plant kfake's ghost members.
 	KafkaEnv map[string]string
@@ -161,6 +164,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.violation("drain after replay: %v", err)
 		}
 	}
+	// What machines cannot settle ends NEEDS_REVIEW; an operator settles
+	// it from the PSP's record (operator.go).
+	op := &OperatorReport{Disabled: cfg.NoOperator}
+	rep.Operator = op
+	if err := su.plantReviews(ctx, in, wl, reviewPayouts, op); err != nil {
+		rep.violation("planting review payouts: %v", err)
+	}
+	if !cfg.NoOperator {
+		if err := su.operate(ctx, op); err != nil {
+			rep.violation("operator: %v", err)
+		}
+	}
+	if err := su.drain(ctx, cfg.Profile.DrainTimeout); err != nil {
+		rep.violation("drain after the operator: %v", err)
+	}
 	su.checkGroups(ctx, rep)
 	rep.DrainedFootprint = su.footprint(ctx)
 	cfg.log("checking invariants")
@@ -176,6 +194,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	su := &suite{cfg: cfg, secrets: stack.DevSecrets()}
 	su.secrets.APITokens = chaosAPITokens
+	su.secrets.DLQAdminTokens = chaosDLQAdminTokens
 	su.dbName = fmt.Sprintf("aegis_chaos_%d_%d", cfg.Seed, time.Now().Unix())
 	admin, err := pgx.Connect(ctx, cfg.AdminURL)
 	if err != nil {
@@ -348,7 +367,7 @@ func (su *suite) replayOne(ctx context.Context, id int64) (replayed bool, err er
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
 			fmt.Sprintf("%s/v1/dead-letters/%d/replay", stack.URL(su.ports.DLQAdmin), id),
 			strings.NewReader(`{"reason":"chaos: replay after the faults stopped"}`))
-		req.Header.Set("Authorization", "Bearer dev-ops-token-0123456789")
+		req.Header.Set("Authorization", "Bearer "+opsToken)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -27,7 +27,11 @@
 //
 // Then the faults stop, a PSP reconciliation is requested from dlq-admin
 // (it must recover the lost events from the PSP's record), the system drains (bounded), every open dead letter
-// that can be replayed is replayed through dlq-admin, it drains again, and
-// the invariants are checked (invariants.go). The seed makes a failing run
+// that can be replayed is replayed through dlq-admin, it drains again, a few
+// payouts with unknown outcomes are planted in NEEDS_REVIEW and an operator
+// resolves every NEEDS_REVIEW payout from the PSP's record through
+// dlq-admin, the larger ones with four-eyes (operator.go), it drains a last
+// time, and the invariants are checked (invariants.go): no payout may be
+// left non-final. The seed makes a failing run
 // reproducible: the same seed gives the same workload and fault schedule.
 package chaos

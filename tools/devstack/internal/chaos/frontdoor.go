@@ -139,15 +139,11 @@ func incompressible(seed, size int) string {
 // sendStripeJSON is sendStripe keeping the answer's body; sends is how
 // many times the event went out.
 func (w *workload) sendStripeJSON(body []byte) (status int, answer map[string]any, sends int) {
-	for sends < 8 {
-		sends++
+	sends = retryLikeAPSP(func() int {
 		status, answer = w.postJSON("/webhooks/stripe", body, map[string]string{
 			"Content-Type": "application/json", "Stripe-Signature": signStripe(w.secret, body)})
-		if status != 0 && status < 500 {
-			break
-		}
-		time.Sleep(time.Duration(sends) * 500 * time.Millisecond)
-	}
+		return status
+	})
 	return status, answer, sends
 }
 

@@ -186,7 +186,7 @@ func (su *suite) opRequest(ctx context.Context, method, url string) (int, map[st
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer dev-ops-token-0123456789")
+	req.Header.Set("Authorization", "Bearer "+opsToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

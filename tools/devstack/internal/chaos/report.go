@@ -31,12 +31,14 @@ type Report struct {
 	// against PickupBound (latency.go).
 	PayoutPickup, CreditPickup Latency
 	PickupBound                time.Duration
-	Checks                     []string
-	Violations                 []string
-	Took                       time.Duration
-	Duration                   time.Duration
-	Rate                       int
-	FaultEvery                 time.Duration
+	// Operator is what the operator pass did (operator.go).
+	Operator   *OperatorReport
+	Checks     []string
+	Violations []string
+	Took       time.Duration
+	Duration   time.Duration
+	Rate       int
+	FaultEvery time.Duration
 	// Soak measurements.
 	StartFootprint, DrainedFootprint []ServiceSample
 	Lag                              []LagSample
@@ -90,6 +92,9 @@ func (r *Report) String() string {
 	}
 	if r.PickupBound > 0 {
 		fmt.Fprintf(&b, "pickup bound %s; payouts %s; credits (acknowledged → credited) %s\n", r.PickupBound, r.PayoutPickup, r.CreditPickup)
+	}
+	for _, l := range r.Operator.lines() {
+		b.WriteString(l + "\n")
 	}
 	b.WriteString("\n")
 	for _, c := range r.Checks {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/migrations"
 )
 
 // Ports are the loopback ports of the suite.
@@ -52,11 +57,17 @@ func DevSecrets() Secrets {
 // Config describes one stack.
 type Config struct {
 	// BinDir holds the binaries (make build's bin/).
-	BinDir      string
-	Ports       Ports
-	Secrets     Secrets
-	DatabaseURL string
-	RedisURL    string
+	BinDir  string
+	Ports   Ports
+	Secrets Secrets
+	// DatabaseURL is the schema owner's (the migrator's) URL. Each service
+	// connects as its own role (migrations.ServiceRoles): the URL in
+	// ServiceDatabaseURLs under the service's name, or else DatabaseURL
+	// with the user swapped for the role and no password (trust auth on
+	// the loopback), which Start makes a login role.
+	DatabaseURL         string
+	ServiceDatabaseURLs map[string]string
+	RedisURL            string
 	// KafkaDataDir persists kfake's data (empty: memory only).
 	KafkaDataDir string
 	// PSPSettleDelay is how long the PSP stand-in waits before paying a
@@ -123,6 +134,10 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		}
 		return m
 	}
+	dbURLs, err := serviceDatabaseURLs(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	settle := cfg.PSPSettleDelay
 	if settle == "" {
 		settle = "2s"
@@ -185,6 +200,7 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 				name = fmt.Sprintf("%s-%d", svc.name, r+1)
 			}
 			env := with(svc.env)
+			env["DATABASE_URL"] = dbURLs[svc.name]
 			env["HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
 			if err := s.Launch(name, svc.bin, env); err != nil {
 				return s.abort(err)
@@ -198,6 +214,40 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// serviceDatabaseURLs returns the DATABASE_URL of each service (see
+// Config.DatabaseURL), making the roles it derives a URL for logins.
+func serviceDatabaseURLs(ctx context.Context, cfg Config) (map[string]string, error) {
+	urls := map[string]string{}
+	var owner *pgx.Conn
+	defer func() {
+		if owner != nil {
+			_ = owner.Close(context.WithoutCancel(ctx)) // nothing was written on it that a close could lose
+		}
+	}()
+	for svc, role := range migrations.ServiceRoles() {
+		if u := cfg.ServiceDatabaseURLs[svc]; u != "" {
+			urls[svc] = u
+			continue
+		}
+		u, err := url.Parse(cfg.DatabaseURL)
+		if err != nil {
+			// url.Parse's error quotes the URL, password and all.
+			return nil, errors.New("database URL: not a URL")
+		}
+		if owner == nil {
+			if owner, err = pgx.Connect(ctx, cfg.DatabaseURL); err != nil {
+				return nil, fmt.Errorf("connect as the schema owner to make the service roles logins: %w", err)
+			}
+		}
+		if err := migrations.EnableLogin(ctx, owner, role, ""); err != nil {
+			return nil, err
+		}
+		u.User = url.User(role)
+		urls[svc] = u.String()
+	}
+	return urls, nil
 }
 
 // Launch starts bin from the stack's BinDir as process name with env.
@@ -274,6 +324,29 @@ func (s *Stack) Relaunch(name string) error {
 		return fmt.Errorf("%s is still running", name)
 	}
 	return s.LaunchPath(name, p.path, p.env)
+}
+
+// RelaunchWith starts the named process again with its first launch's
+// environment and extra on top (a configuration change, such as dlq-admin
+// restarted with four-eyes on). The previous instance must have exited.
+func (s *Stack) RelaunchWith(name string, extra map[string]string) error {
+	p := s.Proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	select {
+	case <-p.done:
+	default:
+		return fmt.Errorf("%s is still running", name)
+	}
+	env := make(map[string]string, len(p.env)+len(extra))
+	for k, v := range p.env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return s.LaunchPath(name, p.path, env)
 }
 
 // Terminate sends SIGTERM to the named process and waits up to grace for it

@@ -1,4 +1,4 @@
-package consume
+package inbox
 
 import (
 	"strconv"
@@ -20,7 +20,8 @@ type Message struct {
 	Group     string
 }
 
-func newMessage(r *kgo.Record, group string) Message {
+// New is the record r as group consumes it.
+func New(r *kgo.Record, group string) Message {
 	h := make(map[string]string, len(r.Headers))
 	for _, hd := range r.Headers {
 		h[hd.Key] = string(hd.Value)

@@ -1,0 +1,354 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// wantGrants is docs/architecture.md's table -> writer -> readers list as
+// grants: per table, per role, the privileges it holds. S, I, U, D are
+// SELECT, INSERT, UPDATE, DELETE on the table; "i" is SELECT on the id
+// column only (what INSERT ... RETURNING id of the outbox and dead letters
+// needs). A table missing here, or a grant the database has that is not
+// here (or the reverse), fails TestServiceRoleGrants: a new table gets its
+// grants and its line in docs/architecture.md in the same change.
+var wantGrants = map[string]map[string]string{
+	"webhook_events":             {RoleWebhookAPI: "SI"},
+	"psp_objects":                {RoleWebhookAPI: "SIU"},
+	"destinations":               {RoleWebhookAPI: "SIU"},
+	"psp_reconciliation_cursors": {RoleWebhookAPI: "SIU"},
+	"psp_reconciliation_runs":    {RoleWebhookAPI: "SIU", RoleDLQAdmin: "SIU"},
+	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU", RoleDLQAdmin: "S"},
+	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"payout_attempts":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"payout_evidence":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"wallets":                    {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
+	"ledger_transactions":        {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"ledger_entries":             {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"credit_availability":        {RolePayoutWorker: "SI"},
+	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU"},
+	"processed_events":           {RolePayoutWorker: "SI"},
+	"payout_resolutions":         {RolePayoutWorker: "SU", RoleDLQAdmin: "SIU"},
+	"approvals":                  {RoleDLQAdmin: "SIU"},
+	"dead_letters":               {RoleWebhookAPI: "Ii", RoleOutboxRelay: "Ii", RolePayoutWorker: "Ii", RoleDLQAdmin: "SIU"},
+	"replay_jobs":                {RoleDLQAdmin: "SIU"},
+	"replay_job_letters":         {RoleDLQAdmin: "SI"},
+	"reconciliation_runs":        {RoleDLQAdmin: "SI"},
+	"audit_log":                  {RoleDLQAdmin: "SI"},
+	"transaction_outbox":         {RoleWebhookAPI: "Ii", RoleOutboxRelay: "SUD", RolePayoutWorker: "Ii", RoleDLQAdmin: "SI"},
+	"schema_migrations":          {},
+}
+
+// migrated creates a database, applies every migration and drops the
+// database when t ends. It returns the owner's URL.
+func migrated(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("TEST_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("aegis_roles_test_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	if _, err := Up(u.String()); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	return u.String()
+}
+
+// asRole connects to the database at ownerURL as role, made a login first.
+func asRole(t *testing.T, ownerURL, role string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	if err := EnableLogin(ctx, owner, role, ""); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(ownerURL)
+	u.User = url.User(role)
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestServiceRoleGrants(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+
+	rows, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range tables {
+		want, ok := wantGrants[table]
+		if !ok {
+			t.Errorf("table %s has no line in wantGrants (and docs/architecture.md): grant it to the roles that use it", table)
+			continue
+		}
+		for _, role := range ServiceRoles() {
+			var got string
+			err := conn.QueryRow(ctx, `
+				SELECT concat(
+				    CASE WHEN has_table_privilege($1, $2, 'SELECT') THEN 'S' END,
+				    CASE WHEN has_table_privilege($1, $2, 'INSERT') THEN 'I' END,
+				    CASE WHEN has_table_privilege($1, $2, 'UPDATE') THEN 'U' END,
+				    CASE WHEN has_table_privilege($1, $2, 'DELETE') THEN 'D' END,
+				    CASE WHEN has_table_privilege($1, $2, 'TRUNCATE') THEN 'T' END,
+				    CASE WHEN has_table_privilege($1, $2, 'REFERENCES') THEN 'R' END,
+				    CASE WHEN has_table_privilege($1, $2, 'TRIGGER') THEN 'G' END,
+				    CASE WHEN NOT has_table_privilege($1, $2, 'SELECT')
+				          AND has_any_column_privilege($1, $2, 'SELECT') THEN
+				        CASE WHEN has_column_privilege($1, $2, 'id', 'SELECT') THEN 'i' ELSE '?' END END,
+				    CASE WHEN NOT has_table_privilege($1, $2, 'UPDATE')
+				          AND has_any_column_privilege($1, $2, 'UPDATE') THEN 'u' END)`, role, "public."+table).Scan(&got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want[role] {
+				t.Errorf("%s on %s: has %q, want %q", role, table, got, want[role])
+			}
+		}
+	}
+	for table := range wantGrants {
+		if !slices.Contains(tables, table) {
+			t.Errorf("wantGrants lists %s, which the migrations do not create", table)
+		}
+	}
+
+	// No service role may create objects in the schema.
+	for _, role := range ServiceRoles() {
+		var create bool
+		if err := conn.QueryRow(ctx, `SELECT has_schema_privilege($1, 'public', 'CREATE')`, role).Scan(&create); err != nil {
+			t.Fatal(err)
+		}
+		if create {
+			t.Errorf("%s may CREATE in schema public", role)
+		}
+	}
+}
+
+// must runs sql and fails t if it fails.
+func must(t *testing.T, conn *pgx.Conn, what, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Errorf("%s must be allowed: %v", what, err)
+	}
+}
+
+// refused runs sql and fails t unless Postgres refuses it for lack of
+// privilege (42501).
+func refused(t *testing.T, conn *pgx.Conn, what, sql string, args ...any) {
+	t.Helper()
+	_, err := conn.Exec(context.Background(), sql, args...)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("%s must be refused with 42501 insufficient_privilege, got %v", what, err)
+	}
+}
+
+const (
+	insertOutbox = `INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		VALUES ('aegis.transactions', 'payout.requested', $1, '{}') RETURNING id`
+	insertLetter = `INSERT INTO dead_letters (source, original_topic, payload, error, error_class)
+		VALUES ('relay', 'aegis.transactions', '\x7b7d', 'test', 'permanent') ON CONFLICT DO NOTHING RETURNING id`
+	insertEvent = `INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id)
+		VALUES ('stripe', $1, 'payment_intent.succeeded', '{}', 'c') RETURNING id`
+	insertProcessed = `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', $1)`
+	insertAudit     = `INSERT INTO audit_log (actor, action, target_type, target_id) VALUES ('ops', 'test', 'letter', '1') RETURNING id`
+)
+
+// Each service's role can do what its service must and cannot write a table
+// that belongs to another: Postgres answers 42501.
+func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+
+	t.Run("webhook-api", func(t *testing.T) {
+		c := asRole(t, dbURL, RoleWebhookAPI)
+		must(t, c, "storing a PSP event", insertEvent, "evt_roles_1")
+		must(t, c, "writing the outbox", insertOutbox, "user:alice")
+		must(t, c, "storing an ingest dead letter", insertLetter)
+		must(t, c, "reading balances", `SELECT count(*) FROM wallets JOIN ledger_entries ON ledger_entries.wallet_id = wallets.id`)
+		refused(t, c, "posting to the ledger", `INSERT INTO wallets (kind, owner, currency) VALUES ('user', 'alice', 'usd')`)
+		refused(t, c, "marking an event processed", insertProcessed, "x")
+		refused(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing'`)
+		refused(t, c, "reading the outbox", `SELECT payload FROM transaction_outbox`)
+		refused(t, c, "reading dead letters", `SELECT payload FROM dead_letters`)
+		refused(t, c, "writing the audit log", insertAudit)
+		refused(t, c, "deleting an event", `DELETE FROM webhook_events`)
+	})
+	t.Run("outbox-relay", func(t *testing.T) {
+		c := asRole(t, dbURL, RoleOutboxRelay)
+		must(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing', locked_by = 'r' WHERE status = 'pending' RETURNING id, payload`)
+		must(t, c, "pruning published rows", `DELETE FROM transaction_outbox WHERE status = 'processed'`)
+		must(t, c, "dead-lettering a row", insertLetter)
+		refused(t, c, "writing the outbox", insertOutbox, "user:bob")
+		refused(t, c, "storing a PSP event", insertEvent, "evt_roles_2")
+		refused(t, c, "updating a payout", `UPDATE payouts SET status = 'FINALIZED'`)
+		refused(t, c, "reading wallets", `SELECT * FROM wallets`)
+		refused(t, c, "resolving a dead letter", `UPDATE dead_letters SET status = 'discarded'`)
+	})
+	t.Run("payout-worker", func(t *testing.T) {
+		c := asRole(t, dbURL, RolePayoutWorker)
+		must(t, c, "marking an event processed", insertProcessed, "evt_roles_3")
+		must(t, c, "creating a wallet", `INSERT INTO wallets (kind, owner, currency) VALUES ('user', 'carol', 'usd') ON CONFLICT (kind, owner, currency) DO NOTHING`)
+		must(t, c, "locking a wallet", `SELECT balance FROM wallets WHERE owner = 'carol' FOR UPDATE`)
+		must(t, c, "moving a balance", `UPDATE wallets SET balance = balance + 1, version = version + 1 WHERE owner = 'carol'`)
+		must(t, c, "writing the outbox", insertOutbox, "user:carol")
+		must(t, c, "dead-lettering a message", insertLetter)
+		refused(t, c, "storing a PSP event", insertEvent, "evt_roles_4")
+		refused(t, c, "creating a payout", `INSERT INTO payouts (id) VALUES (gen_random_uuid())`)
+		refused(t, c, "registering a destination", `UPDATE destinations SET status = 'disabled'`)
+		refused(t, c, "writing the audit log", insertAudit)
+		refused(t, c, "changing posted ledger entries", `UPDATE ledger_entries SET amount = 0`)
+		refused(t, c, "deleting processed events", `DELETE FROM processed_events`)
+	})
+	t.Run("dlq-admin", func(t *testing.T) {
+		c := asRole(t, dbURL, RoleDLQAdmin)
+		must(t, c, "writing the audit log", insertAudit)
+		must(t, c, "storing a dead letter", insertLetter)
+		must(t, c, "resolving dead letters", `UPDATE dead_letters SET status = 'discarded', resolved_at = now() WHERE status = 'open'`)
+		must(t, c, "replaying into the outbox", insertOutbox, "user:dave")
+		must(t, c, "reconciling the ledger", `SELECT count(*) FROM ledger_entries JOIN ledger_transactions t ON t.id = transaction_id`)
+		refused(t, c, "marking an event processed", insertProcessed, "evt_roles_5")
+		refused(t, c, "moving a balance", `UPDATE wallets SET balance = balance + 1`)
+		refused(t, c, "changing a payout", `UPDATE payouts SET status = 'FINALIZED'`)
+		refused(t, c, "storing a PSP event", insertEvent, "evt_roles_6")
+		refused(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing'`)
+		refused(t, c, "deleting the audit log", `DELETE FROM audit_log`)
+	})
+}
+
+// EnableLogin with a password sets it, quoting whatever it holds; the
+// password is never in the error text.
+func TestEnableLoginQuotesThePassword(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// A role of this test's own: the service roles are shared by every
+	// database of the cluster, and their passwords are not this test's.
+	role := fmt.Sprintf("aegis_roles_test_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	if err := EnableLogin(ctx, conn, role, `it's "odd"; DROP ROLE x`); err != nil {
+		t.Fatalf("EnableLogin: %v", err)
+	}
+	var canLogin, hasPassword bool
+	if err := conn.QueryRow(ctx, `SELECT rolcanlogin, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1`, role).Scan(&canLogin, &hasPassword); err != nil {
+		t.Fatal(err)
+	}
+	if !canLogin || !hasPassword {
+		t.Fatalf("after EnableLogin: login %v, password set %v", canLogin, hasPassword)
+	}
+	err = EnableLogin(ctx, conn, "aegis_no_such_role", "secret-pw")
+	if err == nil || !strings.Contains(err.Error(), "no such role") || strings.Contains(err.Error(), "secret-pw") {
+		t.Fatalf("EnableLogin of a missing role: %v", err)
+	}
+}
+
+// The migration's role creation is safe when many databases of one cluster
+// migrate at once (tests create a database per test): its DO block, run
+// for one new role from many connections together, succeeds on every one.
+func TestRoleCreationIsSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	up, err := FS.ReadFile("000016_service_roles.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(up)
+	start := strings.Index(src, "DO $$")
+	end := strings.Index(src[start:], "$$;") + start + len("$$;")
+	list := "ARRAY['aegis_webhook_api', 'aegis_outbox_relay', 'aegis_payout_worker', 'aegis_dlq_admin']"
+	if start < 0 || !strings.Contains(src[start:end], list) {
+		t.Fatalf("000016 has no DO block creating %s", list)
+	}
+	role := fmt.Sprintf("aegis_roles_race_%d", time.Now().UnixNano())
+	block := strings.Replace(src[start:end], list, "ARRAY['"+role+"']", 1)
+
+	ctx := context.Background()
+	const n = 8
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	defer func() { _, _ = conns[0].Exec(context.Background(), "DROP ROLE IF EXISTS "+role) }()
+	ready := make(chan struct{})
+	errs := make(chan error, n)
+	for _, c := range conns {
+		go func() {
+			<-ready
+			_, err := c.Exec(ctx, block)
+			errs <- err
+		}()
+	}
+	close(ready)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent role creation: %v", err)
+		}
+	}
+	var exists bool
+	if err := conns[0].QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND NOT rolcanlogin)`, role).Scan(&exists); err != nil || !exists {
+		t.Fatalf("NOLOGIN role %s after the race: %v %v", role, exists, err)
+	}
+}

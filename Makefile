@@ -8,7 +8,7 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check clean
+.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check generate generate-check clean
 
 all: build
 
@@ -33,12 +33,12 @@ test:
 	@scripts/devdeps.sh compose browser promtool
 	@$(MAKE) --no-print-directory tidy-check
 	@mkdir -p $(BIN)
-	@echo "lint, deploy-check and rules-check run alongside the tests; output in $(CHECKS_LOG), printed after them"
-	@(nice -n 10 $(MAKE) --no-print-directory -k lint deploy-check rules-check) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
+	@echo "lint, generate-check, deploy-check and rules-check run alongside the tests; output in $(CHECKS_LOG), printed after them"
+	@(nice -n 10 $(MAKE) --no-print-directory -k lint generate-check deploy-check rules-check) >$(CHECKS_LOG) 2>&1 & checks=$$!; \
 	$(GO) test $(TEST_FLAGS) $(PACKAGES); tested=$$?; \
 	wait $$checks; checked=$$?; \
-	echo "--- lint, deploy-check, rules-check ($(CHECKS_LOG)) ---"; cat $(CHECKS_LOG); \
-	if [ $$checked -ne 0 ]; then echo "make test: lint, deploy-check or rules-check failed (see above)"; fi; \
+	echo "--- lint, generate-check, deploy-check, rules-check ($(CHECKS_LOG)) ---"; cat $(CHECKS_LOG); \
+	if [ $$checked -ne 0 ]; then echo "make test: lint, generate-check, deploy-check or rules-check failed (see above)"; fi; \
 	[ $$tested -eq 0 ] && [ $$checked -eq 0 ]
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
@@ -71,6 +71,7 @@ tidy:
 	@for d in $$($(GO) list -m -f '{{.Dir}}'); do (cd $$d && $(GO) mod tidy -e) || exit 1; done
 	@cd deploy && GOWORK=off $(GO) mod tidy
 	@cd tools/lint && GOWORK=off $(GO) mod tidy
+	@cd tools/sqlc && GOWORK=off $(GO) mod tidy
 
 ## tidy-check: fail when a module's go.mod or go.sum is not what `make tidy` would write
 tidy-check:
@@ -79,6 +80,21 @@ tidy-check:
 	done
 	@(cd deploy && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "deploy/go.mod is stale: run make tidy"; exit 1; }
 	@(cd tools/lint && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/lint/go.mod is stale: run make tidy"; exit 1; }
+	@(cd tools/sqlc && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/sqlc/go.mod is stale: run make tidy"; exit 1; }
+
+## generate: sqlc compiles each store's queries.sql into its sqlcdb package (sqlc.yaml).
+## sqlc is pinned in tools/sqlc/go.mod (outside go.work) and built from it without cgo: Postgres's parser
+## (pg_query) then runs as WebAssembly, which needs no C toolchain and builds in minutes, not a quarter hour.
+SQLC := $(CURDIR)/$(BIN)/sqlc
+$(SQLC): tools/sqlc/go.mod tools/sqlc/go.sum
+	@mkdir -p $(BIN)
+	cd tools/sqlc && GOWORK=off CGO_ENABLED=0 $(GO) build -o $(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
+generate: $(SQLC)
+	$(SQLC) generate
+
+## generate-check: fail when the committed generated code is not what `make generate` would write
+generate-check: $(SQLC)
+	@$(SQLC) diff || { echo "generated SQL code is stale: run make generate"; exit 1; }
 
 ## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
 BENCH_DURATION ?= 20s

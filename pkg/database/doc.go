@@ -17,4 +17,46 @@
 //
 // Transactions go through InTx so that every path rolls back on error and on
 // panic alike; writes that must commit together take the caller's pgx.Tx.
+//
+// # Where SQL lives
+//
+// A store's queries live in a queries.sql file next to it, one named
+// statement each (-- name: X :one|:many|:exec|:execrows), with named
+// parameters (@user_id; sqlc.narg(x) where NULL means "any"). sqlc
+// (sqlc.yaml at the repository root, pinned in tools/sqlc) compiles them
+// against the schema of migrations/*.up.sql into typed pgx/v5 code in the
+// store's sqlcdb package: one Params struct per statement instead of $1…$20,
+// and sqlcdb.DBTX (a pool, a connection or a pgx.Tx) instead of hand-written
+// "pool or tx" interfaces; a store that must join the caller's transaction
+// calls sqlcdb.New(tx) or Queries.WithTx(tx). The generated code is
+// committed: `make generate` regenerates it and `make generate-check`
+// (part of `make test`) fails when it is stale. A query whose text is
+// assembled at run time has no place in a queries.sql; it stays next to
+// its store, built from constants, and says why.
+//
+// Converted: pkg/dlq (its 20-column insert; dlq.Insert takes a
+// sqlcdb.DBTX); webhook-api destinations (Resolve takes a destinations.Ref,
+// not four strings) and pspsync (runs and cursors); dlq-admin resolution
+// (resolutions and approvals), recon, replay (jobs, job letters, no-op
+// checks), pspruns, store's audit insert and MaxID (see below), and
+// webhook-api payouts' Create path (its 11-column insert, idempotency key, limits).
+//
+// Not converted yet, and why:
+//   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
+//     except the audit insert and MaxID (its queries.sql; CountOpen and
+//     MaxID take a sqlcdb.DBTX, which replaced store.Querier): List,
+//     Groups, the open-letter selections and the payouts list build their
+//     WHERE clause from the filters a request sets, so that each filter is a
+//     plain condition the planner serves from its index under a generic
+//     plan; one static statement with "sqlc.narg(x) IS NULL OR …" per
+//     filter would not be. Its other static statements (Get, Lock, Mark*,
+//     alerts) could move; not done for lack of time.
+//   - webhook-api payouts' Get and Cancel statements: not done for lack of
+//     time.
+//   - the hot paths `make bench` measures: webhook-api ingest and wallets,
+//     payout-worker payout, ledger and consume (processed), pkg/outbox,
+//     outbox-relay's listener. They move only with the same
+//     statements (batch, unnest, COPY) and round trips and a bench run to
+//     show it; that run was not made, so they keep their constants (each in
+//     one queries.go or store.go per store).
 package database

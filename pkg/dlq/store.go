@@ -10,33 +10,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/aegis-payments/aegis/pkg/dlq/sqlcdb"
 )
-
-// Querier is a pgx.Tx or a *pgxpool.Pool.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// ON CONFLICT without a target covers every unique index: the origin of a
-// consumer letter, the outbox row of a relay letter, and the DLQ record a
-// letter was read from.
-const sqlInsert = `
-INSERT INTO dead_letters
-    (source, original_topic, original_partition, original_offset, consumer_group, outbox_id,
-     partition_key, event_type, payload, headers, error, error_class, retry_count, retry_history,
-     first_failure_at, failed_at, correlation_id, dlq_topic, dlq_partition, dlq_offset)
-VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-        nullif($18, ''), $19, $20)
-ON CONFLICT DO NOTHING
-RETURNING id`
 
 // Insert stores l unless a letter with the same origin is already stored, and
 // reports the row id and whether this call inserted it. Text Postgres would
 // refuse (NUL, invalid UTF-8) is replaced with U+FFFD first, so a malformed
-// letter cannot stall its writer; the payload is bytea and kept as is.
-func Insert(ctx context.Context, q Querier, l Letter) (id int64, inserted bool, err error) {
+// letter cannot stall its writer; the payload is bytea and kept as is. db is
+// a pgx.Tx (the letter commits with the caller's work), a connection or a
+// pool.
+func Insert(ctx context.Context, db sqlcdb.DBTX, l Letter) (id int64, inserted bool, err error) {
 	if !slices.Contains(Sources(), l.Source) {
 		return 0, false, fmt.Errorf("dead letter source %q", l.Source)
 	}
@@ -56,9 +40,28 @@ func Insert(ctx context.Context, q Querier, l Letter) (id int64, inserted bool, 
 	if payload == nil {
 		payload = []byte{}
 	}
-	err = q.QueryRow(ctx, sqlInsert, l.Source, l.OriginalTopic, l.OriginalPartition, l.OriginalOffset,
-		l.ConsumerGroup, l.OutboxID, l.PartitionKey, l.EventType, payload, headers, l.Error, l.ErrorClass,
-		l.RetryCount, history, l.FirstFailureAt, l.FailedAt, l.CorrelationID, l.DLQTopic, l.DLQPartition, l.DLQOffset).Scan(&id)
+	id, err = sqlcdb.New(db).InsertDeadLetter(ctx, sqlcdb.InsertDeadLetterParams{
+		Source:            l.Source,
+		OriginalTopic:     l.OriginalTopic,
+		OriginalPartition: l.OriginalPartition,
+		OriginalOffset:    l.OriginalOffset,
+		ConsumerGroup:     l.ConsumerGroup,
+		OutboxID:          l.OutboxID,
+		PartitionKey:      l.PartitionKey,
+		EventType:         l.EventType,
+		Payload:           payload,
+		Headers:           headers,
+		Error:             l.Error,
+		ErrorClass:        l.ErrorClass,
+		RetryCount:        l.RetryCount,
+		RetryHistory:      history,
+		FirstFailureAt:    l.FirstFailureAt,
+		FailedAt:          l.FailedAt,
+		CorrelationID:     l.CorrelationID,
+		DLQTopic:          l.DLQTopic,
+		DLQPartition:      l.DLQPartition,
+		DLQOffset:         l.DLQOffset,
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}

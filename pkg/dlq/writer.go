@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aegis-payments/aegis/pkg/dlq/sqlcdb"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
@@ -84,7 +85,7 @@ func NewWriter(service string, deps lifecycle.Deps) (*Writer, error) {
 // function Insert). Once that transaction has committed, and only if this
 // call inserted the letter, the caller reports it with Written: a rolled
 // back letter (a lost lease, a failed batch) is not counted.
-func (w *Writer) Insert(ctx context.Context, q Querier, l Letter) (id int64, inserted bool, err error) {
+func (w *Writer) Insert(ctx context.Context, q sqlcdb.DBTX, l Letter) (id int64, inserted bool, err error) {
 	return Insert(ctx, q, l)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -37,22 +38,6 @@ var (
 	ErrNotFound = errors.New("no such PSP reconciliation run")
 )
 
-const runColumns = `id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at`
-
-const (
-	sqlRequest = `INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', $1)
-RETURNING ` + runColumns
-	sqlGet    = `SELECT ` + runColumns + ` FROM psp_reconciliation_runs WHERE id = $1`
-	sqlLatest = `SELECT ` + runColumns + ` FROM psp_reconciliation_runs ORDER BY id DESC LIMIT 1`
-	// sqlUnalerted is the oldest finished run with something to alert on,
-	// locked: replicas do not alert on it twice.
-	sqlUnalerted = `SELECT ` + runColumns + ` FROM psp_reconciliation_runs
-WHERE (disagreement_count > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
-ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
-	sqlMarkAlerted = `UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = $1`
-)
-
 // Run is one stored run.
 type Run struct {
 	ID                int64           `json:"run_id"`
@@ -73,30 +58,37 @@ type Run struct {
 	AlertedAt         *time.Time      `json:"alerted_at"`
 }
 
-func scanRun(row pgx.Row) (Run, error) {
-	var r Run
-	var providers, dis []byte
-	err := row.Scan(&r.ID, &r.Status, &r.Trigger, &r.RequestedBy, &r.RequestedAt, &r.StartedAt, &r.FinishedAt, &r.Attempts,
-		&r.EventsFound, &r.EventsRecovered, &r.EventsPresent, &r.DisagreementCount, &providers, &dis, &r.Error, &r.AlertedAt)
-	r.Providers, r.Disagreements = providers, dis
-	return r, err
+// runRow is the row every statement returning a run returns (queries.sql);
+// the others' row types convert to it.
+type runRow = sqlcdb.GetRow
+
+// toRun is the Run of row r, or r's error.
+func toRun(r runRow, err error) (Run, error) {
+	if err != nil {
+		return Run{}, err
+	}
+	return Run{ID: r.ID, Status: r.Status, Trigger: r.Trigger, RequestedBy: r.RequestedBy, RequestedAt: r.RequestedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts, EventsFound: r.EventsFound,
+		EventsRecovered: r.EventsRecovered, EventsPresent: r.EventsPresent, DisagreementCount: r.DisagreementCount,
+		Providers: r.Report, Disagreements: r.Disagreements, Error: r.Error, AlertedAt: r.AlertedAt}, nil
 }
 
 // Store reads and requests runs.
 type Store struct {
 	pool *pgxpool.Pool
+	q    *sqlcdb.Queries
 }
 
 // New returns the run store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: sqlcdb.New(pool)} }
 
 // Request asks for a run now, on behalf of actor (audited); ErrBusy while
 // one is requested or running.
 func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 	var run Run
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if run, err = scanRun(tx.QueryRow(ctx, sqlRequest, actor)); err != nil {
+		row, err := s.q.WithTx(tx).Request(ctx, actor)
+		if run, err = toRun(runRow(row), err); err != nil {
 			if database.IsUniqueViolation(err, "psp_reconciliation_runs_one_active") {
 				return ErrBusy
 			}
@@ -113,16 +105,16 @@ func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 
 // Get returns run id.
 func (s *Store) Get(ctx context.Context, id int64) (Run, error) {
-	return s.one(ctx, sqlGet, id)
+	return one(toRun(s.q.Get(ctx, id)))
 }
 
 // Latest returns the latest run.
 func (s *Store) Latest(ctx context.Context) (Run, error) {
-	return s.one(ctx, sqlLatest)
+	row, err := s.q.Latest(ctx)
+	return one(toRun(runRow(row), err))
 }
 
-func (s *Store) one(ctx context.Context, q string, args ...any) (Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, q, args...))
+func one(r Run, err error) (Run, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -176,7 +168,9 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 	for {
 		done := false
 		err := database.InTx(ctx, w.pool, func(tx pgx.Tx) error {
-			run, err := scanRun(tx.QueryRow(ctx, sqlUnalerted))
+			q := sqlcdb.New(tx)
+			row, err := q.Unalerted(ctx)
+			run, err := toRun(runRow(row), err)
 			if errors.Is(err, pgx.ErrNoRows) {
 				done = true
 				return nil
@@ -184,7 +178,7 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 			if err != nil {
 				return fmt.Errorf("read runs to alert on: %w", err)
 			}
-			if _, err := tx.Exec(ctx, sqlMarkAlerted, run.ID); err != nil {
+			if err := q.MarkAlerted(ctx, run.ID); err != nil {
 				return fmt.Errorf("mark run alerted: %w", err)
 			}
 			// Raise only queues (the alerter delivers and retries on its

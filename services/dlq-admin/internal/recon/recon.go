@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -201,7 +202,10 @@ func (r *Reconciler) run(ctx context.Context, trigger, actor string, exclusive b
 		return Run{}, fmt.Errorf("encode reconciliation summary: %w", err)
 	}
 	err = database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, sqlInsertRun, run.StartedAt, run.FinishedAt, run.OK, trigger, actor, body).Scan(&run.ID); err != nil {
+		id, err := sqlcdb.New(tx).InsertRun(ctx, sqlcdb.InsertRunParams{StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
+			OK: run.OK, Trigger: trigger, Actor: actor, Summary: body})
+		run.ID = id
+		if err != nil {
 			return fmt.Errorf("store reconciliation run: %w", err)
 		}
 		if trigger != TriggerManual {
@@ -234,12 +238,13 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		return Summary{}, fmt.Errorf("reconciliation: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, sqlStatementTimeout, strconv.FormatInt(r.stmtTimeout.Milliseconds(), 10)); err != nil {
+	q := sqlcdb.New(tx)
+	if err := q.StatementTimeout(ctx, strconv.FormatInt(r.stmtTimeout.Milliseconds(), 10)); err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: statement timeout: %w", err)
 	}
 	if exclusive {
-		var locked bool
-		if err := tx.QueryRow(ctx, sqlTryLock).Scan(&locked); err != nil {
+		locked, err := q.TryLock(ctx)
+		if err != nil {
 			return Summary{}, fmt.Errorf("reconciliation: lock: %w", err)
 		}
 		if !locked {
@@ -247,78 +252,52 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		}
 	}
 	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, Holds: []OpenHold{}, SystemAccounts: []Account{}}
-	if err := tx.QueryRow(ctx, sqlCounts).Scan(&s.Transactions, &s.Entries, &s.UserWallets, &s.SystemWallets); err != nil {
+	c, err := q.Counts(ctx)
+	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: count: %w", err)
 	}
+	s.Transactions, s.Entries, s.UserWallets, s.SystemWallets = c.Transactions, c.Entries, c.UserWallets, c.SystemWallets
 
-	rows, err := tx.Query(ctx, sqlUnbalanced, MaxListed)
+	unbalanced, err := q.Unbalanced(ctx, MaxListed)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
 	}
-	for rows.Next() {
-		var u Unbalanced
-		if err := rows.Scan(&u.TransactionID, &u.Currency, &u.Sum, &s.UnbalancedTransactions); err != nil {
-			rows.Close()
-			return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
-		}
-		s.Unbalanced = append(s.Unbalanced, u)
-	}
-	if err := rows.Err(); err != nil {
-		return Summary{}, fmt.Errorf("reconciliation: transactions: %w", err)
+	for _, u := range unbalanced {
+		s.Unbalanced = append(s.Unbalanced, Unbalanced{TransactionID: u.TransactionID, Currency: u.Currency, Sum: u.Sum})
+		s.UnbalancedTransactions = u.Total
 	}
 
-	rows, err = tx.Query(ctx, sqlUserWallets, MaxListed)
+	wallets, err := q.UserWallets(ctx, MaxListed)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
 	}
-	for rows.Next() {
-		var w WalletProblem
-		var mismatch, negative bool
-		if err := rows.Scan(&w.Owner, &w.Currency, &w.Stored, &w.Computed, &mismatch, &negative,
-			&s.WalletMismatches, &s.NegativeWallets); err != nil {
-			rows.Close()
-			return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
-		}
-		w.Problems = []string{}
-		if mismatch {
+	for _, row := range wallets {
+		w := WalletProblem{Owner: row.Owner, Currency: row.Currency, Stored: row.Balance, Computed: row.Computed, Problems: []string{}}
+		if row.Mismatch {
 			w.Problems = append(w.Problems, "balance_mismatch")
 		}
-		if negative {
+		if row.Negative {
 			w.Problems = append(w.Problems, "negative")
 		}
 		s.Wallets = append(s.Wallets, w)
-	}
-	if err := rows.Err(); err != nil {
-		return Summary{}, fmt.Errorf("reconciliation: wallets: %w", err)
+		s.WalletMismatches, s.NegativeWallets = row.Mismatches, row.Negatives
 	}
 
-	rows, err = tx.Query(ctx, sqlOpenHolds, MaxListed)
+	holds, err := q.OpenHolds(ctx, MaxListed)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
 	}
-	for rows.Next() {
-		var h OpenHold
-		if err := rows.Scan(&h.PayoutID, &h.Status, &h.Currency, &h.Held, &s.OpenHolds); err != nil {
-			rows.Close()
-			return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
-		}
-		s.Holds = append(s.Holds, h)
-	}
-	if err := rows.Err(); err != nil {
-		return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
+	for _, h := range holds {
+		s.Holds = append(s.Holds, OpenHold{PayoutID: h.PayoutID, Status: h.Status, Currency: h.Currency, Held: h.Held})
+		s.OpenHolds = h.Total
 	}
 
-	rows, err = tx.Query(ctx, sqlSystemAccounts)
+	accounts, err := q.SystemAccounts(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
 	}
-	s.SystemAccounts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Account, error) {
-		var a Account
-		err := row.Scan(&a.Owner, &a.Currency, &a.Balance)
-		return a, err
-	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
+	for _, a := range accounts {
+		s.SystemAccounts = append(s.SystemAccounts, Account{Owner: a.Owner, Currency: a.Currency, Balance: a.Balance})
 	}
 	return s, nil
 }
@@ -377,16 +356,15 @@ func discrepancyAlert(run Run) alert.Alert {
 
 // Latest returns the latest stored run, or ErrNoRun.
 func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
-	var run Run
-	var body []byte
-	err := r.pool.QueryRow(ctx, sqlLatestRun).Scan(&run.ID, &run.StartedAt, &run.FinishedAt, &run.OK, &run.Trigger, &run.Actor, &body)
+	row, err := sqlcdb.New(r.pool).LatestRun(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNoRun
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("latest reconciliation run: %w", err)
 	}
-	if err := json.Unmarshal(body, &run.Summary); err != nil {
+	run := Run{ID: row.ID, StartedAt: row.StartedAt, FinishedAt: row.FinishedAt, OK: row.OK, Trigger: row.Trigger, Actor: row.Actor}
+	if err := json.Unmarshal(row.Summary, &run.Summary); err != nil {
 		return Run{}, fmt.Errorf("decode reconciliation run %d: %w", run.ID, err)
 	}
 	return run, nil

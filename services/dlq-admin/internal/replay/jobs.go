@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -158,15 +159,19 @@ type Job struct {
 
 func (j Job) remaining() int { return j.Max - j.Replayed - j.Noop - j.Failed }
 
-func scanJob(row pgx.Row) (Job, error) {
-	var j Job
-	var filter []byte
-	err := row.Scan(&j.ID, &j.Actor, &j.Reason, &filter, &j.Max, &j.UptoID, &j.Status, &j.Matched, &j.Replayed, &j.Noop,
-		&j.Skipped, &j.Failed, &j.LastError, &j.CursorID, &j.CreatedAt, &j.StartedAt, &j.FinishedAt)
+// jobRow is the row every statement returning a job returns (queries.sql);
+// the others' row types convert to it.
+type jobRow = sqlcdb.GetJobRow
+
+// toJob is the Job of row r, or r's error.
+func toJob(r jobRow, err error) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	if err := json.Unmarshal(filter, &j.Filter); err != nil {
+	j := Job{ID: r.ID, Actor: r.Actor, Reason: r.Reason, Max: r.Max, UptoID: r.UptoID, Status: r.Status, Matched: r.Matched,
+		Replayed: r.Replayed, Noop: r.Noop, Skipped: r.Skipped, Failed: r.Failed, LastError: r.LastError, CursorID: r.CursorID,
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+	if err := json.Unmarshal(r.Filter, &j.Filter); err != nil {
 		return Job{}, fmt.Errorf("decode filter of replay job %d: %w", j.ID, err)
 	}
 	return j, nil
@@ -221,7 +226,9 @@ func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) 
 			return err
 		}
 		now := s.now()
-		if job, err = scanJob(tx.QueryRow(ctx, sqlInsertJob, actor, req.Reason, filter, req.Max, upto, now)); err != nil {
+		row, err := s.q.WithTx(tx).InsertJob(ctx, sqlcdb.InsertJobParams{Actor: actor, Reason: req.Reason, Filter: filter,
+			Max: req.Max, UptoID: upto, CreatedAt: now})
+		if job, err = toJob(jobRow(row), err); err != nil {
 			return fmt.Errorf("insert replay job: %w", err)
 		}
 		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
@@ -241,7 +248,7 @@ func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) 
 
 // Job returns job id, or ErrJobNotFound.
 func (s *Service) Job(ctx context.Context, id int64) (Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, sqlGetJob, id))
+	j, err := toJob(s.q.GetJob(ctx, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, ErrJobNotFound
 	}
@@ -256,13 +263,15 @@ func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
 	if limit < 1 || limit > MaxJobList {
 		limit = MaxJobList
 	}
-	rows, err := s.pool.Query(ctx, sqlListJobs, limit)
+	rows, err := s.q.ListJobs(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list replay jobs: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Job, error) { return scanJob(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list replay jobs: %w", err)
+	jobs := make([]Job, len(rows))
+	for i, r := range rows {
+		if jobs[i], err = toJob(jobRow(r), nil); err != nil {
+			return nil, fmt.Errorf("list replay jobs: %w", err)
+		}
 	}
 	return jobs, nil
 }
@@ -273,8 +282,8 @@ func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
 func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, error) {
 	var job Job
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var status string
-		err := tx.QueryRow(ctx, sqlLockJob, id).Scan(&status)
+		q := s.q.WithTx(tx)
+		status, err := q.LockJob(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrJobNotFound
 		}
@@ -285,7 +294,8 @@ func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, e
 			return fmt.Errorf("replay job %d is %s: %w", id, status, ErrJobFinished)
 		}
 		now := s.now()
-		if job, err = scanJob(tx.QueryRow(ctx, sqlCancelJob, id, now)); err != nil {
+		row, err := q.CancelJob(ctx, sqlcdb.CancelJobParams{ID: id, FinishedAt: now})
+		if job, err = toJob(jobRow(row), err); err != nil {
 			return fmt.Errorf("cancel replay job %d: %w", id, err)
 		}
 		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReplayJobStop, TargetType: store.TargetReplayJob,
@@ -324,8 +334,8 @@ type JobLetter struct {
 // those after letter after, at most limit (1..MaxJobLetters). Errors:
 // ErrJobNotFound.
 func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) ([]JobLetter, error) {
-	var exists bool
-	if err := s.pool.QueryRow(ctx, sqlJobExists, id).Scan(&exists); err != nil {
+	exists, err := s.q.JobExists(ctx, id)
+	if err != nil {
 		return nil, fmt.Errorf("get replay job %d: %w", id, err)
 	}
 	if !exists {
@@ -334,30 +344,23 @@ func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) ([
 	if limit < 1 || limit > MaxJobLetters {
 		limit = MaxJobLetters
 	}
-	rows, err := s.pool.Query(ctx, sqlJobLetters, id, after, limit)
+	rows, err := s.q.JobLetters(ctx, sqlcdb.JobLettersParams{JobID: id, After: after, MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
 	}
-	letters, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (JobLetter, error) {
-		var l JobLetter
-		var outbox *int64
-		var state, msg *string
-		if err := row.Scan(&l.DeadLetterID, &l.Outcome, &outbox, &state, &msg, &l.At); err != nil {
-			return l, err
+	letters := make([]JobLetter, len(rows))
+	for i, r := range rows {
+		l := JobLetter{DeadLetterID: r.DeadLetterID, Outcome: r.Outcome, At: r.At}
+		if r.OutboxID != nil {
+			l.OutboxID = *r.OutboxID
 		}
-		if outbox != nil {
-			l.OutboxID = *outbox
+		if r.SubjectState != nil {
+			l.SubjectState = *r.SubjectState
 		}
-		if state != nil {
-			l.SubjectState = *state
+		if r.Error != nil {
+			l.Error = *r.Error
 		}
-		if msg != nil {
-			l.Error = *msg
-		}
-		return l, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list letters of replay job %d: %w", id, err)
+		letters[i] = l
 	}
 	return letters, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -28,7 +29,9 @@ func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req 
 		return Job{}, err
 	}
 	now := s.now()
-	job, err := scanJob(tx.QueryRow(ctx, sqlInsertJob, actor, req.Reason, filter, req.Max, upto, now))
+	row, err := s.q.WithTx(tx).InsertJob(ctx, sqlcdb.InsertJobParams{Actor: actor, Reason: req.Reason, Filter: filter,
+		Max: req.Max, UptoID: upto, CreatedAt: now})
+	job, err := toJob(jobRow(row), err)
 	if err != nil {
 		return Job{}, fmt.Errorf("insert replay job: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -62,6 +63,7 @@ func (e *NotOpenError) Is(target error) bool { return target == ErrNotOpen }
 // Service resolves dead letters and manages bulk replay jobs.
 type Service struct {
 	pool   *pgxpool.Pool
+	q      *sqlcdb.Queries
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
@@ -88,7 +90,7 @@ func (s *Service) notify() {
 // New returns a Service on pool.
 func New(pool *pgxpool.Pool, st *store.Store, deps lifecycle.Deps) *Service {
 	deps = deps.WithDefaults()
-	return &Service{pool: pool, store: st, logger: deps.Logger.With("component", "replay"), now: deps.Clock, wake: make(chan struct{}, 1)}
+	return &Service{pool: pool, q: sqlcdb.New(pool), store: st, logger: deps.Logger.With("component", "replay"), now: deps.Clock, wake: make(chan struct{}, 1)}
 }
 
 // Replayed is the result of one replay: what it did (Outcome,
@@ -143,7 +145,7 @@ func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reas
 	ctx, span := replaySpan(ctx, id, msg.Headers)
 	defer span.End()
 	rp := store.Replay{Outcome: store.OutcomeRepublished}
-	if rp.SubjectState, err = noopState(ctx, tx, d); err != nil {
+	if rp.SubjectState, err = noopState(ctx, s.q.WithTx(tx), d); err != nil {
 		return Replayed{}, fmt.Errorf("replay dead letter %d: %w", id, err)
 	}
 	if rp.SubjectState != "" {

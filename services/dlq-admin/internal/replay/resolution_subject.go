@@ -11,17 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/event"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 )
-
-const sqlResolutionDecided = `SELECT status FROM payout_resolutions WHERE id = $1`
 
 // resolutionState is noopState for a payout.resolution command (package
 // resolution): a replay changes nothing once its resolution was decided
 // (the worker applies each resolution once), and says so as
 // RESOLUTION_APPLIED, _REFUSED or _REJECTED. ok is false when the payload
 // is not a resolution command.
-func resolutionState(ctx context.Context, tx store.Querier, payload []byte) (state string, ok bool, err error) {
+func resolutionState(ctx context.Context, q *sqlcdb.Queries, payload []byte) (state string, ok bool, err error) {
 	var cmd event.PayoutResolution
 	if json.Unmarshal(payload, &cmd) != nil || cmd.ResolutionID == "" {
 		return "", false, nil
@@ -30,8 +28,7 @@ func resolutionState(ctx context.Context, tx store.Querier, payload []byte) (sta
 	if err != nil {
 		return "", true, nil
 	}
-	var status string
-	err = tx.QueryRow(ctx, sqlResolutionDecided, id).Scan(&status)
+	status, err := q.ResolutionDecided(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", true, nil
 	}

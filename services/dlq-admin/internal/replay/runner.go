@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -159,7 +160,9 @@ func (r *Runner) claim(ctx context.Context) (Job, bool, error) {
 	found := false
 	err := database.InTx(ctx, r.svc.pool, func(tx pgx.Tx) error {
 		now := r.svc.now()
-		next, err := scanJob(tx.QueryRow(ctx, sqlNextJob, now))
+		q := r.svc.q.WithTx(tx)
+		row, err := q.NextJob(ctx, now)
+		next, err := toJob(jobRow(row), err)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -172,7 +175,9 @@ func (r *Runner) claim(ctx context.Context) (Job, bool, error) {
 				return err
 			}
 		}
-		job, err = scanJob(tx.QueryRow(ctx, sqlStartJob, next.ID, now, r.cfg.Owner, now.Add(r.cfg.Lease), matched))
+		started, err := q.StartJob(ctx, sqlcdb.StartJobParams{ID: next.ID, Now: now, Owner: r.cfg.Owner,
+			LockedUntil: now.Add(r.cfg.Lease), Matched: int(matched)})
+		job, err = toJob(jobRow(started), err)
 		if err != nil {
 			return fmt.Errorf("start replay job %d: %w", next.ID, err)
 		}
@@ -212,7 +217,9 @@ func (r *Runner) work(ctx context.Context, job Job) (Job, error) {
 			}
 		}
 	}
-	done, err := scanJob(r.svc.pool.QueryRow(ctx, sqlFinishJob, job.ID, r.cfg.Owner, JobDone, r.svc.now(), nil))
+	finished, err := r.svc.q.FinishJob(ctx, sqlcdb.FinishJobParams{ID: job.ID, Owner: r.cfg.Owner, Status: JobDone,
+		FinishedAt: r.svc.now()})
+	done, err := toJob(jobRow(finished), err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return job, errLeaseLost
 	}
@@ -248,11 +255,14 @@ func (r *Runner) one(ctx context.Context, job Job, id int64) (Job, error) {
 			return err
 		}
 		now := r.svc.now()
-		if _, err := tx.Exec(ctx, sqlRecordJobLetter, job.ID, id, letter.Outcome, nonZero(letter.OutboxID),
-			letter.SubjectState, letter.Error, now); err != nil {
+		q := r.svc.q.WithTx(tx)
+		if err := q.RecordJobLetter(ctx, sqlcdb.RecordJobLetterParams{JobID: job.ID, DeadLetterID: id, Outcome: letter.Outcome,
+			OutboxID: nonZero(letter.OutboxID), SubjectState: letter.SubjectState, Error: letter.Error, At: now}); err != nil {
 			return fmt.Errorf("record replay job %d letter %d: %w", job.ID, id, err)
 		}
-		out, err = scanJob(tx.QueryRow(ctx, sqlAdvance, job.ID, r.cfg.Owner, replayed, skipped, failed, lastErr, id, now.Add(r.cfg.Lease), noop))
+		advanced, err := q.Advance(ctx, sqlcdb.AdvanceParams{ID: job.ID, Owner: r.cfg.Owner, Replayed: replayed, Skipped: skipped,
+			Failed: failed, LastError: lastErr, CursorID: id, LockedUntil: now.Add(r.cfg.Lease), Noop: noop})
+		out, err = toJob(jobRow(advanced), err)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errLeaseLost // rolls the replay back
 		}
@@ -269,11 +279,11 @@ func (r *Runner) one(ctx context.Context, job Job, id int64) (Job, error) {
 }
 
 func (r *Runner) heartbeat(ctx context.Context, jobID int64) error {
-	tag, err := r.svc.pool.Exec(ctx, sqlHeartbeat, jobID, r.cfg.Owner, r.svc.now().Add(r.cfg.Lease))
+	n, err := r.svc.q.Heartbeat(ctx, sqlcdb.HeartbeatParams{ID: jobID, Owner: r.cfg.Owner, LockedUntil: r.svc.now().Add(r.cfg.Lease)})
 	if err != nil {
 		return fmt.Errorf("extend replay job %d lease: %w", jobID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return errLeaseLost
 	}
 	return nil
@@ -284,7 +294,8 @@ func (r *Runner) fail(ctx context.Context, job Job, err error) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	msg := err.Error()
-	if _, ferr := r.svc.pool.Exec(fctx, sqlFinishJob, job.ID, r.cfg.Owner, JobFailed, r.svc.now(), msg); ferr != nil {
+	if _, ferr := r.svc.q.FinishJob(fctx, sqlcdb.FinishJobParams{ID: job.ID, Owner: r.cfg.Owner, Status: JobFailed,
+		FinishedAt: r.svc.now(), LastError: &msg}); ferr != nil && !errors.Is(ferr, pgx.ErrNoRows) {
 		r.logger.Warn("could not mark replay job failed; it is resumed when its lease runs out", "replay_job_id", job.ID, "error", ferr.Error())
 	}
 }
@@ -294,7 +305,7 @@ func (r *Runner) fail(ctx context.Context, job Job, err error) {
 func (r *Runner) release(ctx context.Context, job Job) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := r.svc.pool.Exec(rctx, sqlReleaseJob, job.ID, r.cfg.Owner); err != nil {
+	if err := r.svc.q.ReleaseJob(rctx, sqlcdb.ReleaseJobParams{ID: job.ID, Owner: r.cfg.Owner}); err != nil {
 		r.logger.Warn("could not release replay job; it is resumed when its lease runs out", "replay_job_id", job.ID, "error", err.Error())
 	}
 }

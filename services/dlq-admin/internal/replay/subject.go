@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -32,17 +34,17 @@ var payoutIgnoresCommands = map[string]bool{
 // state of its subject ("" when a replay has work to do, or when it cannot
 // tell, in which case the letter is republished and the consumers'
 // idempotency decides). See the package doc.
-func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (string, error) {
+func noopState(ctx context.Context, q *sqlcdb.Queries, d store.DeadLetter) (string, error) {
 	switch d.OriginalTopic {
 	case kafkax.TopicTransactions:
-		if state, ok, err := resolutionState(ctx, tx, d.Payload); ok || err != nil {
+		if state, ok, err := resolutionState(ctx, q, d.Payload); ok || err != nil {
 			return state, err
 		}
 		var cmd event.PayoutRequested
 		if json.Unmarshal(d.Payload, &cmd) != nil || cmd.PayoutID == "" {
 			return "", nil
 		}
-		status, err := payoutStatus(ctx, tx, cmd.PayoutID)
+		status, err := payoutStatus(ctx, q, cmd.PayoutID)
 		if err != nil || !payoutIgnoresCommands[status] {
 			return "", err
 		}
@@ -57,8 +59,8 @@ func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (strin
 			if e.Reference == "" {
 				return "", nil
 			}
-			var posted bool
-			if err := tx.QueryRow(ctx, sqlCreditPosted, e.Provider+":"+e.Reference).Scan(&posted); err != nil {
+			posted, err := q.CreditPosted(ctx, e.Provider+":"+e.Reference)
+			if err != nil {
 				return "", fmt.Errorf("look up credit %s:%s: %w", e.Provider, e.Reference, err)
 			}
 			if posted {
@@ -69,8 +71,7 @@ func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (strin
 			if !ok {
 				return "", nil
 			}
-			var status string
-			err := tx.QueryRow(ctx, sqlEvidenceApplied, id, e.Provider, e.EventID).Scan(&status)
+			status, err := q.EvidenceApplied(ctx, sqlcdb.EvidenceAppliedParams{PayoutID: id, Provider: e.Provider, EventID: e.EventID})
 			if errors.Is(err, pgx.ErrNoRows) {
 				return "", nil
 			}
@@ -85,13 +86,12 @@ func noopState(ctx context.Context, tx store.Querier, d store.DeadLetter) (strin
 
 // payoutStatus is payout id's state, "" when there is no such payout (a
 // replay republishes, and the worker dead-letters it again as unknown).
-func payoutStatus(ctx context.Context, tx store.Querier, payoutID string) (string, error) {
+func payoutStatus(ctx context.Context, q *sqlcdb.Queries, payoutID string) (string, error) {
 	id, ok := payoutUUID(payoutID)
 	if !ok {
 		return "", nil
 	}
-	var status string
-	err := tx.QueryRow(ctx, sqlPayoutStatus, id).Scan(&status)
+	status, err := q.PayoutStatus(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -103,12 +103,13 @@ func payoutStatus(ctx context.Context, tx store.Querier, payoutID string) (strin
 
 // payoutUUID parses a payout id; payouts.id is a uuid, and a malformed id
 // must not become a query error.
-func payoutUUID(s string) (pgtype.UUID, bool) {
+// pgtype parses it, as pgx did when the id was a query argument.
+func payoutUUID(s string) (uuid.UUID, bool) {
 	var u pgtype.UUID
 	if err := u.Scan(s); err != nil || !u.Valid {
-		return pgtype.UUID{}, false
+		return uuid.UUID{}, false
 	}
-	return u, true
+	return uuid.UUID(u.Bytes), true
 }
 
 // Prediction is what a replay of an open letter would do now.
@@ -131,7 +132,7 @@ func (s *Service) Predict(ctx context.Context, d store.DeadLetter) (Prediction, 
 	if _, err := Message(d); err != nil {
 		return Prediction{Error: err.Error()}, nil
 	}
-	state, err := noopState(ctx, s.pool, d)
+	state, err := noopState(ctx, s.q, d)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("predict replay of dead letter %d: %w", d.ID, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -47,13 +48,6 @@ type Approval struct {
 	DecidedAt *time.Time
 }
 
-func scanApproval(row pgx.Row) (Approval, error) {
-	var a Approval
-	err := row.Scan(&a.ID, &a.Kind, &a.TargetID, &a.Request, &a.Summary, &a.RequestedBy, &a.Status, &a.DecidedBy,
-		&a.DecisionReason, &a.ResultID, &a.CreatedAt, &a.DecidedAt)
-	return a, err
-}
-
 // GateBulkReplay holds a bulk replay of more than the threshold's letters
 // for a second operator: it records the approval and reports true. It
 // reports false (run it now) when four-eyes is off or the replay is small.
@@ -76,8 +70,10 @@ func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.B
 	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.now()
 		summary := fmt.Sprintf("bulk replay of %d dead letters (threshold %d)", p.WouldReplay, s.cfg.Threshold)
-		var id int64
-		if err := tx.QueryRow(ctx, sqlInsertApproval, KindBulkReplay, "", body, summary, actor, now).Scan(&id); err != nil {
+		q := s.q.WithTx(tx)
+		id, err := q.InsertApproval(ctx, sqlcdb.InsertApprovalParams{Kind: KindBulkReplay, TargetID: "",
+			Request: body, Summary: summary, RequestedBy: actor, CreatedAt: now})
+		if err != nil {
 			return fmt.Errorf("record approval of a bulk replay: %w", err)
 		}
 		if err := store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: TargetApproval,
@@ -85,7 +81,8 @@ func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.B
 			Detail: map[string]any{"awaiting_approval": true, "would_replay": p.WouldReplay}}); err != nil {
 			return err
 		}
-		a, err = scanApproval(tx.QueryRow(ctx, sqlGetApproval, id))
+		row, err := q.GetApproval(ctx, id)
+		a = Approval(row)
 		return err
 	})
 	if err != nil {
@@ -106,23 +103,27 @@ func (s *Service) Approvals(ctx context.Context, status string, limit int) ([]Ap
 	if limit < 1 || limit > store.MaxLimit {
 		return nil, &store.InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", store.MaxLimit)}
 	}
-	rows, err := s.pool.Query(ctx, sqlListApprovals, status, limit)
+	rows, err := s.q.ListApprovals(ctx, sqlcdb.ListApprovalsParams{Status: status, MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Approval, error) { return scanApproval(r) })
+	out := make([]Approval, len(rows))
+	for i, r := range rows {
+		out[i] = Approval(r)
+	}
+	return out, nil
 }
 
 // Approval returns approval id, or ErrApprovalNotFound.
 func (s *Service) Approval(ctx context.Context, id int64) (Approval, error) {
-	a, err := scanApproval(s.pool.QueryRow(ctx, sqlGetApproval, id))
+	row, err := s.q.GetApproval(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Approval{}, ErrApprovalNotFound
 	}
 	if err != nil {
 		return Approval{}, fmt.Errorf("get approval %d: %w", id, err)
 	}
-	return a, nil
+	return Approval(row), nil
 }
 
 // Approve lets approval id take effect on behalf of actor, who must not
@@ -151,7 +152,9 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 	var out Approval
 	sent, job := false, false
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := scanApproval(tx.QueryRow(ctx, sqlLockApproval, id))
+		q := s.q.WithTx(tx)
+		row, err := q.LockApproval(ctx, id)
+		a := Approval(row)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrApprovalNotFound
 		}
@@ -169,8 +172,8 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 		detail := map[string]any{"kind": a.Kind, "requested_by": a.RequestedBy}
 		switch {
 		case a.Kind == KindPayoutResolution:
-			var st string
-			if err := tx.QueryRow(ctx, sqlResolutionStatus, a.TargetID).Scan(&st); err != nil {
+			st, err := q.ResolutionStatus(ctx, a.TargetID)
+			if err != nil {
 				return fmt.Errorf("approval %d: resolution %s: %w", id, a.TargetID, err)
 			}
 			if st != StatusAwaitingApproval {
@@ -184,7 +187,7 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 				}
 				status, sent = ApprovalApproved, true
 				detail["outbox_id"] = oid
-			} else if _, err := tx.Exec(ctx, sqlRejectResolution, a.TargetID, now); err != nil {
+			} else if err := q.RejectResolution(ctx, sqlcdb.RejectResolutionParams{ID: a.TargetID, DecidedAt: now}); err != nil {
 				return fmt.Errorf("reject resolution %s: %w", a.TargetID, err)
 			}
 			detail["resolution_id"] = a.TargetID
@@ -200,9 +203,12 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 			status, result, job = ApprovalApproved, strconv.FormatInt(j.ID, 10), true
 			detail["replay_job_id"] = j.ID
 		}
-		if out, err = scanApproval(tx.QueryRow(ctx, sqlDecideApproval, id, status, actor, reason, result, now)); err != nil {
+		row, err = q.DecideApproval(ctx, sqlcdb.DecideApprovalParams{ID: id, Status: status, DecidedBy: actor,
+			DecisionReason: reason, ResultID: result, DecidedAt: now})
+		if err != nil {
 			return fmt.Errorf("decide approval %d: %w", id, err)
 		}
+		out = Approval(row)
 		action := ActionReject
 		if approve {
 			action = ActionApprove

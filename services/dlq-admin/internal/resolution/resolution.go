@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -75,6 +76,7 @@ type Config struct {
 // Service records resolutions and approvals.
 type Service struct {
 	pool     *pgxpool.Pool
+	q        *sqlcdb.Queries
 	replays  *replay.Service
 	cfg      Config
 	logger   *slog.Logger
@@ -86,7 +88,7 @@ type Service struct {
 // release.
 func New(pool *pgxpool.Pool, replays *replay.Service, cfg Config, deps lifecycle.Deps) *Service {
 	deps = deps.WithDefaults()
-	return &Service{pool: pool, replays: replays, cfg: cfg, logger: deps.Logger.With("component", "resolution"), now: deps.Clock}
+	return &Service{pool: pool, q: sqlcdb.New(pool), replays: replays, cfg: cfg, logger: deps.Logger.With("component", "resolution"), now: deps.Clock}
 }
 
 // WithNotifier wakes the relays after a commit that wrote a command.
@@ -172,16 +174,16 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 	}
 	var out Resolution
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var userID, status string
-		err := tx.QueryRow(ctx, sqlPayoutForResolution, payoutID).Scan(&userID, &status)
+		q := s.q.WithTx(tx)
+		p, err := q.PayoutForResolution(ctx, payoutID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrPayoutNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("resolve payout %s: %w", payoutID, err)
 		}
-		if status != statusNeedsReview {
-			return &NotInReviewError{Status: status}
+		if p.Status != statusNeedsReview {
+			return &NotInReviewError{Status: p.Status}
 		}
 		now := s.now()
 		st := StatusPending
@@ -189,8 +191,9 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			st = StatusAwaitingApproval
 		}
 		id := uuid.Must(uuid.NewV7()).String()
-		if _, err := tx.Exec(ctx, sqlInsertResolution, id, payoutID, userID, req.Outcome, req.Reason, req.PSPObjectID,
-			actor, st, now); err != nil {
+		if err := q.InsertResolution(ctx, sqlcdb.InsertResolutionParams{ID: id, PayoutID: payoutID, UserID: p.UserID,
+			Outcome: req.Outcome, Reason: req.Reason, PSPObjectID: req.PSPObjectID, RequestedBy: actor, Status: st,
+			CreatedAt: now}); err != nil {
 			if database.IsUniqueViolation(err, "payout_resolutions_open_idx") {
 				return ErrInFlight
 			}
@@ -203,8 +206,9 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			}
 		} else {
 			summary := fmt.Sprintf("resolve payout %s as %s (evidence %s)", payoutID, req.Outcome, req.PSPObjectID)
-			var aid int64
-			if err := tx.QueryRow(ctx, sqlInsertApproval, KindPayoutResolution, id, []byte("{}"), summary, actor, now).Scan(&aid); err != nil {
+			aid, err := q.InsertApproval(ctx, sqlcdb.InsertApprovalParams{Kind: KindPayoutResolution, TargetID: id,
+				Request: []byte("{}"), Summary: summary, RequestedBy: actor, CreatedAt: now})
+			if err != nil {
 				return fmt.Errorf("record approval of resolution %s: %w", id, err)
 			}
 			detail["approval_id"] = aid
@@ -213,7 +217,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			TargetID: payoutID, Reason: req.Reason, Detail: detail, At: now}); err != nil {
 			return err
 		}
-		out, err = get(ctx, tx, id)
+		out, err = get(ctx, q, id)
 		return err
 	})
 	if err != nil {
@@ -230,12 +234,13 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 // send writes resolution id's command to the outbox, marks it pending
 // (approved by approver, if any) and returns the outbox row's id.
 func (s *Service) send(ctx context.Context, tx pgx.Tx, id, approver string) (int64, error) {
-	r, err := get(ctx, tx, id)
+	q := s.q.WithTx(tx)
+	r, err := get(ctx, q, id)
 	if err != nil {
 		return 0, err
 	}
-	var corr string
-	if err := tx.QueryRow(ctx, sqlPayoutCorrelation, r.PayoutID).Scan(&corr); err != nil {
+	corr, err := q.PayoutCorrelation(ctx, r.PayoutID)
+	if err != nil {
 		return 0, fmt.Errorf("resolution %s: payout %s: %w", id, r.PayoutID, err)
 	}
 	body, err := json.Marshal(event.PayoutResolution{ResolutionID: id, PayoutID: r.PayoutID, UserID: r.UserID,
@@ -255,7 +260,7 @@ func (s *Service) send(ctx context.Context, tx pgx.Tx, id, approver string) (int
 	if err != nil {
 		return 0, fmt.Errorf("send resolution %s: %w", id, err)
 	}
-	if _, err := tx.Exec(ctx, sqlMarkSent, id, oid, approver); err != nil {
+	if err := q.MarkSent(ctx, sqlcdb.MarkSentParams{ID: id, OutboxID: oid, ApprovedBy: approver}); err != nil {
 		return 0, fmt.Errorf("send resolution %s: %w", id, err)
 	}
 	return oid, nil
@@ -266,36 +271,30 @@ func (s *Service) Get(ctx context.Context, id string) (Resolution, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return Resolution{}, ErrNotFound
 	}
-	return get(ctx, s.pool, id)
+	return get(ctx, s.q, id)
 }
 
 // ForPayout returns the payout's resolutions, newest first.
 func (s *Service) ForPayout(ctx context.Context, payoutID string) ([]Resolution, error) {
-	rows, err := s.pool.Query(ctx, sqlSelectResolutions+` WHERE r.payout_id = $1 ORDER BY r.created_at DESC LIMIT 100`, payoutID)
+	rows, err := s.q.ResolutionsOfPayout(ctx, payoutID)
 	if err != nil {
 		return nil, fmt.Errorf("list resolutions of payout %s: %w", payoutID, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Resolution, error) { return scanResolution(r) })
+	out := make([]Resolution, len(rows))
+	for i, r := range rows {
+		out[i] = Resolution(r)
+	}
+	return out, nil
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func get(ctx context.Context, q querier, id string) (Resolution, error) {
-	r, err := scanResolution(q.QueryRow(ctx, sqlSelectResolutions+` WHERE r.id = $1`, id))
+// get reads resolution id through q (on the pool or a transaction).
+func get(ctx context.Context, q *sqlcdb.Queries, id string) (Resolution, error) {
+	r, err := q.GetResolution(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Resolution{}, ErrNotFound
 	}
 	if err != nil {
 		return Resolution{}, fmt.Errorf("get resolution %s: %w", id, err)
 	}
-	return r, nil
-}
-
-func scanResolution(row pgx.Row) (Resolution, error) {
-	var r Resolution
-	err := row.Scan(&r.ID, &r.PayoutID, &r.UserID, &r.Outcome, &r.Reason, &r.PSPObjectID, &r.RequestedBy, &r.Status,
-		&r.PSPAnswer, &r.ApprovedBy, &r.OutboxID, &r.CreatedAt, &r.DecidedAt, &r.ApprovalID)
-	return r, err
+	return Resolution(r), nil
 }

@@ -29,6 +29,8 @@
 // planner can use them. Groups collapse ids and numbers out of the error
 // message (errorGroup) so that one failure of many payouts is one group.
 //
-// All SQL is in queries.go. Driver errors are translated here: pgx.ErrNoRows
-// becomes ErrNotFound.
+// The audit insert and MaxID are in queries.sql (sqlc, package sqlcdb); the
+// rest, including every statement assembled from a request's filters, is in
+// queries.go (pkg/database's doc says why). Driver errors are translated
+// here: pgx.ErrNoRows becomes ErrNotFound.
 package store

@@ -180,10 +180,6 @@ SELECT id FROM dead_letters
 WHERE headers ? 'replay_of' AND headers->>'replay_of' = $1::bigint::text
 ORDER BY id`
 
-const sqlInsertAudit = `
-INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
-VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7)`
-
 // openQuery selects the open letters of sel (after < id <= upto and its
 // filters; the status filter is always open), walking
 // dead_letters_open_id_idx in id order, oldest first, as the letters failed.
@@ -213,8 +209,6 @@ func lockOpenQuery(sel Selection, limit int) (string, []any) {
 	sql, args := openIDsQuery(sel, limit)
 	return sql + ` FOR UPDATE`, args
 }
-
-const sqlMaxID = `SELECT coalesce(max(id), 0) FROM dead_letters`
 
 // sqlPendingAlerts claims letters nobody has been alerted about. SKIP LOCKED
 // lets several dlq-admin replicas sweep at once without alerting twice.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store/sqlcdb"
 )
 
 // Resolution is who resolves a letter, when and why.
@@ -123,7 +125,9 @@ func Audit(ctx context.Context, tx pgx.Tx, e AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("encode audit detail: %w", err)
 	}
-	if _, err := tx.Exec(ctx, sqlInsertAudit, e.Actor, e.Action, e.TargetType, e.TargetID, e.Reason, b, e.At); err != nil {
+	err = sqlcdb.New(tx).InsertAudit(ctx, sqlcdb.InsertAuditParams{Actor: e.Actor, Action: e.Action, TargetType: e.TargetType,
+		TargetID: e.TargetID, Reason: e.Reason, Detail: b, At: e.At})
+	if err != nil {
 		return fmt.Errorf("write audit log (%s %s %s): %w", e.Action, e.TargetType, e.TargetID, err)
 	}
 	return nil
@@ -161,14 +165,9 @@ func (s *Store) CountOpen(ctx context.Context, sel Selection) (int64, error) {
 	return CountOpen(ctx, s.pool, sel)
 }
 
-// Querier is a pgx.Tx or a pool.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // CountOpen counts the open letters in sel through q (a transaction or a
 // pool).
-func CountOpen(ctx context.Context, q Querier, sel Selection) (int64, error) {
+func CountOpen(ctx context.Context, q sqlcdb.DBTX, sel Selection) (int64, error) {
 	var n int64
 	sql, args := openQuery("count(*)", sel)
 	if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
@@ -208,9 +207,9 @@ func DiscardMany(ctx context.Context, tx pgx.Tx, ids []int64, r Resolution) ([]i
 }
 
 // MaxID is the highest letter id so far (0 when there is none).
-func MaxID(ctx context.Context, q Querier) (int64, error) {
-	var id int64
-	if err := q.QueryRow(ctx, sqlMaxID).Scan(&id); err != nil {
+func MaxID(ctx context.Context, q sqlcdb.DBTX) (int64, error) {
+	id, err := sqlcdb.New(q).MaxID(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("read highest dead letter id: %w", err)
 	}
 	return id, nil

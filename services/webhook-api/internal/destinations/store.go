@@ -8,60 +8,22 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations/sqlcdb"
 )
 
-const columns = `id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at`
-
-// sqlRegister inserts a registration unless an active one exists; the
-// second statement then finds it. ON CONFLICT names the partial index's
-// columns and predicate.
-const sqlRegister = `
-INSERT INTO destinations (id, user_id, provider, destination, type, created_by)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (user_id, provider, destination) WHERE status = 'active' DO NOTHING
-RETURNING ` + columns
-
-const sqlActive = `
-SELECT ` + columns + ` FROM destinations
-WHERE user_id = $1 AND provider = $2 AND destination = $3 AND status = 'active'`
-
-const sqlList = `
-SELECT ` + columns + ` FROM destinations
-WHERE user_id = $1 AND ($2 = '' OR status = $2)
-ORDER BY created_at DESC, id DESC`
-
-const sqlDisable = `
-UPDATE destinations SET status = 'disabled', disabled_by = $3, disabled_at = now()
-WHERE id = $1 AND user_id = $2 AND status = 'active'
-RETURNING ` + columns
-
-const sqlGet = `SELECT ` + columns + ` FROM destinations WHERE id = $1 AND user_id = $2`
-
-// sqlResolve finds the active destination a payout names, by id, by value or
-// both (then they must agree), and holds it (FOR SHARE) until the payout
-// commits: a concurrent disable waits, and then no longer disables a
-// destination a payout was accepted for in between.
-const sqlResolve = `
-SELECT id, destination FROM destinations
-WHERE user_id = $1 AND provider = $2 AND status = 'active'
-  AND ($3::uuid IS NULL OR id = $3) AND ($4 = '' OR destination = $4)
-ORDER BY created_at DESC
-LIMIT 1
-FOR SHARE`
-
 // Store reads and writes destinations.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct{ q *sqlcdb.Queries }
 
 // NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{q: sqlcdb.New(pool)} }
 
-func scan(r pgx.Row) (Destination, error) {
-	var d Destination
-	var id uuid.UUID
-	err := r.Scan(&id, &d.UserID, &d.Provider, &d.Destination, &d.Type, &d.Status, &d.CreatedBy, &d.CreatedAt,
-		&d.DisabledBy, &d.DisabledAt)
-	d.ID = id.String()
-	return d, err
+// fromRow is the domain view of a stored row.
+func fromRow(r sqlcdb.Destination) Destination {
+	return Destination{
+		ID: r.ID.String(), UserID: r.UserID, Provider: r.Provider, Destination: r.Destination, Type: r.Type,
+		Status: r.Status, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, DisabledBy: r.DisabledBy, DisabledAt: r.DisabledAt,
+	}
 }
 
 // Register records reg for userID on behalf of client, or returns the
@@ -75,16 +37,17 @@ func (s *Store) Register(ctx context.Context, client, userID, kind string, reg R
 	// collided with is disabled in between, the lookup finds nothing and
 	// the loop inserts again.
 	for range 3 {
-		d, err = scan(s.pool.QueryRow(ctx, sqlRegister, id, userID, reg.Provider, reg.Destination, kind, client))
+		row, err := s.q.Register(ctx, sqlcdb.RegisterParams{ID: id, UserID: userID, Provider: reg.Provider,
+			Destination: reg.Destination, Type: kind, CreatedBy: client})
 		if err == nil {
-			return d, true, nil
+			return fromRow(row), true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return Destination{}, false, fmt.Errorf("register destination: %w", err)
 		}
-		d, err = scan(s.pool.QueryRow(ctx, sqlActive, userID, reg.Provider, reg.Destination))
+		row, err = s.q.Active(ctx, sqlcdb.ActiveParams{UserID: userID, Provider: reg.Provider, Destination: reg.Destination})
 		if err == nil {
-			return d, false, nil
+			return fromRow(row), false, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return Destination{}, false, fmt.Errorf("load destination: %w", err)
@@ -95,13 +58,13 @@ func (s *Store) Register(ctx context.Context, client, userID, kind string, reg R
 
 // List returns userID's destinations, newest first; status "" lists all.
 func (s *Store) List(ctx context.Context, userID, status string) ([]Destination, error) {
-	rows, err := s.pool.Query(ctx, sqlList, userID, status)
+	rows, err := s.q.List(ctx, sqlcdb.ListParams{UserID: userID, Status: status})
 	if err != nil {
 		return nil, fmt.Errorf("list destinations: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Destination, error) { return scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list destinations: %w", err)
+	out := make([]Destination, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
 	}
 	return out, nil
 }
@@ -113,41 +76,52 @@ func (s *Store) Disable(ctx context.Context, client, userID, id string) (Destina
 	if err != nil {
 		return Destination{}, ErrNotFound
 	}
-	d, err := scan(s.pool.QueryRow(ctx, sqlDisable, did, userID, client))
+	row, err := s.q.Disable(ctx, sqlcdb.DisableParams{ID: did, UserID: userID, DisabledBy: client})
 	if err == nil {
-		return d, nil
+		return fromRow(row), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return Destination{}, fmt.Errorf("disable destination: %w", err)
 	}
-	d, err = scan(s.pool.QueryRow(ctx, sqlGet, did, userID))
+	row, err = s.q.Get(ctx, sqlcdb.GetParams{ID: did, UserID: userID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Destination{}, ErrNotFound
 	}
 	if err != nil {
 		return Destination{}, fmt.Errorf("load destination: %w", err)
 	}
-	return d, nil
+	return fromRow(row), nil
 }
 
-// Resolve returns the id and value of the active destination of userID and
-// provider that id and/or value name, within tx (see sqlResolve). It
-// answers ErrNotRegistered when there is none.
-func Resolve(ctx context.Context, tx pgx.Tx, userID, provider, id, value string) (destID uuid.UUID, destination string, err error) {
+// Ref names the destination a payout goes to: UserID's active destination
+// of Provider with the id ID, the value Value, or both (then they must
+// agree). An empty ID or Value names any.
+type Ref struct {
+	UserID   string
+	Provider string
+	ID       string
+	Value    string
+}
+
+// Resolve returns the id and value of the active destination ref names,
+// within tx, and holds its row (FOR SHARE) until tx ends: a concurrent
+// disable waits, and then no longer disables a destination a payout was
+// accepted for in between. It answers ErrNotRegistered when there is none.
+func Resolve(ctx context.Context, tx pgx.Tx, ref Ref) (destID uuid.UUID, destination string, err error) {
 	var want *uuid.UUID
-	if id != "" {
-		u, err := uuid.Parse(id)
+	if ref.ID != "" {
+		u, err := uuid.Parse(ref.ID)
 		if err != nil {
 			return uuid.UUID{}, "", ErrNotRegistered
 		}
 		want = &u
 	}
-	err = tx.QueryRow(ctx, sqlResolve, userID, provider, want, value).Scan(&destID, &destination)
+	row, err := sqlcdb.New(tx).Resolve(ctx, sqlcdb.ResolveParams{UserID: ref.UserID, Provider: ref.Provider, ID: want, Value: ref.Value})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return uuid.UUID{}, "", ErrNotRegistered
 	}
 	if err != nil {
 		return uuid.UUID{}, "", fmt.Errorf("resolve destination: %w", err)
 	}
-	return destID, destination, nil
+	return row.ID, row.Destination, nil
 }

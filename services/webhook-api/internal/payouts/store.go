@@ -16,31 +16,11 @@ import (
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
 
-const sqlInsert = `
-INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination,
-                     provider, correlation_id, destination_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-ON CONFLICT (client_id, idempotency_key) DO NOTHING
-RETURNING id`
-
-const sqlInsertTransition = `
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES ($1, NULL, 'INITIALIZED', 0)`
-
-const sqlByKey = `SELECT id, request_hash FROM payouts WHERE client_id = $1 AND idempotency_key = $2`
-
-// sqlLockDaily serializes the daily-limit check of one user and currency:
-// two concurrent payouts cannot both fit under the limit by not seeing each
-// other. Transaction-scoped, released at commit.
-const sqlLockDaily = `SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || $1 || ':' || $2, 0))`
-
-// sqlPaidOutDaily is what userID was paid out in currency over the last 24
-// hours, counting every accepted payout that did not fail (payouts_user_idx).
-const sqlPaidOutDaily = `
-SELECT coalesce(sum(amount), 0)::bigint FROM payouts
-WHERE user_id = $1 AND currency = $2 AND created_at > now() - interval '24 hours'
-  AND status NOT IN ('FAILED', 'FINALIZED')`
+// Creating a payout is in queries.sql (sqlc, package sqlcdb); Get's reads
+// and Cancel's statements are not converted yet (pkg/database's doc).
 
 const sqlGet = `
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, ''), provider, attempts,
@@ -105,16 +85,18 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 		if found || err != nil {
 			return err
 		}
-		destID, dest, err := destinations.Resolve(ctx, tx, req.UserID, req.Provider, req.DestinationID, req.Destination)
+		destID, dest, err := destinations.Resolve(ctx, tx, destinations.Ref{
+			UserID: req.UserID, Provider: req.Provider, ID: req.DestinationID, Value: req.Destination})
 		if err != nil {
 			return err
 		}
 		if err := s.checkLimits(ctx, tx, req); err != nil {
 			return err
 		}
-		var got uuid.UUID
-		err = tx.QueryRow(ctx, sqlInsert, id, clientID, key, hash, req.UserID, req.Amount, req.Currency,
-			dest, req.Provider, corr, destID).Scan(&got)
+		q := sqlcdb.New(tx)
+		_, err = q.InsertPayout(ctx, sqlcdb.InsertPayoutParams{ID: id, ClientID: clientID, IdempotencyKey: key,
+			RequestHash: hash, UserID: req.UserID, Amount: req.Amount, Currency: req.Currency, Destination: dest,
+			Provider: req.Provider, CorrelationID: corr, DestinationID: &destID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent request with the key committed first.
 			_, err = byKey(ctx, tx, clientID, key, hash, &existing)
@@ -124,7 +106,7 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return fmt.Errorf("insert payout: %w", err)
 		}
 		created = true
-		if _, err := tx.Exec(ctx, sqlInsertTransition, id); err != nil {
+		if err := q.InsertFirstTransition(ctx, id); err != nil {
 			return fmt.Errorf("insert payout transition: %w", err)
 		}
 		cmd, err := json.Marshal(event.PayoutRequested{PayoutID: id.String(), UserID: req.UserID,
@@ -165,15 +147,15 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 // byKey finds the payout (clientID, key) made: found with its id in
 // existing, or ErrKeyReused when it was made by another request.
 func byKey(ctx context.Context, tx pgx.Tx, clientID, key, hash string, existing *string) (found bool, err error) {
-	var prevHash string
-	err = tx.QueryRow(ctx, sqlByKey, clientID, key).Scan(existing, &prevHash)
+	row, err := sqlcdb.New(tx).ByKey(ctx, sqlcdb.ByKeyParams{ClientID: clientID, IdempotencyKey: key})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("load payout for idempotency key: %w", err)
 	}
-	if prevHash != hash {
+	*existing = row.ID.String()
+	if row.RequestHash != hash {
 		return true, ErrKeyReused
 	}
 	return true, nil
@@ -188,11 +170,12 @@ func (s *Store) checkLimits(ctx context.Context, tx pgx.Tx, req Request) error {
 	if !ok {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, sqlLockDaily, req.UserID, req.Currency); err != nil {
+	q := sqlcdb.New(tx)
+	if err := q.LockDaily(ctx, sqlcdb.LockDailyParams{UserID: req.UserID, Currency: req.Currency}); err != nil {
 		return fmt.Errorf("lock daily limit: %w", err)
 	}
-	var used int64
-	if err := tx.QueryRow(ctx, sqlPaidOutDaily, req.UserID, req.Currency).Scan(&used); err != nil {
+	used, err := q.PaidOutDaily(ctx, sqlcdb.PaidOutDailyParams{UserID: req.UserID, Currency: req.Currency})
+	if err != nil {
 		return fmt.Errorf("sum daily payouts: %w", err)
 	}
 	if used+req.Amount > max {

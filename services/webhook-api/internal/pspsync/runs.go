@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync/sqlcdb"
 )
 
 // Run statuses and triggers (psp_reconciliation_runs).
@@ -22,93 +24,20 @@ const (
 	TriggerManual    = "manual"
 )
 
-// The SQL of psp_reconciliation_runs and psp_reconciliation_cursors, in one
-// place. Times are the database's (now()): leases and the schedule are
-// compared across replicas.
-const (
-	// sqlRequestScheduled requests a scheduled run unless one was requested
-	// within the interval or one is active (the partial unique index).
-	sqlRequestScheduled = `
-INSERT INTO psp_reconciliation_runs (trigger)
-SELECT 'scheduled'
-WHERE NOT EXISTS (
-    SELECT 1 FROM psp_reconciliation_runs
-    WHERE requested_at > now() - make_interval(secs => $1) OR status IN ('requested', 'running'))
-ON CONFLICT DO NOTHING
-RETURNING id`
-
-	// sqlClaim takes the oldest requested run, or a running one whose
-	// lease lapsed (its worker died).
-	sqlClaim = `
-UPDATE psp_reconciliation_runs SET status = 'running', started_at = coalesce(started_at, now()),
-    locked_by = $1, lease_until = now() + make_interval(secs => $2), attempts = attempts + 1
-WHERE id = (
-    SELECT id FROM psp_reconciliation_runs
-    WHERE status = 'requested' OR (status = 'running' AND lease_until < now())
-    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, trigger, now()`
-
-	sqlRenew = `
-UPDATE psp_reconciliation_runs SET lease_until = now() + make_interval(secs => $3)
-WHERE id = $1 AND locked_by = $2 AND status = 'running'`
-
-	// sqlRelease hands an unfinished run back (the worker is stopping).
-	sqlRelease = `
-UPDATE psp_reconciliation_runs SET status = 'requested', locked_by = NULL, lease_until = NULL
-WHERE id = $1 AND locked_by = $2 AND status = 'running'`
-
-	sqlFinish = `
-UPDATE psp_reconciliation_runs SET status = $3, finished_at = now(), locked_by = NULL, lease_until = NULL,
-    events_found = $4, events_recovered = $5, events_present = $6, disagreement_count = $7,
-    report = $8, disagreements = $9, error = nullif($10, '')
-WHERE id = $1 AND locked_by = $2 AND status = 'running'`
-
-	sqlCursor = `SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = $1`
-
-	sqlSetCursor = `
-INSERT INTO psp_reconciliation_cursors (provider, synced_until, last_event_id, run_id)
-VALUES ($1, $2, nullif($3, ''), $4)
-ON CONFLICT (provider) DO UPDATE
-SET synced_until = greatest(psp_reconciliation_cursors.synced_until, EXCLUDED.synced_until),
-    last_event_id = coalesce(EXCLUDED.last_event_id, psp_reconciliation_cursors.last_event_id),
-    run_id = EXCLUDED.run_id, updated_at = now()`
-
-	sqlKnownEvents = `SELECT event_id FROM webhook_events WHERE provider = $1 AND event_id = ANY($2::text[])`
-
-	sqlPayouts = `SELECT id::text, status, updated_at < now() - make_interval(secs => $2)
-FROM payouts WHERE id = ANY($1::uuid[])`
-
-	// sqlSucceededPayouts are this provider's payouts SUCCEEDED here since
-	// since: each must be paid at the PSP.
-	sqlSucceededPayouts = `
-SELECT id::text, coalesce(psp_reference, '') FROM payouts
-WHERE provider = $1 AND status = 'SUCCEEDED' AND updated_at >= $2
-ORDER BY updated_at LIMIT $3`
-
-	// sqlStoredReturns are refund and dispute events stored between since
-	// and the grace ago: each must have its ledger posting by now.
-	sqlStoredReturns = `
-SELECT event_id, payload FROM webhook_events
-WHERE provider = $1 AND received_at >= $2 AND received_at < now() - make_interval(secs => $3)
-  AND (event_type LIKE 'refund.%' OR event_type LIKE 'charge.dispute.%' OR event_type = 'charge.refunded')
-ORDER BY id LIMIT $4`
-
-	sqlReturnPosted = `SELECT EXISTS (SELECT 1 FROM payment_returns WHERE provider = $1 AND kind = $2 AND object_id = $3)`
-)
-
 // Runs is psp_reconciliation_runs and the cursors.
+// Its SQL is in queries.sql. Times are the database's (now()): leases and
+// the schedule are compared across replicas.
 type Runs struct {
-	pool *pgxpool.Pool
+	q *sqlcdb.Queries
 }
 
 // NewRuns returns the run store on pool.
-func NewRuns(pool *pgxpool.Pool) *Runs { return &Runs{pool: pool} }
+func NewRuns(pool *pgxpool.Pool) *Runs { return &Runs{q: sqlcdb.New(pool)} }
 
 // RequestScheduled requests a scheduled run unless one was requested less
 // than interval ago or one is active; it reports whether it did.
 func (r *Runs) RequestScheduled(ctx context.Context, interval time.Duration) (bool, error) {
-	var id int64
-	err := r.pool.QueryRow(ctx, sqlRequestScheduled, interval.Seconds()).Scan(&id)
+	_, err := r.q.RequestScheduled(ctx, interval.Seconds())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -129,29 +58,28 @@ type Claimed struct {
 // Claim takes the next run for owner with a lease; ok is false when there
 // is none.
 func (r *Runs) Claim(ctx context.Context, owner string, lease time.Duration) (Claimed, bool, error) {
-	var c Claimed
-	err := r.pool.QueryRow(ctx, sqlClaim, owner, lease.Seconds()).Scan(&c.ID, &c.Trigger, &c.Now)
+	c, err := r.q.Claim(ctx, sqlcdb.ClaimParams{Owner: owner, LeaseSeconds: lease.Seconds()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claimed{}, false, nil
 	}
 	if err != nil {
 		return Claimed{}, false, fmt.Errorf("claim psp reconciliation run: %w", err)
 	}
-	return c, true, nil
+	return Claimed{ID: c.ID, Trigger: c.Trigger, Now: c.Now}, true, nil
 }
 
 // Renew extends the lease; false means the run is no longer ours.
 func (r *Runs) Renew(ctx context.Context, id int64, owner string, lease time.Duration) (bool, error) {
-	ct, err := r.pool.Exec(ctx, sqlRenew, id, owner, lease.Seconds())
+	n, err := r.q.Renew(ctx, sqlcdb.RenewParams{ID: id, Owner: owner, LeaseSeconds: lease.Seconds()})
 	if err != nil {
 		return false, fmt.Errorf("renew psp reconciliation lease: %w", err)
 	}
-	return ct.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // Release hands an unfinished run back to be claimed again.
 func (r *Runs) Release(ctx context.Context, id int64, owner string) error {
-	if _, err := r.pool.Exec(ctx, sqlRelease, id, owner); err != nil {
+	if err := r.q.Release(ctx, sqlcdb.ReleaseParams{ID: id, Owner: owner}); err != nil {
 		return fmt.Errorf("release psp reconciliation run: %w", err)
 	}
 	return nil
@@ -175,12 +103,15 @@ func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, r
 	if err != nil {
 		return fmt.Errorf("encode psp reconciliation disagreements: %w", err)
 	}
-	ct, err := r.pool.Exec(ctx, sqlFinish, id, owner, status, rep.Found, rep.Recovered, rep.Present,
-		len(rep.Disagreements), providers, disagreements, msg)
+	n, err := r.q.Finish(ctx, sqlcdb.FinishParams{
+		ID: id, Owner: owner, Status: status,
+		EventsFound: rep.Found, EventsRecovered: rep.Recovered, EventsPresent: rep.Present,
+		DisagreementCount: len(rep.Disagreements), Report: providers, Disagreements: disagreements, Error: msg,
+	})
 	if err != nil {
 		return fmt.Errorf("finish psp reconciliation run: %w", err)
 	}
-	if ct.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
 	}
 	return nil
@@ -189,8 +120,7 @@ func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, r
 // Cursor is how far the provider's record was read; ok is false before
 // the first run.
 func (r *Runs) Cursor(ctx context.Context, provider string) (time.Time, bool, error) {
-	var t time.Time
-	err := r.pool.QueryRow(ctx, sqlCursor, provider).Scan(&t)
+	t, err := r.q.Cursor(ctx, provider)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -202,7 +132,8 @@ func (r *Runs) Cursor(ctx context.Context, provider string) (time.Time, bool, er
 
 // SetCursor moves the provider's cursor forward (never back).
 func (r *Runs) SetCursor(ctx context.Context, provider string, until time.Time, lastEventID string, runID int64) error {
-	if _, err := r.pool.Exec(ctx, sqlSetCursor, provider, until, lastEventID, runID); err != nil {
+	err := r.q.SetCursor(ctx, sqlcdb.SetCursorParams{Provider: provider, SyncedUntil: until, LastEventID: lastEventID, RunID: runID})
+	if err != nil {
 		return fmt.Errorf("store psp reconciliation cursor: %w", err)
 	}
 	return nil
@@ -210,11 +141,7 @@ func (r *Runs) SetCursor(ctx context.Context, provider string, until time.Time, 
 
 // Known returns which of ids are stored already.
 func (r *Runs) Known(ctx context.Context, provider string, ids []string) (map[string]bool, error) {
-	rows, err := r.pool.Query(ctx, sqlKnownEvents, provider, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read stored events: %w", err)
-	}
-	known, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	known, err := r.q.KnownEvents(ctx, sqlcdb.KnownEventsParams{Provider: provider, EventIDs: ids})
 	if err != nil {
 		return nil, fmt.Errorf("read stored events: %w", err)
 	}
@@ -233,21 +160,13 @@ type payoutRow struct {
 }
 
 func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (map[string]payoutRow, error) {
-	rows, err := r.pool.Query(ctx, sqlPayouts, ids, grace.Seconds())
+	rows, err := r.q.Payouts(ctx, sqlcdb.PayoutsParams{IDs: ids, GraceSeconds: grace.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("read payouts: %w", err)
 	}
-	out := map[string]payoutRow{}
-	var (
-		id, status string
-		settled    bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &status, &settled}, func() error {
-		out[id] = payoutRow{Status: status, Settled: settled}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read payouts: %w", err)
+	out := make(map[string]payoutRow, len(rows))
+	for _, p := range rows {
+		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled}
 	}
 	return out, nil
 }
@@ -255,13 +174,13 @@ func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (
 type succeededPayout struct{ ID, PSPReference string }
 
 func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, limit int) ([]succeededPayout, error) {
-	rows, err := r.pool.Query(ctx, sqlSucceededPayouts, provider, since, limit)
+	rows, err := r.q.SucceededPayouts(ctx, sqlcdb.SucceededPayoutsParams{Provider: provider, Since: since, MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("read succeeded payouts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[succeededPayout])
-	if err != nil {
-		return nil, fmt.Errorf("read succeeded payouts: %w", err)
+	out := make([]succeededPayout, len(rows))
+	for i, p := range rows {
+		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference}
 	}
 	return out, nil
 }
@@ -272,20 +191,21 @@ type storedEvent struct {
 }
 
 func (r *Runs) storedReturns(ctx context.Context, provider string, since time.Time, grace time.Duration, limit int) ([]storedEvent, error) {
-	rows, err := r.pool.Query(ctx, sqlStoredReturns, provider, since, grace.Seconds(), limit)
+	rows, err := r.q.StoredReturns(ctx, sqlcdb.StoredReturnsParams{
+		Provider: provider, Since: since, GraceSeconds: grace.Seconds(), MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("read stored refunds and disputes: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[storedEvent])
-	if err != nil {
-		return nil, fmt.Errorf("read stored refunds and disputes: %w", err)
+	out := make([]storedEvent, len(rows))
+	for i, e := range rows {
+		out[i] = storedEvent{EventID: e.EventID, Payload: e.Payload}
 	}
 	return out, nil
 }
 
 func (r *Runs) returnPosted(ctx context.Context, provider, kind, objectID string) (bool, error) {
-	var ok bool
-	if err := r.pool.QueryRow(ctx, sqlReturnPosted, provider, kind, objectID).Scan(&ok); err != nil {
+	ok, err := r.q.ReturnPosted(ctx, sqlcdb.ReturnPostedParams{Provider: provider, Kind: kind, ObjectID: objectID})
+	if err != nil {
 		return false, fmt.Errorf("read payment returns: %w", err)
 	}
 	return ok, nil

@@ -1,0 +1,117 @@
+-- All SQL on replay_jobs and replay_job_letters, and what a replay looks at
+-- to decide whether it would change anything, compiled by sqlc into package
+-- sqlcdb. The letters themselves are read and resolved through package
+-- store. Every statement returning a job returns the same columns (GetJob's
+-- row: replayJob converts the others to it).
+
+-- name: InsertJob :one
+INSERT INTO replay_jobs (actor, reason, filter, max, upto_id, created_at)
+VALUES (@actor, nullif(@reason::text, ''), @filter, @max, @upto_id, @created_at)
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
+-- name: GetJob :one
+SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at
+FROM replay_jobs WHERE id = @id;
+
+-- name: ListJobs :many
+SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at
+FROM replay_jobs ORDER BY id DESC LIMIT @max_rows;
+
+-- name: NextJob :one
+-- The oldest job a runner may take: queued, or running under a lease that
+-- ran out (its runner died or let go). SKIP LOCKED: a job another replica
+-- is claiming right now is left to it.
+SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at
+FROM replay_jobs
+WHERE status = 'queued'
+   OR (status = 'running' AND (locked_until IS NULL OR locked_until < @now::timestamptz))
+ORDER BY id
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: StartJob :one
+UPDATE replay_jobs
+SET status = 'running', started_at = coalesce(started_at, @now::timestamptz), locked_by = @owner::text,
+    locked_until = @locked_until::timestamptz,
+    matched = CASE WHEN started_at IS NULL THEN @matched::int ELSE matched END
+WHERE id = @id
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
+-- name: Advance :one
+-- Records one letter's outcome and extends the lease, in the letter's own
+-- transaction. It matches nothing unless this runner still owns the
+-- running job, which rolls the letter's replay back.
+UPDATE replay_jobs
+SET replayed = replayed + @replayed::int, skipped = skipped + @skipped::int, failed = failed + @failed::int,
+    last_error = coalesce(sqlc.narg(last_error)::text, last_error), cursor_id = greatest(cursor_id, @cursor_id::bigint),
+    locked_until = @locked_until::timestamptz, noop = noop + @noop::int
+WHERE id = @id AND status = 'running' AND locked_by = @owner::text
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
+-- name: Heartbeat :execrows
+UPDATE replay_jobs SET locked_until = @locked_until::timestamptz
+WHERE id = @id AND status = 'running' AND locked_by = @owner::text;
+
+-- name: FinishJob :one
+UPDATE replay_jobs
+SET status = @status::text, finished_at = @finished_at::timestamptz, last_error = coalesce(sqlc.narg(last_error)::text, last_error),
+    locked_by = NULL, locked_until = NULL
+WHERE id = @id AND status = 'running' AND locked_by = @owner::text
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
+-- name: ReleaseJob :exec
+-- Lets go of a running job without finishing it (shutdown, a database
+-- error): any runner may resume it at once.
+UPDATE replay_jobs SET locked_by = NULL, locked_until = NULL
+WHERE id = @id AND status = 'running' AND locked_by = @owner::text;
+
+-- name: LockJob :one
+SELECT status FROM replay_jobs WHERE id = @id FOR UPDATE;
+
+-- name: CancelJob :one
+UPDATE replay_jobs
+SET status = 'cancelled', finished_at = @finished_at::timestamptz, locked_by = NULL, locked_until = NULL
+WHERE id = @id AND status IN ('queued', 'running')
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
+-- name: RecordJobLetter :exec
+INSERT INTO replay_job_letters (job_id, dead_letter_id, outcome, outbox_id, subject_state, error, at)
+VALUES (@job_id, @dead_letter_id, @outcome, sqlc.narg(outbox_id), nullif(@subject_state::text, ''), nullif(@error::text, ''), @at);
+
+-- name: JobLetters :many
+SELECT dead_letter_id, outcome, outbox_id, subject_state, error, at
+FROM replay_job_letters
+WHERE job_id = @job_id AND dead_letter_id > @after::bigint
+ORDER BY dead_letter_id
+LIMIT @max_rows;
+
+-- name: JobExists :one
+SELECT EXISTS (SELECT 1 FROM replay_jobs WHERE id = @id);
+
+-- What a replay looks at to decide whether it would change anything (see
+-- subject.go). Read without locks: the states that make a replay a no-op are
+-- left only through PSP evidence, never through a replayed message.
+
+-- name: PayoutStatus :one
+SELECT status FROM payouts WHERE id = @id;
+
+-- name: CreditPosted :one
+SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND reference = @reference);
+
+-- name: EvidenceApplied :one
+-- The payout an outcome event was applied to, and that payout's state now.
+SELECT p.status
+FROM payout_evidence e JOIN payouts p ON p.id = e.payout_id
+WHERE e.payout_id = @payout_id AND e.provider = @provider AND e.event_id = @event_id AND e.verdict = 'applied'
+LIMIT 1;
+
+-- name: ResolutionDecided :one
+SELECT status FROM payout_resolutions WHERE id = @id;

@@ -1,0 +1,79 @@
+-- The SQL of psp_reconciliation_runs and psp_reconciliation_cursors, and
+-- what a run reads, compiled by sqlc into package sqlcdb. Times are the
+-- database's (now()): leases and the schedule are compared across replicas.
+
+-- name: RequestScheduled :one
+-- Requests a scheduled run unless one was requested within the interval or
+-- one is active (the partial unique index).
+INSERT INTO psp_reconciliation_runs (trigger)
+SELECT 'scheduled'
+WHERE NOT EXISTS (
+    SELECT 1 FROM psp_reconciliation_runs
+    WHERE requested_at > now() - make_interval(secs => @interval_seconds::float8) OR status IN ('requested', 'running'))
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: Claim :one
+-- Takes the oldest requested run, or a running one whose lease lapsed (its
+-- worker died).
+UPDATE psp_reconciliation_runs SET status = 'running', started_at = coalesce(started_at, now()),
+    locked_by = @owner::text, lease_until = now() + make_interval(secs => @lease_seconds::float8), attempts = attempts + 1
+WHERE id = (
+    SELECT id FROM psp_reconciliation_runs
+    WHERE status = 'requested' OR (status = 'running' AND lease_until < now())
+    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id, trigger, now()::timestamptz AS now;
+
+-- name: Renew :execrows
+UPDATE psp_reconciliation_runs SET lease_until = now() + make_interval(secs => @lease_seconds::float8)
+WHERE id = @id AND locked_by = @owner::text AND status = 'running';
+
+-- name: Release :exec
+-- Hands an unfinished run back (the worker is stopping).
+UPDATE psp_reconciliation_runs SET status = 'requested', locked_by = NULL, lease_until = NULL
+WHERE id = @id AND locked_by = @owner::text AND status = 'running';
+
+-- name: Finish :execrows
+UPDATE psp_reconciliation_runs SET status = @status, finished_at = now(), locked_by = NULL, lease_until = NULL,
+    events_found = @events_found, events_recovered = @events_recovered, events_present = @events_present,
+    disagreement_count = @disagreement_count,
+    report = @report, disagreements = @disagreements, error = nullif(@error::text, '')
+WHERE id = @id AND locked_by = @owner::text AND status = 'running';
+
+-- name: Cursor :one
+SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = @provider;
+
+-- name: SetCursor :exec
+-- Moves the provider's cursor forward, never back.
+INSERT INTO psp_reconciliation_cursors (provider, synced_until, last_event_id, run_id)
+VALUES (@provider, @synced_until, nullif(@last_event_id::text, ''), @run_id::bigint)
+ON CONFLICT (provider) DO UPDATE
+SET synced_until = greatest(psp_reconciliation_cursors.synced_until, EXCLUDED.synced_until),
+    last_event_id = coalesce(EXCLUDED.last_event_id, psp_reconciliation_cursors.last_event_id),
+    run_id = EXCLUDED.run_id, updated_at = now();
+
+-- name: KnownEvents :many
+SELECT event_id FROM webhook_events WHERE provider = @provider AND event_id = ANY(@event_ids::text[]);
+
+-- name: Payouts :many
+-- settled: unchanged for longer than the grace.
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled
+FROM payouts WHERE id = ANY((@ids::text[])::uuid[]);
+
+-- name: SucceededPayouts :many
+-- This provider's payouts SUCCEEDED here since @since: each must be paid at
+-- the PSP.
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference FROM payouts
+WHERE provider = @provider AND status = 'SUCCEEDED' AND updated_at >= @since
+ORDER BY updated_at LIMIT @max_rows;
+
+-- name: StoredReturns :many
+-- Refund and dispute events stored between @since and the grace ago: each
+-- must have its ledger posting by now.
+SELECT event_id, payload FROM webhook_events
+WHERE provider = @provider AND received_at >= @since AND received_at < now() - make_interval(secs => @grace_seconds::float8)
+  AND (event_type LIKE 'refund.%' OR event_type LIKE 'charge.dispute.%' OR event_type = 'charge.refunded')
+ORDER BY id LIMIT @max_rows;
+
+-- name: ReturnPosted :one
+SELECT EXISTS (SELECT 1 FROM payment_returns WHERE provider = @provider AND kind = @kind AND object_id = @object_id);

@@ -323,3 +323,85 @@ func TestPaystackTransferOutcomeIsRecoveredUnderTheWebhooksIdentity(t *testing.T
 	require.NoError(t, err)
 	require.Equal(t, ingest.Duplicate, saved.Outcome)
 }
+
+// Paystack's refunds and disputes have no events API either: a refund in
+// GET /refund and a dispute in GET /dispute stand for the refund.processed
+// and charge.dispute.create|resolve webhooks that were lost, recovered under
+// the webhooks' own identities (so the late webhook is a duplicate) and
+// carrying the ledger's keys (the refund reference, the dispute id).
+func TestPaystackRefundAndDisputeAreRecoveredUnderTheWebhooksIdentity(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Overlap: time.Minute, Grace: time.Hour})
+	pay := e.psp.Pay(t, "paystack", "funmi", 9000, "ngn")
+	refund := e.psp.Refund(t, pay.ID, 2000, "succeeded")
+	dispute := e.psp.Dispute(t, pay.ID, 3000, "")
+	e.psp.CloseDispute(t, dispute.ID, "lost")
+
+	first := e.runOnce()
+	pr := first.Report["paystack"]
+	require.Equal(t, 4, pr.Recovered, "charge, refund, dispute created and resolved: %+v", pr)
+	require.Empty(t, pr.Errors)
+	type outboxRow struct {
+		EventID, Type, Reference string
+		Returns                  []struct {
+			ID       string `json:"id"`
+			Amount   int64  `json:"amount"`
+			Currency string `json:"currency"`
+			Outcome  string `json:"outcome"`
+		}
+	}
+	rows, err := e.db.Pool.Query(context.Background(), `
+		SELECT w.event_id, w.event_type, o.payload->>'reference', coalesce(o.payload->'returns', '[]')
+		FROM webhook_events w JOIN transaction_outbox o ON o.payload->>'event_id' = w.event_id
+		WHERE w.provider = 'paystack' AND w.event_type <> 'charge.success' ORDER BY w.id`)
+	require.NoError(t, err)
+	var got []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		var returns []byte
+		require.NoError(t, rows.Scan(&r.EventID, &r.Type, &r.Reference, &returns))
+		require.NoError(t, json.Unmarshal(returns, &r.Returns))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 3, "%+v", got)
+	byType := map[string]outboxRow{}
+	for _, r := range got {
+		byType[r.Type] = r
+		require.Equal(t, pay.ID, r.Reference, "the payment the ledger takes it back from")
+		require.Len(t, r.Returns, 1)
+	}
+	require.Equal(t, "refund.processed:"+refund.ID, byType["refund.processed"].EventID)
+	require.Equal(t, refund.ID, byType["refund.processed"].Returns[0].ID)
+	require.Equal(t, int64(2000), byType["refund.processed"].Returns[0].Amount)
+	require.Equal(t, "ngn", byType["refund.processed"].Returns[0].Currency)
+	require.Equal(t, "charge.dispute.create:"+dispute.ID, byType["charge.dispute.create"].EventID)
+	require.Equal(t, dispute.ID, byType["charge.dispute.resolve"].Returns[0].ID)
+	require.Equal(t, int64(3000), byType["charge.dispute.resolve"].Returns[0].Amount)
+	require.Equal(t, "lost", byType["charge.dispute.resolve"].Returns[0].Outcome)
+	order := map[string]int{}
+	for i, r := range got {
+		order[r.Type] = i
+	}
+	require.Less(t, order["charge.dispute.create"], order["charge.dispute.resolve"], "stored oldest first, as the webhooks would have come")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events w WHERE provider = 'paystack' AND event_type = 'charge.success'
+		AND w.id < (SELECT min(id) FROM webhook_events WHERE provider = 'paystack' AND event_type <> 'charge.success')`),
+		"the payment's credit is stored before the money that goes back")
+
+	second := e.runOnce()
+	require.Equal(t, 0, second.Report["paystack"].Recovered, "stored once")
+	require.Equal(t, 4, second.Report["paystack"].Present)
+
+	// The webhooks as the stand-in sends them come late: duplicates.
+	for _, body := range []string{
+		`{"event":"refund.processed","data":{"id":"` + refund.ID + `","refund_reference":"` + refund.ID + `","transaction_reference":"` + pay.ID + `","amount":"2000","currency":"NGN","status":"processed"}}`,
+		`{"event":"charge.dispute.create","data":{"id":"` + dispute.ID + `","refund_amount":3000,"currency":"NGN","status":"awaiting-merchant-feedback","transaction":{"reference":"` + pay.ID + `","amount":9000,"currency":"NGN"}}}`,
+		`{"event":"charge.dispute.resolve","data":{"id":"` + dispute.ID + `","refund_amount":3000,"currency":"NGN","status":"resolved","resolution":"merchant-accepted","transaction":{"reference":"` + pay.ID + `","amount":9000,"currency":"NGN"}}}`,
+	} {
+		n, err := ingest.NormalizePaystack([]byte(body), time.Now())
+		require.NoError(t, err)
+		saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: []byte(body), CorrelationID: "late"})
+		require.NoError(t, err)
+		require.Equal(t, ingest.Duplicate, saved.Outcome, n.Event.EventID)
+	}
+	require.Equal(t, 4, e.count(`SELECT count(*) FROM transaction_outbox o JOIN webhook_events w ON w.event_id = o.payload->>'event_id' WHERE w.provider = 'paystack'`))
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/payout"
@@ -404,4 +406,71 @@ func TestPaystackRefundAndDisputeAreRecoveredUnderTheWebhooksIdentity(t *testing
 		require.Equal(t, ingest.Duplicate, saved.Outcome, n.Event.EventID)
 	}
 	require.Equal(t, 4, e.count(`SELECT count(*) FROM transaction_outbox o JOIN webhook_events w ON w.event_id = o.payload->>'event_id' WHERE w.provider = 'paystack'`))
+}
+
+// A disagreement that persists is one row across runs: new on the run
+// that first found it (the one dlq-admin pages for), still open on the
+// next, cleared by the first run that no longer finds it; the open gauge
+// follows it.
+func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
+	reg := prometheus.NewRegistry()
+	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: "test"}, e.runs,
+		pspsync.NewReconciler(pspsync.Config{Window: time.Hour, Grace: time.Hour}, e.runs, e.store, []pspsync.Source{
+			pspsync.NewStripe(stripeKey, e.psp.URL, nil), pspsync.NewPaystack(paystackKey, e.psp.URL, nil),
+		}, lifecycle.Deps{}), lifecycle.Deps{Registerer: reg})
+	require.NoError(t, err)
+	e.worker = w
+
+	failedHere := uuid.NewString()
+	insertPayout(t, e.db, failedHere, "FAILED", "stripe")
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
+		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
+	params := &stripe.PayoutParams{Amount: stripe.Int64(1500), Currency: stripe.String("usd"), Destination: stripe.String("ba_dave")}
+	params.AddMetadata("payout_id", failedHere)
+	po, err := (&payout.Client{B: b, Key: stripeKey}).New(params)
+	require.NoError(t, err)
+	e.psp.Settle(t, po.ID, "paid")
+
+	counts := func(id int64) [3]int {
+		var c [3]int
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT disagreements_new, disagreements_open, disagreements_cleared
+			FROM psp_reconciliation_runs WHERE id = $1`, id).Scan(&c[0], &c[1], &c[2]))
+		return c
+	}
+	open := func() float64 {
+		return testutil.ToFloat64(w.OpenGauge().WithLabelValues("stripe", pspsync.PaidNotSucceeded))
+	}
+
+	first := e.runOnce()
+	require.Len(t, first.Disagreements, 1)
+	require.Equal(t, pspsync.StateNew, first.Disagreements[0].State)
+	require.NotNil(t, first.Disagreements[0].FirstSeenAt)
+	require.Equal(t, [3]int{1, 0, 0}, counts(first.ID))
+	require.Equal(t, float64(1), open())
+
+	second := e.runOnce()
+	require.Len(t, second.Disagreements, 1)
+	require.Equal(t, pspsync.StateStillOpen, second.Disagreements[0].State)
+	require.True(t, first.Disagreements[0].FirstSeenAt.Equal(*second.Disagreements[0].FirstSeenAt), "first seen stays")
+	require.Equal(t, [3]int{0, 1, 0}, counts(second.ID), "not new: no second page")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1 AND cleared_at IS NULL
+		AND first_seen_run = $2 AND last_seen_run = $3`, failedHere, first.ID, second.ID))
+
+	// A person puts it right: the next run no longer finds it and clears it.
+	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
+	require.NoError(t, err)
+	third := e.runOnce()
+	require.Empty(t, third.Disagreements)
+	require.Equal(t, [3]int{0, 0, 1}, counts(third.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1 AND cleared_run = $2`, failedHere, third.ID))
+	require.Zero(t, e.count(`SELECT count(*) FROM psp_disagreements WHERE cleared_at IS NULL`))
+	require.Equal(t, float64(0), open())
+
+	// Found again later, it is new again (a fresh row).
+	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'FAILED' WHERE id = $1`, failedHere)
+	require.NoError(t, err)
+	fourth := e.runOnce()
+	require.Equal(t, [3]int{1, 0, 0}, counts(fourth.ID))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1`, failedHere))
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/database"
 )
 
 // Run statuses and triggers (psp_reconciliation_runs).
@@ -62,6 +64,30 @@ UPDATE psp_reconciliation_runs SET status = $3, finished_at = now(), locked_by =
     events_found = $4, events_recovered = $5, events_present = $6, disagreement_count = $7,
     report = $8, disagreements = $9, error = nullif($10, '')
 WHERE id = $1 AND locked_by = $2 AND status = 'running'`
+
+	sqlFinishCounts = `
+UPDATE psp_reconciliation_runs SET disagreements_new = $2, disagreements_open = $3, disagreements_cleared = $4,
+    disagreements = $5
+WHERE id = $1`
+
+	// sqlSeeDisagreement opens a disagreement or, when it is open already,
+	// records that this run saw it again; fresh says which.
+	sqlSeeDisagreement = `
+INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, psp_status, ledger_status, event_id, detail,
+    first_seen_run, last_seen_run)
+VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, ''), nullif($7, ''), nullif($8, ''), $9, $10, $10)
+ON CONFLICT (provider, kind, subject) WHERE cleared_at IS NULL DO UPDATE
+SET last_seen_run = EXCLUDED.last_seen_run, last_seen_at = now(), psp_status = EXCLUDED.psp_status,
+    ledger_status = EXCLUDED.ledger_status, detail = EXCLUDED.detail
+RETURNING first_seen_at, first_seen_run = $10`
+
+	// sqlClearDisagreements closes the open disagreements of the providers
+	// this run compared in full that it did not see again.
+	sqlClearDisagreements = `
+UPDATE psp_disagreements SET cleared_run = $1, cleared_at = now()
+WHERE cleared_at IS NULL AND provider = ANY($2::text[]) AND last_seen_run <> $1`
+
+	sqlOpenDisagreements = `SELECT provider, kind, count(*) FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind`
 
 	sqlCursor = `SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = $1`
 
@@ -157,7 +183,12 @@ func (r *Runs) Release(ctx context.Context, id int64, owner string) error {
 	return nil
 }
 
-// Finish stores the run's report.
+// Finish stores the run's report and, in the same transaction, its
+// disagreements' lifecycle (psp_disagreements): each one found is new or
+// still open (seen by an earlier run), and the open ones of each provider
+// compared in full that this run did not find are cleared. The counts and
+// each disagreement's state land on the run for dlq-admin, which pages for
+// new ones only.
 func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, runErr error) error {
 	status, msg := StatusSucceeded, ""
 	if runErr != nil {
@@ -171,19 +202,69 @@ func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, r
 	if dis == nil {
 		dis = []Disagreement{}
 	}
-	disagreements, err := json.Marshal(dis)
+	return database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		ct, err := tx.Exec(ctx, sqlFinish, id, owner, status, rep.Found, rep.Recovered, rep.Present,
+			len(dis), providers, []byte("[]"), msg)
+		if err != nil {
+			return fmt.Errorf("finish psp reconciliation run: %w", err)
+		}
+		if ct.RowsAffected() != 1 {
+			return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
+		}
+		fresh := 0
+		for i := range dis {
+			d := &dis[i]
+			var first time.Time
+			var isNew bool
+			if err := tx.QueryRow(ctx, sqlSeeDisagreement, d.Provider, d.Kind, d.subject(), d.PayoutID, d.PSPObjectID,
+				d.PSPStatus, d.LedgerStatus, d.EventID, d.Detail, id).Scan(&first, &isNew); err != nil {
+				return fmt.Errorf("store psp disagreement: %w", err)
+			}
+			d.FirstSeenAt, d.State = &first, StateStillOpen
+			if isNew {
+				d.State = StateNew
+				fresh++
+			}
+		}
+		var compared []string
+		for p, pr := range rep.Providers {
+			if pr.Compared {
+				compared = append(compared, p)
+			}
+		}
+		ct, err = tx.Exec(ctx, sqlClearDisagreements, id, compared)
+		if err != nil {
+			return fmt.Errorf("clear psp disagreements: %w", err)
+		}
+		encoded, err := json.Marshal(dis)
+		if err != nil {
+			return fmt.Errorf("encode psp reconciliation disagreements: %w", err)
+		}
+		if _, err := tx.Exec(ctx, sqlFinishCounts, id, fresh, len(dis)-fresh, ct.RowsAffected(), encoded); err != nil {
+			return fmt.Errorf("finish psp reconciliation run: %w", err)
+		}
+		return nil
+	})
+}
+
+// OpenDisagreements counts the open disagreements by provider and kind.
+func (r *Runs) OpenDisagreements(ctx context.Context) (map[[2]string]int, error) {
+	rows, err := r.pool.Query(ctx, sqlOpenDisagreements)
 	if err != nil {
-		return fmt.Errorf("encode psp reconciliation disagreements: %w", err)
+		return nil, fmt.Errorf("read open psp disagreements: %w", err)
 	}
-	ct, err := r.pool.Exec(ctx, sqlFinish, id, owner, status, rep.Found, rep.Recovered, rep.Present,
-		len(rep.Disagreements), providers, disagreements, msg)
-	if err != nil {
-		return fmt.Errorf("finish psp reconciliation run: %w", err)
+	out := map[[2]string]int{}
+	var (
+		provider, kind string
+		n              int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &kind, &n}, func() error {
+		out[[2]string{provider, kind}] = n
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read open psp disagreements: %w", err)
 	}
-	if ct.RowsAffected() != 1 {
-		return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
-	}
-	return nil
+	return out, nil
 }
 
 // Cursor is how far the provider's record was read; ok is false before

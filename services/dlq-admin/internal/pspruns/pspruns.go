@@ -20,8 +20,9 @@ import (
 
 // Alert keys.
 const (
-	AlertKey       = "psp_reconciliation"
-	AlertKeyFailed = "psp_reconciliation_failed"
+	AlertKey        = "psp_reconciliation"
+	AlertKeyFailed  = "psp_reconciliation_failed"
+	AlertKeyCleared = "psp_reconciliation_cleared"
 )
 
 // Audit action and target of a requested run.
@@ -38,7 +39,8 @@ var (
 )
 
 const runColumns = `id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at`
+events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
+disagreements_new, disagreements_open, disagreements_cleared`
 
 const (
 	sqlRequest = `INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', $1)
@@ -48,10 +50,58 @@ RETURNING ` + runColumns
 	// sqlUnalerted is the oldest finished run with something to alert on,
 	// locked: replicas do not alert on it twice.
 	sqlUnalerted = `SELECT ` + runColumns + ` FROM psp_reconciliation_runs
-WHERE (disagreement_count > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
+WHERE (disagreements_new > 0 OR disagreements_cleared > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 	sqlMarkAlerted = `UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = $1`
+
+	// sqlOpen is every disagreement open now, oldest first.
+	sqlOpen = `SELECT provider, kind, coalesce(payout_id, ''), coalesce(psp_object_id, ''), coalesce(psp_status, ''),
+coalesce(ledger_status, ''), detail, first_seen_run, first_seen_at, last_seen_run, last_seen_at
+FROM psp_disagreements WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT $1`
+	// sqlCleared is what run $1 found gone.
+	sqlCleared = `SELECT provider, kind, coalesce(payout_id, ''), coalesce(psp_object_id, ''), coalesce(psp_status, ''),
+coalesce(ledger_status, ''), detail, first_seen_run, first_seen_at, last_seen_run, last_seen_at
+FROM psp_disagreements WHERE cleared_run = $1 ORDER BY id LIMIT $2`
 )
+
+// maxOpenListed bounds the open disagreements GET /v1/psp-reconciliation lists.
+const maxOpenListed = 500
+
+// OpenDisagreement is a disagreement found by a run and not cleared since
+// (psp_disagreements).
+type OpenDisagreement struct {
+	Provider     string    `json:"provider"`
+	Kind         string    `json:"kind"`
+	PayoutID     string    `json:"payout_id,omitempty"`
+	PSPObjectID  string    `json:"psp_object_id,omitempty"`
+	PSPStatus    string    `json:"psp_status,omitempty"`
+	LedgerStatus string    `json:"ledger_status,omitempty"`
+	Detail       string    `json:"detail"`
+	FirstSeenRun int64     `json:"first_seen_run"`
+	FirstSeenAt  time.Time `json:"first_seen_at"`
+	LastSeenRun  int64     `json:"last_seen_run"`
+	LastSeenAt   time.Time `json:"last_seen_at"`
+}
+
+func (s *Store) disagreements(ctx context.Context, q string, args ...any) ([]OpenDisagreement, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read psp disagreements: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[OpenDisagreement])
+	if err != nil {
+		return nil, fmt.Errorf("read psp disagreements: %w", err)
+	}
+	if out == nil {
+		out = []OpenDisagreement{}
+	}
+	return out, nil
+}
+
+// Open lists the disagreements open now, oldest first.
+func (s *Store) Open(ctx context.Context) ([]OpenDisagreement, error) {
+	return s.disagreements(ctx, sqlOpen, maxOpenListed)
+}
 
 // Run is one stored run.
 type Run struct {
@@ -71,13 +121,23 @@ type Run struct {
 	Disagreements     json.RawMessage `json:"disagreements"`
 	Error             *string         `json:"error"`
 	AlertedAt         *time.Time      `json:"alerted_at"`
+	// Of the run's disagreements, those first found by it (paged) and
+	// those still open from an earlier run; and how many earlier ones it
+	// found gone.
+	DisagreementsNew     int `json:"disagreements_new"`
+	DisagreementsOpen    int `json:"disagreements_still_open"`
+	DisagreementsCleared int `json:"disagreements_cleared"`
+	// OpenDisagreements: every disagreement open now (GET
+	// /v1/psp-reconciliation only).
+	OpenDisagreements []OpenDisagreement `json:"open_disagreements,omitempty"`
 }
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	var providers, dis []byte
 	err := row.Scan(&r.ID, &r.Status, &r.Trigger, &r.RequestedBy, &r.RequestedAt, &r.StartedAt, &r.FinishedAt, &r.Attempts,
-		&r.EventsFound, &r.EventsRecovered, &r.EventsPresent, &r.DisagreementCount, &providers, &dis, &r.Error, &r.AlertedAt)
+		&r.EventsFound, &r.EventsRecovered, &r.EventsPresent, &r.DisagreementCount, &providers, &dis, &r.Error, &r.AlertedAt,
+		&r.DisagreementsNew, &r.DisagreementsOpen, &r.DisagreementsCleared)
 	r.Providers, r.Disagreements = providers, dis
 	return r, err
 }
@@ -116,9 +176,16 @@ func (s *Store) Get(ctx context.Context, id int64) (Run, error) {
 	return s.one(ctx, sqlGet, id)
 }
 
-// Latest returns the latest run.
+// Latest returns the latest run, with every disagreement open now.
 func (s *Store) Latest(ctx context.Context) (Run, error) {
-	return s.one(ctx, sqlLatest)
+	run, err := s.one(ctx, sqlLatest)
+	if err != nil {
+		return Run{}, err
+	}
+	if run.OpenDisagreements, err = s.Open(ctx); err != nil {
+		return Run{}, err
+	}
+	return run, nil
 }
 
 func (s *Store) one(ctx context.Context, q string, args ...any) (Run, error) {
@@ -140,6 +207,7 @@ type Raiser interface {
 // Watcher alerts on stored runs.
 type Watcher struct {
 	pool     *pgxpool.Pool
+	store    *Store
 	raiser   Raiser
 	interval time.Duration
 	logger   *slog.Logger
@@ -151,7 +219,7 @@ func NewWatcher(pool *pgxpool.Pool, raiser Raiser, interval time.Duration, deps 
 	if interval <= 0 {
 		interval = 15 * time.Second
 	}
-	return &Watcher{pool: pool, raiser: raiser, interval: interval, logger: deps.Logger}
+	return &Watcher{pool: pool, store: New(pool), raiser: raiser, interval: interval, logger: deps.Logger}
 }
 
 // Run checks until ctx ends.
@@ -187,10 +255,18 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 			if _, err := tx.Exec(ctx, sqlMarkAlerted, run.ID); err != nil {
 				return fmt.Errorf("mark run alerted: %w", err)
 			}
+			var cleared []OpenDisagreement
+			if run.DisagreementsCleared > 0 {
+				if cleared, err = w.store.disagreements(ctx, sqlCleared, run.ID, alertListed); err != nil {
+					return err
+				}
+			}
 			// Raise only queues (the alerter delivers and retries on its
 			// own), so a rollback after it cannot lose the alert, at worst
 			// repeat it; the key folds a repeat.
-			w.raiser.Raise(ctx, runAlert(run))
+			for _, a := range runAlerts(run, cleared) {
+				w.raiser.Raise(ctx, a)
+			}
 			return nil
 		})
 		if err != nil || done {
@@ -211,33 +287,56 @@ type disagreement struct {
 	PSPStatus    string `json:"psp_status"`
 	LedgerStatus string `json:"ledger_status"`
 	Detail       string `json:"detail"`
+	State        string `json:"state"`
 }
 
-func runAlert(run Run) alert.Alert {
-	if run.DisagreementCount == 0 {
+// runAlerts are a run's alerts: a page (critical) naming the
+// disagreements it found first, and only those (one still open from an
+// earlier run was paged for then, and stays listed by the API and the
+// aegis_psp_disagreements_open gauge); an error for a failed run that found
+// nothing new; a notice (info) for the disagreements it found gone.
+func runAlerts(run Run, cleared []OpenDisagreement) []alert.Alert {
+	var out []alert.Alert
+	switch {
+	case run.DisagreementsNew > 0:
+		var dis []disagreement
+		_ = json.Unmarshal(run.Disagreements, &dis) // stored by the job as this shape
+		var named []string
+		for _, d := range dis {
+			if d.State != "" && d.State != "new" {
+				continue
+			}
+			if len(named) == alertListed {
+				break
+			}
+			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.PSPStatus, d.Detail))
+		}
+		out = append(out, alert.Alert{
+			Key:      AlertKey,
+			Severity: alert.Critical,
+			Summary: fmt.Sprintf("PSP reconciliation run %d: %d new disagreement(s) between the PSPs and the ledger (%d still open from earlier runs): %s",
+				run.ID, run.DisagreementsNew, run.DisagreementsOpen, strings.Join(named, "; ")),
+			Details: map[string]any{"run_id": run.ID, "disagreements": run.DisagreementCount, "new": run.DisagreementsNew,
+				"still_open": run.DisagreementsOpen, "listed": named, "events_recovered": run.EventsRecovered},
+		})
+	case run.Status == "failed":
 		msg := ""
 		if run.Error != nil {
 			msg = *run.Error
 		}
-		return alert.Alert{Key: AlertKeyFailed, Severity: alert.Error,
+		out = append(out, alert.Alert{Key: AlertKeyFailed, Severity: alert.Error,
 			Summary: fmt.Sprintf("PSP reconciliation run %d failed: %s", run.ID, msg),
-			Details: map[string]any{"run_id": run.ID, "error": msg, "events_recovered": run.EventsRecovered}}
+			Details: map[string]any{"run_id": run.ID, "error": msg, "events_recovered": run.EventsRecovered}})
 	}
-	var dis []disagreement
-	_ = json.Unmarshal(run.Disagreements, &dis) // stored by the job as this shape
-	var named []string
-	for i, d := range dis {
-		if i == alertListed {
-			break
+	if run.DisagreementsCleared > 0 {
+		var named []string
+		for _, d := range cleared {
+			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (open since run %d)", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.FirstSeenRun))
 		}
-		named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.PSPStatus, d.Detail))
+		out = append(out, alert.Alert{Key: AlertKeyCleared, Severity: alert.Info,
+			Summary: fmt.Sprintf("PSP reconciliation run %d: %d disagreement(s) cleared (%d still open): %s",
+				run.ID, run.DisagreementsCleared, run.DisagreementsOpen, strings.Join(named, "; ")),
+			Details: map[string]any{"run_id": run.ID, "cleared": run.DisagreementsCleared, "listed": named}})
 	}
-	return alert.Alert{
-		Key:      AlertKey,
-		Severity: alert.Critical,
-		Summary: fmt.Sprintf("PSP reconciliation run %d: %d disagreement(s) between the PSPs and the ledger: %s",
-			run.ID, run.DisagreementCount, strings.Join(named, "; ")),
-		Details: map[string]any{"run_id": run.ID, "disagreements": run.DisagreementCount, "listed": named,
-			"events_recovered": run.EventsRecovered},
-	}
+	return out
 }

@@ -47,6 +47,7 @@ const group = "payout-worker"
 
 type world struct {
 	alerts      *alertReceiver
+	reg         *prometheus.Registry
 	proc        *payout.Processor
 	newConsumer func() (*consume.Consumer, *kgo.Client)
 	t           *testing.T
@@ -118,6 +119,8 @@ type options struct {
 	settleWindow time.Duration
 	// settlementDelay is the ledger's CREDIT_SETTLEMENT_DELAY (default 0).
 	settlementDelay time.Duration
+	// creditWait is MONEY_BACK_CREDIT_WAIT (default 0: at once).
+	creditWait time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -164,6 +167,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
+	w.reg = reg
 	bm := breaker.NewMetrics(reg)
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
@@ -188,7 +192,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 	w.proc = proc
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
-		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: noNotify{}})
+		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Notify: noNotify{}, CreditWait: o.creditWait})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)

@@ -202,7 +202,7 @@ func (h *Handler) awaitCredit(ctx context.Context, m consume.Message, e event.PS
 			return err
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: eventType,
-			PartitionKey: "credit-wait:" + string(m.Key), Payload: m.Value, Headers: headers,
+			PartitionKey: creditWaitKey(string(m.Key)), Payload: m.Value, Headers: headers,
 			CorrelationID: m.Headers[kafkax.HeaderCorrelationID], NotBefore: now.Add(delay)})
 		return err
 	})
@@ -221,4 +221,13 @@ func (h *Handler) awaitCredit(ctx context.Context, m consume.Message, e event.PS
 		"waited", waited.Round(time.Millisecond).String(), "retry_in", delay.String(), "credit_wait", h.creditWait.String(),
 		"attempt", attempt, "error", cause.Error())
 	return true, nil
+}
+
+// creditWaitKey is the partition key of a re-published copy: the original's
+// with "credit-wait:" once (a copy of a copy keeps it).
+func creditWaitKey(key string) string {
+	if strings.HasPrefix(key, "credit-wait:") {
+		return key
+	}
+	return "credit-wait:" + key
 }

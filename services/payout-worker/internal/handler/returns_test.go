@@ -163,6 +163,20 @@ func TestMoneyBackBeforeItsCreditWaitsForItAndIsDeadLetteredOnlyWhenTheWaitIsSpe
 	require.Empty(t, w.deadLetters(kafkax.TopicWebhookPending), "not dead-lettered")
 	require.Zero(t, w.count(`SELECT count(*) FROM payment_returns`))
 
+	// Delivered again before the credit, the copy waits once more under the
+	// same key, counting from the first delivery.
+	w.produceRecord(kafkax.TopicWebhookPending, key, payload, headers)
+	w.waitProcessed(copyID)
+	var key2, since2 string
+	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `
+		SELECT partition_key, headers->>'credit_wait_since' FROM transaction_outbox
+		WHERE topic = $1 AND headers->>'message_id' = $2`, kafkax.TopicWebhookPending, early+"#credit-wait-2").Scan(&key2, &since2))
+	require.Equal(t, key, key2)
+	require.Equal(t, since, since2)
+	copyID = early + "#credit-wait-2"
+	headers["message_id"] = copyID
+	headers["credit_wait_attempt"] = "2"
+
 	w.credit("evt_pay_late", "pi_late", 1000)
 	w.waitProcessed("stripe:evt_pay_late")
 	// The relay publishes the copy when it is due.

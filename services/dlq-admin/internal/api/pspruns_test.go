@@ -57,6 +57,9 @@ func TestPSPReconciliationIsRequestedOnceAtATime(t *testing.T) {
 		       disagreements = '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p1","detail":"x","state":"still_open"}]'
 		WHERE id = $1`, id)
 	require.NoError(t, err)
+	a = get(t, latest, viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, []any{}, a.body["open_disagreements"], "none open yet: listed empty")
 	_, err = b.db.Pool.Exec(context.Background(), `
 		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, detail, first_seen_run, last_seen_run)
 		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p1', 'p1', 'x', $1, $1)`, id)

@@ -129,7 +129,8 @@ type Run struct {
 	DisagreementsCleared int `json:"disagreements_cleared"`
 	// OpenDisagreements: every disagreement open now (GET
 	// /v1/psp-reconciliation only).
-	OpenDisagreements []OpenDisagreement `json:"open_disagreements,omitempty"`
+	// (A pointer: absent elsewhere, [] when none is open.)
+	OpenDisagreements *[]OpenDisagreement `json:"open_disagreements,omitempty"`
 }
 
 func scanRun(row pgx.Row) (Run, error) {
@@ -182,9 +183,11 @@ func (s *Store) Latest(ctx context.Context) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if run.OpenDisagreements, err = s.Open(ctx); err != nil {
+	open, err := s.Open(ctx)
+	if err != nil {
 		return Run{}, err
 	}
+	run.OpenDisagreements = &open
 	return run, nil
 }
 

@@ -50,7 +50,7 @@ GRANT USAGE ON SCHEMA public TO aegis_webhook_api, aegis_outbox_relay, aegis_pay
 -- it works, payout creation and cancel; reads balances and payout history.
 GRANT SELECT, INSERT ON webhook_events TO aegis_webhook_api;
 GRANT SELECT, INSERT, UPDATE ON psp_objects, destinations, psp_reconciliation_cursors,
-    psp_reconciliation_runs, payouts TO aegis_webhook_api;
+    psp_reconciliation_runs, psp_disagreements, payouts TO aegis_webhook_api;
 GRANT SELECT, INSERT ON payout_transitions TO aegis_webhook_api;
 GRANT SELECT ON payout_attempts, payout_evidence, wallets, ledger_transactions, ledger_entries,
     payment_returns TO aegis_webhook_api;
@@ -82,4 +82,4 @@ GRANT SELECT, INSERT, UPDATE ON dead_letters, replay_jobs, payout_resolutions, a
 GRANT SELECT, INSERT ON replay_job_letters, reconciliation_runs, audit_log TO aegis_dlq_admin;
 GRANT SELECT, INSERT ON transaction_outbox TO aegis_dlq_admin;
 GRANT SELECT ON payouts, payout_transitions, payout_attempts, payout_evidence, wallets,
-    ledger_transactions, ledger_entries TO aegis_dlq_admin;
+    ledger_transactions, ledger_entries, psp_disagreements TO aegis_dlq_admin;

@@ -28,6 +28,7 @@ var wantGrants = map[string]map[string]string{
 	"destinations":               {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_cursors": {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_runs":    {RoleWebhookAPI: "SIU", RoleDLQAdmin: "SIU"},
+	"psp_disagreements":          {RoleWebhookAPI: "SIU", RoleDLQAdmin: "S"},
 	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU", RoleDLQAdmin: "S"},
 	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
 	"payout_attempts":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},

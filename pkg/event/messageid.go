@@ -45,6 +45,13 @@ func ReplayID(orig string, letterID int64, count int) string {
 	return messageID(orig, "replay", strconv.FormatInt(letterID, 10), strconv.Itoa(count))
 }
 
+// CreditWaitID is the attempt-th delayed copy of refund or dispute message
+// orig, published again to wait for its payment's credit:
+// <orig>#credit-wait-<attempt>.
+func CreditWaitID(orig string, attempt int) string {
+	return orig + "#credit-wait-" + strconv.Itoa(attempt)
+}
+
 // MessageID is the PSP event's id: <provider>:<event id>.
 func (e PSPEvent) MessageID() string { return messageID(e.Provider, e.EventID) }
 

@@ -195,6 +195,24 @@ func (s *StandIn) Refund(t testing.TB, paymentID string, amount int64, outcome s
 	return r
 }
 
+// Dispute opens a dispute on a payment (amount 0: what is left); outcome
+// "won" or "lost" closes it at once, "" leaves it open.
+func (s *StandIn) Dispute(t testing.TB, paymentID string, amount int64, outcome string) Return {
+	t.Helper()
+	var r Return
+	s.do(t, http.MethodPost, "/_psp/payments/"+url.PathEscape(paymentID)+"/disputes",
+		map[string]any{"amount": amount, "outcome": outcome}, &r)
+	return r
+}
+
+// CloseDispute closes an open dispute as "won" or "lost".
+func (s *StandIn) CloseDispute(t testing.TB, disputeID, outcome string) Return {
+	t.Helper()
+	var r Return
+	s.do(t, http.MethodPost, "/_psp/disputes/"+url.PathEscape(disputeID)+"/close", map[string]any{"outcome": outcome}, &r)
+	return r
+}
+
 func (s *StandIn) do(t testing.TB, method, path string, in, out any) {
 	t.Helper()
 	var body io.Reader

@@ -68,9 +68,13 @@ type Config struct {
 	// SettlementDelay is CREDIT_SETTLEMENT_DELAY: how long after a credit
 	// its money can be paid out (0, the default: at once).
 	SettlementDelay time.Duration
-	Breaker         breaker.Config
-	Lock            walletlock.Config
-	Alert           alert.Config
+	// CreditWait is MONEY_BACK_CREDIT_WAIT: how long a refund or dispute
+	// that arrives before its payment's credit waits for it before it is
+	// dead-lettered (0: at once).
+	CreditWait time.Duration
+	Breaker    breaker.Config
+	Lock       walletlock.Config
+	Alert      alert.Config
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -87,6 +91,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		SettlementDelay: env.Duration("CREDIT_SETTLEMENT_DELAY", 0),
+		CreditWait:      env.Duration("MONEY_BACK_CREDIT_WAIT", 30*time.Second),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
@@ -138,6 +143,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
+	}
+	if c.CreditWait < 0 {
+		env.Errorf("MONEY_BACK_CREDIT_WAIT must not be negative")
 	}
 	if c.SettlementDelay < 0 {
 		env.Errorf("CREDIT_SETTLEMENT_DELAY must not be negative")
@@ -272,7 +280,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier})
+	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
+		CreditWait: cfg.CreditWait})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},

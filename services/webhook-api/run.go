@@ -233,7 +233,9 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, dep
 		sources = append(sources, pspsync.NewStripe(rc.StripeSecretKey, rc.StripeAPIBase, client))
 	}
 	if cfg.PaystackSecretKey != "" {
-		sources = append(sources, pspsync.NewPaystack(cfg.PaystackSecretKey, rc.PaystackAPIBase, client))
+		ps := pspsync.NewPaystack(cfg.PaystackSecretKey, rc.PaystackAPIBase, client)
+		ps.ReturnsLookback = rc.Window
+		sources = append(sources, ps)
 	}
 	if len(sources) == 0 {
 		deps.Logger.Warn("STRIPE_SECRET_KEY and PAYSTACK_SECRET_KEY are not set: the PSP reconciliation does not run")

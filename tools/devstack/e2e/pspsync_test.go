@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -161,4 +164,68 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	time.Sleep(time.Second) // several watcher ticks: still one alert for the run
 	require.Equal(t, 1, sink.count("dlq-admin", "psp_reconciliation", "critical"))
 	require.Equal(t, float64(4000), s.balance("erin"), "nothing moved twice")
+}
+
+// signedPaystack posts a Paystack webhook signed with the secret key.
+func (s *suite) signedPaystack(body []byte) answer {
+	s.t.Helper()
+	mac := hmac.New(sha512.New, []byte(s.cfg.Secrets.PaystackSecretKey))
+	mac.Write(body)
+	return s.do(http.MethodPost, s.api+"/webhooks/paystack", body,
+		map[string]string{"x-paystack-signature": hex.EncodeToString(mac.Sum(nil)), "Content-Type": "application/json"})
+}
+
+// The whole suite for Paystack: a payment, its refund and a dispute opened
+// and then lost, every webhook dropped, are recovered by one PSP
+// reconciliation from GET /transaction, /refund and /dispute; the ledger
+// posts the credit, the refund, the dispute's hold and its loss once each;
+// the webhooks arriving afterwards are duplicates and move nothing.
+func TestPSPReconciliationRecoversPaystackRefundAndDisputeIntoTheLedgerOnce(t *testing.T) {
+	s := startWith(t, "0", map[string]string{"PSP_RECONCILE_INTERVAL": "0", "PSP_RECONCILE_GRACE": "10m"})
+	r := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"drop_payment_webhook_rate":1}`), nil)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+
+	pay := s.do(http.MethodPost, s.psp+"/_psp/payments", []byte(`{"provider":"paystack","user_id":"femi","amount":9000,"currency":"ngn"}`), nil)
+	require.Equal(t, http.StatusCreated, pay.status, pay.raw)
+	txn := pay.body["id"].(string)
+	refund := s.do(http.MethodPost, s.psp+"/_psp/payments/"+txn+"/refunds", []byte(`{"amount":2000}`), nil)
+	require.Equal(t, http.StatusCreated, refund.status, refund.raw)
+	dispute := s.do(http.MethodPost, s.psp+"/_psp/payments/"+txn+"/disputes", []byte(`{"amount":3000}`), nil)
+	require.Equal(t, http.StatusCreated, dispute.status, dispute.raw)
+	rf, dp := refund.body["id"].(string), dispute.body["id"].(string)
+	closed := s.do(http.MethodPost, s.psp+"/_psp/disputes/"+dp+"/close", []byte(`{"outcome":"lost"}`), nil)
+	require.Equal(t, http.StatusOK, closed.status, closed.raw)
+	require.Zero(t, s.count(`SELECT count(*) FROM webhook_events`), "no webhook came")
+
+	run := s.runPSPReconciliation()
+	require.Equal(t, float64(4), run["events_recovered"], "charge, refund, dispute created and resolved: %v", run)
+	s.eventually("the refund and the lost dispute are posted", func() bool {
+		return s.count(`SELECT count(*) FROM payment_returns WHERE provider = 'paystack' AND
+			((kind = 'refund' AND object_id = $1 AND state = 'refunded') OR (kind = 'dispute' AND object_id = $2 AND state = 'lost'))`, rf, dp) == 2
+	})
+	ledger := func() map[string]int {
+		return map[string]int{
+			"credit":       s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference = 'paystack:' || $1`, txn),
+			"refund":       s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'refund' AND reference = 'paystack:' || $1`, rf),
+			"dispute_hold": s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_hold' AND reference = 'paystack:' || $1`, dp),
+			"dispute_loss": s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_loss' AND reference = 'paystack:' || $1`, dp),
+		}
+	}
+	once := map[string]int{"credit": 1, "refund": 1, "dispute_hold": 1, "dispute_loss": 1}
+	require.Equal(t, once, ledger())
+	require.Zero(t, s.count(`SELECT count(*) FROM dead_letters`), "nothing dead-lettered")
+
+	// The webhooks come late after all, as the stand-in renders them.
+	for _, body := range []string{
+		`{"event":"refund.processed","data":{"id":"` + rf + `","refund_reference":"` + rf + `","transaction_reference":"` + txn + `","amount":"2000","currency":"NGN","status":"processed"}}`,
+		`{"event":"charge.dispute.create","data":{"id":"` + dp + `","refund_amount":3000,"currency":"NGN","status":"awaiting-merchant-feedback","transaction":{"reference":"` + txn + `","amount":9000,"currency":"NGN"}}}`,
+		`{"event":"charge.dispute.resolve","data":{"id":"` + dp + `","refund_amount":3000,"currency":"NGN","status":"resolved","resolution":"merchant-accepted","transaction":{"reference":"` + txn + `","amount":9000,"currency":"NGN"}}}`,
+	} {
+		late := s.signedPaystack([]byte(body))
+		require.Equal(t, http.StatusOK, late.status, late.raw)
+		require.Equal(t, "duplicate", late.body["status"], body)
+	}
+	again := s.runPSPReconciliation()
+	require.Equal(t, float64(0), again["events_recovered"], "%v", again)
+	require.Equal(t, once, ledger(), "nothing posted twice")
 }

@@ -53,14 +53,27 @@ func TestPSPReconciliationIsRequestedOnceAtATime(t *testing.T) {
 	// Finished: the next request is taken.
 	_, err = b.db.Pool.Exec(context.Background(), `
 		UPDATE psp_reconciliation_runs SET status = 'succeeded', finished_at = now(), events_found = 3, events_recovered = 1,
-		       events_present = 2, disagreement_count = 1,
-		       disagreements = '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p1","detail":"x"}]'
+		       events_present = 2, disagreement_count = 1, disagreements_open = 1,
+		       disagreements = '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p1","detail":"x","state":"still_open"}]'
 		WHERE id = $1`, id)
+	require.NoError(t, err)
+	a = get(t, latest, viewerToken)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	require.Equal(t, []any{}, a.body["open_disagreements"], "none open yet: listed empty")
+	_, err = b.db.Pool.Exec(context.Background(), `
+		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, detail, first_seen_run, last_seen_run)
+		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p1', 'p1', 'x', $1, $1)`, id)
 	require.NoError(t, err)
 	a = get(t, latest, viewerToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, float64(1), a.body["events_recovered"])
 	require.Len(t, a.body["disagreements"], 1)
+	require.Equal(t, float64(1), a.body["disagreements_still_open"])
+	require.Equal(t, float64(0), a.body["disagreements_new"])
+	open := a.body["open_disagreements"].([]any)
+	require.Len(t, open, 1, "the open ones stay visible")
+	require.Equal(t, "p1", open[0].(map[string]any)["payout_id"])
+	require.Equal(t, float64(id), open[0].(map[string]any)["first_seen_run"])
 	a = call(t, http.MethodPost, latest, operatorToken, "")
 	require.Equal(t, http.StatusAccepted, a.status, a.raw)
 	require.Greater(t, int64(a.body["run_id"].(float64)), id)

@@ -21,8 +21,9 @@ import (
 
 // Alert keys.
 const (
-	AlertKey       = "psp_reconciliation"
-	AlertKeyFailed = "psp_reconciliation_failed"
+	AlertKey        = "psp_reconciliation"
+	AlertKeyFailed  = "psp_reconciliation_failed"
+	AlertKeyCleared = "psp_reconciliation_cleared"
 )
 
 // Audit action and target of a requested run.
@@ -37,6 +38,59 @@ var (
 	// ErrNotFound: no such run (or none yet, for the latest).
 	ErrNotFound = errors.New("no such PSP reconciliation run")
 )
+
+// maxOpenListed bounds the open disagreements GET /v1/psp-reconciliation lists.
+const maxOpenListed = 500
+
+// OpenDisagreement is a disagreement found by a run and not cleared since
+// (psp_disagreements).
+type OpenDisagreement struct {
+	Provider     string    `json:"provider"`
+	Kind         string    `json:"kind"`
+	PayoutID     string    `json:"payout_id,omitempty"`
+	PSPObjectID  string    `json:"psp_object_id,omitempty"`
+	PSPStatus    string    `json:"psp_status,omitempty"`
+	LedgerStatus string    `json:"ledger_status,omitempty"`
+	Detail       string    `json:"detail"`
+	FirstSeenRun int64     `json:"first_seen_run"`
+	FirstSeenAt  time.Time `json:"first_seen_at"`
+	LastSeenRun  int64     `json:"last_seen_run"`
+	LastSeenAt   time.Time `json:"last_seen_at"`
+}
+
+// toDisagreement is the OpenDisagreement of a psp_disagreements row
+// (OpenDisagreements and ClearedDisagreements select the same columns).
+func toDisagreement(r sqlcdb.OpenDisagreementsRow) OpenDisagreement {
+	return OpenDisagreement{Provider: r.Provider, Kind: r.Kind, PayoutID: r.PayoutID, PSPObjectID: r.PSPObjectID,
+		PSPStatus: r.PspStatus, LedgerStatus: r.LedgerStatus, Detail: r.Detail, FirstSeenRun: r.FirstSeenRun,
+		FirstSeenAt: r.FirstSeenAt, LastSeenRun: r.LastSeenRun, LastSeenAt: r.LastSeenAt}
+}
+
+// Open lists the disagreements open now, oldest first.
+func (s *Store) Open(ctx context.Context) ([]OpenDisagreement, error) {
+	rows, err := s.q.OpenDisagreements(ctx, maxOpenListed)
+	if err != nil {
+		return nil, fmt.Errorf("read psp disagreements: %w", err)
+	}
+	out := make([]OpenDisagreement, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toDisagreement(r))
+	}
+	return out, nil
+}
+
+// clearedBy lists what run id found gone, at most limit.
+func clearedBy(ctx context.Context, q *sqlcdb.Queries, id int64, limit int) ([]OpenDisagreement, error) {
+	rows, err := q.ClearedDisagreements(ctx, sqlcdb.ClearedDisagreementsParams{RunID: id, MaxRows: limit})
+	if err != nil {
+		return nil, fmt.Errorf("read cleared psp disagreements: %w", err)
+	}
+	out := make([]OpenDisagreement, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toDisagreement(sqlcdb.OpenDisagreementsRow(r)))
+	}
+	return out, nil
+}
 
 // Run is one stored run.
 type Run struct {
@@ -56,6 +110,16 @@ type Run struct {
 	Disagreements     json.RawMessage `json:"disagreements"`
 	Error             *string         `json:"error"`
 	AlertedAt         *time.Time      `json:"alerted_at"`
+	// Of the run's disagreements, those first found by it (paged) and
+	// those still open from an earlier run; and how many earlier ones it
+	// found gone.
+	DisagreementsNew     int `json:"disagreements_new"`
+	DisagreementsOpen    int `json:"disagreements_still_open"`
+	DisagreementsCleared int `json:"disagreements_cleared"`
+	// OpenDisagreements: every disagreement open now (GET
+	// /v1/psp-reconciliation only).
+	// (A pointer: absent elsewhere, [] when none is open.)
+	OpenDisagreements *[]OpenDisagreement `json:"open_disagreements,omitempty"`
 }
 
 // runRow is the row every statement returning a run returns (queries.sql);
@@ -70,7 +134,9 @@ func toRun(r runRow, err error) (Run, error) {
 	return Run{ID: r.ID, Status: r.Status, Trigger: r.Trigger, RequestedBy: r.RequestedBy, RequestedAt: r.RequestedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts, EventsFound: r.EventsFound,
 		EventsRecovered: r.EventsRecovered, EventsPresent: r.EventsPresent, DisagreementCount: r.DisagreementCount,
-		Providers: r.Report, Disagreements: r.Disagreements, Error: r.Error, AlertedAt: r.AlertedAt}, nil
+		Providers: r.Report, Disagreements: r.Disagreements, Error: r.Error, AlertedAt: r.AlertedAt,
+		DisagreementsNew: r.DisagreementsNew, DisagreementsOpen: r.DisagreementsOpen,
+		DisagreementsCleared: r.DisagreementsCleared}, nil
 }
 
 // Store reads and requests runs.
@@ -108,10 +174,19 @@ func (s *Store) Get(ctx context.Context, id int64) (Run, error) {
 	return one(toRun(s.q.Get(ctx, id)))
 }
 
-// Latest returns the latest run.
+// Latest returns the latest run, with every disagreement open now.
 func (s *Store) Latest(ctx context.Context) (Run, error) {
 	row, err := s.q.Latest(ctx)
-	return one(toRun(runRow(row), err))
+	run, err := one(toRun(runRow(row), err))
+	if err != nil {
+		return Run{}, err
+	}
+	open, err := s.Open(ctx)
+	if err != nil {
+		return Run{}, err
+	}
+	run.OpenDisagreements = &open
+	return run, nil
 }
 
 func one(r Run, err error) (Run, error) {
@@ -181,10 +256,18 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 			if err := q.MarkAlerted(ctx, run.ID); err != nil {
 				return fmt.Errorf("mark run alerted: %w", err)
 			}
+			var cleared []OpenDisagreement
+			if run.DisagreementsCleared > 0 {
+				if cleared, err = clearedBy(ctx, q, run.ID, alertListed); err != nil {
+					return err
+				}
+			}
 			// Raise only queues (the alerter delivers and retries on its
 			// own), so a rollback after it cannot lose the alert, at worst
 			// repeat it; the key folds a repeat.
-			w.raiser.Raise(ctx, runAlert(run))
+			for _, a := range runAlerts(run, cleared) {
+				w.raiser.Raise(ctx, a)
+			}
 			return nil
 		})
 		if err != nil || done {
@@ -205,33 +288,56 @@ type disagreement struct {
 	PSPStatus    string `json:"psp_status"`
 	LedgerStatus string `json:"ledger_status"`
 	Detail       string `json:"detail"`
+	State        string `json:"state"`
 }
 
-func runAlert(run Run) alert.Alert {
-	if run.DisagreementCount == 0 {
+// runAlerts are a run's alerts: a page (critical) naming the
+// disagreements it found first, and only those (one still open from an
+// earlier run was paged for then, and stays listed by the API and the
+// aegis_psp_disagreements_open gauge); an error for a failed run that found
+// nothing new; a notice (info) for the disagreements it found gone.
+func runAlerts(run Run, cleared []OpenDisagreement) []alert.Alert {
+	var out []alert.Alert
+	switch {
+	case run.DisagreementsNew > 0:
+		var dis []disagreement
+		_ = json.Unmarshal(run.Disagreements, &dis) // stored by the job as this shape
+		var named []string
+		for _, d := range dis {
+			if d.State != "" && d.State != "new" {
+				continue
+			}
+			if len(named) == alertListed {
+				break
+			}
+			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.PSPStatus, d.Detail))
+		}
+		out = append(out, alert.Alert{
+			Key:      AlertKey,
+			Severity: alert.Critical,
+			Summary: fmt.Sprintf("PSP reconciliation run %d: %d new disagreement(s) between the PSPs and the ledger (%d still open from earlier runs): %s",
+				run.ID, run.DisagreementsNew, run.DisagreementsOpen, strings.Join(named, "; ")),
+			Details: map[string]any{"run_id": run.ID, "disagreements": run.DisagreementCount, "new": run.DisagreementsNew,
+				"still_open": run.DisagreementsOpen, "listed": named, "events_recovered": run.EventsRecovered},
+		})
+	case run.Status == "failed":
 		msg := ""
 		if run.Error != nil {
 			msg = *run.Error
 		}
-		return alert.Alert{Key: AlertKeyFailed, Severity: alert.Error,
+		out = append(out, alert.Alert{Key: AlertKeyFailed, Severity: alert.Error,
 			Summary: fmt.Sprintf("PSP reconciliation run %d failed: %s", run.ID, msg),
-			Details: map[string]any{"run_id": run.ID, "error": msg, "events_recovered": run.EventsRecovered}}
+			Details: map[string]any{"run_id": run.ID, "error": msg, "events_recovered": run.EventsRecovered}})
 	}
-	var dis []disagreement
-	_ = json.Unmarshal(run.Disagreements, &dis) // stored by the job as this shape
-	var named []string
-	for i, d := range dis {
-		if i == alertListed {
-			break
+	if run.DisagreementsCleared > 0 {
+		var named []string
+		for _, d := range cleared {
+			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (open since run %d)", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.FirstSeenRun))
 		}
-		named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.PSPStatus, d.Detail))
+		out = append(out, alert.Alert{Key: AlertKeyCleared, Severity: alert.Info,
+			Summary: fmt.Sprintf("PSP reconciliation run %d: %d disagreement(s) cleared (%d still open): %s",
+				run.ID, run.DisagreementsCleared, run.DisagreementsOpen, strings.Join(named, "; ")),
+			Details: map[string]any{"run_id": run.ID, "cleared": run.DisagreementsCleared, "listed": named}})
 	}
-	return alert.Alert{
-		Key:      AlertKey,
-		Severity: alert.Critical,
-		Summary: fmt.Sprintf("PSP reconciliation run %d: %d disagreement(s) between the PSPs and the ledger: %s",
-			run.ID, run.DisagreementCount, strings.Join(named, "; ")),
-		Details: map[string]any{"run_id": run.ID, "disagreements": run.DisagreementCount, "listed": named,
-			"events_recovered": run.EventsRecovered},
-	}
+	return out
 }

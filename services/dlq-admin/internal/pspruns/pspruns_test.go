@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -35,10 +36,10 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements)
-		VALUES ('succeeded', 'scheduled', now(), now(), 0, '[]'),
-		       ('succeeded', 'scheduled', now(), now(), 1,
-		        '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here"}]')`)
+		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
+		VALUES ('succeeded', 'scheduled', now(), now(), 0, 0, '[]'),
+		       ('succeeded', 'scheduled', now(), now(), 1, 1,
+		        '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here","state":"new"}]')`)
 	require.NoError(t, err)
 	r := &raised{}
 	w := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{})
@@ -69,4 +70,49 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Equal(t, pspruns.AlertKeyFailed, r.alerts[1].Key)
 	require.Equal(t, alert.Error, r.alerts[1].Severity)
+}
+
+// A disagreement still open from an earlier run does not page again; the
+// run that finds it gone raises one notice naming it.
+func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var first, second, third int64
+	insertRun := func(count, fresh, open, cleared int, dis string) int64 {
+		var id int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+			INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count,
+			    disagreements_new, disagreements_open, disagreements_cleared, disagreements)
+			VALUES ('succeeded', 'scheduled', now(), now(), $1, $2, $3, $4, $5) RETURNING id`, count, fresh, open, cleared, dis).Scan(&id))
+		return id
+	}
+	d := func(state string) string {
+		return `[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-7","psp_object_id":"po_7","detail":"paid at the PSP; FAILED here","state":"` + state + `"}]`
+	}
+	first = insertRun(1, 1, 0, 0, d("new"))
+	second = insertRun(1, 0, 1, 0, d("still_open"))
+	third = insertRun(0, 0, 0, 1, `[]`)
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, detail, first_seen_run, last_seen_run, cleared_run, cleared_at)
+		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p-7', 'p-7', 'po_7', 'paid at the PSP; FAILED here', $1, $2, $3, now())`, first, second, third)
+	require.NoError(t, err)
+
+	r := &raised{}
+	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the still-open run is not alerted on")
+	require.Len(t, r.alerts, 2)
+	require.Equal(t, pspruns.AlertKey, r.alerts[0].Key)
+	require.Equal(t, alert.Critical, r.alerts[0].Severity)
+	require.Contains(t, r.alerts[0].Summary, "p-7")
+	require.Equal(t, pspruns.AlertKeyCleared, r.alerts[1].Key)
+	require.Equal(t, alert.Info, r.alerts[1].Severity)
+	require.Contains(t, r.alerts[1].Summary, "p-7")
+	var alerted []int64
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM psp_reconciliation_runs WHERE alerted_at IS NOT NULL ORDER BY id`)
+	require.NoError(t, err)
+	alerted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{first, third}, alerted)
 }

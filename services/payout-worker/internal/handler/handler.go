@@ -37,6 +37,9 @@ type Handler struct {
 	now     func() time.Time
 	credits *prometheus.CounterVec
 	returns *prometheus.CounterVec
+	// creditWait: a refund or dispute whose payment's credit is not in
+	// yet waits for it (awaitCredit).
+	creditWait time.Duration
 }
 
 // Deps is what a Handler works with, next to the logger, clock and
@@ -51,6 +54,10 @@ type Deps struct {
 	Letters *dlq.Writer
 	// Notify wakes the relays after a commit that wrote outbox rows.
 	Notify interface{ Notify() }
+	// CreditWait is MONEY_BACK_CREDIT_WAIT: how long a refund or dispute
+	// of a payment not credited yet is published again, delayed, waiting
+	// for the credit, before it is dead-lettered (0: at once).
+	CreditWait time.Duration
 }
 
 // New returns a Handler.
@@ -58,7 +65,7 @@ func New(deps Deps) *Handler {
 	common := deps.WithDefaults()
 	reg := common.Registerer
 	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
-		alerts: deps.Alerts, letters: deps.Letters, notify: deps.Notify,
+		alerts: deps.Alerts, letters: deps.Letters, notify: deps.Notify, creditWait: deps.CreditWait,
 		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),

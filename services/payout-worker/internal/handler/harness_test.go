@@ -123,6 +123,8 @@ type options struct {
 	settleWindow time.Duration
 	// settlementDelay is the ledger's CREDIT_SETTLEMENT_DELAY (default 0).
 	settlementDelay time.Duration
+	// creditWait is MONEY_BACK_CREDIT_WAIT (default 0: at once).
+	creditWait time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -169,6 +171,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
+	w.reg = reg
 	bm := breaker.NewMetrics(reg)
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
@@ -197,7 +200,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, err)
 	w.proc = proc
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
-		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}})
+		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/payout"
@@ -322,4 +324,153 @@ func TestPaystackTransferOutcomeIsRecoveredUnderTheWebhooksIdentity(t *testing.T
 	saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: webhook, CorrelationID: "late"})
 	require.NoError(t, err)
 	require.Equal(t, ingest.Duplicate, saved.Outcome)
+}
+
+// Paystack's refunds and disputes have no events API either: a refund in
+// GET /refund and a dispute in GET /dispute stand for the refund.processed
+// and charge.dispute.create|resolve webhooks that were lost, recovered under
+// the webhooks' own identities (so the late webhook is a duplicate) and
+// carrying the ledger's keys (the refund reference, the dispute id).
+func TestPaystackRefundAndDisputeAreRecoveredUnderTheWebhooksIdentity(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Overlap: time.Minute, Grace: time.Hour})
+	pay := e.psp.Pay(t, "paystack", "funmi", 9000, "ngn")
+	refund := e.psp.Refund(t, pay.ID, 2000, "succeeded")
+	dispute := e.psp.Dispute(t, pay.ID, 3000, "")
+	e.psp.CloseDispute(t, dispute.ID, "lost")
+
+	first := e.runOnce()
+	pr := first.Report["paystack"]
+	require.Equal(t, 4, pr.Recovered, "charge, refund, dispute created and resolved: %+v", pr)
+	require.Empty(t, pr.Errors)
+	type outboxRow struct {
+		EventID, Type, Reference string
+		Returns                  []struct {
+			ID       string `json:"id"`
+			Amount   int64  `json:"amount"`
+			Currency string `json:"currency"`
+			Outcome  string `json:"outcome"`
+		}
+	}
+	rows, err := e.db.Pool.Query(context.Background(), `
+		SELECT w.event_id, w.event_type, o.payload->>'reference', coalesce(o.payload->'returns', '[]')
+		FROM webhook_events w JOIN transaction_outbox o ON o.payload->>'event_id' = w.event_id
+		WHERE w.provider = 'paystack' AND w.event_type <> 'charge.success' ORDER BY w.id`)
+	require.NoError(t, err)
+	var got []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		var returns []byte
+		require.NoError(t, rows.Scan(&r.EventID, &r.Type, &r.Reference, &returns))
+		require.NoError(t, json.Unmarshal(returns, &r.Returns))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 3, "%+v", got)
+	byType := map[string]outboxRow{}
+	for _, r := range got {
+		byType[r.Type] = r
+		require.Equal(t, pay.ID, r.Reference, "the payment the ledger takes it back from")
+		require.Len(t, r.Returns, 1)
+	}
+	require.Equal(t, "refund.processed:"+refund.ID, byType["refund.processed"].EventID)
+	require.Equal(t, refund.ID, byType["refund.processed"].Returns[0].ID)
+	require.Equal(t, int64(2000), byType["refund.processed"].Returns[0].Amount)
+	require.Equal(t, "ngn", byType["refund.processed"].Returns[0].Currency)
+	require.Equal(t, "charge.dispute.create:"+dispute.ID, byType["charge.dispute.create"].EventID)
+	require.Equal(t, dispute.ID, byType["charge.dispute.resolve"].Returns[0].ID)
+	require.Equal(t, int64(3000), byType["charge.dispute.resolve"].Returns[0].Amount)
+	require.Equal(t, "lost", byType["charge.dispute.resolve"].Returns[0].Outcome)
+	order := map[string]int{}
+	for i, r := range got {
+		order[r.Type] = i
+	}
+	require.Less(t, order["charge.dispute.create"], order["charge.dispute.resolve"], "stored oldest first, as the webhooks would have come")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM webhook_events w WHERE provider = 'paystack' AND event_type = 'charge.success'
+		AND w.id < (SELECT min(id) FROM webhook_events WHERE provider = 'paystack' AND event_type <> 'charge.success')`),
+		"the payment's credit is stored before the money that goes back")
+
+	second := e.runOnce()
+	require.Equal(t, 0, second.Report["paystack"].Recovered, "stored once")
+	require.Equal(t, 4, second.Report["paystack"].Present)
+
+	// The webhooks as the stand-in sends them come late: duplicates.
+	for _, body := range []string{
+		`{"event":"refund.processed","data":{"id":"` + refund.ID + `","refund_reference":"` + refund.ID + `","transaction_reference":"` + pay.ID + `","amount":"2000","currency":"NGN","status":"processed"}}`,
+		`{"event":"charge.dispute.create","data":{"id":"` + dispute.ID + `","refund_amount":3000,"currency":"NGN","status":"awaiting-merchant-feedback","transaction":{"reference":"` + pay.ID + `","amount":9000,"currency":"NGN"}}}`,
+		`{"event":"charge.dispute.resolve","data":{"id":"` + dispute.ID + `","refund_amount":3000,"currency":"NGN","status":"resolved","resolution":"merchant-accepted","transaction":{"reference":"` + pay.ID + `","amount":9000,"currency":"NGN"}}}`,
+	} {
+		n, err := ingest.NormalizePaystack([]byte(body), time.Now())
+		require.NoError(t, err)
+		saved, err := e.store.Save(context.Background(), ingest.Pending{Event: n, Body: []byte(body), CorrelationID: "late"})
+		require.NoError(t, err)
+		require.Equal(t, ingest.Duplicate, saved.Outcome, n.Event.EventID)
+	}
+	require.Equal(t, 4, e.count(`SELECT count(*) FROM transaction_outbox o JOIN webhook_events w ON w.event_id = o.payload->>'event_id' WHERE w.provider = 'paystack'`))
+}
+
+// A disagreement that persists is one row across runs: new on the run
+// that first found it (the one dlq-admin pages for), still open on the
+// next, cleared by the first run that no longer finds it; the open gauge
+// follows it.
+func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
+	reg := prometheus.NewRegistry()
+	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: "test"}, e.runs,
+		pspsync.NewReconciler(pspsync.Config{Window: time.Hour, Grace: time.Hour}, e.runs, e.store, []pspsync.Source{
+			pspsync.NewStripe(stripeKey, e.psp.URL, nil), pspsync.NewPaystack(paystackKey, e.psp.URL, nil),
+		}, lifecycle.Deps{}), lifecycle.Deps{Registerer: reg})
+	require.NoError(t, err)
+	e.worker = w
+
+	failedHere := uuid.NewString()
+	insertPayout(t, e.db, failedHere, "FAILED", "stripe")
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
+		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
+	params := &stripe.PayoutParams{Amount: stripe.Int64(1500), Currency: stripe.String("usd"), Destination: stripe.String("ba_dave")}
+	params.AddMetadata("payout_id", failedHere)
+	po, err := (&payout.Client{B: b, Key: stripeKey}).New(params)
+	require.NoError(t, err)
+	e.psp.Settle(t, po.ID, "paid")
+
+	counts := func(id int64) [3]int {
+		var c [3]int
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT disagreements_new, disagreements_open, disagreements_cleared
+			FROM psp_reconciliation_runs WHERE id = $1`, id).Scan(&c[0], &c[1], &c[2]))
+		return c
+	}
+	open := func() float64 {
+		return testutil.ToFloat64(w.OpenGauge().WithLabelValues("stripe", pspsync.PaidNotSucceeded))
+	}
+
+	first := e.runOnce()
+	require.Len(t, first.Disagreements, 1)
+	require.Equal(t, pspsync.StateNew, first.Disagreements[0].State)
+	require.NotNil(t, first.Disagreements[0].FirstSeenAt)
+	require.Equal(t, [3]int{1, 0, 0}, counts(first.ID))
+	require.Equal(t, float64(1), open())
+
+	second := e.runOnce()
+	require.Len(t, second.Disagreements, 1)
+	require.Equal(t, pspsync.StateStillOpen, second.Disagreements[0].State)
+	require.True(t, first.Disagreements[0].FirstSeenAt.Equal(*second.Disagreements[0].FirstSeenAt), "first seen stays")
+	require.Equal(t, [3]int{0, 1, 0}, counts(second.ID), "not new: no second page")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1 AND cleared_at IS NULL
+		AND first_seen_run = $2 AND last_seen_run = $3`, failedHere, first.ID, second.ID))
+
+	// A person puts it right: the next run no longer finds it and clears it.
+	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
+	require.NoError(t, err)
+	third := e.runOnce()
+	require.Empty(t, third.Disagreements)
+	require.Equal(t, [3]int{0, 0, 1}, counts(third.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1 AND cleared_run = $2`, failedHere, third.ID))
+	require.Zero(t, e.count(`SELECT count(*) FROM psp_disagreements WHERE cleared_at IS NULL`))
+	require.Equal(t, float64(0), open())
+
+	// Found again later, it is new again (a fresh row).
+	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'FAILED' WHERE id = $1`, failedHere)
+	require.NoError(t, err)
+	fourth := e.runOnce()
+	require.Equal(t, [3]int{1, 0, 0}, counts(fourth.ID))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1`, failedHere))
 }

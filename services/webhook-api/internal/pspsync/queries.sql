@@ -77,3 +77,30 @@ ORDER BY id LIMIT @max_rows;
 
 -- name: ReturnPosted :one
 SELECT EXISTS (SELECT 1 FROM payment_returns WHERE provider = @provider AND kind = @kind AND object_id = @object_id);
+
+-- name: FinishCounts :exec
+-- The run's disagreements after their lifecycle (new, still open, cleared).
+UPDATE psp_reconciliation_runs SET disagreements_new = @new_count::int, disagreements_open = @open_count::int,
+    disagreements_cleared = @cleared_count::int, disagreements = @disagreements
+WHERE id = @id;
+
+-- name: SeeDisagreement :one
+-- Opens a disagreement or, when it is open already, records that this run
+-- saw it again; fresh says which.
+INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, psp_status, ledger_status, event_id, detail,
+    first_seen_run, last_seen_run)
+VALUES (@provider, @kind, @subject, nullif(@payout_id::text, ''), nullif(@psp_object_id::text, ''), nullif(@psp_status::text, ''),
+    nullif(@ledger_status::text, ''), nullif(@event_id::text, ''), @detail, @run_id::bigint, @run_id::bigint)
+ON CONFLICT (provider, kind, subject) WHERE cleared_at IS NULL DO UPDATE
+SET last_seen_run = EXCLUDED.last_seen_run, last_seen_at = now(), psp_status = EXCLUDED.psp_status,
+    ledger_status = EXCLUDED.ledger_status, detail = EXCLUDED.detail
+RETURNING first_seen_at, (first_seen_run = @run_id::bigint)::bool AS fresh;
+
+-- name: ClearDisagreements :execrows
+-- Closes the open disagreements of the providers this run compared in full
+-- that it did not see again.
+UPDATE psp_disagreements SET cleared_run = @run_id::bigint, cleared_at = now()
+WHERE cleared_at IS NULL AND provider = ANY(@providers::text[]) AND last_seen_run <> @run_id::bigint;
+
+-- name: OpenDisagreements :many
+SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind;

@@ -33,6 +33,11 @@ const (
 	ReturnNotPosted = "return_not_posted"
 )
 
+// Kinds are every disagreement kind.
+func Kinds() []string {
+	return []string{PaidNotSucceeded, SucceededNotPaid, PendingFailedHere, UnknownPayout, ReturnNotPosted}
+}
+
 // Disagreement is one thing the PSP and the ledger disagree on.
 type Disagreement struct {
 	Provider     string `json:"provider"`
@@ -43,6 +48,29 @@ type Disagreement struct {
 	LedgerStatus string `json:"ledger_status,omitempty"`
 	EventID      string `json:"event_id,omitempty"`
 	Detail       string `json:"detail"`
+	// State is StateNew (first seen by this run: dlq-admin pages) or
+	// StateStillOpen (seen by an earlier run and not cleared since); set
+	// when the run is stored, with FirstSeenAt.
+	State       string     `json:"state,omitempty"`
+	FirstSeenAt *time.Time `json:"first_seen_at,omitempty"`
+}
+
+// Disagreement states across runs (psp_disagreements).
+const (
+	StateNew       = "new"
+	StateStillOpen = "still_open"
+)
+
+// subject is what the disagreement is about, its identity across runs
+// with the provider and kind: our payout id, else the PSP object's id.
+func (d Disagreement) subject() string {
+	if d.PayoutID != "" {
+		return d.PayoutID
+	}
+	if d.PSPObjectID != "" {
+		return d.PSPObjectID
+	}
+	return d.EventID
 }
 
 // ProviderReport is what one run read from one PSP.
@@ -59,6 +87,10 @@ type ProviderReport struct {
 	// the reads that failed. A failed read leaves the cursor where it was.
 	Errors        []string `json:"errors"`
 	CursorAdvance bool     `json:"cursor_advanced"`
+	// Compared: the PSP's objects and our records were compared in full,
+	// so an earlier disagreement this run did not find is cleared. A
+	// comparison that failed part way clears nothing.
+	Compared bool `json:"compared"`
 }
 
 // Report is a run's result.
@@ -106,6 +138,14 @@ type Reconciler struct {
 func NewReconciler(cfg Config, runs *Runs, saver Saver, sources []Source, deps lifecycle.Deps) *Reconciler {
 	deps = deps.WithDefaults()
 	return &Reconciler{cfg: cfg, runs: runs, saver: saver, sources: sources, logger: deps.Logger}
+}
+
+func (r *Reconciler) providers() []string {
+	out := make([]string, 0, len(r.sources))
+	for _, s := range r.sources {
+		out = append(out, s.Provider())
+	}
+	return out
 }
 
 // Run reconciles every PSP for run id at now (the database's time). One
@@ -165,6 +205,7 @@ func (r *Reconciler) provider(ctx context.Context, runID int64, now time.Time, s
 	// Objects and postings are compared even when the events could not be
 	// read: a disagreement is worth knowing either way.
 	dis, cmpErr := r.compare(ctx, now, src, from.Add(-r.cfg.Window), pr)
+	pr.Compared = cmpErr == nil
 	return pr, dis, errors.Join(evErr, cmpErr)
 }
 

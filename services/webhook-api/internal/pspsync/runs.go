@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync/sqlcdb"
 )
 
@@ -28,11 +29,12 @@ const (
 // Its SQL is in queries.sql. Times are the database's (now()): leases and
 // the schedule are compared across replicas.
 type Runs struct {
-	q *sqlcdb.Queries
+	pool *pgxpool.Pool
+	q    *sqlcdb.Queries
 }
 
 // NewRuns returns the run store on pool.
-func NewRuns(pool *pgxpool.Pool) *Runs { return &Runs{q: sqlcdb.New(pool)} }
+func NewRuns(pool *pgxpool.Pool) *Runs { return &Runs{pool: pool, q: sqlcdb.New(pool)} }
 
 // RequestScheduled requests a scheduled run unless one was requested less
 // than interval ago or one is active; it reports whether it did.
@@ -85,7 +87,12 @@ func (r *Runs) Release(ctx context.Context, id int64, owner string) error {
 	return nil
 }
 
-// Finish stores the run's report.
+// Finish stores the run's report and, in the same transaction, its
+// disagreements' lifecycle (psp_disagreements): each one found is new or
+// still open (seen by an earlier run), and the open ones of each provider
+// compared in full that this run did not find are cleared. The counts and
+// each disagreement's state land on the run for dlq-admin, which pages for
+// new ones only.
 func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, runErr error) error {
 	status, msg := StatusSucceeded, ""
 	if runErr != nil {
@@ -99,22 +106,68 @@ func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, r
 	if dis == nil {
 		dis = []Disagreement{}
 	}
-	disagreements, err := json.Marshal(dis)
-	if err != nil {
-		return fmt.Errorf("encode psp reconciliation disagreements: %w", err)
-	}
-	n, err := r.q.Finish(ctx, sqlcdb.FinishParams{
-		ID: id, Owner: owner, Status: status,
-		EventsFound: rep.Found, EventsRecovered: rep.Recovered, EventsPresent: rep.Present,
-		DisagreementCount: len(rep.Disagreements), Report: providers, Disagreements: disagreements, Error: msg,
+	return database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		q := r.q.WithTx(tx)
+		n, err := q.Finish(ctx, sqlcdb.FinishParams{
+			ID: id, Owner: owner, Status: status,
+			EventsFound: rep.Found, EventsRecovered: rep.Recovered, EventsPresent: rep.Present,
+			DisagreementCount: len(dis), Report: providers, Disagreements: []byte("[]"), Error: msg,
+		})
+		if err != nil {
+			return fmt.Errorf("finish psp reconciliation run: %w", err)
+		}
+		if n != 1 {
+			return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
+		}
+		fresh := 0
+		for i := range dis {
+			d := &dis[i]
+			seen, err := q.SeeDisagreement(ctx, sqlcdb.SeeDisagreementParams{
+				Provider: d.Provider, Kind: d.Kind, Subject: d.subject(), PayoutID: d.PayoutID, PSPObjectID: d.PSPObjectID,
+				PspStatus: d.PSPStatus, LedgerStatus: d.LedgerStatus, EventID: d.EventID, Detail: d.Detail, RunID: id,
+			})
+			if err != nil {
+				return fmt.Errorf("store psp disagreement: %w", err)
+			}
+			d.FirstSeenAt, d.State = &seen.FirstSeenAt, StateStillOpen
+			if seen.Fresh {
+				d.State = StateNew
+				fresh++
+			}
+		}
+		compared := []string{}
+		for p, pr := range rep.Providers {
+			if pr.Compared {
+				compared = append(compared, p)
+			}
+		}
+		cleared, err := q.ClearDisagreements(ctx, sqlcdb.ClearDisagreementsParams{RunID: id, Providers: compared})
+		if err != nil {
+			return fmt.Errorf("clear psp disagreements: %w", err)
+		}
+		encoded, err := json.Marshal(dis)
+		if err != nil {
+			return fmt.Errorf("encode psp reconciliation disagreements: %w", err)
+		}
+		if err := q.FinishCounts(ctx, sqlcdb.FinishCountsParams{ID: id, NewCount: fresh, OpenCount: len(dis) - fresh,
+			ClearedCount: int(cleared), Disagreements: encoded}); err != nil {
+			return fmt.Errorf("finish psp reconciliation run: %w", err)
+		}
+		return nil
 	})
+}
+
+// OpenDisagreements counts the open disagreements by provider and kind.
+func (r *Runs) OpenDisagreements(ctx context.Context) (map[[2]string]int, error) {
+	rows, err := r.q.OpenDisagreements(ctx)
 	if err != nil {
-		return fmt.Errorf("finish psp reconciliation run: %w", err)
+		return nil, fmt.Errorf("read open psp disagreements: %w", err)
 	}
-	if n != 1 {
-		return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
+	out := make(map[[2]string]int, len(rows))
+	for _, row := range rows {
+		out[[2]string{row.Provider, row.Kind}] = row.Open
 	}
-	return nil
+	return out, nil
 }
 
 // Cursor is how far the provider's record was read; ok is false before

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -256,6 +257,12 @@ type Paystack struct {
 	key  string
 	base string
 	http *http.Client
+	// ReturnsLookback widens the refund and dispute listings before the
+	// window: Paystack filters them on their creation time, and a refund
+	// processed or a dispute resolved now may have been created well
+	// before (PSP_RECONCILE_WINDOW in webhook-api). Re-reading is cheap:
+	// events already stored are skipped.
+	ReturnsLookback time.Duration
 }
 
 // DefaultPaystackBase is Paystack's API.
@@ -323,7 +330,7 @@ func (p *Paystack) get(ctx context.Context, path string, q url.Values, out any) 
 	return resp.StatusCode, nil
 }
 
-// list pages a Paystack list (perPage 100, from since).
+// list pages a Paystack list (perPage 100, from since; newest first).
 func (p *Paystack) list(ctx context.Context, path string, since time.Time) ([]json.RawMessage, error) {
 	var all []json.RawMessage
 	for page := 1; ; page++ {
@@ -387,36 +394,198 @@ func paystackEvent(name string, data json.RawMessage) []byte {
 	return b
 }
 
-// Events renders successful transactions as charge.success and decided
-// transfers as transfer.success|failed|reversed.
+// Events renders successful transactions as charge.success, decided
+// transfers as transfer.success|failed|reversed, and refunds and disputes
+// as refund.* and charge.dispute.* (returnEvents).
 func (p *Paystack) Events(ctx context.Context, since time.Time) ([]Pulled, error) {
 	txns, err := p.list(ctx, "/transaction", since)
 	if err != nil {
 		return nil, err
 	}
-	var out []Pulled
+	var charges []Pulled
 	for _, raw := range txns {
 		var t struct {
 			Status string `json:"status"`
 		}
 		if json.Unmarshal(raw, &t) == nil && t.Status == "success" {
-			out = append(out, Pulled{Body: paystackEvent("charge.success", raw)})
+			charges = append(charges, Pulled{Body: paystackEvent("charge.success", raw)})
 		}
 	}
 	transfers, err := p.list(ctx, "/transfer", since)
 	if err != nil {
 		return nil, err
 	}
+	var outcomes []Pulled
 	for _, raw := range transfers {
 		var t paystackTransfer
 		if json.Unmarshal(raw, &t) != nil {
 			continue
 		}
 		if name := t.event(); name != "" {
-			out = append(out, Pulled{Body: paystackEvent(name, raw)})
+			outcomes = append(outcomes, Pulled{Body: paystackEvent(name, raw)})
 		}
 	}
-	return out, nil
+	returns, err := p.returnEvents(ctx, since.Add(-p.ReturnsLookback), txns)
+	if err != nil {
+		return nil, err
+	}
+	// Newest first, as the run expects (it stores oldest first): the money
+	// going back after the transfers, and those after the charges, so that
+	// a recovered refund or dispute is stored after its payment's credit.
+	out := append(returns, outcomes...)
+	return append(out, charges...), nil
+}
+
+// paystackTxnRef is the transaction a refund or dispute names: an object
+// with its reference, or (as GET /refund lists it) its numeric id.
+type paystackTxnRef struct {
+	ID        json.Number `json:"id"`
+	Reference string      `json:"reference"`
+	Amount    json.Number `json:"amount"`
+	Currency  string      `json:"currency"`
+}
+
+func (r *paystackTxnRef) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		type plain paystackTxnRef
+		return json.Unmarshal(b, (*plain)(r))
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	return json.Unmarshal(b, &r.ID)
+}
+
+// returnEvents renders refunds (GET /refund) and disputes (GET /dispute)
+// as the webhooks they stand for, with the object as data so that they
+// normalise to the webhook's identity (event name and data.id) and the
+// ledger's (the refund reference, the dispute id):
+//   - a processed refund is refund.processed, a failed one refund.failed
+//     (pending ones sent nothing yet);
+//   - every dispute is charge.dispute.create, and a resolved one with a
+//     resolution is charge.dispute.resolve as well (listed before the
+//     create: lists are newest first, and the run stores oldest first).
+//
+// The data gains what the webhook carries and the list item lacks:
+// transaction_reference and refund_reference for refunds. A refund whose
+// transaction is only an id is matched to the transactions listed; one
+// that cannot be is reported, not guessed.
+func (p *Paystack) returnEvents(ctx context.Context, since time.Time, txns []json.RawMessage) ([]Pulled, error) {
+	refByID := map[string]string{}
+	for _, raw := range txns {
+		var t paystackTxnRef
+		if json.Unmarshal(raw, &t) == nil && t.ID != "" {
+			refByID[t.ID.String()] = t.Reference
+		}
+	}
+	refunds, err := p.list(ctx, "/refund", since)
+	if err != nil {
+		return nil, err
+	}
+	var out []datedEvent
+	for _, raw := range refunds {
+		var r struct {
+			UpdatedAt       string          `json:"updatedAt"`
+			ID              json.RawMessage `json:"id"`
+			RefundReference json.RawMessage `json:"refund_reference"`
+			Status          string          `json:"status"`
+			Transaction     paystackTxnRef  `json:"transaction"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("paystack refund: %w", err)
+		}
+		name := map[string]string{"processed": "refund.processed", "failed": "refund.failed"}[r.Status]
+		if name == "" {
+			continue
+		}
+		ref := r.Transaction.Reference
+		if ref == "" {
+			ref = refByID[r.Transaction.ID.String()]
+		}
+		if ref == "" {
+			return nil, fmt.Errorf("paystack refund %s: transaction %s not found in the listed transactions", raw2s(r.ID), r.Transaction.ID)
+		}
+		extra := map[string]any{"transaction_reference": ref}
+		if len(r.RefundReference) == 0 || string(r.RefundReference) == "null" {
+			extra["refund_reference"] = json.RawMessage(r.ID)
+		}
+		data, err := withFields(raw, extra)
+		if err != nil {
+			return nil, fmt.Errorf("paystack refund %s: %w", raw2s(r.ID), err)
+		}
+		out = append(out, datedEvent{at: paystackAt(r.UpdatedAt), p: Pulled{Body: paystackEvent(name, data)}})
+	}
+	disputes, err := p.list(ctx, "/dispute", since)
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range disputes {
+		var d struct {
+			Status     string `json:"status"`
+			Resolution string `json:"resolution"`
+			CreatedAt  string `json:"createdAt"`
+			ResolvedAt string `json:"resolvedAt"`
+			UpdatedAt  string `json:"updatedAt"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("paystack dispute: %w", err)
+		}
+		if d.Status == "resolved" && (d.Resolution == "merchant-accepted" || d.Resolution == "declined") {
+			at := paystackAt(d.ResolvedAt)
+			if at.IsZero() {
+				at = paystackAt(d.UpdatedAt)
+			}
+			out = append(out, datedEvent{at: at, p: Pulled{Body: paystackEvent("charge.dispute.resolve", raw)}})
+		}
+		out = append(out, datedEvent{at: paystackAt(d.CreatedAt), later: 1, p: Pulled{Body: paystackEvent("charge.dispute.create", raw)}})
+	}
+	// Newest first across both lists; a dispute's resolve before its create.
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].at.Equal(out[j].at) {
+			return out[i].at.After(out[j].at)
+		}
+		return out[i].later < out[j].later
+	})
+	pulled := make([]Pulled, len(out))
+	for i, e := range out {
+		pulled[i] = e.p
+	}
+	return pulled, nil
+}
+
+// datedEvent is a rendered event with the time it stands for; later 1
+// sorts it after others of the same time (newest first: older).
+type datedEvent struct {
+	at    time.Time
+	later int
+	p     Pulled
+}
+
+// paystackAt reads a Paystack time (zero when absent or unreadable).
+func paystackAt(v string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func raw2s(b json.RawMessage) string { return strings.Trim(string(b), `"`) }
+
+// withFields adds fields to a JSON object (keeping the others byte for byte).
+func withFields(raw json.RawMessage, fields map[string]any) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range fields {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = b
+	}
+	return json.Marshal(m)
 }
 
 // Objects lists the transfers created since since.

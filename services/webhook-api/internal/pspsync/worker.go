@@ -39,6 +39,7 @@ type Worker struct {
 	finished  *prometheus.CounterVec
 	recovered prometheus.Counter
 	disagreed prometheus.Gauge
+	open      *prometheus.GaugeVec
 }
 
 // NewWorker returns the worker; deps.Registerer takes its metrics.
@@ -60,8 +61,11 @@ func NewWorker(cfg WorkerConfig, runs *Runs, rec *Reconciler, deps lifecycle.Dep
 			Help: "PSP events stored by the reconciliation because their webhook never came."}),
 		disagreed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aegis_psp_reconciliation_disagreements",
 			Help: "Disagreements between the PSPs and the ledger found by the latest run."}),
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "aegis_psp_disagreements_open",
+			Help: "Disagreements between the PSPs and the ledger open now (found and not cleared since), by provider and kind."},
+			[]string{"provider", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{w.finished, w.recovered, w.disagreed} {
+	for _, c := range []prometheus.Collector{w.finished, w.recovered, w.disagreed, w.open} {
 		if err := deps.Registerer.Register(c); err != nil {
 			return nil, err
 		}
@@ -147,6 +151,7 @@ func (w *Worker) work(ctx context.Context, c Claimed) {
 	w.finished.WithLabelValues(status).Inc()
 	w.recovered.Add(float64(rep.Recovered))
 	w.disagreed.Set(float64(len(rep.Disagreements)))
+	w.setOpen(ctx)
 	attrs := []any{"run_id", c.ID, "status", status, "events_found", rep.Found, "recovered", rep.Recovered,
 		"present", rep.Present, "disagreements", len(rep.Disagreements), "took", w.clock().Sub(start).String()}
 	if err != nil {
@@ -159,3 +164,21 @@ func (w *Worker) work(ctx context.Context, c Claimed) {
 	}
 	w.logger.InfoContext(ctx, "psp reconciliation finished", attrs...)
 }
+
+// setOpen sets aegis_psp_disagreements_open from psp_disagreements (every
+// provider and kind, so a cleared one goes back to 0).
+func (w *Worker) setOpen(ctx context.Context) {
+	open, err := w.runs.OpenDisagreements(ctx)
+	if err != nil {
+		w.logger.WarnContext(ctx, "psp reconciliation: open disagreements gauge", "error", err)
+		return
+	}
+	for _, p := range w.rec.providers() {
+		for _, k := range Kinds() {
+			w.open.WithLabelValues(p, k).Set(float64(open[[2]string{p, k}]))
+		}
+	}
+}
+
+// OpenGauge is aegis_psp_disagreements_open (for tests).
+func (w *Worker) OpenGauge() *prometheus.GaugeVec { return w.open }

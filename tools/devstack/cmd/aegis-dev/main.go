@@ -90,6 +90,14 @@ func run(logger *slog.Logger) error {
 		Env: otelEnv(),
 	}
 
+	// Four eyes: REQUIRE_SECOND_APPROVER=true make dev (the second operator
+	// token is in DevSecrets).
+	for _, k := range []string{"REQUIRE_SECOND_APPROVER", "SECOND_APPROVER_THRESHOLD"} {
+		if v := os.Getenv(k); v != "" {
+			cfg.Env[k] = v
+		}
+	}
+
 	if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package psp_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,85 @@ func TestPaystackTransactionAndTransferListsPage(t *testing.T) {
 	h.do(http.MethodGet, "/transfer?perPage=10", nil, paystackHeader(), &list)
 	require.Len(t, list.Data, 1)
 	require.Equal(t, "po-1", list.Data[0].Reference)
+}
+
+func TestPaystackRefundAndDisputeListsAsTheAPI(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	var pay, other psp.PaymentRecord
+	h.do(http.MethodPost, "/_psp/payments", `{"provider":"paystack","user_id":"a","amount":5000,"currency":"ngn"}`, nil, &pay)
+	h.do(http.MethodPost, "/_psp/payments", `{"provider":"paystack","user_id":"b","amount":900,"currency":"ngn"}`, nil, &other)
+	var r1, r2, d1, d2 psp.ReturnRecord
+	h.do(http.MethodPost, "/_psp/payments/"+pay.ID+"/refunds", `{"amount":1000}`, nil, &r1)
+	h.do(http.MethodPost, "/_psp/payments/"+pay.ID+"/refunds", `{"amount":500,"outcome":"failed"}`, nil, &r2)
+	h.do(http.MethodPost, "/_psp/payments/"+pay.ID+"/disputes", `{"amount":2000}`, nil, &d1)
+	h.do(http.MethodPost, "/_psp/payments/"+other.ID+"/disputes", `{"outcome":"lost"}`, nil, &d2)
+
+	type txn struct {
+		ID        int64  `json:"id"`
+		Reference string `json:"reference"`
+	}
+	var refunds struct {
+		Status bool `json:"status"`
+		Data   []struct {
+			ID              string `json:"id"`
+			RefundReference string `json:"refund_reference"`
+			Transaction     txn    `json:"transaction"`
+			Amount          int64  `json:"amount"`
+			Currency        string `json:"currency"`
+			Status          string `json:"status"`
+			CreatedAt       string `json:"createdAt"`
+		} `json:"data"`
+		Meta struct {
+			Total, PageCount int
+		} `json:"meta"`
+	}
+	resp := h.do(http.MethodGet, "/refund?perPage=1&page=1", nil, paystackHeader(), &refunds)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, refunds.Status)
+	require.Equal(t, 2, refunds.Meta.Total)
+	require.Equal(t, 2, refunds.Meta.PageCount)
+	require.Len(t, refunds.Data, 1)
+	require.Equal(t, r2.ID, refunds.Data[0].ID, "newest first")
+	require.Equal(t, "failed", refunds.Data[0].Status)
+	h.do(http.MethodGet, "/refund?perPage=1&page=2", nil, paystackHeader(), &refunds)
+	require.Equal(t, r1.ID, refunds.Data[0].ID)
+	require.Equal(t, r1.ID, refunds.Data[0].RefundReference, "the id its webhook carries")
+	require.Equal(t, "processed", refunds.Data[0].Status)
+	require.Equal(t, int64(1000), refunds.Data[0].Amount)
+	require.Equal(t, "NGN", refunds.Data[0].Currency)
+	require.Equal(t, pay.ID, refunds.Data[0].Transaction.Reference)
+	h.do(http.MethodGet, "/refund?from=2999-01-01", nil, paystackHeader(), &refunds)
+	require.Empty(t, refunds.Data)
+	h.do(http.MethodGet, "/refund?reference="+other.ID, nil, paystackHeader(), &refunds)
+	require.Empty(t, refunds.Data)
+	require.Equal(t, http.StatusBadRequest, h.do(http.MethodGet, "/refund?perPage=101", nil, paystackHeader(), nil).StatusCode)
+	require.Equal(t, http.StatusUnauthorized, h.do(http.MethodGet, "/refund", nil, nil, nil).StatusCode)
+
+	var disputes struct {
+		Data []struct {
+			ID           json.Number `json:"id"`
+			RefundAmount int64       `json:"refund_amount"`
+			Status       string      `json:"status"`
+			Resolution   *string     `json:"resolution"`
+			Transaction  txn         `json:"transaction"`
+		} `json:"data"`
+	}
+	h.do(http.MethodGet, "/dispute?perPage=10", nil, paystackHeader(), &disputes)
+	require.Len(t, disputes.Data, 2)
+	require.Equal(t, d2.ID, disputes.Data[0].ID.String(), "newest first")
+	require.Equal(t, "resolved", disputes.Data[0].Status)
+	require.Equal(t, "merchant-accepted", *disputes.Data[0].Resolution, "lost")
+	require.Equal(t, other.ID, disputes.Data[0].Transaction.Reference)
+	require.Equal(t, d1.ID, disputes.Data[1].ID.String())
+	require.Equal(t, "awaiting-merchant-feedback", disputes.Data[1].Status)
+	require.Nil(t, disputes.Data[1].Resolution)
+	require.Equal(t, int64(2000), disputes.Data[1].RefundAmount)
+
+	h.do(http.MethodPost, "/_psp/disputes/"+d1.ID+"/close", `{"outcome":"won"}`, nil, nil)
+	h.do(http.MethodGet, "/dispute?status=resolved", nil, paystackHeader(), &disputes)
+	require.Len(t, disputes.Data, 2)
+	require.Equal(t, "declined", *disputes.Data[1].Resolution, "won")
+	h.do(http.MethodGet, "/dispute?transaction="+strconv.FormatInt(disputes.Data[0].Transaction.ID, 10), nil, paystackHeader(), &disputes)
+	require.Len(t, disputes.Data, 1)
+	require.Equal(t, d2.ID, disputes.Data[0].ID.String())
 }

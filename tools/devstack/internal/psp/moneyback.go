@@ -38,6 +38,9 @@ type ReturnRecord struct {
 	ID     string `json:"id"`
 	Amount int64  `json:"amount"`
 	Status string `json:"status"` // refunds: succeeded | failed; disputes: open | won | lost
+	// created and updated date the object in Paystack's GET /refund and
+	// GET /dispute (their from/to filters and createdAt/updatedAt).
+	created, updated time.Time
 }
 
 // PaymentRecord is a payment the stand-in knows, as GET /_psp/payments/{id}
@@ -165,7 +168,7 @@ func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rr := ReturnRecord{Amount: amount, Status: req.Outcome}
+	rr := ReturnRecord{Amount: amount, Status: req.Outcome, created: now, updated: now}
 	if p.rec.Provider == ProviderStripe {
 		rr.ID = newID("re_", 24)
 		obj := func(status string) map[string]any {
@@ -210,7 +213,7 @@ func (s *Server) handleDisputeCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := ReturnRecord{Amount: amount, Status: "open"}
+	d := ReturnRecord{Amount: amount, Status: "open", created: now, updated: now}
 	if p.rec.Provider == ProviderStripe {
 		d.ID = newID("dp_", 24)
 	} else {
@@ -279,6 +282,7 @@ func (s *Server) returnable(w http.ResponseWriter, st *state, id string, amount 
 
 func (s *Server) closeDisputeLocked(st *state, p *payment, i int, outcome string, now time.Time) ReturnRecord {
 	p.rec.Disputes[i].Status = outcome
+	p.rec.Disputes[i].updated = now
 	d := p.rec.Disputes[i]
 	s.disputeEventLocked(st, p, d, now)
 	return d

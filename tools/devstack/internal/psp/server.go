@@ -99,6 +99,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /transfer", s.handlePaystackTransferList)
 	mux.HandleFunc("GET /transaction", s.handlePaystackTransactionList)
 	mux.HandleFunc("GET /transaction/verify/{reference}", s.handlePaystackTransactionVerify)
+	mux.HandleFunc("GET /refund", s.handlePaystackRefundList)
+	mux.HandleFunc("GET /dispute", s.handlePaystackDisputeList)
 
 	// Admin.
 	mux.HandleFunc("GET /_psp/faults", s.handleFaultsGet)

@@ -50,7 +50,10 @@ func DevSecrets() Secrets {
 		StripeSecretKey:     "sk_test_aegis_local_dev",
 		PaystackSecretKey:   "sk_test_paystack_local_dev",
 		APITokens:           "dev:dev-api-token-0123456789",
-		DLQAdminTokens:      "ops:operator:dev-ops-token-0123456789,night:viewer:dev-viewer-token-0123456789",
+		// Two operators, so that four eyes (REQUIRE_SECOND_APPROVER) can be
+		// tried: sam approves what ops asked for.
+		DLQAdminTokens: "ops:operator:dev-ops-token-0123456789,night:viewer:dev-viewer-token-0123456789," +
+			"sam:operator:dev-ops2-token-0123456789",
 	}
 }
 

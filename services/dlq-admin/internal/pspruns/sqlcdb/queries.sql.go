@@ -10,29 +10,92 @@ import (
 	"time"
 )
 
+const clearedDisagreements = `-- name: ClearedDisagreements :many
+SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
+    coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
+    first_seen_run, first_seen_at, last_seen_run, last_seen_at
+FROM psp_disagreements WHERE cleared_run = $1::bigint ORDER BY id LIMIT $2
+`
+
+type ClearedDisagreementsParams struct {
+	RunID   int64
+	MaxRows int
+}
+
+type ClearedDisagreementsRow struct {
+	Provider     string
+	Kind         string
+	PayoutID     string
+	PSPObjectID  string
+	PspStatus    string
+	LedgerStatus string
+	Detail       string
+	FirstSeenRun int64
+	FirstSeenAt  time.Time
+	LastSeenRun  int64
+	LastSeenAt   time.Time
+}
+
+// What run @run_id found gone.
+func (q *Queries) ClearedDisagreements(ctx context.Context, arg ClearedDisagreementsParams) ([]ClearedDisagreementsRow, error) {
+	rows, err := q.db.Query(ctx, clearedDisagreements, arg.RunID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClearedDisagreementsRow
+	for rows.Next() {
+		var i ClearedDisagreementsRow
+		if err := rows.Scan(
+			&i.Provider,
+			&i.Kind,
+			&i.PayoutID,
+			&i.PSPObjectID,
+			&i.PspStatus,
+			&i.LedgerStatus,
+			&i.Detail,
+			&i.FirstSeenRun,
+			&i.FirstSeenAt,
+			&i.LastSeenRun,
+			&i.LastSeenAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const get = `-- name: Get :one
 SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at
+    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
+    disagreements_new, disagreements_open, disagreements_cleared
 FROM psp_reconciliation_runs WHERE id = $1
 `
 
 type GetRow struct {
-	ID                int64
-	Status            string
-	Trigger           string
-	RequestedBy       *string
-	RequestedAt       time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	Attempts          int
-	EventsFound       int
-	EventsRecovered   int
-	EventsPresent     int
-	DisagreementCount int
-	Report            []byte
-	Disagreements     []byte
-	Error             *string
-	AlertedAt         *time.Time
+	ID                   int64
+	Status               string
+	Trigger              string
+	RequestedBy          *string
+	RequestedAt          time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	Attempts             int
+	EventsFound          int
+	EventsRecovered      int
+	EventsPresent        int
+	DisagreementCount    int
+	Report               []byte
+	Disagreements        []byte
+	Error                *string
+	AlertedAt            *time.Time
+	DisagreementsNew     int
+	DisagreementsOpen    int
+	DisagreementsCleared int
 }
 
 func (q *Queries) Get(ctx context.Context, id int64) (GetRow, error) {
@@ -55,33 +118,40 @@ func (q *Queries) Get(ctx context.Context, id int64) (GetRow, error) {
 		&i.Disagreements,
 		&i.Error,
 		&i.AlertedAt,
+		&i.DisagreementsNew,
+		&i.DisagreementsOpen,
+		&i.DisagreementsCleared,
 	)
 	return i, err
 }
 
 const latest = `-- name: Latest :one
 SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at
+    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
+    disagreements_new, disagreements_open, disagreements_cleared
 FROM psp_reconciliation_runs ORDER BY id DESC LIMIT 1
 `
 
 type LatestRow struct {
-	ID                int64
-	Status            string
-	Trigger           string
-	RequestedBy       *string
-	RequestedAt       time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	Attempts          int
-	EventsFound       int
-	EventsRecovered   int
-	EventsPresent     int
-	DisagreementCount int
-	Report            []byte
-	Disagreements     []byte
-	Error             *string
-	AlertedAt         *time.Time
+	ID                   int64
+	Status               string
+	Trigger              string
+	RequestedBy          *string
+	RequestedAt          time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	Attempts             int
+	EventsFound          int
+	EventsRecovered      int
+	EventsPresent        int
+	DisagreementCount    int
+	Report               []byte
+	Disagreements        []byte
+	Error                *string
+	AlertedAt            *time.Time
+	DisagreementsNew     int
+	DisagreementsOpen    int
+	DisagreementsCleared int
 }
 
 func (q *Queries) Latest(ctx context.Context) (LatestRow, error) {
@@ -104,6 +174,9 @@ func (q *Queries) Latest(ctx context.Context) (LatestRow, error) {
 		&i.Disagreements,
 		&i.Error,
 		&i.AlertedAt,
+		&i.DisagreementsNew,
+		&i.DisagreementsOpen,
+		&i.DisagreementsCleared,
 	)
 	return i, err
 }
@@ -117,30 +190,88 @@ func (q *Queries) MarkAlerted(ctx context.Context, id int64) error {
 	return err
 }
 
+const openDisagreements = `-- name: OpenDisagreements :many
+SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
+    coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
+    first_seen_run, first_seen_at, last_seen_run, last_seen_at
+FROM psp_disagreements WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT $1
+`
+
+type OpenDisagreementsRow struct {
+	Provider     string
+	Kind         string
+	PayoutID     string
+	PSPObjectID  string
+	PspStatus    string
+	LedgerStatus string
+	Detail       string
+	FirstSeenRun int64
+	FirstSeenAt  time.Time
+	LastSeenRun  int64
+	LastSeenAt   time.Time
+}
+
+// Every disagreement open now, oldest first.
+func (q *Queries) OpenDisagreements(ctx context.Context, maxRows int) ([]OpenDisagreementsRow, error) {
+	rows, err := q.db.Query(ctx, openDisagreements, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenDisagreementsRow
+	for rows.Next() {
+		var i OpenDisagreementsRow
+		if err := rows.Scan(
+			&i.Provider,
+			&i.Kind,
+			&i.PayoutID,
+			&i.PSPObjectID,
+			&i.PspStatus,
+			&i.LedgerStatus,
+			&i.Detail,
+			&i.FirstSeenRun,
+			&i.FirstSeenAt,
+			&i.LastSeenRun,
+			&i.LastSeenAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const request = `-- name: Request :one
 
 INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', $1::text)
 RETURNING id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at
+    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
+    disagreements_new, disagreements_open, disagreements_cleared
 `
 
 type RequestRow struct {
-	ID                int64
-	Status            string
-	Trigger           string
-	RequestedBy       *string
-	RequestedAt       time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	Attempts          int
-	EventsFound       int
-	EventsRecovered   int
-	EventsPresent     int
-	DisagreementCount int
-	Report            []byte
-	Disagreements     []byte
-	Error             *string
-	AlertedAt         *time.Time
+	ID                   int64
+	Status               string
+	Trigger              string
+	RequestedBy          *string
+	RequestedAt          time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	Attempts             int
+	EventsFound          int
+	EventsRecovered      int
+	EventsPresent        int
+	DisagreementCount    int
+	Report               []byte
+	Disagreements        []byte
+	Error                *string
+	AlertedAt            *time.Time
+	DisagreementsNew     int
+	DisagreementsOpen    int
+	DisagreementsCleared int
 }
 
 // All SQL of package pspruns on psp_reconciliation_runs (webhook-api's
@@ -167,35 +298,42 @@ func (q *Queries) Request(ctx context.Context, requestedBy string) (RequestRow, 
 		&i.Disagreements,
 		&i.Error,
 		&i.AlertedAt,
+		&i.DisagreementsNew,
+		&i.DisagreementsOpen,
+		&i.DisagreementsCleared,
 	)
 	return i, err
 }
 
 const unalerted = `-- name: Unalerted :one
 SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at
+    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
+    disagreements_new, disagreements_open, disagreements_cleared
 FROM psp_reconciliation_runs
-WHERE (disagreement_count > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
+WHERE (disagreements_new > 0 OR disagreements_cleared > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
 `
 
 type UnalertedRow struct {
-	ID                int64
-	Status            string
-	Trigger           string
-	RequestedBy       *string
-	RequestedAt       time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	Attempts          int
-	EventsFound       int
-	EventsRecovered   int
-	EventsPresent     int
-	DisagreementCount int
-	Report            []byte
-	Disagreements     []byte
-	Error             *string
-	AlertedAt         *time.Time
+	ID                   int64
+	Status               string
+	Trigger              string
+	RequestedBy          *string
+	RequestedAt          time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	Attempts             int
+	EventsFound          int
+	EventsRecovered      int
+	EventsPresent        int
+	DisagreementCount    int
+	Report               []byte
+	Disagreements        []byte
+	Error                *string
+	AlertedAt            *time.Time
+	DisagreementsNew     int
+	DisagreementsOpen    int
+	DisagreementsCleared int
 }
 
 // The oldest finished run with something to alert on, locked: replicas do
@@ -220,6 +358,9 @@ func (q *Queries) Unalerted(ctx context.Context) (UnalertedRow, error) {
 		&i.Disagreements,
 		&i.Error,
 		&i.AlertedAt,
+		&i.DisagreementsNew,
+		&i.DisagreementsOpen,
+		&i.DisagreementsCleared,
 	)
 	return i, err
 }

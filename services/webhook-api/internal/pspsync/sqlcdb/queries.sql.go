@@ -40,6 +40,26 @@ func (q *Queries) Claim(ctx context.Context, arg ClaimParams) (ClaimRow, error) 
 	return i, err
 }
 
+const clearDisagreements = `-- name: ClearDisagreements :execrows
+UPDATE psp_disagreements SET cleared_run = $1::bigint, cleared_at = now()
+WHERE cleared_at IS NULL AND provider = ANY($2::text[]) AND last_seen_run <> $1::bigint
+`
+
+type ClearDisagreementsParams struct {
+	RunID     int64
+	Providers []string
+}
+
+// Closes the open disagreements of the providers this run compared in full
+// that it did not see again.
+func (q *Queries) ClearDisagreements(ctx context.Context, arg ClearDisagreementsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, clearDisagreements, arg.RunID, arg.Providers)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const cursor = `-- name: Cursor :one
 SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = $1
 `
@@ -91,6 +111,32 @@ func (q *Queries) Finish(ctx context.Context, arg FinishParams) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const finishCounts = `-- name: FinishCounts :exec
+UPDATE psp_reconciliation_runs SET disagreements_new = $1::int, disagreements_open = $2::int,
+    disagreements_cleared = $3::int, disagreements = $4
+WHERE id = $5
+`
+
+type FinishCountsParams struct {
+	NewCount      int
+	OpenCount     int
+	ClearedCount  int
+	Disagreements []byte
+	ID            int64
+}
+
+// The run's disagreements after their lifecycle (new, still open, cleared).
+func (q *Queries) FinishCounts(ctx context.Context, arg FinishCountsParams) error {
+	_, err := q.db.Exec(ctx, finishCounts,
+		arg.NewCount,
+		arg.OpenCount,
+		arg.ClearedCount,
+		arg.Disagreements,
+		arg.ID,
+	)
+	return err
+}
+
 const knownEvents = `-- name: KnownEvents :many
 SELECT event_id FROM webhook_events WHERE provider = $1 AND event_id = ANY($2::text[])
 `
@@ -113,6 +159,36 @@ func (q *Queries) KnownEvents(ctx context.Context, arg KnownEventsParams) ([]str
 			return nil, err
 		}
 		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const openDisagreements = `-- name: OpenDisagreements :many
+SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind
+`
+
+type OpenDisagreementsRow struct {
+	Provider string
+	Kind     string
+	Open     int
+}
+
+func (q *Queries) OpenDisagreements(ctx context.Context) ([]OpenDisagreementsRow, error) {
+	rows, err := q.db.Query(ctx, openDisagreements)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenDisagreementsRow
+	for rows.Next() {
+		var i OpenDisagreementsRow
+		if err := rows.Scan(&i.Provider, &i.Kind, &i.Open); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -230,6 +306,55 @@ func (q *Queries) ReturnPosted(ctx context.Context, arg ReturnPostedParams) (boo
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
+}
+
+const seeDisagreement = `-- name: SeeDisagreement :one
+INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, psp_status, ledger_status, event_id, detail,
+    first_seen_run, last_seen_run)
+VALUES ($1, $2, $3, nullif($4::text, ''), nullif($5::text, ''), nullif($6::text, ''),
+    nullif($7::text, ''), nullif($8::text, ''), $9, $10::bigint, $10::bigint)
+ON CONFLICT (provider, kind, subject) WHERE cleared_at IS NULL DO UPDATE
+SET last_seen_run = EXCLUDED.last_seen_run, last_seen_at = now(), psp_status = EXCLUDED.psp_status,
+    ledger_status = EXCLUDED.ledger_status, detail = EXCLUDED.detail
+RETURNING first_seen_at, (first_seen_run = $10::bigint)::bool AS fresh
+`
+
+type SeeDisagreementParams struct {
+	Provider     string
+	Kind         string
+	Subject      string
+	PayoutID     string
+	PSPObjectID  string
+	PspStatus    string
+	LedgerStatus string
+	EventID      string
+	Detail       string
+	RunID        int64
+}
+
+type SeeDisagreementRow struct {
+	FirstSeenAt time.Time
+	Fresh       bool
+}
+
+// Opens a disagreement or, when it is open already, records that this run
+// saw it again; fresh says which.
+func (q *Queries) SeeDisagreement(ctx context.Context, arg SeeDisagreementParams) (SeeDisagreementRow, error) {
+	row := q.db.QueryRow(ctx, seeDisagreement,
+		arg.Provider,
+		arg.Kind,
+		arg.Subject,
+		arg.PayoutID,
+		arg.PSPObjectID,
+		arg.PspStatus,
+		arg.LedgerStatus,
+		arg.EventID,
+		arg.Detail,
+		arg.RunID,
+	)
+	var i SeeDisagreementRow
+	err := row.Scan(&i.FirstSeenAt, &i.Fresh)
+	return i, err
 }
 
 const setCursor = `-- name: SetCursor :exec

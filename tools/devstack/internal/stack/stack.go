@@ -316,18 +316,7 @@ func (s *Stack) LaunchPath(name, path string, env map[string]string) error {
 
 // Relaunch starts the named process again, as it was first launched. The
 // previous instance must have exited (Kill or Terminate it first).
-func (s *Stack) Relaunch(name string) error {
-	p := s.Proc(name)
-	if p == nil {
-		return fmt.Errorf("no process %s", name)
-	}
-	select {
-	case <-p.done:
-	default:
-		return fmt.Errorf("%s is still running", name)
-	}
-	return s.LaunchPath(name, p.path, p.env)
-}
+func (s *Stack) Relaunch(name string) error { return s.RelaunchWith(name, nil) }
 
 // RelaunchWith starts the named process again with its first launch's
 // environment and extra on top (a configuration change, such as dlq-admin

@@ -21,7 +21,8 @@ const root = "../../../.."
 
 // definedMetrics collects the metric names defined in non-test Go code under
 // services/ and pkg/: every prometheus.CounterOpts, GaugeOpts, HistogramOpts
-// and SummaryOpts literal with a constant Name (and Namespace/Subsystem).
+// and SummaryOpts literal with a constant Name (and Namespace/Subsystem):
+// a string literal, or a string constant declared in the same file.
 func definedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
@@ -34,6 +35,7 @@ func definedMetrics(t *testing.T) map[string]bool {
 			if err != nil {
 				return err
 			}
+			consts := fileStringConsts(f)
 			ast.Inspect(f, func(n ast.Node) bool {
 				lit, ok := n.(*ast.CompositeLit)
 				if !ok {
@@ -54,6 +56,12 @@ func definedMetrics(t *testing.T) map[string]bool {
 						continue
 					}
 					key, ok1 := kv.Key.(*ast.Ident)
+					if id, isIdent := kv.Value.(*ast.Ident); ok1 && isIdent {
+						if c, known := consts[id.Name]; known {
+							parts[key.Name] = c
+						}
+						continue
+					}
 					val, ok2 := kv.Value.(*ast.BasicLit)
 					if ok1 && ok2 && val.Kind == token.STRING {
 						s, err := strconv.Unquote(val.Value)
@@ -86,6 +94,34 @@ func definedMetrics(t *testing.T) map[string]bool {
 		require.NoError(t, err)
 	}
 	return names
+}
+
+// fileStringConsts are the string constants declared at the top of f.
+func fileStringConsts(f *ast.File) map[string]string {
+	out := map[string]string{}
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs, ok := spec.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					break
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil {
+						out[name.Name] = v
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 var metricRef = regexp.MustCompile(`\baegis_[a-z0-9_]+`)

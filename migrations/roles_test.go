@@ -87,16 +87,22 @@ func migrated(t *testing.T) string {
 	return u.String()
 }
 
+// connect connects to dbURL, closed when the test ends.
+func connect(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // asRole connects to the database at ownerURL as role, made a login first.
 func asRole(t *testing.T, ownerURL, role string) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, ownerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer owner.Close(ctx)
-	if err := EnableLogin(ctx, owner, role, ""); err != nil {
+	if err := EnableLogin(ctx, connect(t, ownerURL), role, ""); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(ownerURL)
@@ -113,11 +119,7 @@ func TestServiceRoleGrants(t *testing.T) {
 	t.Parallel()
 	dbURL := migrated(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dbURL)
 
 	rows, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
 	if err != nil {
@@ -273,11 +275,7 @@ func TestEnableLoginQuotesThePassword(t *testing.T) {
 	t.Parallel()
 	dbURL := migrated(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dbURL)
 	// A role of this test's own: the service roles are shared by every
 	// database of the cluster, and their passwords are not this test's.
 	role := fmt.Sprintf("aegis_roles_test_%d", time.Now().UnixNano())
@@ -295,7 +293,7 @@ func TestEnableLoginQuotesThePassword(t *testing.T) {
 	if !canLogin || !hasPassword {
 		t.Fatalf("after EnableLogin: login %v, password set %v", canLogin, hasPassword)
 	}
-	err = EnableLogin(ctx, conn, "aegis_no_such_role", "secret-pw")
+	err := EnableLogin(ctx, conn, "aegis_no_such_role", "secret-pw")
 	if err == nil || !strings.Contains(err.Error(), "no such role") || strings.Contains(err.Error(), "secret-pw") {
 		t.Fatalf("EnableLogin of a missing role: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 )
 
 // All SQL on payouts and payout_transitions lives here.
@@ -99,10 +101,50 @@ func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not a payout id", ErrUnknownPayout, id)
 	}
+	p, err := scanPayout(tx.QueryRow(ctx, sqlLoad, pid))
+	return loaded(id, p, err)
+}
+
+// loadUnprocessed is load for message m, unless m was processed already
+// (done): the check and the load (which locks the row either way) go as
+// one round trip.
+func loadUnprocessed(ctx context.Context, tx pgx.Tx, m inbox.Message, id string) (p *Payout, done bool, err error) {
+	pid, perr := uuid.Parse(id)
+	if perr != nil {
+		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
+			return nil, done, err
+		}
+		return nil, false, fmt.Errorf("%w: %q is not a payout id", ErrUnknownPayout, id)
+	}
+	var loadErr error
+	b := &pgx.Batch{}
+	inbox.QueueProcessed(b, m, &done)
+	b.Queue(sqlLoad, pid).QueryRow(func(r pgx.Row) error {
+		p, loadErr = scanPayout(r)
+		if errors.Is(loadErr, pgx.ErrNoRows) {
+			return nil // decided below, after done is known
+		}
+		return loadErr
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, false, fmt.Errorf("load payout %s: %w", id, err)
+	}
+	if done {
+		return nil, true, nil
+	}
+	p, err = loaded(id, p, loadErr)
+	return p, false, err
+}
+
+func scanPayout(r pgx.Row) (*Payout, error) {
 	p := &Payout{}
-	err = tx.QueryRow(ctx, sqlLoad, pid).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
+	err := r.Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
 		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID,
 		&p.OutcomeUnknown, &p.LookupNeeded, &p.PSPKey, &p.FirstAttemptAt, &p.LastUnknownAt, &p.CreatedAt)
+	return p, err
+}
+
+func loaded(id string, p *Payout, err error) (*Payout, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownPayout, id)
 	}
@@ -121,11 +163,16 @@ type step struct {
 }
 
 // move applies steps in order, checking each against the state machine, and
-// writes the row once; it returns the id of the last transition row.
+// writes the row once; it returns the id of the last transition row. The
+// transition rows and the update go as one pipelined batch: one round trip
+// however many steps (they need no result of each other).
 func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, error) {
 	var last int64
+	b := &pgx.Batch{}
+	from := p.Status
+	lastErr, lastClass := p.LastError, p.ErrorClass
 	for _, s := range steps {
-		if err := checkTransition(p.Status, s.to); err != nil {
+		if err := checkTransition(from, s.to); err != nil {
 			return 0, err
 		}
 		var detail []byte
@@ -135,22 +182,32 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 				return 0, fmt.Errorf("encode transition detail: %w", err)
 			}
 		}
-		if err := tx.QueryRow(ctx, sqlTransition, p.ID, p.Status, s.to, p.Attempts, s.err, s.class, detail).Scan(&last); err != nil {
-			return 0, fmt.Errorf("record transition %s → %s: %w", p.Status, s.to, err)
+		f, to := from, s.to
+		b.Queue(sqlTransition, p.ID, f, to, p.Attempts, s.err, s.class, detail).QueryRow(func(r pgx.Row) error {
+			if err := r.Scan(&last); err != nil {
+				return fmt.Errorf("record transition %s → %s: %w", f, to, err)
+			}
+			return nil
+		})
+		from = s.to
+		if s.err != "" || s.class != "" {
+			lastErr, lastClass = s.err, s.class
 		}
-		// The trace of the payout's handling shows each state it moved
-		// to (written in tx: it holds if tx commits).
-		trace.SpanFromContext(ctx).AddEvent("payout "+string(s.to), trace.WithAttributes(
+	}
+	b.Queue(sqlUpdate, p.ID, from, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
+		lastErr, lastClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt, p.LastUnknownAt)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("move payout %s: %w", p.ID, err)
+	}
+	// The trace of the payout's handling shows each state it moved to
+	// (written in tx: it holds if tx commits).
+	span := trace.SpanFromContext(ctx)
+	for _, s := range steps {
+		span.AddEvent("payout "+string(s.to), trace.WithAttributes(
 			attribute.String("aegis.payout_id", p.ID.String()), attribute.String("aegis.payout.from", string(p.Status))))
 		p.Status = s.to
-		if s.err != "" || s.class != "" {
-			p.LastError, p.ErrorClass = s.err, s.class
-		}
 	}
-	if _, err := tx.Exec(ctx, sqlUpdate, p.ID, p.Status, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
-		p.LastError, p.ErrorClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt, p.LastUnknownAt); err != nil {
-		return 0, fmt.Errorf("update payout %s: %w", p.ID, err)
-	}
+	p.LastError, p.ErrorClass = lastErr, lastClass
 	return last, nil
 }
 

@@ -39,7 +39,12 @@
 // not four strings) and pspsync (runs and cursors); dlq-admin resolution
 // (resolutions and approvals), recon, replay (jobs, job letters, no-op
 // checks), pspruns, store's audit insert and MaxID (see below), and
-// webhook-api payouts' Create path (its 11-column insert, idempotency key, limits).
+// webhook-api payouts' Create path (its 11-column insert, idempotency key, limits);
+// payout-worker's payout store (store.go, sweep.go: load, update,
+// transitions, attempts, evidence, sweeper). Statements a store pipelines
+// with others in one pgx.Batch are queued through a hand-written
+// sqlcdb/batch.go beside the generated code (sqlc's :batch kinds send a
+// batch per statement), so the round trips stay as they were.
 //
 // Not converted yet, and why:
 //   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
@@ -54,7 +59,7 @@
 //   - webhook-api payouts' Get and Cancel statements: not done for lack of
 //     time.
 //   - the hot paths `make bench` measures: webhook-api ingest and wallets,
-//     payout-worker payout, ledger and consume (processed), pkg/outbox,
+//     payout-worker's ledger, resolution reads and consume (processed), pkg/outbox,
 //     outbox-relay's listener. They move only with the same
 //     statements (batch, unnest, COPY) and round trips and a bench run to
 //     show it; that run was not made, so they keep their constants (each in

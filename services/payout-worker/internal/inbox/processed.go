@@ -41,3 +41,15 @@ func Processed(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
 	}
 	return done, nil
 }
+
+// QueueProcessed queues on b the check whether m was already processed; done
+// is set when b's results are read. It lets a caller send the check in the
+// same round trip as its first statement.
+func QueueProcessed(b *pgx.Batch, m Message, done *bool) {
+	b.Queue(sqlProcessed, m.Group, m.ID()).QueryRow(func(r pgx.Row) error {
+		if err := r.Scan(done); err != nil {
+			return fmt.Errorf("check processed event: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,12 +1,8 @@
 package ledger
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ErrNotYetAvailable: the wallet holds the amount, but part of it comes from
@@ -21,27 +17,13 @@ func (l *Ledger) WithSettlementDelay(d time.Duration) *Ledger {
 	return l
 }
 
-// checkAvailable refuses a payout of amount when the wallet covers it only
-// with credits not yet available. It takes the wallet's row lock, so the
-// answer holds until the caller's transaction ends. A wallet that cannot
-// cover amount at all is left to the debit (plain ErrInsufficientFunds).
-func checkAvailable(ctx context.Context, tx pgx.Tx, userID, currency string, amount int64) error {
-	var balance, pending int64
-	err := tx.QueryRow(ctx, sqlLockedBalance, userID, currency).Scan(&balance)
-	if errors.Is(err, pgx.ErrNoRows) {
+// unavailable says why a hold of p was refused when the wallet holds the
+// amount (balance, under the hold's row lock) but pending of it comes from
+// credits still inside the settlement delay; nil when the balance itself
+// falls short (plain ErrInsufficientFunds).
+func unavailable(p Payout, balance, pending int64) error {
+	if balance < p.Amount || balance-pending >= p.Amount {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("lock wallet of %s: %w", userID, err)
-	}
-	if balance < amount {
-		return nil
-	}
-	if err := tx.QueryRow(ctx, sqlUnavailable, userID, currency).Scan(&pending); err != nil {
-		return fmt.Errorf("unavailable credits of %s: %w", userID, err)
-	}
-	if balance-pending < amount {
-		return fmt.Errorf("%w: %d of %d %s available", ErrNotYetAvailable, max(0, balance-pending), balance, currency)
-	}
-	return nil
+	return fmt.Errorf("%w: %d of %d %s available", ErrNotYetAvailable, max(0, balance-pending), balance, p.Currency)
 }

@@ -194,25 +194,39 @@ type Payout struct {
 }
 
 // Hold debits the user's wallet into the payout holds account before the PSP
-// is called. ErrInsufficientFunds if the wallet cannot cover it.
+// is called, in one round trip (sqlHold). ErrInsufficientFunds if the
+// wallet cannot cover it, ErrNotYetAvailable if it covers it only with
+// credits still inside the settlement delay; ErrAlreadyPosted if the hold
+// exists. A refusal writes nothing.
 //
 // A wallet that owes a receivable is blocked (ErrWalletOwes): a refund or
 // lost dispute it could not cover must be repaid by credits first.
 func (l *Ledger) Hold(ctx context.Context, tx pgx.Tx, p Payout) error {
-	if err := checkAvailable(ctx, tx, p.UserID, p.Currency, p.Amount); err != nil {
+	holdsID, err := l.walletID(ctx, tx, system(holds, p.Currency))
+	if err != nil {
 		return err
 	}
-	err := l.post(ctx, tx, KindPayoutHold, p.ID, p.Currency,
-		leg{user(p.UserID, p.Currency), -p.Amount},
-		leg{system(holds, p.Currency), p.Amount})
-	if errors.Is(err, ErrInsufficientFunds) {
-		// While it owes, its balance is 0 (every credit repays first), so
-		// the debit was refused; say why.
-		if owed, oerr := Owed(ctx, tx, p.UserID, p.Currency); oerr == nil && owed > 0 {
-			return fmt.Errorf("%w (%d %s)", ErrWalletOwes, owed, p.Currency)
-		}
+	var existed, posted bool
+	var balance, pending int64
+	if err := tx.QueryRow(ctx, sqlHold, p.ID, p.UserID, p.Currency, p.Amount, logging.CorrelationID(ctx), holdsID).
+		Scan(&existed, &posted, &balance, &pending); err != nil {
+		return fmt.Errorf("hold payout %s: %w", p.ID, err)
 	}
-	return err
+	switch {
+	case existed:
+		return ErrAlreadyPosted
+	case posted:
+		return nil
+	}
+	if err := unavailable(p, balance, pending); err != nil {
+		return err
+	}
+	// While it owes, its balance is 0 (every credit repays first), so the
+	// debit was refused; say why.
+	if owed, oerr := Owed(ctx, tx, p.UserID, p.Currency); oerr == nil && owed > 0 {
+		return fmt.Errorf("%w (%d %s)", ErrWalletOwes, owed, p.Currency)
+	}
+	return ErrInsufficientFunds
 }
 
 // Settle moves a paid payout's hold out to the provider's clearing account.

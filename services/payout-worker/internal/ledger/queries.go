@@ -144,8 +144,43 @@ SELECT t.reference, $2::text, $3::text, $4::bigint, now() + $5::bigint * interva
 FROM ledger_transactions t WHERE t.id = $1::uuid
 ON CONFLICT (reference) DO NOTHING`
 
-const sqlLockedBalance = `SELECT balance FROM wallets WHERE kind = 'user' AND owner = $1 AND currency = $2 FOR UPDATE`
-
-const sqlUnavailable = `
-SELECT coalesce(sum(amount), 0)::bigint FROM credit_availability
-WHERE user_id = $1 AND currency = $2 AND available_at > now()`
+// sqlHold is a payout's hold as one statement (one round trip instead of
+// ten: wallet lock, availability, savepoint, transaction, wallet lookup,
+// debit, two entries, release): it locks the user's wallet ($2, $3), and
+// only when no payout_hold $1 exists yet and the wallet covers $4 with
+// credits already available (settlement delay, availability.go) it debits
+// the wallet and writes the transaction and its two entries (the second on
+// the holds account $6). A refusal writes nothing, so no savepoint is
+// needed. The debit re-checks the balance under the row lock. It answers
+// whether the hold existed before, whether it was posted now, and the
+// locked balance and the unavailable part, which say why it was refused.
+// A concurrent hold of the same payout (which the wallet lock and the
+// payout's row lock exclude) would fail on the unique reference, aborting
+// the caller's transaction: never two holds.
+const sqlHold = `
+WITH prior AS (
+    SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'payout_hold' AND reference = $1::text) AS posted),
+w AS (
+    SELECT id, balance FROM wallets WHERE kind = 'user' AND owner = $2::text AND currency = $3::text
+    FOR UPDATE),
+pending AS (
+    SELECT coalesce(sum(amount), 0)::bigint AS amount FROM credit_availability
+    WHERE user_id = $2::text AND currency = $3::text AND available_at > now()),
+d AS (
+    UPDATE wallets SET balance = wallets.balance - $4::bigint, version = wallets.version + 1, updated_at = now()
+    FROM w, pending, prior
+    WHERE wallets.id = w.id AND NOT prior.posted
+      AND wallets.balance >= $4::bigint AND w.balance - pending.amount >= $4::bigint
+    RETURNING wallets.id),
+t AS (
+    INSERT INTO ledger_transactions (kind, reference, correlation_id)
+    SELECT 'payout_hold', $1::text, $5::text FROM d
+    RETURNING id),
+e AS (
+    INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+    SELECT t.id, d.id, -$4::bigint, $3::text FROM t, d
+    UNION ALL
+    SELECT t.id, $6::bigint, $4::bigint, $3::text FROM t
+    RETURNING 1)
+SELECT prior.posted, (SELECT count(*) FROM e) = 2, coalesce((SELECT balance FROM w), 0)::bigint, pending.amount
+FROM prior, pending`

@@ -136,10 +136,8 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	var po *Payout
 	call, wasReview := false, false
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
-			return err
-		}
-		if po, err = load(ctx, tx, cmd.PayoutID); err != nil {
+		var done bool
+		if po, done, err = loadUnprocessed(ctx, tx, m, cmd.PayoutID); err != nil || done {
 			return err
 		}
 		switch po.Status {

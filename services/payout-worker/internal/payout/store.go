@@ -11,56 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout/sqlcdb"
 )
 
-// All SQL on payouts and payout_transitions lives here.
-
-const sqlLoad = `
-SELECT id, user_id, amount, currency, destination, provider, status, attempts,
-       coalesce(psp_reference, ''), psp_updated_at, correlation_id,
-       outcome_unknown, lookup_needed, coalesce(psp_key, ''), first_attempt_at, last_unknown_at, created_at
-FROM payouts WHERE id = $1
-FOR UPDATE`
-
-const sqlUpdate = `
-UPDATE payouts
-SET status = $2, attempts = $3, psp_reference = nullif($4, ''), psp_status = coalesce(nullif($5, ''), psp_status),
-    psp_updated_at = $6, last_error = nullif($7, ''), error_class = nullif($8, ''), updated_at = now(),
-    outcome_unknown = $9, lookup_needed = $10, psp_key = nullif($11, ''), first_attempt_at = $12,
-    last_unknown_at = $13
-WHERE id = $1`
-
-const sqlTransition = `
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class, detail)
-VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), $7)
-RETURNING id`
-
-const sqlAttempts = `
-SELECT at, coalesce(error, ''), coalesce(error_class, '') FROM payout_transitions
-WHERE payout_id = $1 AND error IS NOT NULL ORDER BY id`
-
-const sqlAttempt = `
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
-VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), nullif($7, ''), $8)`
-
-const sqlEvidence = `
-INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
-VALUES ($1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), $8, nullif($9, ''))`
-
-// The sweeper (sweep.go): one at a time across replicas; the payouts that
-// have waited at the PSP since before $1 without a step or a lookup that
-// got an answer, oldest first (payouts_status_idx).
-const sqlSweepLock = `SELECT pg_try_advisory_lock(hashtext($1))`
-
-const sqlSweepUnlock = `SELECT pg_advisory_unlock(hashtext($1))`
-
-const sqlSweepCandidates = `
-SELECT p.id FROM payouts p
-WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE') AND p.updated_at < $1
-  AND NOT EXISTS (SELECT 1 FROM payout_attempts a
-                  WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= $1)
-ORDER BY p.updated_at
-LIMIT $2`
+// All SQL on payouts, payout_transitions, payout_attempts and
+// payout_evidence is in queries.sql, compiled into sqlcdb.
 
 // ErrUnknownPayout means a message names a payout that does not exist.
 var ErrUnknownPayout = errors.New("unknown payout")
@@ -99,10 +56,50 @@ func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not a payout id", ErrUnknownPayout, id)
 	}
-	p := &Payout{}
-	err = tx.QueryRow(ctx, sqlLoad, pid).Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination,
-		&p.Provider, &p.Status, &p.Attempts, &p.PSPReference, &p.PSPUpdatedAt, &p.CorrelationID,
-		&p.OutcomeUnknown, &p.LookupNeeded, &p.PSPKey, &p.FirstAttemptAt, &p.LastUnknownAt, &p.CreatedAt)
+	row, err := sqlcdb.New(tx).Load(ctx, pid)
+	return loaded(id, fromRow(row), err)
+}
+
+// loadUnprocessed is load for message m, unless m was processed already
+// (done): the check and the load (which locks the row either way) go as
+// one round trip.
+func loadUnprocessed(ctx context.Context, tx pgx.Tx, m inbox.Message, id string) (p *Payout, done bool, err error) {
+	pid, perr := uuid.Parse(id)
+	if perr != nil {
+		if done, err := inbox.Processed(ctx, tx, m); err != nil || done {
+			return nil, done, err
+		}
+		return nil, false, fmt.Errorf("%w: %q is not a payout id", ErrUnknownPayout, id)
+	}
+	var loadErr error
+	b := &pgx.Batch{}
+	inbox.QueueProcessed(b, m, &done)
+	sqlcdb.QueueLoad(b, pid, func(row sqlcdb.LoadRow, err error) error {
+		p, loadErr = fromRow(row), err
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // decided below, after done is known
+		}
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, false, fmt.Errorf("load payout %s: %w", id, err)
+	}
+	if done {
+		return nil, true, nil
+	}
+	p, err = loaded(id, p, loadErr)
+	return p, false, err
+}
+
+func fromRow(r sqlcdb.LoadRow) *Payout {
+	return &Payout{ID: r.ID, UserID: r.UserID, Amount: r.Amount, Currency: r.Currency, Destination: r.Destination,
+		Provider: r.Provider, Status: Status(r.Status), Attempts: r.Attempts, PSPReference: r.PSPReference,
+		PSPUpdatedAt: r.PspUpdatedAt, CorrelationID: r.CorrelationID, OutcomeUnknown: r.OutcomeUnknown,
+		LookupNeeded: r.LookupNeeded, PSPKey: r.PspKey, FirstAttemptAt: r.FirstAttemptAt,
+		LastUnknownAt: r.LastUnknownAt, CreatedAt: r.CreatedAt}
+}
+
+func loaded(id string, p *Payout, err error) (*Payout, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownPayout, id)
 	}
@@ -121,11 +118,16 @@ type step struct {
 }
 
 // move applies steps in order, checking each against the state machine, and
-// writes the row once; it returns the id of the last transition row.
+// writes the row once; it returns the id of the last transition row. The
+// transition rows and the update go as one pipelined batch: one round trip
+// however many steps (they need no result of each other).
 func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, error) {
 	var last int64
+	b := &pgx.Batch{}
+	from := p.Status
+	lastErr, lastClass := p.LastError, p.ErrorClass
 	for _, s := range steps {
-		if err := checkTransition(p.Status, s.to); err != nil {
+		if err := checkTransition(from, s.to); err != nil {
 			return 0, err
 		}
 		var detail []byte
@@ -135,22 +137,37 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 				return 0, fmt.Errorf("encode transition detail: %w", err)
 			}
 		}
-		if err := tx.QueryRow(ctx, sqlTransition, p.ID, p.Status, s.to, p.Attempts, s.err, s.class, detail).Scan(&last); err != nil {
-			return 0, fmt.Errorf("record transition %s → %s: %w", p.Status, s.to, err)
+		f, to := from, s.to
+		fs := string(f)
+		sqlcdb.QueueTransition(b, sqlcdb.TransitionParams{PayoutID: p.ID, FromStatus: &fs, ToStatus: string(to),
+			Attempt: p.Attempts, Error: s.err, ErrorClass: s.class, Detail: detail}, func(id int64, err error) error {
+			if err != nil {
+				return fmt.Errorf("record transition %s → %s: %w", f, to, err)
+			}
+			last = id
+			return nil
+		})
+		from = s.to
+		if s.err != "" || s.class != "" {
+			lastErr, lastClass = s.err, s.class
 		}
-		// The trace of the payout's handling shows each state it moved
-		// to (written in tx: it holds if tx commits).
-		trace.SpanFromContext(ctx).AddEvent("payout "+string(s.to), trace.WithAttributes(
+	}
+	sqlcdb.QueueUpdate(b, sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
+		PSPReference: p.PSPReference, PspStatus: p.PSPStatus, PspUpdatedAt: p.PSPUpdatedAt, LastError: lastErr,
+		ErrorClass: lastClass, OutcomeUnknown: p.OutcomeUnknown, LookupNeeded: p.LookupNeeded, PspKey: p.PSPKey,
+		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("move payout %s: %w", p.ID, err)
+	}
+	// The trace of the payout's handling shows each state it moved to
+	// (written in tx: it holds if tx commits).
+	span := trace.SpanFromContext(ctx)
+	for _, s := range steps {
+		span.AddEvent("payout "+string(s.to), trace.WithAttributes(
 			attribute.String("aegis.payout_id", p.ID.String()), attribute.String("aegis.payout.from", string(p.Status))))
 		p.Status = s.to
-		if s.err != "" || s.class != "" {
-			p.LastError, p.ErrorClass = s.err, s.class
-		}
 	}
-	if _, err := tx.Exec(ctx, sqlUpdate, p.ID, p.Status, p.Attempts, p.PSPReference, p.PSPStatus, p.PSPUpdatedAt,
-		p.LastError, p.ErrorClass, p.OutcomeUnknown, p.LookupNeeded, p.PSPKey, p.FirstAttemptAt, p.LastUnknownAt); err != nil {
-		return 0, fmt.Errorf("update payout %s: %w", p.ID, err)
-	}
+	p.LastError, p.ErrorClass = lastErr, lastClass
 	return last, nil
 }
 
@@ -162,15 +179,15 @@ type attempt struct {
 }
 
 func history(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]attempt, error) {
-	rows, err := tx.Query(ctx, sqlAttempts, id)
+	rows, err := sqlcdb.New(tx).Attempts(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("load payout attempts: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (attempt, error) {
-		var a attempt
-		err := r.Scan(&a.At, &a.Error, &a.Class)
-		return a, err
-	})
+	h := make([]attempt, len(rows))
+	for i, r := range rows {
+		h[i] = attempt{At: r.At, Error: r.Error, Class: r.ErrorClass}
+	}
+	return h, nil
 }
 
 // pspRequest is one request made to the PSP for a payout, for
@@ -185,8 +202,10 @@ type pspRequest struct {
 }
 
 func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest) error {
+	q := sqlcdb.New(tx)
 	for _, r := range reqs {
-		if _, err := tx.Exec(ctx, sqlAttempt, p.ID, p.Attempts, r.kind, r.key, r.outcome, r.ref, r.err, r.at); err != nil {
+		if err := q.RecordAttempt(ctx, sqlcdb.RecordAttemptParams{PayoutID: p.ID, Attempt: p.Attempts, Kind: r.kind,
+			IdempotencyKey: r.key, Outcome: r.outcome, PSPReference: r.ref, Error: r.err, At: r.at}); err != nil {
 			return fmt.Errorf("record payout %s %s: %w", p.ID, r.kind, err)
 		}
 	}
@@ -203,8 +222,10 @@ type evidence struct {
 }
 
 func recordEvidence(ctx context.Context, tx pgx.Tx, p *Payout, e evidence) error {
-	if _, err := tx.Exec(ctx, sqlEvidence, p.ID, e.provider, e.eventID, e.eventType, e.amount, e.currency,
-		e.reference, e.verdict, e.reason); err != nil {
+	amount := e.amount
+	if err := sqlcdb.New(tx).RecordEvidence(ctx, sqlcdb.RecordEvidenceParams{PayoutID: p.ID, Provider: e.provider,
+		EventID: e.eventID, EventType: e.eventType, Amount: &amount, Currency: e.currency, PSPReference: e.reference,
+		Verdict: e.verdict, Reason: e.reason}); err != nil {
 		return fmt.Errorf("record evidence for payout %s: %w", p.ID, err)
 	}
 	return nil

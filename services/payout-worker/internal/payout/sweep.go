@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout/sqlcdb"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
@@ -67,8 +68,9 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 		return nil, fmt.Errorf("sweep: acquire connection: %w", err)
 	}
 	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, sqlSweepLock, sweepLockLabel).Scan(&got); err != nil {
+	q := sqlcdb.New(conn)
+	got, err := q.SweepLock(ctx, sweepLockLabel)
+	if err != nil {
 		return nil, fmt.Errorf("sweep: take the sweeper lock: %w", err)
 	}
 	if !got {
@@ -76,16 +78,12 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 	}
 	defer func() {
 		// A lock left behind by a failed unlock goes with the connection.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), sqlSweepUnlock, sweepLockLabel); err != nil {
+		if err := q.SweepUnlock(context.WithoutCancel(ctx), sweepLockLabel); err != nil {
 			conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
 
-	rows, err := conn.Query(ctx, sqlSweepCandidates, pr.now().Add(-cfg.After), cfg.Batch)
-	if err != nil {
-		return nil, fmt.Errorf("sweep: find waiting payouts: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := q.SweepCandidates(ctx, sqlcdb.SweepCandidatesParams{Since: pr.now().Add(-cfg.After), Max: cfg.Batch})
 	if err != nil {
 		return nil, fmt.Errorf("sweep: find waiting payouts: %w", err)
 	}

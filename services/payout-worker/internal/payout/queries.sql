@@ -1,0 +1,59 @@
+-- The SQL on payouts, payout_transitions, payout_attempts and
+-- payout_evidence (store.go, sweep.go), compiled by sqlc into package
+-- sqlcdb. Statements the processor pipelines (Transition, Update, Load)
+-- are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
+-- stay as they were.
+
+-- name: Load :one
+SELECT id, user_id, amount, currency, destination, provider, status, attempts,
+       coalesce(psp_reference, '')::text AS psp_reference, psp_updated_at, correlation_id,
+       outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at
+FROM payouts WHERE id = @id
+FOR UPDATE;
+
+-- name: Update :exec
+UPDATE payouts
+SET status = @status, attempts = @attempts, psp_reference = nullif(@psp_reference::text, ''),
+    psp_status = coalesce(nullif(@psp_status::text, ''), psp_status),
+    psp_updated_at = @psp_updated_at, last_error = nullif(@last_error::text, ''),
+    error_class = nullif(@error_class::text, ''), updated_at = now(),
+    outcome_unknown = @outcome_unknown, lookup_needed = @lookup_needed, psp_key = nullif(@psp_key::text, ''),
+    first_attempt_at = @first_attempt_at, last_unknown_at = @last_unknown_at
+WHERE id = @id;
+
+-- name: Transition :one
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class, detail)
+VALUES (@payout_id, @from_status, @to_status, @attempt, nullif(@error::text, ''), nullif(@error_class::text, ''), @detail)
+RETURNING id;
+
+-- name: Attempts :many
+-- Every recorded failure of the payout, for dead letters.
+SELECT at, coalesce(error, '')::text AS error, coalesce(error_class, '')::text AS error_class FROM payout_transitions
+WHERE payout_id = @payout_id AND error IS NOT NULL ORDER BY id;
+
+-- name: RecordAttempt :exec
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
+VALUES (@payout_id, @attempt, @kind, nullif(@idempotency_key::text, ''), @outcome, nullif(@psp_reference::text, ''),
+        nullif(@error::text, ''), @at);
+
+-- name: RecordEvidence :exec
+INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
+VALUES (@payout_id, @provider, @event_id, @event_type, @amount, nullif(@currency::text, ''),
+        nullif(@psp_reference::text, ''), @verdict, nullif(@reason::text, ''));
+
+-- name: SweepLock :one
+-- The sweeper (sweep.go) runs one at a time across replicas.
+SELECT pg_try_advisory_lock(hashtext(@name::text)) AS ok;
+
+-- name: SweepUnlock :exec
+SELECT pg_advisory_unlock(hashtext(@name::text));
+
+-- name: SweepCandidates :many
+-- The payouts that have waited at the PSP since before @since without a
+-- step or a lookup that got an answer, oldest first (payouts_status_idx).
+SELECT p.id FROM payouts p
+WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE') AND p.updated_at < @since
+  AND NOT EXISTS (SELECT 1 FROM payout_attempts a
+                  WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= @since)
+ORDER BY p.updated_at
+LIMIT @max;

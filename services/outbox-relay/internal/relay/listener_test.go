@@ -44,7 +44,7 @@ func (b *bundle) waitListener(t *testing.T, not int) int {
 	require.Eventually(t, func() bool {
 		err := b.db.Pool.QueryRow(context.Background(), `
 			SELECT pid FROM pg_stat_activity
-			WHERE datname = $1 AND query = 'LISTEN `+outbox.NotifyChannel+`' AND pid <> $2 LIMIT 1`,
+			WHERE datname = $1 AND query LIKE '%LISTEN `+outbox.NotifyChannel+`%' AND pid <> $2 LIMIT 1`,
 			b.db.Name, not).Scan(&pid)
 		return err == nil
 	}, 20*time.Second, 5*time.Millisecond, "no LISTEN connection")

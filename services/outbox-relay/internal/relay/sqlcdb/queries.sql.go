@@ -9,7 +9,7 @@ import (
 	"context"
 )
 
-const listen = `-- name: Listen :exec
+const Listen = `-- name: Listen :exec
 
 LISTEN aegis_outbox
 `
@@ -20,6 +20,6 @@ LISTEN aegis_outbox
 // parameter, so the name is spelled here: it must be outbox.NotifyChannel
 // (TestANotificationWakesTheRelayLongBeforeItsPoll fails otherwise).
 func (q *Queries) Listen(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, listen)
+	_, err := q.db.Exec(ctx, Listen)
 	return err
 }

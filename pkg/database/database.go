@@ -20,6 +20,11 @@ type Options struct {
 	MaxConns        int32
 	MinConns        int32
 	ApplicationName string
+	// Settings are session settings (GUCs) every connection of the pool
+	// starts with. They travel in the startup message: no round trip, and
+	// a connection never runs a statement without them. Not for a pool
+	// behind PgBouncer, which refuses unknown startup parameters.
+	Settings map[string]string
 }
 
 // Connect opens a pool to databaseURL and checks that it answers. It does not
@@ -37,6 +42,9 @@ func Connect(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Po
 	}
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	for k, v := range opts.Settings {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	cfg.HealthCheckPeriod = 10 * time.Second
 	// Statements are spans of the trace they run in; with tracing off no

@@ -40,6 +40,9 @@
 // (resolutions and approvals), recon, replay (jobs, job letters, no-op
 // checks), pspruns, store's audit insert and MaxID (see below), and
 // webhook-api payouts' Create path (its 11-column insert, idempotency key, limits);
+// pkg/outbox (all but its multi-row insert, which sqlc cannot
+// compile; the statements writers queue into their own pgx.Batch by the
+// exported text: its doc) and outbox-relay's LISTEN;
 // payout-worker's payout store (store.go, sweep.go: load, update,
 // transitions, attempts, evidence, sweeper). Statements a store pipelines
 // with others in one pgx.Batch are queued through a hand-written
@@ -59,8 +62,7 @@
 //   - webhook-api payouts' Get and Cancel statements: not done for lack of
 //     time.
 //   - the hot paths `make bench` measures: webhook-api ingest and wallets,
-//     payout-worker's ledger, resolution reads and consume (processed), pkg/outbox,
-//     outbox-relay's listener. They move only with the same
+//     payout-worker's ledger, resolution reads and consume (processed). They move only with the same
 //     statements (batch, unnest, COPY) and round trips and a bench run to
 //     show it; that run was not made, so they keep their constants (each in
 //     one queries.go or store.go per store).

@@ -23,4 +23,19 @@
 // key's consecutive due rows (a hot key drains a batch per cycle, not a row):
 // the relay produces them in order and hands back the rows behind one that
 // failed.
+//
+// # Where its SQL lives
+//
+// queries.sql, compiled by sqlc into package sqlcdb (sqlc.yaml): the relay's
+// statements (Claim, MarkProcessed, Retry, Release, MarkDeadLetter,
+// PurgeProcessed, Stats) run through the generated methods, one round trip
+// each as before. LockKeys and Notify are queued by their exported text
+// (emit_exported_queries) into the caller's own pgx.Batch — Queue and
+// QueueNotify exist so a writer's outbox rows, key locks and NOTIFY ride in
+// the round trip of its own transaction, which a generated method (or sqlc's
+// :batchexec, which sends a batch of its own) cannot join. The multi-row
+// insert stays hand-written in queries.go: sqlc's catalog has no
+// unnest(a, b, …) WITH ORDINALITY, and the per-column alternative would
+// change the statement of the writers' hot path. A COPY (:copyfrom) is no
+// alternative either: it cannot return the ids nor share the batch.
 package outbox

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 )
 
 // Notifier wakes the relays after writers commit outbox rows.
@@ -62,7 +64,7 @@ func (n *Notifier) QueueNotify(b *pgx.Batch) bool {
 	if !n.claim() {
 		return false
 	}
-	b.Queue(sqlNotify, NotifyChannel)
+	b.Queue(sqlcdb.Notify, NotifyChannel)
 	return true
 }
 
@@ -93,7 +95,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 				break // a writer's pipeline carried it meanwhile
 			}
 			if n.claim() {
-				if _, err := n.pool.Exec(ctx, sqlNotify, NotifyChannel); err != nil && ctx.Err() == nil {
+				if err := sqlcdb.New(n.pool).Notify(ctx, NotifyChannel); err != nil && ctx.Err() == nil {
 					// The relays poll anyway; a missed wake-up only costs latency.
 					n.logger.Warn("outbox notify failed; relays will find the rows on their next poll", "error", err.Error())
 				}

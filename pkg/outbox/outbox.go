@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
@@ -109,7 +110,8 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 			notBefore[i] = &m.NotBefore
 		}
 	}
-	b.Queue(sqlLockKeys, lockNamespace, keys)
+	// sqlcdb.LockKeysParams order: namespace, keys.
+	b.Queue(sqlcdb.LockKeys, lockNamespace, keys)
 	q := b.Queue(sqlInsert, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
 	if ids != nil {
 		q.Query(func(rows pgx.Rows) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -490,4 +492,35 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	require.Error(t, wait(400*time.Millisecond), "and nothing more")
 	cancel()
 	<-done
+}
+
+// A backlog that arrived since the last analyze must not turn Claim into a
+// read of every unfinished row: on the store's settings it walks the index
+// of unfinished rows in id order and stops after the batch.
+func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 2000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
+		FROM generate_series(1, 20000) i`)
+	require.NoError(t, err)
+	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
+	require.NoError(t, err)
+	defer pool.Close()
+	now := time.Now()
+	rows, err := pool.Query(ctx, "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	require.Contains(t, plan, "Index Scan using transaction_outbox_unfinished_idx", plan)
+	require.NotContains(t, plan, "Bitmap Heap Scan", plan)
+
+	// And the store on that pool claims the first batch in id order.
+	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 2000)
+	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the first 2000 rows, one head of each key")
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 )
 
 // ErrLeaseLost means the row is no longer claimed by this relay: its lease ran
@@ -35,43 +37,42 @@ type Row struct {
 // Store is the relay's side of the outbox.
 type Store struct {
 	pool *pgxpool.Pool
+	q    *sqlcdb.Queries
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// StoreSettings are the session settings of the pool a Store runs on
+// (database.Options.Settings). Claim must walk the index of unfinished rows
+// in id order and stop after the batch: that is what bounds its cost by the
+// batch, not by the backlog. Postgres chooses that plan only when it expects
+// more due heads than the batch; on a table whose statistics predate a burst
+// (reltuples unknown or small: the backlog arrived since the last analyze)
+// it expects a few hundred and reads every unfinished row with a bitmap
+// scan, then sorts them — 300–1,000 ms per claim on a 100k backlog against
+// 30–60 ms for the index walk, until autovacuum's analyze catches up. With
+// bitmap scans off the walk is the plan either way; none of the store's other
+// statements is better served by a bitmap scan (they look rows up by id or
+// walk one index in order).
+func StoreSettings() map[string]string {
+	return map[string]string{"enable_bitmapscan": "off"}
+}
+
+// NewStore returns a Store on pool, which should be opened with
+// StoreSettings.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: sqlcdb.New(pool)} }
 
 // Claim marks up to limit due rows as processing by owner until now+lease and
 // returns them in id order: the heads of many keys and, in the room they
-// leave, runs of consecutive rows behind them. See sqlClaim for the ordering
-// rule. Rows of one key are handed out in id order and only as a prefix of
+// leave, runs of consecutive rows behind them. See queries.sql (Claim) for the
+// ordering rule. Rows of one key are handed out in id order and only as a prefix of
 // the key's unfinished rows, so publishing a batch in order keeps each key's
 // order.
 func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.Duration, owner string) ([]Row, error) {
-	rows, err := s.pool.Query(ctx, sqlClaim, now, limit, owner, lease)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", err)
-	}
-	type claimed struct {
-		Row
-		pos int64
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var c claimed
-		var headers []byte
-		if err := r.Scan(&c.ID, &c.Topic, &c.EventType, &c.PartitionKey, &c.Payload, &headers,
-			&c.CorrelationID, &c.RetryCount, &c.MaxRetries, &c.CreatedAt, &c.pos); err != nil {
-			return c, err
-		}
-		if err := json.Unmarshal(headers, &c.Headers); err != nil {
-			return c, fmt.Errorf("decode headers of outbox row %d: %w", c.ID, err)
-		}
-		return c, nil
-	})
+	got, err := s.q.Claim(ctx, sqlcdb.ClaimParams{Owner: owner, LockedUntil: now.Add(lease), Now: now, Batch: limit})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", err)
 	}
 	// UPDATE ... RETURNING does not promise the CTE's order.
-	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(got, func(a, b sqlcdb.ClaimRow) int { return cmp.Compare(a.ID, b.ID) })
 	// A run is only safe as a prefix: if a follower changed between the
 	// statement's snapshot and its update (an old owner settling it late) it
 	// is missing, and the rows behind it must not go out before it. Hand
@@ -80,13 +81,18 @@ func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.
 	next := map[string]int64{}
 	var cut []int64
 	for _, c := range got {
-		if c.pos != next[c.PartitionKey] {
+		if c.Pos != next[c.PartitionKey] {
 			next[c.PartitionKey] = -1 // the run is broken: everything behind it goes back
 			cut = append(cut, c.ID)
 			continue
 		}
 		next[c.PartitionKey]++
-		out = append(out, c.Row)
+		row := Row{ID: c.ID, Topic: c.Topic, EventType: c.EventType, PartitionKey: c.PartitionKey, Payload: c.Payload,
+			CorrelationID: c.CorrelationID, RetryCount: c.RetryCount, MaxRetries: c.MaxRetries, CreatedAt: c.CreatedAt}
+		if err := json.Unmarshal(c.Headers, &row.Headers); err != nil {
+			return nil, fmt.Errorf("claim outbox batch: decode headers of outbox row %d: %w", c.ID, err)
+		}
+		out = append(out, row)
 	}
 	if len(cut) > 0 {
 		if err := s.Release(ctx, cut, owner, now); err != nil {
@@ -99,17 +105,17 @@ func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.
 // MarkProcessed settles published rows in one statement and returns how many
 // were still owned by owner.
 func (s *Store) MarkProcessed(ctx context.Context, ids []int64, owner string, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlMarkProcessed, ids, now, owner)
+	n, err := s.q.MarkProcessed(ctx, sqlcdb.MarkProcessedParams{Now: &now, IDs: ids, Owner: owner})
 	if err != nil {
 		return 0, fmt.Errorf("mark outbox rows processed: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // Retry records a failed publish attempt of class and schedules the next at
 // next.
 func (s *Store) Retry(ctx context.Context, id int64, owner string, cause error, class string, next time.Time) (retryCount int, err error) {
-	err = s.pool.QueryRow(ctx, sqlRetry, id, cause.Error(), next, owner, class).Scan(&retryCount)
+	retryCount, err = s.q.Retry(ctx, sqlcdb.RetryParams{Error: cause.Error(), NextRetryAt: next, Class: class, ID: id, Owner: owner})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrLeaseLost
 	}
@@ -122,7 +128,7 @@ func (s *Store) Retry(ctx context.Context, id int64, owner string, cause error, 
 // Release hands rows back without spending an attempt (shutdown, breaker
 // open), due again at next.
 func (s *Store) Release(ctx context.Context, ids []int64, owner string, next time.Time) error {
-	if _, err := s.pool.Exec(ctx, sqlRelease, ids, next, owner); err != nil {
+	if err := s.q.Release(ctx, sqlcdb.ReleaseParams{NextRetryAt: next, IDs: ids, Owner: owner}); err != nil {
 		return fmt.Errorf("release outbox rows: %w", err)
 	}
 	return nil
@@ -139,25 +145,24 @@ type DeadLettered struct {
 // MarkDeadLetter marks a row dlq within tx, the transaction that also writes
 // its dead_letters row, recording the final failure of class.
 func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, cause error, class string) (DeadLettered, error) {
-	var d DeadLettered
-	err := tx.QueryRow(ctx, sqlMarkDLQ, id, cause.Error(), owner, class).Scan(&d.RetryCount, &d.CreatedAt, &d.History)
+	r, err := sqlcdb.New(tx).MarkDeadLetter(ctx, sqlcdb.MarkDeadLetterParams{Error: cause.Error(), Class: class, ID: id, Owner: owner})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return d, ErrLeaseLost
+		return DeadLettered{}, ErrLeaseLost
 	}
 	if err != nil {
-		return d, fmt.Errorf("mark outbox row dlq: %w", err)
+		return DeadLettered{}, fmt.Errorf("mark outbox row dlq: %w", err)
 	}
-	return d, nil
+	return DeadLettered{RetryCount: r.RetryCount, CreatedAt: r.CreatedAt, History: r.RetryHistory}, nil
 }
 
 // PurgeProcessed deletes up to limit rows processed before cutoff and
 // reports how many it deleted (retention).
 func (s *Store) PurgeProcessed(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, sqlPurgeProcessed, cutoff, limit)
+	n, err := s.q.PurgeProcessed(ctx, sqlcdb.PurgeProcessedParams{Cutoff: cutoff, MaxRows: limit})
 	if err != nil {
 		return 0, fmt.Errorf("purge processed outbox rows: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // Pool is the store's pool, for callers that open their own transaction
@@ -172,11 +177,9 @@ type Stats struct {
 
 // Stats reports how many rows are unpublished and the age of the oldest.
 func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
-	var st Stats
-	var age float64
-	if err := s.pool.QueryRow(ctx, sqlStats, now).Scan(&st.Unfinished, &age); err != nil {
-		return st, fmt.Errorf("outbox stats: %w", err)
+	r, err := s.q.Stats(ctx, now)
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox stats: %w", err)
 	}
-	st.OldestAge = time.Duration(age * float64(time.Second))
-	return st, nil
+	return Stats{Unfinished: r.Unfinished, OldestAge: time.Duration(r.OldestAgeSeconds * float64(time.Second))}, nil
 }

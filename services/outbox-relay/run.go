@@ -100,7 +100,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer stopTracing() // last: flushes the spans of the shutdown too
 
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 8, ApplicationName: cfg.Name})
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 8, ApplicationName: cfg.Name,
+		// Every statement on this pool is the outbox store's.
+		Settings: outbox.StoreSettings()})
 	if err != nil {
 		return err
 	}

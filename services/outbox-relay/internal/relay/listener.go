@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay/sqlcdb"
 )
 
 // Listen holds a LISTEN connection on the outbox channel and calls wake for
@@ -38,7 +38,7 @@ func listenOnce(ctx context.Context, databaseURL string, wake func()) error {
 		return fmt.Errorf("connect for LISTEN: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+outbox.NotifyChannel); err != nil {
+	if err := sqlcdb.New(conn).Listen(ctx); err != nil {
 		return fmt.Errorf("LISTEN: %w", err)
 	}
 	wake() // rows may have committed while we were not listening

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay"
+	"github.com/aegis-payments/aegis/services/outbox-relay/internal/relay/sqlcdb"
 )
 
 // listening starts Run with a poll interval of ten minutes and Listen, and
@@ -44,8 +45,8 @@ func (b *bundle) waitListener(t *testing.T, not int) int {
 	require.Eventually(t, func() bool {
 		err := b.db.Pool.QueryRow(context.Background(), `
 			SELECT pid FROM pg_stat_activity
-			WHERE datname = $1 AND query = 'LISTEN `+outbox.NotifyChannel+`' AND pid <> $2 LIMIT 1`,
-			b.db.Name, not).Scan(&pid)
+			WHERE datname = $1 AND query = $3 AND pid <> $2 LIMIT 1`,
+			b.db.Name, not, sqlcdb.Listen).Scan(&pid)
 		return err == nil
 	}, 20*time.Second, 5*time.Millisecond, "no LISTEN connection")
 	return pid

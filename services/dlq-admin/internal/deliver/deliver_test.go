@@ -145,7 +145,7 @@ func (b *bench) publish(t *testing.T, events ...any) {
 		var head event.Settlement
 		require.NoError(t, json.Unmarshal(body, &head))
 		r := &kgo.Record{Topic: kafkax.TopicSettlements, Key: []byte(head.UserID), Value: body}
-		kafkax.SetHeader(r, kafkax.HeaderEventType, head.Type)
+		kafkax.SetHeader(r, kafkax.HeaderEventType, string(head.Type))
 		kafkax.SetHeader(r, kafkax.HeaderMessageID, head.EventID)
 		kafkax.SetHeader(r, kafkax.HeaderCorrelationID, "corr-"+head.EventID)
 		recs = append(recs, r)

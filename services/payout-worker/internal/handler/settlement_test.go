@@ -66,7 +66,7 @@ func TestMoneyBackPostingsArePublishedOncePerTransition(t *testing.T) {
 	for _, s := range got {
 		types, ids = append(types, s.typ), append(ids, s.messageID)
 	}
-	require.Equal(t, []string{event.TypeRefundPosted, event.TypeRefundReversed, event.TypeDisputeOpened, event.TypeDisputeWon}, types)
+	require.Equal(t, []string{string(event.TypeRefundPosted), string(event.TypeRefundReversed), string(event.TypeDisputeOpened), string(event.TypeDisputeWon)}, types)
 	require.Equal(t, []string{"stripe:refund:re_1", "stripe:refund_reversal:re_1", "stripe:dispute_hold:dp_1", "stripe:dispute_release:dp_1"}, ids)
 
 	var opened event.ReturnPosted

@@ -63,11 +63,11 @@ func (s *Store) Cancel(ctx context.Context, clientID, id string) (Payout, error)
 			return fmt.Errorf("encode payout outcome: %w", err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicSettlements, EventType: event.TypePayoutCanceled, PartitionKey: userID, Payload: body,
+			Topic: kafkax.TopicSettlements, EventType: string(event.TypePayoutCanceled), PartitionKey: userID, Payload: body,
 			CorrelationID: corr,
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
-				kafkax.HeaderEventType:     event.TypePayoutCanceled,
+				kafkax.HeaderEventType:     string(event.TypePayoutCanceled),
 				kafkax.HeaderMessageID:     o.EventID,
 			},
 		})

@@ -115,11 +115,11 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return fmt.Errorf("encode payout command: %w", err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicTransactions, EventType: event.TypePayoutRequested, PartitionKey: req.UserID,
+			Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: req.UserID,
 			Payload: cmd, CorrelationID: corr,
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
-				kafkax.HeaderEventType:     event.TypePayoutRequested,
+				kafkax.HeaderEventType:     string(event.TypePayoutRequested),
 				kafkax.HeaderMessageID:     event.PayoutRequestID(id.String()),
 			},
 		})

@@ -39,7 +39,8 @@
 // not four strings) and pspsync (runs and cursors); dlq-admin resolution
 // (resolutions and approvals), recon, replay (jobs, job letters, no-op
 // checks), pspruns, store's audit insert and MaxID (see below), and
-// webhook-api payouts' Create path (its 11-column insert, idempotency key, limits).
+// webhook-api payouts (Create's 11-column insert, idempotency key and
+// limits; Get's reads; Cancel's lock, update and transitions).
 //
 // Not converted yet, and why:
 //   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
@@ -51,8 +52,6 @@
 //     plan; one static statement with "sqlc.narg(x) IS NULL OR …" per
 //     filter would not be. Its other static statements (Get, Lock, Mark*,
 //     alerts) could move; not done for lack of time.
-//   - webhook-api payouts' Get and Cancel statements: not done for lack of
-//     time.
 //   - the hot paths `make bench` measures: webhook-api ingest and wallets,
 //     payout-worker payout, ledger and consume (processed), pkg/outbox,
 //     outbox-relay's listener. They move only with the same

@@ -96,7 +96,7 @@ func TestNeedsReviewPublishesNeedsReviewNotFailed(t *testing.T) {
 
 	got := w.settlements()
 	require.Len(t, got, 1)
-	require.Equal(t, event.TypePayoutNeedsReview, got[0].typ)
+	require.Equal(t, string(event.TypePayoutNeedsReview), got[0].typ)
 	var o event.PayoutOutcome
 	require.NoError(t, json.Unmarshal(got[0].body, &o))
 	require.Equal(t, "NEEDS_REVIEW", o.Status)

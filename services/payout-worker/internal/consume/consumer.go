@@ -308,7 +308,7 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 			c.logger.ErrorContext(ctx, "partition blocked: a record keeps failing in place", "topic", m.Topic,
 				"partition", m.Partition, "offset", m.Offset, "attempts", attempt, "error", err.Error())
 		}
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false
 		}
 	}
@@ -355,21 +355,9 @@ func (c *Consumer) deadLetter(ctx context.Context, m inbox.Message, cause error,
 		}
 		wait := c.cfg.InfraBackoff.Delay(attempt)
 		c.logger.WarnContext(ctx, "dead-letter publish failed; retrying", "error", err.Error(), "retry_in", wait.String())
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false
 		}
-	}
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

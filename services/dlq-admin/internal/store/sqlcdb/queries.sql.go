@@ -118,9 +118,11 @@ type InsertAuditParams struct {
 }
 
 // The static SQL of package store, compiled by sqlc into package sqlcdb.
-// The statements whose WHERE clause depends on the filters a request sets
-// (lists, groups, open-letter selections) stay in queries.go: see there and
-// pkg/database's doc.
+// Two kinds stay in queries.go (see there and pkg/database's doc): the
+// statements whose WHERE clause depends on the filters a request sets
+// (lists, groups, open-letter selections), and the five that return a
+// letter's summary columns (Get, Lock, MarkReplayed, MarkDiscarded,
+// PendingAlerts), which share one column list and one scan.
 func (q *Queries) InsertAudit(ctx context.Context, arg InsertAuditParams) error {
 	_, err := q.db.Exec(ctx, insertAudit,
 		arg.Actor,

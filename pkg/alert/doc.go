@@ -20,8 +20,9 @@
 // letter it stores, whichever service wrote it) and their depth; a service
 // that writes a dead letter only logs and counts it (pkg/dlq.Writer). A
 // stuck payout is dead-lettered by the sweeper and so pages from dlq-admin
-// alone. A blocked partition is raised by dlq-admin's stall detector and by
-// the payout worker's consumer under the same key.
+// alone. A blocked partition pages from dlq-admin's stall detector alone
+// (it watches every group's commits through kadm); the payout worker's
+// consumer only logs a record it keeps retrying in place.
 //
 // The webhook URL is a credential (Slack's path is its secret): it is never
 // logged. Delivery errors are stripped of the URL net/http puts in them, and

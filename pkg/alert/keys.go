@@ -25,9 +25,8 @@ func DeadLetterPublishFailedKey(topic string) string { return key("dead_letter_p
 func DLQDepthKey(topic string) string { return key("dlq_depth", topic) }
 
 // PartitionStalledKey: a consumer group makes no progress on a partition.
-// Raised by dlq-admin's stall detector (no commit progress) and by the
-// payout worker's consumer (a record retried in place too often) under
-// the same key: one incident for one blocked partition.
+// Raised by dlq-admin's stall detector (no commit progress) only: one
+// incident, from one service, for one blocked partition.
 func PartitionStalledKey(group, topic string, partition int32) string {
 	return key("consumer_stalled", group, topic, strconv.Itoa(int(partition)))
 }

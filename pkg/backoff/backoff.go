@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -70,4 +71,17 @@ func (p Policy) Delay(retry int) time.Duration {
 // Exhausted reports whether attempts made so far use up the policy.
 func (p Policy) Exhausted(attempts int) bool {
 	return attempts >= p.MaxAttempts
+}
+
+// Sleep waits d or until ctx is done, and reports whether d passed: the
+// wait between two attempts of a loop that must stop at shutdown.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

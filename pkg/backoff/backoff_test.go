@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -51,5 +52,24 @@ func TestValidateAndExhausted(t *testing.T) {
 	}
 	if p.Exhausted(2) || !p.Exhausted(3) {
 		t.Fatal("Exhausted off by one")
+	}
+}
+
+func TestSleepWaitsOrStopsAtCancel(t *testing.T) {
+	start := time.Now()
+	if !Sleep(context.Background(), 20*time.Millisecond) {
+		t.Fatal("Sleep reported a cancel that did not happen")
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Fatalf("Sleep returned after %s, before its 20ms", waited)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("Sleep reported an hour passed on a canceled context")
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("Sleep on a canceled context took %s", waited)
 	}
 }

@@ -94,7 +94,7 @@ type PSPEvent struct {
 }
 
 // Payout command event type (aegis.transactions).
-const TypePayoutRequested = "payout.requested"
+const TypePayoutRequested Type = "payout.requested"
 
 // PayoutRequested asks the worker to (re)attempt a payout, published on
 // aegis.transactions. The payouts row is the source of truth; the command

@@ -4,7 +4,7 @@ package event
 // sent by dlq-admin on aegis.transactions (keyed by the payout's user id, so
 // it is ordered with that wallet's payout commands) and applied by
 // payout-worker.
-const TypePayoutResolution = "payout.resolution"
+const TypePayoutResolution Type = "payout.resolution"
 
 // Resolution outcomes: what the operator says the PSP did.
 const (

@@ -12,35 +12,35 @@ const SettlementSchemaVersion = "1"
 // Event types on aegis.settlements: every money outcome the platform learns.
 const (
 	// TypePayoutSucceeded: the PSP paid the payout; the hold is settled.
-	TypePayoutSucceeded = "payout.succeeded"
+	TypePayoutSucceeded Type = "payout.succeeded"
 	// TypePayoutFailed: the payout certainly was not paid; the hold is released.
-	TypePayoutFailed = "payout.failed"
+	TypePayoutFailed Type = "payout.failed"
 	// TypePayoutCanceled: its client canceled the payout before it reached
 	// the PSP; nothing was ever held.
-	TypePayoutCanceled = "payout.canceled"
+	TypePayoutCanceled Type = "payout.canceled"
 	// TypePayoutNeedsReview: the PSP's outcome is unknown. The money is
 	// still held, nothing is final: a payout.succeeded or payout.failed
 	// follows once the PSP's own record (or an operator holding it) says.
-	TypePayoutNeedsReview = "payout.needs_review"
+	TypePayoutNeedsReview Type = "payout.needs_review"
 	// TypePayoutReversed: a paid payout came back (returned by the bank,
 	// reversed by the PSP); its amount is back in the wallet.
-	TypePayoutReversed = "payout.reversed"
+	TypePayoutReversed Type = "payout.reversed"
 	// TypeRefundPosted: a refund of a credited payment was debited.
-	TypeRefundPosted = "refund.posted"
+	TypeRefundPosted Type = "refund.posted"
 	// TypeRefundReversed: a refund posted before failed at the PSP; its
 	// amount is back in the wallet.
-	TypeRefundReversed = "refund.reversed"
+	TypeRefundReversed Type = "refund.reversed"
 	// TypeDisputeOpened: a dispute froze its amount (the disputes account).
-	TypeDisputeOpened = "dispute.opened"
+	TypeDisputeOpened Type = "dispute.opened"
 	// TypeDisputeWon: the dispute closed in our favour; the amount is released.
-	TypeDisputeWon = "dispute.won"
+	TypeDisputeWon Type = "dispute.won"
 	// TypeDisputeLost: the dispute closed against us; the amount left for good.
-	TypeDisputeLost = "dispute.lost"
+	TypeDisputeLost Type = "dispute.lost"
 )
 
 // SettlementTypes lists every event type published on aegis.settlements.
-func SettlementTypes() []string {
-	return []string{TypePayoutSucceeded, TypePayoutFailed, TypePayoutCanceled, TypePayoutNeedsReview,
+func SettlementTypes() []Type {
+	return []Type{TypePayoutSucceeded, TypePayoutFailed, TypePayoutCanceled, TypePayoutNeedsReview,
 		TypePayoutReversed, TypeRefundPosted, TypeRefundReversed, TypeDisputeOpened, TypeDisputeWon, TypeDisputeLost}
 }
 
@@ -50,7 +50,7 @@ func SettlementTypes() []string {
 type Settlement struct {
 	SchemaVersion string    `json:"schema_version"`
 	EventID       string    `json:"event_id"`
-	Type          string    `json:"type"`
+	Type          Type      `json:"type"`
 	OccurredAt    time.Time `json:"occurred_at"`
 	UserID        string    `json:"user_id"`
 	// Amount is in the currency's minor units (cents, kobo).
@@ -67,7 +67,7 @@ type Settlement struct {
 type PayoutOutcome struct {
 	SchemaVersion string    `json:"schema_version"`
 	EventID       string    `json:"event_id"`
-	Type          string    `json:"type"`
+	Type          Type      `json:"type"`
 	OccurredAt    time.Time `json:"occurred_at"`
 	UserID        string    `json:"user_id"`
 	Amount        int64     `json:"amount"`
@@ -83,7 +83,7 @@ type PayoutOutcome struct {
 
 // NewPayoutOutcome builds a payout outcome event of type typ; its event id
 // is PayoutOutcomeID(payoutID, status).
-func NewPayoutOutcome(typ, payoutID, status, userID string, amount int64, currency, provider string, at time.Time) PayoutOutcome {
+func NewPayoutOutcome(typ Type, payoutID, status, userID string, amount int64, currency, provider string, at time.Time) PayoutOutcome {
 	return PayoutOutcome{SchemaVersion: SettlementSchemaVersion, EventID: PayoutOutcomeID(payoutID, status), Type: typ,
 		OccurredAt: at.UTC(), UserID: userID, Amount: amount, Currency: currency, Provider: provider,
 		PayoutID: payoutID, Status: status}
@@ -108,7 +108,7 @@ type ReturnPosted struct {
 // NewReturnPosted builds the event for ledger posting postingKind (a ledger
 // transaction kind: refund, dispute_hold, ...) of the provider's refund or
 // dispute objectID; its event id is ReturnPostedID.
-func NewReturnPosted(typ, provider, postingKind, objectID, userID string, amount int64, currency string, at time.Time) ReturnPosted {
+func NewReturnPosted(typ Type, provider, postingKind, objectID, userID string, amount int64, currency string, at time.Time) ReturnPosted {
 	return ReturnPosted{
 		Settlement: Settlement{SchemaVersion: SettlementSchemaVersion, EventID: ReturnPostedID(provider, postingKind, objectID),
 			Type: typ, OccurredAt: at.UTC(), UserID: userID, Amount: amount, Currency: currency, Provider: provider},

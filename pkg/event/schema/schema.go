@@ -37,7 +37,7 @@ func SettlementFiles() fs.FS {
 // Validator validates aegis.settlements event bodies. It is safe for
 // concurrent use.
 type Validator struct {
-	byType map[string]*jsonschema.Schema
+	byType map[event.Type]*jsonschema.Schema
 }
 
 // NewSettlements compiles the settlements schema: one schema per event type
@@ -46,7 +46,7 @@ func NewSettlements() (*Validator, error) {
 	return compile(SettlementFiles(), event.SettlementTypes())
 }
 
-func compile(fsys fs.FS, types []string) (*Validator, error) {
+func compile(fsys fs.FS, types []event.Type) (*Validator, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
@@ -67,9 +67,9 @@ func compile(fsys fs.FS, types []string) (*Validator, error) {
 			return nil, fmt.Errorf("add settlement schema %s: %w", name, err)
 		}
 	}
-	v := &Validator{byType: make(map[string]*jsonschema.Schema, len(types))}
+	v := &Validator{byType: make(map[event.Type]*jsonschema.Schema, len(types))}
 	for _, typ := range types {
-		sch, err := c.Compile(base + typ + ".json")
+		sch, err := c.Compile(base + string(typ) + ".json")
 		if err != nil {
 			return nil, fmt.Errorf("compile settlement schema %s: %w", typ, err)
 		}
@@ -82,7 +82,7 @@ func compile(fsys fs.FS, types []string) (*Validator, error) {
 // unknown type, or a body that is not a JSON object, is an error too.
 func (v *Validator) Validate(body []byte) error {
 	var head struct {
-		Type string `json:"type"`
+		Type event.Type `json:"type"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
 		return fmt.Errorf("settlement event is not a JSON object: %w", err)
@@ -97,7 +97,7 @@ func (v *Validator) Validate(body []byte) error {
 	}
 	if err := sch.Validate(inst); err != nil {
 		return fmt.Errorf("settlement event %s does not match schema %s: %s", head.Type,
-			path.Join(settlementsDir, head.Type+".json"), oneLine(err))
+			path.Join(settlementsDir, string(head.Type)+".json"), oneLine(err))
 	}
 	return nil
 }

@@ -11,11 +11,11 @@ import (
 
 // samples builds one event of every type the way the producers do (the
 // constructors in package event), filled as the producers fill them.
-func samples(t *testing.T) map[string][]byte {
+func samples(t *testing.T) map[event.Type][]byte {
 	t.Helper()
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.FixedZone("x", 3600))
-	out := map[string][]byte{}
-	add := func(typ string, v any) {
+	out := map[event.Type][]byte{}
+	add := func(typ event.Type, v any) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
@@ -23,7 +23,7 @@ func samples(t *testing.T) map[string][]byte {
 		out[typ] = b
 	}
 	const pid = "0192f0c4-6a2e-7c4b-9b4e-1a2b3c4d5e6f"
-	for typ, status := range map[string]string{
+	for typ, status := range map[event.Type]string{
 		event.TypePayoutSucceeded: "SUCCEEDED", event.TypePayoutFailed: "FINALIZED", event.TypePayoutCanceled: "FINALIZED",
 		event.TypePayoutNeedsReview: "NEEDS_REVIEW", event.TypePayoutReversed: "FINALIZED",
 	} {
@@ -36,7 +36,7 @@ func samples(t *testing.T) map[string][]byte {
 		}
 		add(typ, o)
 	}
-	for typ, kind := range map[string]string{
+	for typ, kind := range map[event.Type]string{
 		event.TypeRefundPosted: "refund", event.TypeRefundReversed: "refund_reversal", event.TypeDisputeOpened: "dispute_hold",
 		event.TypeDisputeWon: "dispute_release", event.TypeDisputeLost: "dispute_loss",
 	} {
@@ -82,7 +82,7 @@ func TestSchemaRefusesBadEvents(t *testing.T) {
 	}
 	good := samples(t)
 	for name, tc := range map[string]struct {
-		typ    string
+		typ    event.Type
 		mutate func(m map[string]any)
 	}{
 		"missing event id":        {event.TypePayoutSucceeded, func(m map[string]any) { delete(m, "event_id") }},

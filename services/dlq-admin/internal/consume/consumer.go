@@ -202,7 +202,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			// A bug while storing: nothing of the batch was committed. Release
 			// it (it is polled again) after a pause, as after an outage,
 			// rather than lose it or let the panic end the process.
-			sleep(ctx, c.cfg.Backoff.Max)
+			backoff.Sleep(ctx, c.cfg.Backoff.Max)
 			err = errGaveUp
 		}
 		if errors.Is(err, errGaveUp) {
@@ -298,7 +298,7 @@ func (c *Consumer) ingest(ctx context.Context, records []*kgo.Record) error {
 		c.logger.Error("could not store dead letters; retrying the same records, offsets not committed",
 			"records", len(records), "retry", retry, "delay", delay.String(),
 			"transient", database.IsTransient(err), "error", err.Error())
-		if !sleep(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return fmt.Errorf("store dead letters: %w", ctx.Err())
 		}
 	}
@@ -430,17 +430,5 @@ func (c *Consumer) commit(ctx context.Context, records []*kgo.Record) {
 		c.m.commitFailures.Inc()
 		c.logger.Warn("could not commit offsets of stored dead letters; they will be redelivered and deduplicated",
 			"records", len(records), "error", err.Error())
-	}
-}
-
-// sleep waits d or until ctx is done, and reports whether it waited.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

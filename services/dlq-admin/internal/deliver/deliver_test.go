@@ -145,7 +145,7 @@ func (b *bench) publish(t *testing.T, events ...any) {
 		var head event.Settlement
 		require.NoError(t, json.Unmarshal(body, &head))
 		r := &kgo.Record{Topic: kafkax.TopicSettlements, Key: []byte(head.UserID), Value: body}
-		kafkax.SetHeader(r, kafkax.HeaderEventType, head.Type)
+		kafkax.SetHeader(r, kafkax.HeaderEventType, string(head.Type))
 		kafkax.SetHeader(r, kafkax.HeaderMessageID, head.EventID)
 		kafkax.SetHeader(r, kafkax.HeaderCorrelationID, "corr-"+head.EventID)
 		recs = append(recs, r)
@@ -219,8 +219,8 @@ func TestSettlementsArriveSignedAndVerifiableInUserOrder(t *testing.T) {
 		tampered[len(tampered)-2] ^= 1
 		require.Error(t, deliver.Verify(secret, q.signature, tampered, time.Minute, time.Now()), "a changed body does not verify")
 	}
-	require.Equal(t, event.TypePayoutSucceeded, got[0].typ)
-	require.Equal(t, event.TypeRefundPosted, got[1].typ)
+	require.Equal(t, string(event.TypePayoutSucceeded), got[0].typ)
+	require.Equal(t, string(event.TypeRefundPosted), got[1].typ)
 	require.Empty(t, b.letters(t))
 }
 
@@ -273,7 +273,7 @@ func TestClientErrorIsADeadLetterAndBlocksNothing(t *testing.T) {
 	require.Equal(t, "permanent", l.class)
 	require.Equal(t, group, l.group)
 	require.Equal(t, "carol", l.key)
-	require.Equal(t, event.TypeRefundPosted, l.eventType)
+	require.Equal(t, string(event.TypeRefundPosted), l.eventType)
 	require.Contains(t, l.errText, "receiver answered 400")
 	require.Equal(t, 1, l.retryCount)
 	wantBody, err := json.Marshal(bad)

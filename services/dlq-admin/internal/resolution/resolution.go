@@ -249,11 +249,11 @@ func (s *Service) send(ctx context.Context, tx pgx.Tx, id, approver string) (int
 		return 0, fmt.Errorf("encode resolution %s: %w", id, err)
 	}
 	oid, err := outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicTransactions, EventType: event.TypePayoutResolution, PartitionKey: r.UserID,
+		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutResolution), PartitionKey: r.UserID,
 		Payload: body, CorrelationID: corr,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: corr,
-			kafkax.HeaderEventType:     event.TypePayoutResolution,
+			kafkax.HeaderEventType:     string(event.TypePayoutResolution),
 			kafkax.HeaderMessageID:     event.PayoutResolutionID(id),
 		},
 	})

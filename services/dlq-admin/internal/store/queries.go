@@ -123,14 +123,6 @@ SELECT ` + summaryColumns + `, payload, headers, retry_history
 FROM dead_letters
 WHERE id = $1`
 
-// sqlStats counts every letter once per (topic, status); min(failed_at) of the
-// open group is the oldest open letter of that topic.
-const sqlStats = `
-SELECT original_topic, status, count(*), min(failed_at)
-FROM dead_letters
-GROUP BY original_topic, status
-ORDER BY original_topic, status`
-
 // sqlLock reads one letter, whole, and locks it for the rest of the
 // transaction: replay and discard decide on its status under this lock, so
 // two operators (or a bulk job and an operator) cannot both resolve it.
@@ -156,29 +148,6 @@ UPDATE dead_letters
 SET status = 'discarded', resolved_by = $2, resolved_at = $3, resolution_reason = $4
 WHERE id = $1 AND status = 'open'
 RETURNING ` + summaryColumns
-
-// sqlDiscardMany discards the letters $1 (locked by the caller), each with
-// its own audit_log row, in one statement.
-const sqlDiscardMany = `
-WITH done AS (
-    UPDATE dead_letters
-    SET status = 'discarded', resolved_by = $2, resolved_at = $3, resolution_reason = $4
-    WHERE id = ANY($1) AND status = 'open'
-    RETURNING id, original_topic, error_class
-), audited AS (
-    INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
-    SELECT $2, $5, $6, id::text, $4,
-           jsonb_build_object('topic', original_topic, 'error_class', error_class, 'bulk', true), $3
-    FROM done
-)
-SELECT id FROM done ORDER BY id`
-
-// sqlFailedAgain lists the letters a replay of letter $1 became: the
-// replayed message carries replay_of (dead_letters_replay_of_idx).
-const sqlFailedAgain = `
-SELECT id FROM dead_letters
-WHERE headers ? 'replay_of' AND headers->>'replay_of' = $1::bigint::text
-ORDER BY id`
 
 // openQuery selects the open letters of sel (after < id <= upto and its
 // filters; the status filter is always open), walking
@@ -219,5 +188,3 @@ WHERE alert_pending
 ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
-
-const sqlClearAlerts = `UPDATE dead_letters SET alert_pending = false WHERE id = ANY($1)`

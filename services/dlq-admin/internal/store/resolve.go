@@ -195,11 +195,8 @@ func LockOpen(ctx context.Context, tx pgx.Tx, sel Selection, limit int) ([]int64
 // as discarded, and writes one audit_log row per letter, within tx. It
 // returns the ids it discarded.
 func DiscardMany(ctx context.Context, tx pgx.Tx, ids []int64, r Resolution) ([]int64, error) {
-	rows, err := tx.Query(ctx, sqlDiscardMany, ids, r.By, r.At, r.Reason, ActionDiscard, TargetDeadLetter)
-	if err != nil {
-		return nil, fmt.Errorf("discard dead letters: %w", err)
-	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	done, err := sqlcdb.New(tx).DiscardMany(ctx, sqlcdb.DiscardManyParams{IDs: ids, ResolvedBy: r.By, ResolvedAt: r.At,
+		Reason: r.Reason, Action: ActionDiscard, TargetType: TargetDeadLetter})
 	if err != nil {
 		return nil, fmt.Errorf("discard dead letters: %w", err)
 	}
@@ -245,7 +242,7 @@ func (s *Store) AlertPending(ctx context.Context, limit int, raise func([]Summar
 		ids[i] = it.ID
 	}
 	raise(items)
-	if _, err := tx.Exec(ctx, sqlClearAlerts, ids); err != nil {
+	if err := sqlcdb.New(tx).ClearAlerts(ctx, ids); err != nil {
 		return 0, fmt.Errorf("clear dead-letter alert flags: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

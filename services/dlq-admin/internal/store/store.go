@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store/sqlcdb"
 )
 
 // ErrNotFound is returned when no dead letter has the requested id.
@@ -167,11 +169,7 @@ func (s *Store) Get(ctx context.Context, id int64) (DeadLetter, error) {
 	if d.Status != StatusReplayed {
 		return d, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlFailedAgain, id)
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("get dead letter %d: letters its replay became: %w", id, err)
-	}
-	if d.FailedAgainAs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+	if d.FailedAgainAs, err = sqlcdb.New(s.pool).FailedAgain(ctx, id); err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter %d: letters its replay became: %w", id, err)
 	}
 	return d, nil
@@ -205,20 +203,7 @@ func (s *Store) Groups(ctx context.Context, m Match) ([]Group, error) {
 // Stats counts letters by original topic and status and measures the age of
 // the oldest open letter, overall and per topic, at now.
 func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
-	rows, err := s.pool.Query(ctx, sqlStats)
-	if err != nil {
-		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)
-	}
-	type group struct {
-		topic, status string
-		count         int64
-		oldest        time.Time
-	}
-	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (group, error) {
-		var g group
-		err := row.Scan(&g.topic, &g.status, &g.count, &g.oldest)
-		return g, err
-	})
+	groups, err := sqlcdb.New(s.pool).Stats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)
 	}
@@ -227,19 +212,19 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 	byTopic := map[string]*TopicStats{}
 	var oldestOpen time.Time
 	for _, g := range groups {
-		ts, ok := byTopic[g.topic]
+		ts, ok := byTopic[g.OriginalTopic]
 		if !ok {
-			ts = &TopicStats{Topic: g.topic, ByStatus: zeroCounts()}
-			byTopic[g.topic] = ts
+			ts = &TopicStats{Topic: g.OriginalTopic, ByStatus: zeroCounts()}
+			byTopic[g.OriginalTopic] = ts
 		}
-		ts.ByStatus[g.status] += g.count
-		st.ByStatus[g.status] += g.count
-		if g.status != StatusOpen {
+		ts.ByStatus[g.Status] += g.Count
+		st.ByStatus[g.Status] += g.Count
+		if g.Status != StatusOpen {
 			continue
 		}
-		ts.OldestOpenAge = age(now, g.oldest)
-		if oldestOpen.IsZero() || g.oldest.Before(oldestOpen) {
-			oldestOpen = g.oldest
+		ts.OldestOpenAge = age(now, g.Oldest)
+		if oldestOpen.IsZero() || g.Oldest.Before(oldestOpen) {
+			oldestOpen = g.Oldest
 		}
 	}
 	if !oldestOpen.IsZero() {

@@ -42,8 +42,9 @@ type Config struct {
 	InfraBackoff backoff.Policy
 	// Grace is how long in-flight records may run after shutdown begins.
 	Grace time.Duration
-	// StuckAfter is how many in-place retries of one record raise an alert:
-	// a partition is blocked, by an outage or by a bug.
+	// StuckAfter is how many in-place retries of one record log that its
+	// partition is blocked, by an outage or by a bug. The page comes from
+	// dlq-admin's stall detector (the committed offset stops moving).
 	StuckAfter int
 	// RetryInPlaceAttempts and RetryInPlaceFor bound the in-place retries
 	// of one record after transient failures (and the retries of its
@@ -301,11 +302,13 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 		c.logger.WarnContext(ctx, "handling failed; retrying the record in place", "topic", m.Topic,
 			"partition", m.Partition, "offset", m.Offset, "attempt", attempt, "retry_in", wait.String(), "error", err.Error())
 		if attempt == c.cfg.StuckAfter {
-			c.alerts.Raise(ctx, alert.Alert{Key: alert.PartitionStalledKey(c.cfg.Group, m.Topic, m.Partition), Severity: alert.Critical,
-				Summary: fmt.Sprintf("payout-worker cannot handle a record on %s: its partition is blocked", m.Topic),
-				Details: map[string]any{"partition": m.Partition, "offset": m.Offset, "attempts": attempt, "error": err.Error()}})
+			// Logged, not paged: dlq-admin's stall detector owns the
+			// partition-stalled alert (it sees every group's commits), so
+			// one blocked partition is one page from one service.
+			c.logger.ErrorContext(ctx, "partition blocked: a record keeps failing in place", "topic", m.Topic,
+				"partition", m.Partition, "offset", m.Offset, "attempts", attempt, "error", err.Error())
 		}
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false
 		}
 	}
@@ -352,21 +355,9 @@ func (c *Consumer) deadLetter(ctx context.Context, m inbox.Message, cause error,
 		}
 		wait := c.cfg.InfraBackoff.Delay(attempt)
 		c.logger.WarnContext(ctx, "dead-letter publish failed; retrying", "error", err.Error(), "retry_in", wait.String())
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false
 		}
-	}
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

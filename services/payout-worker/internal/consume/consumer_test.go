@@ -68,6 +68,7 @@ func (s *scripted) attempts(key string) int {
 
 type bundle struct {
 	kafka   *kfake.Cluster
+	reg     *prometheus.Registry
 	h       *scripted
 	panics  *panics.Counter
 	produce func(key string)
@@ -78,6 +79,7 @@ func setup(t *testing.T, cfg consume.Config, script map[string]func(int) error) 
 	b := &bundle{kafka: kafkatest.NewCluster(t), h: &scripted{script: script, calls: map[string]int{}, handled: map[string]bool{}}}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
+	b.reg = reg
 	alerts, err := alert.New(alert.Config{Source: "payout-worker"}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	b.panics = panics.NewCounter(reg)

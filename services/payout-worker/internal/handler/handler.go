@@ -83,7 +83,7 @@ func (h *Handler) Handle(ctx context.Context, m inbox.Message) error {
 	case kafkax.TopicWebhookPending:
 		return h.pspEvent(ctx, m)
 	case kafkax.TopicTransactions:
-		if m.Headers[kafkax.HeaderEventType] == event.TypePayoutResolution {
+		if event.Type(m.Headers[kafkax.HeaderEventType]) == event.TypePayoutResolution {
 			return h.wroteOutbox(h.payouts.Resolve(ctx, m))
 		}
 		return h.wroteOutbox(h.payouts.Process(ctx, m))

@@ -53,7 +53,7 @@ func (w *world) sendResolution(rid, pid, outcome, objectID, messageID string) {
 	if messageID == "" {
 		messageID = event.PayoutResolutionID(rid)
 	}
-	rec := map[string]string{kafkax.HeaderEventType: event.TypePayoutResolution}
+	rec := map[string]string{kafkax.HeaderEventType: string(event.TypePayoutResolution)}
 	w.produceWith(kafkax.TopicTransactions, w.user, messageID, b, rec)
 	w.waitProcessed(messageID)
 }

@@ -16,7 +16,7 @@ import (
 
 // returnTypes names the aegis.settlements event of each ledger posting a
 // refund or dispute object can make.
-var returnTypes = map[string]string{
+var returnTypes = map[string]event.Type{
 	ledger.KindRefund:         event.TypeRefundPosted,
 	ledger.KindRefundReversal: event.TypeRefundReversed,
 	ledger.KindDisputeHold:    event.TypeDisputeOpened,
@@ -46,11 +46,11 @@ func (h *Handler) publishReturn(ctx context.Context, tx pgx.Tx, e event.PSPEvent
 			return fmt.Errorf("encode %s event: %w", typ, err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicSettlements, EventType: typ, PartitionKey: res.Payment.UserID, Payload: body,
+			Topic: kafkax.TopicSettlements, EventType: string(typ), PartitionKey: res.Payment.UserID, Payload: body,
 			CorrelationID: corr,
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
-				kafkax.HeaderEventType:     typ,
+				kafkax.HeaderEventType:     string(typ),
 				kafkax.HeaderMessageID:     ev.EventID,
 			},
 		})

@@ -66,7 +66,7 @@ func TestMoneyBackPostingsArePublishedOncePerTransition(t *testing.T) {
 	for _, s := range got {
 		types, ids = append(types, s.typ), append(ids, s.messageID)
 	}
-	require.Equal(t, []string{event.TypeRefundPosted, event.TypeRefundReversed, event.TypeDisputeOpened, event.TypeDisputeWon}, types)
+	require.Equal(t, []string{string(event.TypeRefundPosted), string(event.TypeRefundReversed), string(event.TypeDisputeOpened), string(event.TypeDisputeWon)}, types)
 	require.Equal(t, []string{"stripe:refund:re_1", "stripe:refund_reversal:re_1", "stripe:dispute_hold:dp_1", "stripe:dispute_release:dp_1"}, ids)
 
 	var opened event.ReturnPosted
@@ -96,7 +96,7 @@ func TestNeedsReviewPublishesNeedsReviewNotFailed(t *testing.T) {
 
 	got := w.settlements()
 	require.Len(t, got, 1)
-	require.Equal(t, event.TypePayoutNeedsReview, got[0].typ)
+	require.Equal(t, string(event.TypePayoutNeedsReview), got[0].typ)
 	var o event.PayoutOutcome
 	require.NoError(t, json.Unmarshal(got[0].body, &o))
 	require.Equal(t, "NEEDS_REVIEW", o.Status)

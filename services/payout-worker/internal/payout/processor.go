@@ -412,11 +412,11 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 	}
 	corr := p.CorrelationID
 	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicTransactions, EventType: event.TypePayoutRequested, PartitionKey: p.UserID,
+		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: p.UserID,
 		Payload: cmd, CorrelationID: corr, NotBefore: at,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: corr,
-			kafkax.HeaderEventType:     event.TypePayoutRequested,
+			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
 			kafkax.HeaderMessageID:     event.PayoutRetryID(p.ID.String(), tid),
 		},
 	})

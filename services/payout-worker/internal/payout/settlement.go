@@ -18,7 +18,7 @@ import (
 // payout.succeeded or payout.failed follows when the PSP's record settles
 // it. (It was published as payout.failed, which told the platform money
 // came back that had not.)
-func outcomeType(status Status) string {
+func outcomeType(status Status) event.Type {
 	switch status {
 	case Succeeded:
 		return event.TypePayoutSucceeded
@@ -33,7 +33,7 @@ func outcomeType(status Status) string {
 // pkg/event/schema/settlements/v1/<typ>.json) to the outbox in tx: it is
 // published exactly when the state change commits. Its event id is
 // payout:<id>:<status>, so a redelivery or replay carries the same id.
-func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, typ, reason string) error {
+func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, typ event.Type, reason string) error {
 	o := event.NewPayoutOutcome(typ, p.ID.String(), string(p.Status), p.UserID, p.Amount, p.Currency, p.Provider, pr.now())
 	o.PSPReference, o.Error = p.PSPReference, reason
 	body, err := json.Marshal(o)
@@ -42,11 +42,11 @@ func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, t
 	}
 	pr.metrics.finished.WithLabelValues(p.Provider, string(p.Status)).Inc()
 	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicSettlements, EventType: typ, PartitionKey: p.UserID, Payload: body,
+		Topic: kafkax.TopicSettlements, EventType: string(typ), PartitionKey: p.UserID, Payload: body,
 		CorrelationID: p.CorrelationID,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: p.CorrelationID,
-			kafkax.HeaderEventType:     typ,
+			kafkax.HeaderEventType:     string(typ),
 			kafkax.HeaderMessageID:     o.EventID,
 		},
 	})

@@ -267,10 +267,10 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 	}
 	now := pr.now()
 	l := dlq.Letter{Source: dlq.SourceConsumer, OriginalTopic: kafkax.TopicTransactions, PartitionKey: p.UserID,
-		EventType: event.TypePayoutRequested, Payload: cmd, CorrelationID: p.CorrelationID,
+		EventType: string(event.TypePayoutRequested), Payload: cmd, CorrelationID: p.CorrelationID,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: p.CorrelationID,
-			kafkax.HeaderEventType:     event.TypePayoutRequested,
+			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
 			kafkax.HeaderMessageID:     event.PayoutSweepID(p.ID.String(), now.UnixNano()),
 		},
 		Error: msg, ErrorClass: string(class), RetryCount: p.Attempts, FirstFailureAt: now, FailedAt: now}

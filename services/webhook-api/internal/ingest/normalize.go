@@ -171,8 +171,8 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 		e.OccurredAt = time.Unix(ev.Created, 0).UTC()
 	}
 	var problem string
-	switch ev.Type {
-	case "payment_intent.succeeded":
+	switch event.Type(ev.Type) {
+	case event.StripePaymentIntentSucceeded:
 		amount := obj.AmountReceived
 		if amount == 0 {
 			amount = obj.Amount
@@ -180,7 +180,7 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 		e.Action, e.Reference = event.ActionCredit, obj.ID
 		e.UserID, e.Amount, e.Currency = obj.Metadata["user_id"], amount, strings.ToLower(obj.Currency)
 		problem = creditProblem(e, "metadata.user_id")
-	case "charge.succeeded":
+	case event.StripeChargeSucceeded:
 		e.Reference = obj.ID
 		if pi := obj.paymentIntentID(); pi != "" {
 			e.Reference = pi
@@ -195,12 +195,12 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 			e.Amount = obj.Amount
 		}
 		problem = creditProblem(e, "metadata.user_id")
-	case "refund.created", "refund.updated", "charge.refund.updated":
+	case event.StripeRefundCreated, event.StripeRefundUpdated, event.StripeChargeRefundUpdated:
 		e.Action, e.Reference = event.ActionRefund, obj.paymentOf()
 		e.Returns = []event.Return{{ID: obj.ID, Amount: obj.Amount, Currency: strings.ToLower(obj.Currency),
 			Outcome: stripeRefundOutcome(obj.Status)}}
 		problem = returnsProblem(e)
-	case "charge.refunded":
+	case event.StripeChargeRefunded:
 		// The charge lists its refunds only in API versions that expand
 		// them; otherwise each refund arrives as its own refund.created.
 		e.Reference = obj.ID
@@ -216,12 +216,12 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 				Currency: strings.ToLower(r.Currency), Outcome: stripeRefundOutcome(r.Status)})
 		}
 		problem = returnsProblem(e)
-	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed":
+	case event.StripeDisputeCreated, event.StripeDisputeUpdated, event.StripeDisputeClosed:
 		e.Action, e.Reference = event.ActionDispute, obj.paymentOf()
 		e.Returns = []event.Return{{ID: obj.ID, Amount: obj.Amount, Currency: strings.ToLower(obj.Currency),
 			Outcome: stripeDisputeOutcome(obj.Status)}}
 		problem = returnsProblem(e)
-	case "transfer.reversed":
+	case event.StripeTransferReversed:
 		// A Connect transfer of one of our payouts came back (a failed
 		// payout is reversed whole; a partial reversal needs a person).
 		e.Action, e.Reference, e.PayoutID = event.ActionPayoutReversed, obj.ID, obj.Metadata["payout_id"]
@@ -233,11 +233,11 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 			problem = fmt.Sprintf("stripe %s %s reverses %d of %d: a partial reversal is not applied automatically",
 				ev.Type, obj.ID, obj.AmountReversed, obj.Amount)
 		}
-	case "payout.paid", "payout.failed", "payout.canceled", "payout.updated":
+	case event.StripePayoutPaid, event.StripePayoutFailed, event.StripePayoutCanceled, event.StripePayoutUpdated:
 		switch {
-		case ev.Type == "payout.paid":
+		case event.Type(ev.Type) == event.StripePayoutPaid:
 			e.Action = event.ActionPayoutPaid
-		case ev.Type == "payout.failed", ev.Type == "payout.canceled":
+		case event.Type(ev.Type) == event.StripePayoutFailed, event.Type(ev.Type) == event.StripePayoutCanceled:
 			// A canceled payout never left Stripe: its money is back in
 			// our balance, exactly as for a failed one.
 			e.Action = event.ActionPayoutFailed
@@ -357,20 +357,20 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 		OccurredAt: firstTime(now, d.PaidAt, d.UpdatedAt, d.CreatedAt), Raw: json.RawMessage(body),
 	}
 	var problem string
-	switch ev.Event {
-	case "charge.success":
+	switch event.Type(ev.Event) {
+	case event.PaystackChargeSuccess:
 		e.Action = event.ActionCredit
 		e.UserID = metadataUserID(d.Metadata)
 		if e.Reference == "" {
 			e.Reference = objectID
 		}
 		problem = creditProblem(e, "data.metadata.user_id")
-	case "transfer.success", "transfer.failed", "transfer.reversed":
-		e.Action = map[string]event.Action{
-			"transfer.success":  event.ActionPayoutPaid,
-			"transfer.failed":   event.ActionPayoutFailed,
-			"transfer.reversed": event.ActionPayoutReversed,
-		}[ev.Event]
+	case event.PaystackTransferSuccess, event.PaystackTransferFailed, event.PaystackTransferReversed:
+		e.Action = map[event.Type]event.Action{
+			event.PaystackTransferSuccess:  event.ActionPayoutPaid,
+			event.PaystackTransferFailed:   event.ActionPayoutFailed,
+			event.PaystackTransferReversed: event.ActionPayoutReversed,
+		}[event.Type(ev.Event)]
 		// Our transfers use the payout id as their reference (CONTRACT.md).
 		e.PayoutID = d.Reference
 		if d.TransferCode != "" {
@@ -379,13 +379,13 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 		if e.PayoutID == "" {
 			problem = fmt.Sprintf("paystack %s has no data.reference: cannot match it to a payout", ev.Event)
 		}
-	case "refund.processed", "refund.failed":
+	case event.PaystackRefundProcessed, event.PaystackRefundFailed:
 		var r paystackRefund
 		if err := json.Unmarshal(ev.Data, &r); err != nil {
 			return Normalized{}, malformed("Paystack refund data: %v", err)
 		}
 		outcome := event.OutcomeRefunded
-		if ev.Event == "refund.failed" {
+		if event.Type(ev.Event) == event.PaystackRefundFailed {
 			outcome = event.OutcomeRefundVoid
 		}
 		id := scalar(r.RefundReference)
@@ -395,7 +395,7 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 		e.Action, e.Reference, e.Amount = event.ActionRefund, r.TransactionReference, scalarInt(r.Amount)
 		e.Returns = []event.Return{{ID: id, Amount: e.Amount, Currency: e.Currency, Outcome: outcome}}
 		problem = returnsProblem(e)
-	case "charge.dispute.create", "charge.dispute.resolve":
+	case event.PaystackDisputeCreate, event.PaystackDisputeResolve:
 		var dd paystackDispute
 		if err := json.Unmarshal(ev.Data, &dd); err != nil {
 			return Normalized{}, malformed("Paystack dispute data: %v", err)
@@ -409,7 +409,7 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 			currency = strings.ToLower(dd.Transaction.Currency)
 		}
 		outcome := event.OutcomeDisputeOpen
-		if ev.Event == "charge.dispute.resolve" {
+		if event.Type(ev.Event) == event.PaystackDisputeResolve {
 			// Paystack: the merchant accepted the chargeback (the money goes
 			// back to the customer), or declined it with evidence and won.
 			switch dd.Resolution {

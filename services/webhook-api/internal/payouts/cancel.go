@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
 
 // ClassCanceled is the error class of a payout its client canceled.
@@ -34,26 +35,26 @@ func (s *Store) Cancel(ctx context.Context, clientID, id string) (Payout, error)
 		return Payout{}, ErrNotFound
 	}
 	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var status, userID, currency, provider, corr, class string
-		var amount int64
-		err := tx.QueryRow(ctx, sqlLockForCancel, pid).Scan(&status, &userID, &amount, &currency, &provider, &corr, &class)
+		q := sqlcdb.New(tx)
+		row, err := q.LockForCancel(ctx, pid)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("lock payout: %w", err)
 		}
+		status, userID, amount, currency, provider, corr := row.Status, row.UserID, row.Amount, row.Currency, row.Provider, row.CorrelationID
 		switch {
-		case status == "FINALIZED" && class == ClassCanceled:
+		case status == "FINALIZED" && row.ErrorClass == ClassCanceled:
 			return nil // canceled before: the same answer
 		case status != "INITIALIZED":
 			return fmt.Errorf("%w: it is %s", ErrNotCancelable, status)
 		}
 		reason := "canceled by client " + clientID
-		if _, err := tx.Exec(ctx, sqlCancel, pid, reason); err != nil {
+		if err := q.Cancel(ctx, sqlcdb.CancelParams{ID: pid, Reason: reason}); err != nil {
 			return fmt.Errorf("cancel payout: %w", err)
 		}
-		if _, err := tx.Exec(ctx, sqlCancelTransitions, pid, reason); err != nil {
+		if err := q.CancelTransitions(ctx, sqlcdb.CancelTransitionsParams{PayoutID: pid, Reason: reason}); err != nil {
 			return fmt.Errorf("record payout cancel: %w", err)
 		}
 		o := event.NewPayoutOutcome(event.TypePayoutCanceled, pid.String(), "FINALIZED", userID, amount, currency, provider, time.Now())
@@ -63,11 +64,11 @@ func (s *Store) Cancel(ctx context.Context, clientID, id string) (Payout, error)
 			return fmt.Errorf("encode payout outcome: %w", err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicSettlements, EventType: event.TypePayoutCanceled, PartitionKey: userID, Payload: body,
+			Topic: kafkax.TopicSettlements, EventType: string(event.TypePayoutCanceled), PartitionKey: userID, Payload: body,
 			CorrelationID: corr,
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
-				kafkax.HeaderEventType:     event.TypePayoutCanceled,
+				kafkax.HeaderEventType:     string(event.TypePayoutCanceled),
 				kafkax.HeaderMessageID:     o.EventID,
 			},
 		})

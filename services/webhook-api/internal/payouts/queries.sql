@@ -1,6 +1,5 @@
--- The SQL of creating a payout, compiled by sqlc into package sqlcdb. The
--- reads of Get and Cancel's statements are still in store.go (not
--- converted yet: pkg/database's doc).
+-- The SQL of the payouts store (create, get, cancel), compiled by sqlc into
+-- package sqlcdb.
 
 -- name: InsertPayout :one
 -- No row back: a concurrent request with the key committed first.
@@ -29,3 +28,38 @@ SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || @user_id::text 
 SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts
 WHERE user_id = @user_id AND currency = @currency AND created_at > now() - interval '24 hours'
   AND status NOT IN ('FAILED', 'FINALIZED');
+
+-- name: GetPayout :one
+SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
+       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
+       coalesce(error_class, '')::text AS error_class, created_at, updated_at
+FROM payouts WHERE id = @id;
+
+-- name: History :many
+SELECT coalesce(from_status, '')::text AS from_status, to_status, attempt, coalesce(error, '')::text AS error,
+       coalesce(error_class, '')::text AS error_class, at
+FROM payout_transitions WHERE payout_id = @payout_id ORDER BY id;
+
+-- name: PSPRequests :many
+SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
+       coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
+FROM payout_attempts WHERE payout_id = @payout_id ORDER BY id;
+
+-- name: Evidence :many
+SELECT provider, event_id, event_type, coalesce(amount, 0)::bigint AS amount, coalesce(currency, '')::text AS currency,
+       coalesce(psp_reference, '')::text AS psp_reference, verdict, coalesce(reason, '')::text AS reason, at
+FROM payout_evidence WHERE payout_id = @payout_id ORDER BY id;
+
+-- name: LockForCancel :one
+-- Only a payout nobody has taken up yet is canceled, under its row lock
+-- (the worker's first step takes the same lock).
+SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')::text AS error_class
+FROM payouts WHERE id = @id FOR UPDATE;
+
+-- name: Cancel :exec
+UPDATE payouts SET status = 'FINALIZED', last_error = @reason::text, error_class = 'canceled', updated_at = now()
+WHERE id = @id AND status = 'INITIALIZED';
+
+-- name: CancelTransitions :exec
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
+VALUES (@payout_id, 'INITIALIZED', 'FAILED', 0, @reason::text, 'canceled'), (@payout_id, 'FAILED', 'FINALIZED', 0, NULL, NULL);

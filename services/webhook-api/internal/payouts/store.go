@@ -19,40 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
 
-// Creating a payout is in queries.sql (sqlc, package sqlcdb); Get's reads
-// and Cancel's statements are not converted yet (pkg/database's doc).
-
-const sqlGet = `
-SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, ''), provider, attempts,
-       coalesce(psp_reference, ''), coalesce(last_error, ''), coalesce(error_class, ''), created_at, updated_at
-FROM payouts WHERE id = $1`
-
-const sqlHistory = `
-SELECT coalesce(from_status, ''), to_status, attempt, coalesce(error, ''), coalesce(error_class, ''), at
-FROM payout_transitions WHERE payout_id = $1 ORDER BY id`
-
-const sqlPSPRequests = `
-SELECT attempt, kind, coalesce(idempotency_key, ''), outcome, coalesce(psp_reference, ''), coalesce(error, ''), at
-FROM payout_attempts WHERE payout_id = $1 ORDER BY id`
-
-const sqlEvidence = `
-SELECT provider, event_id, event_type, coalesce(amount, 0), coalesce(currency, ''), coalesce(psp_reference, ''),
-       verdict, coalesce(reason, ''), at
-FROM payout_evidence WHERE payout_id = $1 ORDER BY id`
-
-// Cancel (cancel.go): only a payout nobody has taken up yet, under its row
-// lock (the worker's first step takes the same lock).
-const sqlLockForCancel = `
-SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')
-FROM payouts WHERE id = $1 FOR UPDATE`
-
-const sqlCancel = `
-UPDATE payouts SET status = 'FINALIZED', last_error = $2, error_class = 'canceled', updated_at = now()
-WHERE id = $1 AND status = 'INITIALIZED'`
-
-const sqlCancelTransitions = `
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
-VALUES ($1, 'INITIALIZED', 'FAILED', 0, $2, 'canceled'), ($1, 'FAILED', 'FINALIZED', 0, NULL, NULL)`
+// Every statement is in queries.sql (sqlc, package sqlcdb).
 
 // Store reads and creates payouts.
 type Store struct {
@@ -115,11 +82,11 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return fmt.Errorf("encode payout command: %w", err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicTransactions, EventType: event.TypePayoutRequested, PartitionKey: req.UserID,
+			Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: req.UserID,
 			Payload: cmd, CorrelationID: corr,
 			Headers: map[string]string{
 				kafkax.HeaderCorrelationID: corr,
-				kafkax.HeaderEventType:     event.TypePayoutRequested,
+				kafkax.HeaderEventType:     string(event.TypePayoutRequested),
 				kafkax.HeaderMessageID:     event.PayoutRequestID(id.String()),
 			},
 		})
@@ -190,52 +157,43 @@ func (s *Store) Get(ctx context.Context, id string) (Payout, error) {
 	if err != nil {
 		return Payout{}, ErrNotFound
 	}
-	var p Payout
-	var got uuid.UUID
-	err = s.pool.QueryRow(ctx, sqlGet, pid).Scan(&got, &p.Status, &p.UserID, &p.Amount, &p.Currency,
-		&p.Destination, &p.DestinationID, &p.Provider, &p.Attempts, &p.PSPReference, &p.LastError, &p.ErrorClass, &p.CreatedAt, &p.UpdatedAt)
+	q := sqlcdb.New(s.pool)
+	row, err := q.GetPayout(ctx, pid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payout{}, ErrNotFound
 	}
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout: %w", err)
 	}
-	p.ID = got.String()
-	rows, err := s.pool.Query(ctx, sqlHistory, pid)
+	p := Payout{ID: row.ID.String(), Status: row.Status, UserID: row.UserID, Amount: row.Amount, Currency: row.Currency,
+		Destination: row.Destination, DestinationID: row.DestinationID, Provider: row.Provider, Attempts: row.Attempts,
+		PSPReference: row.PSPReference, LastError: row.LastError, ErrorClass: row.ErrorClass,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	history, err := q.History(ctx, pid)
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout history: %w", err)
 	}
-	p.History, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Transition, error) {
-		var t Transition
-		err := r.Scan(&t.From, &t.To, &t.Attempt, &t.Error, &t.ErrorClass, &t.At)
-		return t, err
-	})
-	if err != nil {
-		return Payout{}, fmt.Errorf("load payout history: %w", err)
+	p.History = make([]Transition, 0, len(history))
+	for _, t := range history {
+		p.History = append(p.History, Transition{From: t.FromStatus, To: t.ToStatus, Attempt: t.Attempt, Error: t.Error,
+			ErrorClass: t.ErrorClass, At: t.At})
 	}
-	rows, err = s.pool.Query(ctx, sqlPSPRequests, pid)
+	requests, err := q.PSPRequests(ctx, pid)
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout PSP requests: %w", err)
 	}
-	p.PSPRequests, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PSPRequest, error) {
-		var q PSPRequest
-		err := r.Scan(&q.Attempt, &q.Kind, &q.IdempotencyKey, &q.Outcome, &q.PSPReference, &q.Error, &q.At)
-		return q, err
-	})
-	if err != nil {
-		return Payout{}, fmt.Errorf("load payout PSP requests: %w", err)
+	p.PSPRequests = make([]PSPRequest, 0, len(requests))
+	for _, r := range requests {
+		p.PSPRequests = append(p.PSPRequests, PSPRequest(r))
 	}
-	rows, err = s.pool.Query(ctx, sqlEvidence, pid)
+	evidence, err := q.Evidence(ctx, pid)
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout evidence: %w", err)
 	}
-	p.Evidence, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Evidence, error) {
-		var e Evidence
-		err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.Amount, &e.Currency, &e.PSPReference, &e.Verdict, &e.Reason, &e.At)
-		return e, err
-	})
-	if err != nil {
-		return Payout{}, fmt.Errorf("load payout evidence: %w", err)
+	p.Evidence = make([]Evidence, 0, len(evidence))
+	for _, e := range evidence {
+		p.Evidence = append(p.Evidence, Evidence{Provider: e.Provider, EventID: e.EventID, Type: e.EventType, Amount: e.Amount,
+			Currency: e.Currency, PSPReference: e.PSPReference, Verdict: e.Verdict, Reason: e.Reason, At: e.At})
 	}
 	return p, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stripe/stripe-go/v76/payout"
 	"github.com/stripe/stripe-go/v76/transfer"
 
+	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/provider"
 )
 
@@ -374,21 +375,21 @@ func (t paystackTransfer) object() Object {
 }
 
 // transferEvent is the webhook a decided transfer's state stands for.
-func (t paystackTransfer) event() string {
+func (t paystackTransfer) event() event.Type {
 	switch t.Status {
 	case "success":
-		return "transfer.success"
+		return event.PaystackTransferSuccess
 	case "failed":
-		return "transfer.failed"
+		return event.PaystackTransferFailed
 	case "reversed":
-		return "transfer.reversed"
+		return event.PaystackTransferReversed
 	}
 	return ""
 }
 
-func paystackEvent(name string, data json.RawMessage) []byte {
+func paystackEvent(name event.Type, data json.RawMessage) []byte {
 	b, _ := json.Marshal(struct {
-		Event string          `json:"event"`
+		Event event.Type      `json:"event"`
 		Data  json.RawMessage `json:"data"`
 	}{name, data}) // cannot fail: data is JSON the PSP sent
 	return b
@@ -408,7 +409,7 @@ func (p *Paystack) Events(ctx context.Context, since time.Time) ([]Pulled, error
 			Status string `json:"status"`
 		}
 		if json.Unmarshal(raw, &t) == nil && t.Status == "success" {
-			charges = append(charges, Pulled{Body: paystackEvent("charge.success", raw)})
+			charges = append(charges, Pulled{Body: paystackEvent(event.PaystackChargeSuccess, raw)})
 		}
 	}
 	transfers, err := p.list(ctx, "/transfer", since)
@@ -494,7 +495,7 @@ func (p *Paystack) returnEvents(ctx context.Context, since time.Time, txns []jso
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("paystack refund: %w", err)
 		}
-		name := map[string]string{"processed": "refund.processed", "failed": "refund.failed"}[r.Status]
+		name := map[string]event.Type{"processed": event.PaystackRefundProcessed, "failed": event.PaystackRefundFailed}[r.Status]
 		if name == "" {
 			continue
 		}
@@ -535,9 +536,9 @@ func (p *Paystack) returnEvents(ctx context.Context, since time.Time, txns []jso
 			if at.IsZero() {
 				at = paystackAt(d.UpdatedAt)
 			}
-			out = append(out, datedEvent{at: at, p: Pulled{Body: paystackEvent("charge.dispute.resolve", raw)}})
+			out = append(out, datedEvent{at: at, p: Pulled{Body: paystackEvent(event.PaystackDisputeResolve, raw)}})
 		}
-		out = append(out, datedEvent{at: paystackAt(d.CreatedAt), later: 1, p: Pulled{Body: paystackEvent("charge.dispute.create", raw)}})
+		out = append(out, datedEvent{at: paystackAt(d.CreatedAt), later: 1, p: Pulled{Body: paystackEvent(event.PaystackDisputeCreate, raw)}})
 	}
 	// Newest first across both lists; a dispute's resolve before its create.
 	sort.SliceStable(out, func(i, j int) bool {

@@ -10,6 +10,97 @@ import (
 	"time"
 )
 
+const clearAlerts = `-- name: ClearAlerts :exec
+UPDATE dead_letters SET alert_pending = false WHERE id = ANY($1::bigint[])
+`
+
+func (q *Queries) ClearAlerts(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, clearAlerts, ids)
+	return err
+}
+
+const discardMany = `-- name: DiscardMany :many
+WITH done AS (
+    UPDATE dead_letters
+    SET status = 'discarded', resolved_by = $1::text, resolved_at = $2::timestamptz,
+        resolution_reason = $3::text
+    WHERE id = ANY($4::bigint[]) AND status = 'open'
+    RETURNING id, original_topic, error_class
+), audited AS (
+    INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
+    SELECT $1::text, $5::text, $6::text, id::text, $3::text,
+           jsonb_build_object('topic', original_topic, 'error_class', error_class, 'bulk', true), $2::timestamptz
+    FROM done
+)
+SELECT id FROM done ORDER BY id
+`
+
+type DiscardManyParams struct {
+	ResolvedBy string
+	ResolvedAt time.Time
+	Reason     string
+	IDs        []int64
+	Action     string
+	TargetType string
+}
+
+// Discards the letters @ids (locked by the caller), each with its own
+// audit_log row, in one statement.
+func (q *Queries) DiscardMany(ctx context.Context, arg DiscardManyParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, discardMany,
+		arg.ResolvedBy,
+		arg.ResolvedAt,
+		arg.Reason,
+		arg.IDs,
+		arg.Action,
+		arg.TargetType,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const failedAgain = `-- name: FailedAgain :many
+SELECT id FROM dead_letters
+WHERE headers ? 'replay_of' AND headers->>'replay_of' = ($1::bigint)::text
+ORDER BY id
+`
+
+// The letters a replay of letter @id became: the replayed message carries
+// replay_of (dead_letters_replay_of_idx).
+func (q *Queries) FailedAgain(ctx context.Context, id int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, failedAgain, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertAudit = `-- name: InsertAudit :exec
 
 INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
@@ -27,9 +118,11 @@ type InsertAuditParams struct {
 }
 
 // The static SQL of package store, compiled by sqlc into package sqlcdb.
-// The statements whose WHERE clause depends on the filters a request sets
-// (lists, groups, open-letter selections) stay in queries.go: see there and
-// pkg/database's doc.
+// Two kinds stay in queries.go (see there and pkg/database's doc): the
+// statements whose WHERE clause depends on the filters a request sets
+// (lists, groups, open-letter selections), and the five that return a
+// letter's summary columns (Get, Lock, MarkReplayed, MarkDiscarded,
+// PendingAlerts), which share one column list and one scan.
 func (q *Queries) InsertAudit(ctx context.Context, arg InsertAuditParams) error {
 	_, err := q.db.Exec(ctx, insertAudit,
 		arg.Actor,
@@ -52,4 +145,45 @@ func (q *Queries) MaxID(ctx context.Context) (int64, error) {
 	var max_id int64
 	err := row.Scan(&max_id)
 	return max_id, err
+}
+
+const stats = `-- name: Stats :many
+SELECT original_topic, status, count(*)::bigint AS count, min(failed_at)::timestamptz AS oldest
+FROM dead_letters
+GROUP BY original_topic, status
+ORDER BY original_topic, status
+`
+
+type StatsRow struct {
+	OriginalTopic string
+	Status        string
+	Count         int64
+	Oldest        time.Time
+}
+
+// Every letter counted once per (topic, status); min(failed_at) of the open
+// group is the oldest open letter of that topic.
+func (q *Queries) Stats(ctx context.Context) ([]StatsRow, error) {
+	rows, err := q.db.Query(ctx, stats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StatsRow
+	for rows.Next() {
+		var i StatsRow
+		if err := rows.Scan(
+			&i.OriginalTopic,
+			&i.Status,
+			&i.Count,
+			&i.Oldest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -7,6 +7,7 @@ package sqlcdb
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -30,6 +31,172 @@ func (q *Queries) ByKey(ctx context.Context, arg ByKeyParams) (ByKeyRow, error) 
 	var i ByKeyRow
 	err := row.Scan(&i.ID, &i.RequestHash)
 	return i, err
+}
+
+const cancel = `-- name: Cancel :exec
+UPDATE payouts SET status = 'FINALIZED', last_error = $1::text, error_class = 'canceled', updated_at = now()
+WHERE id = $2 AND status = 'INITIALIZED'
+`
+
+type CancelParams struct {
+	Reason string
+	ID     uuid.UUID
+}
+
+func (q *Queries) Cancel(ctx context.Context, arg CancelParams) error {
+	_, err := q.db.Exec(ctx, cancel, arg.Reason, arg.ID)
+	return err
+}
+
+const cancelTransitions = `-- name: CancelTransitions :exec
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
+VALUES ($1, 'INITIALIZED', 'FAILED', 0, $2::text, 'canceled'), ($1, 'FAILED', 'FINALIZED', 0, NULL, NULL)
+`
+
+type CancelTransitionsParams struct {
+	PayoutID uuid.UUID
+	Reason   string
+}
+
+func (q *Queries) CancelTransitions(ctx context.Context, arg CancelTransitionsParams) error {
+	_, err := q.db.Exec(ctx, cancelTransitions, arg.PayoutID, arg.Reason)
+	return err
+}
+
+const evidence = `-- name: Evidence :many
+SELECT provider, event_id, event_type, coalesce(amount, 0)::bigint AS amount, coalesce(currency, '')::text AS currency,
+       coalesce(psp_reference, '')::text AS psp_reference, verdict, coalesce(reason, '')::text AS reason, at
+FROM payout_evidence WHERE payout_id = $1 ORDER BY id
+`
+
+type EvidenceRow struct {
+	Provider     string
+	EventID      string
+	EventType    string
+	Amount       int64
+	Currency     string
+	PSPReference string
+	Verdict      string
+	Reason       string
+	At           time.Time
+}
+
+func (q *Queries) Evidence(ctx context.Context, payoutID uuid.UUID) ([]EvidenceRow, error) {
+	rows, err := q.db.Query(ctx, evidence, payoutID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EvidenceRow
+	for rows.Next() {
+		var i EvidenceRow
+		if err := rows.Scan(
+			&i.Provider,
+			&i.EventID,
+			&i.EventType,
+			&i.Amount,
+			&i.Currency,
+			&i.PSPReference,
+			&i.Verdict,
+			&i.Reason,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const getPayout = `-- name: GetPayout :one
+SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
+       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
+       coalesce(error_class, '')::text AS error_class, created_at, updated_at
+FROM payouts WHERE id = $1
+`
+
+type GetPayoutRow struct {
+	ID            uuid.UUID
+	Status        string
+	UserID        string
+	Amount        int64
+	Currency      string
+	Destination   string
+	DestinationID string
+	Provider      string
+	Attempts      int
+	PSPReference  string
+	LastError     string
+	ErrorClass    string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+func (q *Queries) GetPayout(ctx context.Context, id uuid.UUID) (GetPayoutRow, error) {
+	row := q.db.QueryRow(ctx, getPayout, id)
+	var i GetPayoutRow
+	err := row.Scan(
+		&i.ID,
+		&i.Status,
+		&i.UserID,
+		&i.Amount,
+		&i.Currency,
+		&i.Destination,
+		&i.DestinationID,
+		&i.Provider,
+		&i.Attempts,
+		&i.PSPReference,
+		&i.LastError,
+		&i.ErrorClass,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const history = `-- name: History :many
+SELECT coalesce(from_status, '')::text AS from_status, to_status, attempt, coalesce(error, '')::text AS error,
+       coalesce(error_class, '')::text AS error_class, at
+FROM payout_transitions WHERE payout_id = $1 ORDER BY id
+`
+
+type HistoryRow struct {
+	FromStatus string
+	ToStatus   string
+	Attempt    int
+	Error      string
+	ErrorClass string
+	At         time.Time
+}
+
+func (q *Queries) History(ctx context.Context, payoutID uuid.UUID) ([]HistoryRow, error) {
+	rows, err := q.db.Query(ctx, history, payoutID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HistoryRow
+	for rows.Next() {
+		var i HistoryRow
+		if err := rows.Scan(
+			&i.FromStatus,
+			&i.ToStatus,
+			&i.Attempt,
+			&i.Error,
+			&i.ErrorClass,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const insertFirstTransition = `-- name: InsertFirstTransition :exec
@@ -65,9 +232,8 @@ type InsertPayoutParams struct {
 	DestinationID  *uuid.UUID
 }
 
-// The SQL of creating a payout, compiled by sqlc into package sqlcdb. The
-// reads of Get and Cancel's statements are still in store.go (not
-// converted yet: pkg/database's doc).
+// The SQL of the payouts store (create, get, cancel), compiled by sqlc into
+// package sqlcdb.
 // No row back: a concurrent request with the key committed first.
 func (q *Queries) InsertPayout(ctx context.Context, arg InsertPayoutParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, insertPayout,
@@ -103,6 +269,82 @@ type LockDailyParams struct {
 func (q *Queries) LockDaily(ctx context.Context, arg LockDailyParams) error {
 	_, err := q.db.Exec(ctx, lockDaily, arg.UserID, arg.Currency)
 	return err
+}
+
+const lockForCancel = `-- name: LockForCancel :one
+SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')::text AS error_class
+FROM payouts WHERE id = $1 FOR UPDATE
+`
+
+type LockForCancelRow struct {
+	Status        string
+	UserID        string
+	Amount        int64
+	Currency      string
+	Provider      string
+	CorrelationID string
+	ErrorClass    string
+}
+
+// Only a payout nobody has taken up yet is canceled, under its row lock
+// (the worker's first step takes the same lock).
+func (q *Queries) LockForCancel(ctx context.Context, id uuid.UUID) (LockForCancelRow, error) {
+	row := q.db.QueryRow(ctx, lockForCancel, id)
+	var i LockForCancelRow
+	err := row.Scan(
+		&i.Status,
+		&i.UserID,
+		&i.Amount,
+		&i.Currency,
+		&i.Provider,
+		&i.CorrelationID,
+		&i.ErrorClass,
+	)
+	return i, err
+}
+
+const pSPRequests = `-- name: PSPRequests :many
+SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
+       coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
+FROM payout_attempts WHERE payout_id = $1 ORDER BY id
+`
+
+type PSPRequestsRow struct {
+	Attempt        int
+	Kind           string
+	IdempotencyKey string
+	Outcome        string
+	PSPReference   string
+	Error          string
+	At             time.Time
+}
+
+func (q *Queries) PSPRequests(ctx context.Context, payoutID uuid.UUID) ([]PSPRequestsRow, error) {
+	rows, err := q.db.Query(ctx, pSPRequests, payoutID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PSPRequestsRow
+	for rows.Next() {
+		var i PSPRequestsRow
+		if err := rows.Scan(
+			&i.Attempt,
+			&i.Kind,
+			&i.IdempotencyKey,
+			&i.Outcome,
+			&i.PSPReference,
+			&i.Error,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const paidOutDaily = `-- name: PaidOutDaily :one

@@ -53,6 +53,18 @@
 // accepted webhooks wait about QueueBudget instead of every request waiting
 // longer and longer until clients time out, and the PSP retries the rest.
 //
+// SQL. The statements are in queries.sql, compiled by sqlc into sqlcdb
+// against the migrations' schema. Each is sent inside a pipelined
+// transaction (pgx.Batch), which sqlc's generated methods cannot join (they
+// run their statement at once, or send a batch of their own): queue
+// (pipeline.go) calls the generated method on a recorder and queues the
+// statement it was given, text and argument order from the generated code,
+// so a group stays one round trip (two on the general path). The group's
+// multi-row insert is sqlc's too: its unnest of eleven arrays is written as
+// ROWS FROM (unnest(…), …), which Postgres treats the same and sqlc can
+// type (sqlc does not know multi-argument unnest). pkg/outbox's rows and
+// pkg/dlq's letters are queued by those packages.
+//
 // Stripe sends charge.succeeded and payment_intent.succeeded for one payment;
 // both carry the PaymentIntent id as their Reference, which the ledger keys
 // credits on, so a payment is credited once. A charge that is only authorised

@@ -34,14 +34,23 @@ var ErrOverloaded = errors.New("too many webhooks waiting to be committed")
 // is bounded by time: a webhook is refused when the expected wait — the
 // groups ahead of it at the measured time per commit, then its own —
 // exceeds it (the first group in line is always taken, so a slow spell
-// cannot shut the door for good), or when every committer has been stuck in one commit for
-// longer. The line's count bound (what they commit in that time at their
-// measured rate, never less than one full group per committer;
-// minLineGroups of them until a full group was measured) stays as a cap.
+// cannot shut the door for good), or when every committer has been stuck
+// in one commit for stallFactor budgets (a stall, not a slow commit). The
+// line's count bound (what they commit in that time at their measured
+// rate, never less than one full group per committer; minLineGroups of
+// them until a full group was measured) stays as a cap.
 // So the wait of an accepted webhook stays near QueueBudget however much
 // more is offered, also when Postgres slows down, and what is beyond it is
 // refused in microseconds rather than left to time out.
 const QueueBudget = 250 * time.Millisecond
+
+// stallFactor is how many budgets every committer must have spent in its
+// current commit before the committers count as stalled and nothing more
+// is admitted. One budget is too few: a commit that waited for a core on
+// a busy host, or a GC pause, would shed webhooks from a few clients that
+// are no overload at all; four budgets (a second) is the answer time a
+// caller is promised under overload, already lost for whoever waits.
+const stallFactor = 4
 
 // minLineGroups is the line's bound, in full groups per committer, until
 // the committers have been measured at full groups: a burst on a quiet
@@ -173,7 +182,7 @@ func (c *Committer) admit() bool {
 // tooLate reports whether the n-th webhook in line would wait longer than
 // the budget for its commit: the commits ahead of it, by the committers in
 // turn at the measured time per commit, and its own; or every committer
-// has been in its current commit for longer than the budget already
+// has been in its current commit for stallFactor budgets already
 // (Postgres stalled: nothing measured says when it will be free). A
 // webhook of the first round is never too late by the average alone: with
 // the line empty nothing else would ever be committed and measured again.
@@ -186,7 +195,7 @@ func (c *Committer) tooLate(n int64) bool {
 	now := c.clock().UnixNano()
 	for i := range c.busySince {
 		since := c.busySince[i].Load()
-		if since == 0 || time.Duration(now-since) <= c.budget {
+		if since == 0 || time.Duration(now-since) <= stallFactor*c.budget {
 			return false
 		}
 	}

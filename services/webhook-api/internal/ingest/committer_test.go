@@ -156,7 +156,7 @@ func TestCommitterStopIsBoundedWhenPostgresHangs(t *testing.T) {
 }
 
 // Issue 17: admission is bounded by time, not only by count. While
-// Postgres commits nothing for longer than the budget, a webhook is
+// Postgres commits nothing for four budgets (a stall), a webhook is
 // refused at once (ErrOverloaded, a 503 with Retry-After) although the
 // line has room for a thousand; the webhook stuck in the commit is
 // committed once Postgres moves, the refused one is not stored, and the

@@ -48,12 +48,11 @@
 // Admission control. In front of the group commit is a line bounded by
 // time: a webhook is admitted when the commits ahead of it and its own, at
 // the measured time per commit, fit in QueueBudget, and none is while every
-// committer has been stuck in one commit for longer (Postgres stalled); a
+// committer has been stuck in one commit for four budgets (a stall); a
 // count bound — what the committers commit in QueueBudget at their rate
 // measured on full groups, at least one full group per committer — stays
 // as a cap. Counting alone was not enough: when Postgres slows down, the
-// rate measured earlier lets in more than the budget's worth, and the
-// accepted webhooks waited over a second. A webhook that finds no room is
+// rate measured earlier lets in more than the budget's worth. A webhook that finds no room is
 // refused at once with ErrOverloaded (the API answers 503 with Retry-After
 // before reading the body) and nothing is stored: under overload the
 // accepted webhooks wait about QueueBudget instead of every request waiting

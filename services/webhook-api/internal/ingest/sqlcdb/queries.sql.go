@@ -56,7 +56,8 @@ type InsertEventRow struct {
 // seen time in psp_objects: the upsert only applies when the event is at
 // least as new as what was seen, so no row back means stale. track is
 // false for payout outcomes, which psp_objects does not track: their order
-// is the worker's to judge, on the events it applied.
+// is the worker's to judge, on the events it applied. id is NULL for a
+// duplicate (sqlc types it int64; the store scans it into a pointer).
 func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (InsertEventRow, error) {
 	row := q.db.QueryRow(ctx, insertEvent,
 		arg.Provider,

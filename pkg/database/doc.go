@@ -48,7 +48,10 @@
 // transitions, attempts, evidence, sweeper). Statements a store pipelines
 // with others in one pgx.Batch are queued through a hand-written
 // sqlcdb/batch.go beside the generated code (sqlc's :batch kinds send a
-// batch per statement), so the round trips stay as they were.
+// batch per statement), so the round trips stay as they were;
+// webhook-api ingest (its queries.sql, unnest insert included: each
+// statement is recorded from its generated method into the group's
+// pipelined transaction, so round trips did not change; ingest/doc.go).
 //
 // Not converted yet, and why:
 //   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
@@ -63,8 +66,9 @@
 //     PendingAlerts return the same summary column list into one scan
 //     (Summary.fields); in sqlc each would be its own ~20-field row type
 //     with its own copy of the mapping, so they stay beside that list.
-//   - the hot paths `make bench` measures: webhook-api ingest and wallets,
-//     payout-worker's ledger, resolution reads and consume (processed). They move only with the same
+//   - the hot paths `make bench` measures that are left: webhook-api
+//     wallets, payout-worker's ledger, resolution reads and consume
+//     (processed). They move only with the same
 //     statements (batch, unnest, COPY) and round trips and a bench run to
 //     show it; that run was not made, so they keep their constants (each in
 //     one queries.go or store.go per store).

@@ -109,7 +109,7 @@ func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier, cfg in
 	if cfg.Workers == 0 {
 		// A line long enough that no test is shed on a slow machine (the
 		// overload test sizes its own).
-		cfg = ingest.CommitterConfig{Workers: 2, MaxGroup: 16, MinLine: 1024}
+		cfg = ingest.CommitterConfig{Workers: 2, MaxGroup: 16, MinLine: 1024, Budget: time.Hour}
 	}
 	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), cfg, lifecycle.Deps{})
 	require.NoError(t, err)

@@ -55,7 +55,8 @@ func sendWebhook(url, id string) shedAnswer {
 
 // TestOverloadIsShedWithRetryAfterAndNothingAcknowledgedIsLost saturates a
 // small committer (one committer, groups of 2, so a line of 8 until it
-// was measured) while
+// was measured; the time bound is lifted so that the count alone decides:
+// TestStalledCommitIsShedWithRoomInTheLine below proves the time bound) while
 // Postgres cannot commit: what does not fit is answered 503 overloaded with
 // Retry-After at once, while the rest still waits for its commit; once
 // Postgres commits again every webhook answered 200 is stored, none of the
@@ -63,7 +64,7 @@ func sendWebhook(url, id string) shedAnswer {
 func TestOverloadIsShedWithRetryAfterAndNothingAcknowledgedIsLost(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	url := newServerWith(t, db.Pool, []string{stripeSecret}, options{commit: ingest.CommitterConfig{Workers: 1, MaxGroup: 2}})
+	url := newServerWith(t, db.Pool, []string{stripeSecret}, options{commit: ingest.CommitterConfig{Workers: 1, MaxGroup: 2, Budget: time.Hour}})
 	ctx := context.Background()
 
 	// Postgres stops committing webhooks: their inserts wait for this lock.
@@ -126,4 +127,50 @@ func TestOverloadIsShedWithRetryAfterAndNothingAcknowledgedIsLost(t *testing.T) 
 		require.Equal(t, http.StatusOK, a.status, "%+v", a)
 	}
 	require.Equal(t, len(accepted)+5, count(t, db, "SELECT count(*) FROM webhook_events"))
+}
+
+// Issue 17: admission is bounded by time. With room for a thousand in the
+// line, a webhook that arrives while the committer has been stuck in one
+// commit for four budgets (a stall) is answered 503 overloaded with
+// Retry-After at once instead of queueing behind it; the stuck one is
+// committed and answered 200 once Postgres moves, the shed one is not
+// stored, and the next webhook is accepted.
+func TestStalledCommitIsShedWithRoomInTheLine(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	const budget = 200 * time.Millisecond
+	url := newServerWith(t, db.Pool, []string{stripeSecret},
+		options{commit: ingest.CommitterConfig{Workers: 1, MaxGroup: 4, MinLine: 1000, Budget: budget}})
+	ctx := context.Background()
+	blocker, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+	_, err = blocker.Exec(ctx, "LOCK TABLE webhook_events IN SHARE MODE")
+	require.NoError(t, err)
+
+	stuck := make(chan shedAnswer, 1)
+	go func() { stuck <- sendWebhook(url, "evt_stalled") }()
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			WHERE NOT l.granted AND a.datname = current_database()`) > 0
+	}, 20*time.Second, 10*time.Millisecond, "the first webhook's commit never reached the lock")
+	time.Sleep(5 * budget) // the commit has now been stuck for more than four budgets: a stall
+	asked := time.Now()
+	shed := sendWebhook(url, "evt_shed")
+	took := time.Since(asked)
+	require.NoError(t, shed.err)
+	require.Equal(t, http.StatusServiceUnavailable, shed.status, "admitted behind a commit stuck beyond the budget: %+v", shed)
+	require.Less(t, took, 5*time.Second, "the refusal was not at once")
+	require.Equal(t, "overloaded", shed.code)
+	require.Equal(t, "1", shed.retryAfter, "a shed webhook says when to retry")
+
+	require.NoError(t, blocker.Commit(ctx))
+	a := <-stuck
+	require.NoError(t, a.err)
+	require.Equal(t, http.StatusOK, a.status, "%+v", a)
+	require.Equal(t, 1, count(t, db, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_stalled'"))
+	require.Zero(t, count(t, db, "SELECT count(*) FROM webhook_events WHERE event_id = $1", shed.id), "nothing is stored for a shed webhook")
+	after := sendWebhook(url, "evt_after_stall")
+	require.NoError(t, after.err)
+	require.Equal(t, http.StatusOK, after.status, "%+v", after)
 }

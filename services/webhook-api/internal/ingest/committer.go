@@ -29,14 +29,28 @@ var ErrStopped = errors.New("ingest committer stopped")
 // work than the committers can do in QueueBudget; the PSP retries.
 var ErrOverloaded = errors.New("too many webhooks waiting to be committed")
 
-// QueueBudget is how long a webhook may wait in line for its commit when
-// the committers are saturated. The line's bound is what they commit in
-// that time at their measured rate (never less than one full group per
-// committer; minLineGroups of them until a full group was measured): by
-// Little's law the wait of an accepted webhook stays near
-// QueueBudget however much more is offered, and what is beyond it is
+// QueueBudget is how long a webhook may wait for its commit (in line and
+// in its group's transaction) when the committers are saturated. Admission
+// is bounded by time: a webhook is refused when the expected wait — the
+// groups ahead of it at the measured time per commit, then its own —
+// exceeds it (the first group in line is always taken, so a slow spell
+// cannot shut the door for good), or when every committer has been stuck
+// in one commit for stallFactor budgets (a stall, not a slow commit). The
+// line's count bound (what they commit in that time at their measured
+// rate, never less than one full group per committer; minLineGroups of
+// them until a full group was measured) stays as a cap.
+// So the wait of an accepted webhook stays near QueueBudget however much
+// more is offered, also when Postgres slows down, and what is beyond it is
 // refused in microseconds rather than left to time out.
 const QueueBudget = 250 * time.Millisecond
+
+// stallFactor is how many budgets every committer must have spent in its
+// current commit before the committers count as stalled and nothing more
+// is admitted. One budget is too few: a commit that waited for a core on
+// a busy host, or a GC pause, would shed webhooks from a few clients that
+// are no overload at all; four budgets (a second) is the answer time a
+// caller is promised under overload, already lost for whoever waits.
+const stallFactor = 4
 
 // minLineGroups is the line's bound, in full groups per committer, until
 // the committers have been measured at full groups: a burst on a quiet
@@ -79,6 +93,14 @@ type Committer struct {
 	// per second: a moving average over the full groups only (a group that
 	// took everything queued says how much came, not how much could go).
 	rate float64
+	// budget is QueueBudget unless a test set another.
+	budget time.Duration
+	// commitNanos is a moving average of a group's commit time, every
+	// group counted (a commit takes about as long whatever its size).
+	commitNanos atomic.Int64
+	// busySince holds, per committer, when its current commit started
+	// (unix nanoseconds), 0 while it waits for work.
+	busySince []atomic.Int64
 }
 
 type request struct {
@@ -93,8 +115,11 @@ type CommitterConfig struct {
 	MaxGroup int
 	// MinLine is the least bound of the line of webhooks waiting for a
 	// commit; 0 is one full group per committer. Tests that must never
-	// shed, whatever the machine's speed, set it high.
+	// shed, whatever the machine's speed, set it high (and Budget long).
 	MinLine int
+	// Budget is how long a webhook may expect to wait for its commit
+	// before it is refused; 0 is QueueBudget (production has no other).
+	Budget time.Duration
 }
 
 // NewCommitter returns a committer saving to store. deps.Panics counts the
@@ -114,7 +139,11 @@ func NewCommitter(store *Store, cfg CommitterConfig, deps lifecycle.Deps) (*Comm
 	}
 	size := max(maxLineGroups*cfg.Workers*cfg.MaxGroup, least)
 	c := &Committer{store: store, queue: make(chan *request, size), workers: cfg.Workers,
-		maxGroup: cfg.MaxGroup, logger: deps.Logger, clock: deps.Clock, panics: deps.Panics, minLine: int64(least)}
+		maxGroup: cfg.MaxGroup, logger: deps.Logger, clock: deps.Clock, panics: deps.Panics, minLine: int64(least),
+		budget: cfg.Budget, busySince: make([]atomic.Int64, cfg.Workers)}
+	if c.budget <= 0 {
+		c.budget = QueueBudget
+	}
 	c.lineLimit.Store(int64(max(least, minLineGroups*cfg.Workers*cfg.MaxGroup)))
 	for _, m := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aegis_ingest_line",
@@ -134,15 +163,57 @@ func NewCommitter(store *Store, cfg CommitterConfig, deps lifecycle.Deps) (*Comm
 // Full reports whether a webhook offered now would be refused with
 // ErrOverloaded: a caller checks it before reading and verifying a body it
 // would then have to refuse anyway.
-func (c *Committer) Full() bool { return c.inLine.Load() >= c.lineLimit.Load() }
+func (c *Committer) Full() bool {
+	n := c.inLine.Load() + 1
+	return n > c.lineLimit.Load() || c.tooLate(n)
+}
 
-// admit takes a place in line, or reports that the line is full.
+// admit takes a place in line, or reports that the line is full or that
+// the wait for a commit would exceed the budget.
 func (c *Committer) admit() bool {
-	if c.inLine.Add(1) > c.lineLimit.Load() {
+	n := c.inLine.Add(1)
+	if n > c.lineLimit.Load() || c.tooLate(n) {
 		c.inLine.Add(-1)
 		return false
 	}
 	return true
+}
+
+// tooLate reports whether the n-th webhook in line would wait longer than
+// the budget for its commit: the commits ahead of it, by the committers in
+// turn at the measured time per commit, and its own; or every committer
+// has been in its current commit for stallFactor budgets already
+// (Postgres stalled: nothing measured says when it will be free). A
+// webhook of the first round is never too late by the average alone: with
+// the line empty nothing else would ever be committed and measured again.
+func (c *Committer) tooLate(n int64) bool {
+	groups := (n + int64(c.maxGroup) - 1) / int64(c.maxGroup)
+	rounds := (groups + int64(c.workers) - 1) / int64(c.workers)
+	if rounds > 1 && time.Duration(rounds*c.commitNanos.Load()) > c.budget {
+		return true
+	}
+	now := c.clock().UnixNano()
+	for i := range c.busySince {
+		since := c.busySince[i].Load()
+		if since == 0 || time.Duration(now-since) <= stallFactor*c.budget {
+			return false
+		}
+	}
+	return true
+}
+
+// committed folds one group's commit time into the moving average.
+func (c *Committer) committed(took time.Duration) {
+	for {
+		old := c.commitNanos.Load()
+		next := int64(took)
+		if old != 0 {
+			next = old + (int64(took)-old)/8
+		}
+		if c.commitNanos.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // measured folds a full group's commit into the rate and resizes the line.
@@ -168,7 +239,8 @@ func (c *Committer) measured(n int, took time.Duration) {
 func (c *Committer) Start(ctx context.Context) error {
 	routines := make([]lifecycle.Routine, c.workers)
 	for i := range routines {
-		routines[i] = c.work
+		busy := &c.busySince[i]
+		routines[i] = func(soft, hard context.Context) error { return c.work(soft, hard, busy) }
 	}
 	return c.Base.Start(ctx, routines...)
 }
@@ -215,16 +287,16 @@ func (c *Committer) Save(ctx context.Context, p Pending) (Saved, error) {
 
 // work commits groups until the soft stop, then commits what is still
 // queued; commits run on hard, cancelled when Stop's context runs out.
-func (c *Committer) work(soft, hard context.Context) error {
+func (c *Committer) work(soft, hard context.Context, busy *atomic.Int64) error {
 	for {
 		select {
 		case first := <-c.queue:
-			c.commit(hard, c.fill(first))
+			c.commit(hard, c.fill(first), busy)
 		case <-soft.Done():
 			for {
 				select {
 				case first := <-c.queue:
-					c.commit(hard, c.fill(first))
+					c.commit(hard, c.fill(first), busy)
 				default:
 					return nil
 				}
@@ -249,7 +321,7 @@ func (c *Committer) fill(first *request) []*request {
 	return group
 }
 
-func (c *Committer) commit(ctx context.Context, group []*request) {
+func (c *Committer) commit(ctx context.Context, group []*request, busy *atomic.Int64) {
 	// Requests outlive their HTTP contexts here on purpose (ctx is the
 	// committer's): a half-committed group must not be cancelled by one
 	// client hanging up.
@@ -259,9 +331,12 @@ func (c *Committer) commit(ctx context.Context, group []*request) {
 		pending[i] = r.p
 	}
 	start := c.clock()
+	busy.Store(start.UnixNano())
 	results, perr := c.save(ctx, pending)
+	took := c.clock().Sub(start)
+	c.committed(took) // a failed commit's time counts too: it is what the line waits
 	if perr == nil && results[0].Err == nil {
-		c.measured(len(group), c.clock().Sub(start))
+		c.measured(len(group), took)
 	}
 	if len(group) > 1 && (perr != nil || results[0].Err != nil) {
 		// One bad webhook must not fail its neighbours: try each alone.
@@ -276,6 +351,9 @@ func (c *Committer) commit(ctx context.Context, group []*request) {
 		}
 		perr = nil
 	}
+	// The committer is free before anyone is answered: an answered caller
+	// that offers its next webhook at once must not find it stuck.
+	busy.Store(0)
 	// The span ends before anyone is answered: a request's trace is whole
 	// when its response is written.
 	span.End()

@@ -71,7 +71,7 @@ func TestCommitterSurvivesAPanicWhileCommitting(t *testing.T) {
 func TestCommitterStopIsOnceAndCommitsWhatIsQueued(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, &panickyWake{}, time.Now), ingest.CommitterConfig{Workers: 2, MaxGroup: 4, MinLine: 64}, lifecycle.Deps{})
+	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, &panickyWake{}, time.Now), ingest.CommitterConfig{Workers: 2, MaxGroup: 4, MinLine: 64, Budget: time.Hour}, lifecycle.Deps{})
 	require.NoError(t, err)
 	require.NoError(t, c.Stop(context.Background()), "stop before start")
 	require.NoError(t, c.Start(context.Background()))
@@ -153,4 +153,61 @@ func TestCommitterStopIsBoundedWhenPostgresHangs(t *testing.T) {
 	default:
 		t.Fatal("a committer goroutine outlived Stop")
 	}
+}
+
+// Issue 17: admission is bounded by time, not only by count. While
+// Postgres commits nothing for four budgets (a stall), a webhook is
+// refused at once (ErrOverloaded, a 503 with Retry-After) although the
+// line has room for a thousand; the webhook stuck in the commit is
+// committed once Postgres moves, the refused one is not stored, and the
+// next webhook is admitted again.
+func TestCommitterShedsWhenTheCommitOutlastsTheBudget(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	const budget = 200 * time.Millisecond
+	c, err := ingest.NewCommitter(ingest.NewStore(db.Pool, noNotify{}, time.Now),
+		ingest.CommitterConfig{Workers: 1, MaxGroup: 4, MinLine: 1000, Budget: budget}, lifecycle.Deps{})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	defer func() { require.NoError(t, c.Stop(context.Background())) }()
+	ctx := context.Background()
+
+	blocker, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+	_, err = blocker.Exec(ctx, "LOCK TABLE webhook_events IN SHARE MODE")
+	require.NoError(t, err)
+
+	stuck := make(chan error, 1)
+	go func() {
+		saved, err := c.Save(ctx, credit("evt_stuck", "pi_stuck", 0))
+		if err == nil && saved.Outcome != ingest.Accepted {
+			err = fmt.Errorf("outcome %q", saved.Outcome)
+		}
+		stuck <- err
+	}()
+	require.Eventually(t, c.Full, 10*time.Second, 10*time.Millisecond,
+		"the committer has been stuck in a commit beyond the budget and still admits webhooks")
+	asked := time.Now()
+	_, err = c.Save(ctx, credit("evt_shed", "pi_shed", 0))
+	require.ErrorIs(t, err, ingest.ErrOverloaded)
+	require.Less(t, time.Since(asked), budget, "the refusal waited instead of answering at once")
+
+	require.NoError(t, blocker.Commit(ctx))
+	select {
+	case err := <-stuck:
+		require.NoError(t, err, "the webhook in the stuck commit")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck webhook was never answered")
+	}
+	saved, err := c.Save(ctx, credit("evt_after", "pi_after", 0))
+	require.NoError(t, err)
+	require.Equal(t, ingest.Accepted, saved.Outcome)
+
+	var stored []string
+	rows, err := db.Pool.Query(ctx, "SELECT event_id FROM webhook_events ORDER BY event_id")
+	require.NoError(t, err)
+	stored, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"evt_after", "evt_stuck"}, stored, "the refused webhook must not be stored, the others must")
 }

@@ -45,13 +45,30 @@
 // do not act on: one round trip of four statements whatever the group's
 // size); each request is answered only after its own group committed.
 //
-// Admission control. In front of the group commit is a bounded line: what
-// the committers commit in QueueBudget at their rate measured on full groups
-// (at least one full group per committer). A webhook that finds it full is
+// Admission control. In front of the group commit is a line bounded by
+// time: a webhook is admitted when the commits ahead of it and its own, at
+// the measured time per commit, fit in QueueBudget, and none is while every
+// committer has been stuck in one commit for four budgets (a stall); a
+// count bound — what the committers commit in QueueBudget at their rate
+// measured on full groups, at least one full group per committer — stays
+// as a cap. Counting alone was not enough: when Postgres slows down, the
+// rate measured earlier lets in more than the budget's worth. A webhook that finds no room is
 // refused at once with ErrOverloaded (the API answers 503 with Retry-After
 // before reading the body) and nothing is stored: under overload the
 // accepted webhooks wait about QueueBudget instead of every request waiting
 // longer and longer until clients time out, and the PSP retries the rest.
+//
+// SQL. The statements are in queries.sql, compiled by sqlc into sqlcdb
+// against the migrations' schema. Each is sent inside a pipelined
+// transaction (pgx.Batch), which sqlc's generated methods cannot join (they
+// run their statement at once, or send a batch of their own): queue
+// (pipeline.go) calls the generated method on a recorder and queues the
+// statement it was given, text and argument order from the generated code,
+// so a group stays one round trip (two on the general path). The group's
+// multi-row insert is sqlc's too: its unnest of eleven arrays is written as
+// ROWS FROM (unnest(…), …), which Postgres treats the same and sqlc can
+// type (sqlc does not know multi-argument unnest). pkg/outbox's rows and
+// pkg/dlq's letters are queued by those packages.
 //
 // Stripe sends charge.succeeded and payment_intent.succeeded for one payment;
 // both carry the PaymentIntent id as their Reference, which the ledger keys

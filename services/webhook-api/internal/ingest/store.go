@@ -18,89 +18,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest/sqlcdb"
 )
-
-// sqlInsertEvent stores the event and, in the same statement, records its
-// object's latest seen time in psp_objects: the upsert only applies when the
-// event is at least as new as what was seen, so no row back means stale.
-// $12 is false for payout outcomes, which psp_objects does not track: their
-// order is the worker's to judge, on the events it applied.
-const sqlInsertEvent = `
-WITH ev AS (
-    INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
-    VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
-    ON CONFLICT (provider, event_id) DO NOTHING
-    RETURNING id),
-obj AS (
-    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
-    SELECT $1, $4, nullif($11, ''), $3, $2, $8 FROM ev WHERE $4 <> '' AND $12::boolean
-    ON CONFLICT (provider, object_id) DO UPDATE
-    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
-        occurred_at = EXCLUDED.occurred_at, updated_at = now()
-    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
-    RETURNING 1)
-SELECT (SELECT id FROM ev), (SELECT count(*) FROM obj)`
-
-// sqlInsertEvents is the one round trip path's insert: every event of a
-// group in one statement, without ON CONFLICT, because a duplicate must abort
-// the whole pipelined transaction (unique violation) so that no outbox row is
-// committed for it. psp_objects gets each object's newest event of the group
-// (one upsert per object: a statement cannot update a row twice), taken in
-// key order so that concurrent groups lock the objects in one order. An event
-// is fresh when its object's upsert applied and nothing newer about the
-// object came in the same group; the rows come back in input order.
-const sqlInsertEvents = `
-WITH input AS (
-    SELECT *
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
-                $8::timestamptz[], $9::jsonb[], $10::text[], $11::text[])
-         WITH ORDINALITY AS i(provider, event_id, event_type, object_id, user_id, amount, currency,
-                              occurred_at, payload, correlation_id, status, n)),
-ev AS (
-    INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
-    SELECT provider, event_id, event_type, nullif(object_id, ''), nullif(user_id, ''), nullif(amount, 0),
-           nullif(currency, ''), occurred_at, payload, correlation_id
-    FROM input ORDER BY n),
-newest AS (
-    SELECT DISTINCT ON (provider, object_id) provider, object_id, status, event_type, event_id, occurred_at
-    FROM input WHERE object_id <> ''
-    ORDER BY provider, object_id, occurred_at DESC, n DESC),
-obj AS (
-    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
-    SELECT provider, object_id, nullif(status, ''), event_type, event_id, occurred_at FROM newest
-    ON CONFLICT (provider, object_id) DO UPDATE
-    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
-        occurred_at = EXCLUDED.occurred_at, updated_at = now()
-    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
-    RETURNING provider, object_id, occurred_at)
-SELECT coalesce(i.occurred_at >= o.occurred_at, false)
-FROM input i LEFT JOIN obj o ON o.provider = i.provider AND o.object_id = i.object_id
-ORDER BY i.n`
-
-const sqlPayoutOwner = `SELECT user_id FROM payouts WHERE id = $1`
-
-// sqlPaymentOwner finds the wallet a payment was credited to (its ledger
-// credit), so that a refund or dispute of it shares the wallet's partition.
-// None yet (the credit is still on its way) is answered by no row; the
-// worker then refuses the event as about a payment never credited.
-const sqlPaymentOwner = `
-SELECT w.owner FROM ledger_transactions t
-JOIN ledger_entries le ON le.transaction_id = t.id
-JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
-WHERE t.kind = 'credit' AND t.reference = $1
-LIMIT 1`
-
-// sqlInsertUnstorable records an event that cannot be stored as sent with
-// what of it can be: no psp_objects entry (it is never acted on) and no
-// outbox row; its body goes to the dead-letter store beside it.
-const sqlInsertUnstorable = `
-INSERT INTO webhook_events
-    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
-VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, 0), nullif($7, ''), $8, $9, $10)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id`
 
 // ErrUnstorable means Postgres refused even the dead-letter record of an
 // event it could not store as sent. Nothing was stored; it should not
@@ -310,8 +229,15 @@ func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(sqlInsertEvents, providers, eventIDs, types, objects, users, amounts, currencies,
-		occurred, bodies, corrIDs, states).Query(func(rows pgx.Rows) error {
+	insert, err := queue(b, func(q *sqlcdb.Queries) {
+		_, _ = q.InsertEvents(ctx, sqlcdb.InsertEventsParams{Providers: providers, EventIDs: eventIDs, EventTypes: types,
+			ObjectIDs: objects, UserIDs: users, Amounts: amounts, Currencies: currencies, OccurredAts: occurred,
+			Payloads: bodies, CorrelationIDs: corrIDs, Statuses: states})
+	})
+	if err != nil {
+		return err
+	}
+	insert.Query(func(rows pgx.Rows) error {
 		fresh, err := pgx.CollectRows(rows, pgx.RowTo[bool])
 		if err != nil {
 			return err
@@ -413,15 +339,28 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 	for _, j := range jobs {
 		e := j.Event.Event
 		if j.unstorable.reason != "" {
-			queueUnstorable(first, j, s.now())
+			if err := queueUnstorable(ctx, first, j, s.now()); err != nil {
+				return s.fail(ctx, conn, err)
+			}
 			continue
 		}
-		first.Queue(sqlInsertEvent, e.Provider, e.EventID, e.Type, e.Reference, e.UserID,
-			e.Amount, e.Currency, e.OccurredAt, j.Body, j.CorrelationID, e.ObjectStatus, !payoutOutcome(e)).QueryRow(func(r pgx.Row) error {
-			return r.Scan(&j.id, &j.fresh)
+		insert, err := queue(first, func(q *sqlcdb.Queries) {
+			_, _ = q.InsertEvent(ctx, sqlcdb.InsertEventParams{Provider: e.Provider, EventID: e.EventID, EventType: e.Type,
+				ObjectID: e.Reference, UserID: e.UserID, Amount: e.Amount, Currency: e.Currency, OccurredAt: e.OccurredAt,
+				Payload: j.Body, CorrelationID: j.CorrelationID, Status: e.ObjectStatus, Track: !payoutOutcome(e)})
+		})
+		if err != nil {
+			return s.fail(ctx, conn, err)
+		}
+		insert.QueryRow(func(r pgx.Row) error {
+			return r.Scan(&j.id, &j.fresh) // id: NULL for a duplicate
 		})
 		if moneyBack(e) {
-			first.Queue(sqlPaymentOwner, e.Provider+":"+e.Reference).QueryRow(func(r pgx.Row) error {
+			owner, err := queue(first, func(q *sqlcdb.Queries) { _, _ = q.PaymentOwner(ctx, e.Provider+":"+e.Reference) })
+			if err != nil {
+				return s.fail(ctx, conn, err)
+			}
+			owner.QueryRow(func(r pgx.Row) error {
 				if err := r.Scan(&j.owner); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err
 				}
@@ -430,7 +369,11 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 		}
 		if e.UserID == "" && e.PayoutID != "" {
 			if pid, err := uuid.Parse(e.PayoutID); err == nil {
-				first.Queue(sqlPayoutOwner, pid).QueryRow(func(r pgx.Row) error {
+				owner, err := queue(first, func(q *sqlcdb.Queries) { _, _ = q.PayoutOwner(ctx, pid) })
+				if err != nil {
+					return s.fail(ctx, conn, err)
+				}
+				owner.QueryRow(func(r pgx.Row) error {
 					if err := r.Scan(&j.owner); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 						return err
 					}
@@ -500,17 +443,25 @@ func (s *Store) fail(ctx context.Context, conn *pgxpool.Conn, err error) error {
 // queueUnstorable queues the inbox row of an event that cannot be stored as
 // sent: its identifiers where they can be stored, NULL where not, and its
 // body, or a note when jsonb refuses the body.
-func queueUnstorable(b *pgx.Batch, j *job, now time.Time) {
+func queueUnstorable(ctx context.Context, b *pgx.Batch, j *job, now time.Time) error {
 	e := j.Event.Event
-	b.Queue(sqlInsertUnstorable, e.Provider, storedEventID(e.EventID), clip(e.Type, maxField),
-		keep(e.Reference, maxField), keep(e.UserID, event.MaxUserID), e.Amount, keep(e.Currency, maxField),
-		storableTime(e.OccurredAt, now), inboxPayload(j.Body, j.unstorable), j.CorrelationID).QueryRow(func(r pgx.Row) error {
+	insert, err := queue(b, func(q *sqlcdb.Queries) {
+		_, _ = q.InsertUnstorable(ctx, sqlcdb.InsertUnstorableParams{Provider: e.Provider, EventID: storedEventID(e.EventID),
+			EventType: clip(e.Type, maxField), ObjectID: keep(e.Reference, maxField), UserID: keep(e.UserID, event.MaxUserID),
+			Amount: e.Amount, Currency: keep(e.Currency, maxField), OccurredAt: storableTime(e.OccurredAt, now),
+			Payload: inboxPayload(j.Body, j.unstorable), CorrelationID: j.CorrelationID})
+	})
+	if err != nil {
+		return err
+	}
+	insert.QueryRow(func(r pgx.Row) error {
 		err := r.Scan(&j.id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // a duplicate: id stays nil
 		}
 		return err
 	})
+	return nil
 }
 
 // deadLetterUnstorable stores the body of an unstorable event, byte for

@@ -1,0 +1,97 @@
+-- The SQL of ingest's commit path, compiled by sqlc into package sqlcdb
+-- against the migrations' schema. Every statement here is sent inside a
+-- pipelined transaction (pgx.Batch), never alone: sqlcdb/pipeline.go queues
+-- each with its generated Params so that a group stays one or two round
+-- trips (see doc.go).
+
+-- name: InsertEvents :many
+-- The one round trip path's insert: every event of a group in one
+-- statement, without ON CONFLICT, because a duplicate must abort the whole
+-- pipelined transaction (unique violation) so that no outbox row is
+-- committed for it. psp_objects gets each object's newest event of the
+-- group (one upsert per object: a statement cannot update a row twice),
+-- taken in key order so that concurrent groups lock the objects in one
+-- order. An event is fresh when its object's upsert applied and nothing
+-- newer about the object came in the same group; the rows come back in
+-- input order.
+WITH input AS (
+    SELECT *
+    FROM ROWS FROM (unnest(@providers::text[]), unnest(@event_ids::text[]), unnest(@event_types::text[]),
+                    unnest(@object_ids::text[]), unnest(@user_ids::text[]), unnest(@amounts::bigint[]),
+                    unnest(@currencies::text[]), unnest(@occurred_ats::timestamptz[]), unnest(@payloads::jsonb[]),
+                    unnest(@correlation_ids::text[]), unnest(@statuses::text[]))
+         WITH ORDINALITY AS i(provider, event_id, event_type, object_id, user_id, amount, currency,
+                              occurred_at, payload, correlation_id, status, n)),
+ev AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    SELECT input.provider, input.event_id, input.event_type, nullif(input.object_id, ''), nullif(input.user_id, ''),
+           nullif(input.amount, 0), nullif(input.currency, ''), input.occurred_at, input.payload, input.correlation_id
+    FROM input ORDER BY input.n),
+newest AS (
+    SELECT DISTINCT ON (input.provider, input.object_id) input.provider, input.object_id, input.status,
+           input.event_type, input.event_id, input.occurred_at
+    FROM input WHERE input.object_id <> ''
+    ORDER BY input.provider, input.object_id, input.occurred_at DESC, input.n DESC),
+obj AS (
+    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
+    SELECT newest.provider, newest.object_id, nullif(newest.status, ''), newest.event_type, newest.event_id, newest.occurred_at
+    FROM newest
+    ON CONFLICT (provider, object_id) DO UPDATE
+    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
+        occurred_at = EXCLUDED.occurred_at, updated_at = now()
+    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
+    RETURNING psp_objects.provider, psp_objects.object_id, psp_objects.occurred_at)
+SELECT coalesce(i.occurred_at >= o.occurred_at, false)::boolean AS fresh
+FROM input i LEFT JOIN obj o ON o.provider = i.provider AND o.object_id = i.object_id
+ORDER BY i.n;
+
+-- name: InsertEvent :one
+-- Stores one event and, in the same statement, records its object's latest
+-- seen time in psp_objects: the upsert only applies when the event is at
+-- least as new as what was seen, so no row back means stale. track is
+-- false for payout outcomes, which psp_objects does not track: their order
+-- is the worker's to judge, on the events it applied. id is NULL for a
+-- duplicate (sqlc types it int64; the store scans it into a pointer).
+WITH ev AS (
+    INSERT INTO webhook_events
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
+            nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text)
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING id),
+obj AS (
+    INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
+    SELECT @provider::text, @object_id::text, nullif(@status::text, ''), @event_type::text, @event_id::text, @occurred_at::timestamptz
+    FROM ev WHERE @object_id::text <> '' AND @track::boolean
+    ON CONFLICT (provider, object_id) DO UPDATE
+    SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
+        occurred_at = EXCLUDED.occurred_at, updated_at = now()
+    WHERE psp_objects.occurred_at <= EXCLUDED.occurred_at
+    RETURNING 1)
+SELECT (SELECT id FROM ev) AS id, (SELECT count(*) FROM obj)::int AS fresh;
+
+-- name: InsertUnstorable :one
+-- Records an event that cannot be stored as sent with what of it can be: no
+-- psp_objects entry (it is never acted on) and no outbox row; its body goes
+-- to the dead-letter store beside it. No row back: a duplicate.
+INSERT INTO webhook_events
+    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
+        nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id;
+
+-- name: PayoutOwner :one
+SELECT user_id FROM payouts WHERE id = @id;
+
+-- name: PaymentOwner :one
+-- The wallet a payment was credited to (its ledger credit), so that a
+-- refund or dispute of it shares the wallet's partition. None yet (the
+-- credit is still on its way) is answered by no row; the worker then
+-- refuses the event as about a payment never credited.
+SELECT w.owner FROM ledger_transactions t
+JOIN ledger_entries le ON le.transaction_id = t.id
+JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
+WHERE t.kind = 'credit' AND t.reference = @reference
+LIMIT 1;

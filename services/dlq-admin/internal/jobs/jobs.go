@@ -121,7 +121,12 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 			periodic = append(periodic, recon.PeriodicJob(cfg.ReconcileInterval))
 		}
 	}
+	var cooldown time.Duration // River's default, unless polls are more frequent
+	if cfg.FetchPoll > 0 && cfg.FetchPoll < river.FetchCooldownDefault {
+		cooldown = cfg.FetchPoll
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown:        cooldown,
 		Logger:               r.logger,
 		Queues:               queues,
 		Workers:              workers,
@@ -180,4 +185,15 @@ func (r *Runner) Stop(ctx context.Context) error {
 		return fmt.Errorf("jobs: River did not stop within %s of cancelling its jobs: %w", hardStopWait, cerr)
 	}
 	return fmt.Errorf("%w (%w)", lifecycle.ErrHardStop, context.Cause(ctx))
+}
+
+// InsertOnly returns a River client that queues jobs and works none (no
+// queues, no workers, no leader): for a Service whose jobs another process
+// works, and for tests that queue jobs before a Runner starts.
+func InsertOnly(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: insert-only River client: %w", err)
+	}
+	return client, nil
 }

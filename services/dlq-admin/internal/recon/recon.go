@@ -369,4 +369,3 @@ func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
 	}
 	return run, nil
 }
-

@@ -3,6 +3,8 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -17,18 +21,28 @@ import (
 // waitFor guards waits on runners; it is not a timing assertion.
 const waitFor = 60 * time.Second
 
-// startRunner runs a runner named owner until the test ends.
+// startRunner runs a River client working replay jobs (a replica of
+// dlq-admin) until the test ends, with its own Service as in a process of
+// its own.
 func (b *bundle) startRunner(t *testing.T, owner string) {
 	t.Helper()
-	r, err := replay.NewRunner(b.svc, replay.RunnerConfig{Owner: owner, Rate: 2000, Poll: 20 * time.Millisecond, Batch: 7})
+	b.runner(t, owner, jobs.Config{ReplayRate: 2000, ReplayBatch: 7})
+}
+
+// runner starts a River client with cfg and stops it when the test ends;
+// stopping it earlier is harmless.
+func (b *bundle) runner(t *testing.T, owner string, cfg jobs.Config) *jobs.Runner {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("runner", owner)
+	if cfg.FetchPoll == 0 {
+		cfg.FetchPoll = 20 * time.Millisecond
+	}
+	svc := replay.New(b.db.Pool, b.st, lifecycle.Deps{Logger: logger, Clock: func() time.Time { return t0.Add(time.Hour) }})
+	r, err := jobs.New(b.db.Pool, svc, nil, cfg, lifecycle.Deps{Logger: logger})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
+	return r
 }
 
 func (b *bundle) waitFinished(t *testing.T, id int64) replay.Job {
@@ -190,14 +204,15 @@ func TestRunnerResumesAJobWhoseRunnerDied(t *testing.T) {
 	ids := b.mixed(t, 10)
 	job, err := b.svc.CreateJob(ctx, "bob", request(8))
 	require.NoError(t, err)
-	// A runner took the job, replayed the first three letters and died: its
-	// lease is out. (Its replays went through the service, as it would.)
+	// A worker took the job, replayed the first three letters and died
+	// holding it (River rescued its job). (Its replays went through the
+	// service, as it would.)
 	for _, id := range ids[:3] {
 		_, err := b.svc.Replay(ctx, id, "bob", "")
 		require.NoError(t, err)
 	}
 	_, err = b.db.Pool.Exec(ctx, `UPDATE replay_jobs SET status = 'running', started_at = $2, matched = 10, replayed = 3,
-		cursor_id = $3, locked_by = 'dead-runner', locked_until = $2 WHERE id = $1`, job.ID, t0, ids[2])
+		cursor_id = $3, locked_by = 'dead-runner' WHERE id = $1`, job.ID, t0, ids[2])
 	require.NoError(t, err)
 
 	b.startRunner(t, "runner-b")

@@ -64,6 +64,10 @@ var errLeaseLost = errors.New("replay job taken over or cancelled")
 // snoozed and picked up again, by this client or another.
 var errSliceOver = errors.New("replay job slice over")
 
+// errStopping means the service is shutting down: the worker stopped
+// between two letters and snoozes its job for the next client.
+var errStopping = errors.New("replay worker stopping")
+
 // WorkerConfig tunes a Worker. Zero values take the defaults.
 type WorkerConfig struct {
 	// Rate is the most letters replayed per second by one job (REPLAY_RATE).
@@ -157,7 +161,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[JobArgs]) error {
 	case errors.Is(err, errSliceOver):
 		w.release(ctx, job, owner)
 		return river.JobSnooze(wait)
-	case err != nil && ctx.Err() != nil:
+	case errors.Is(err, errStopping) || (err != nil && ctx.Err() != nil):
 		w.release(ctx, job, owner)
 		log.Info("replay job paused for shutdown; River resumes it", "replayed", job.Replayed)
 		return river.JobSnooze(0)
@@ -255,7 +259,7 @@ func (w *Worker) work(ctx context.Context, job Job, owner string, deadline time.
 		}
 		for _, id := range ids {
 			if w.stopping() {
-				return job, 0, context.Canceled
+				return job, 0, errStopping
 			}
 			if next := p.nextSlot(); next.After(deadline) {
 				return job, time.Until(next), errSliceOver

@@ -132,7 +132,10 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 		Workers:              workers,
 		PeriodicJobs:         periodic,
 		RescueStuckJobsAfter: cfg.RescueAfter,
-		FetchPollInterval:    cfg.FetchPoll,
+		// REINDEX needs the indexes' owner, the migrator; dlq-admin's role
+		// is not (migration 000017 grants it DML only).
+		ReindexerSchedule: river.NeverSchedule(),
+		FetchPollInterval: cfg.FetchPoll,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: River client: %w", err)

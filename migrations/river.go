@@ -74,7 +74,7 @@ func withRiver(databaseURL string, fn func(context.Context, *rivermigrate.Migrat
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		return fmt.Errorf("River migrator: %w", err)
+		return fmt.Errorf("create River migrator: %w", err)
 	}
 	return fn(ctx, m)
 }

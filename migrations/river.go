@@ -50,6 +50,8 @@ func riverDown(databaseURL string) error {
 // holds riverLockKey: the migrator's statements run on the locked
 // connection, and a second migrator of the same database waits.
 func withRiver(databaseURL string, fn func(context.Context, *rivermigrate.Migrator[pgx.Tx]) error) error {
+	// Up and Down take no context (golang-migrate's API does not); riverTimeout
+	// bounds the River step instead.
 	ctx, cancel := context.WithTimeout(context.Background(), riverTimeout)
 	defer cancel()
 	cfg, err := pgxpool.ParseConfig(databaseURL)

@@ -18,6 +18,12 @@
 // db-roles service, docs/deploy.md). Down takes the grants back but leaves
 // the roles: other databases of the cluster may still use them.
 //
+// River's schema (the job queue dlq-admin's background jobs run on,
+// docs/architecture.md "Background jobs") is applied by Up too, from River's
+// own migrator (river.go), before our SQL files: its tables then exist when
+// 000017 grants them to the roles that work jobs, and one `migrate` (make
+// dev, compose, every service start, every test database) applies both.
+//
 // Errors from Up and Down never carry the database password: net/url and
 // golang-migrate quote the URL in some of theirs, and `migrate` prints them.
 package migrations
@@ -44,6 +50,9 @@ var FS embed.FS
 // a Postgres advisory lock while it runs, so replicas starting together are safe.
 func Up(databaseURL string) (version uint, err error) {
 	defer redactPassword(databaseURL, &err)
+	if err := riverUp(databaseURL); err != nil {
+		return 0, err
+	}
 	m, err := open(databaseURL)
 	if err != nil {
 		return 0, err
@@ -74,7 +83,7 @@ func Down(databaseURL string) (err error) {
 	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("revert migrations: %w", err)
 	}
-	return nil
+	return riverDown(databaseURL)
 }
 
 func open(databaseURL string) (*migrate.Migrate, error) {

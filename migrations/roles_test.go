@@ -48,6 +48,11 @@ var wantGrants = map[string]map[string]string{
 	"audit_log":                  {RoleDLQAdmin: "SI"},
 	"transaction_outbox":         {RoleWebhookAPI: "Ii", RoleOutboxRelay: "SUD", RolePayoutWorker: "Ii", RoleDLQAdmin: "SI"},
 	"schema_migrations":          {},
+	"river_job":                  {RoleDLQAdmin: "SIUD"},
+	"river_leader":               {RoleDLQAdmin: "SIUD"},
+	"river_queue":                {RoleDLQAdmin: "SIUD"},
+	"river_migration":            {},
+	"river_notification":         {},
 }
 
 // migrated creates a database, applies every migration and drops the
@@ -266,6 +271,15 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		refused(t, c, "storing a PSP event", insertEvent, "evt_roles_6")
 		refused(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing'`)
 		refused(t, c, "deleting the audit log", `DELETE FROM audit_log`)
+		must(t, c, "queueing a River job", `INSERT INTO river_job (kind, args, queue, state, max_attempts) VALUES ('t', '{}', 'default', 'available', 1) RETURNING id`)
+		must(t, c, "cleaning River jobs", `DELETE FROM river_job WHERE kind = 't'`)
+		refused(t, c, "changing River's schema version", `DELETE FROM river_migration`)
+	})
+	t.Run("others work no River jobs", func(t *testing.T) {
+		for _, role := range []string{RoleWebhookAPI, RoleOutboxRelay, RolePayoutWorker} {
+			c := asRole(t, dbURL, role)
+			refused(t, c, role+" queueing a River job", `INSERT INTO river_job (kind, args) VALUES ('t', '{}')`)
+		}
 	})
 }
 

@@ -116,7 +116,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+tmpl); err != nil {
 		return "", fmt.Errorf("create template: %w", err)
 	}
-	if _, err := migrations.Up(withDatabase(AdminURL(), tmpl)); err != nil {
+	if _, err := migrations.Up(withDatabase(AdminURL(), tmpl)); err != nil { //nolint:contextcheck // Up takes no context; it bounds its River step itself
 		return "", fmt.Errorf("migrate template: %w", err)
 	}
 	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH IS_TEMPLATE true ALLOW_CONNECTIONS false", tmpl)); err != nil {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,6 +22,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
@@ -41,9 +39,6 @@ const (
 	defaultKafkaBrokers      = "127.0.0.1:9092"
 	defaultConsumerGroup     = "dlq-admin"
 	defaultReconcileInterval = 24 * time.Hour
-	// firstReconcile is how soon after start the first scheduled check
-	// runs (sooner if RECONCILE_INTERVAL is shorter).
-	firstReconcile = 30 * time.Second
 	// defaultSecondApproverThreshold: with REQUIRE_SECOND_APPROVER, a bulk
 	// replay of more letters than this waits for a second operator.
 	defaultSecondApproverThreshold = 100
@@ -228,15 +223,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer consumer.Close()
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	replays := replay.New(pool, st, deps).WithNotifier(notifier)
-	runner, err := replay.NewRunner(replays, replay.RunnerConfig{Owner: runnerName(), Rate: cfg.ReplayRate})
-	if err != nil {
-		return err
-	}
 	reconciler, err := recon.New(pool, alerter, deps)
 	if err != nil {
 		return err
 	}
 	reconciler.WithStatementTimeout(cfg.ReconcileStatementTimeout)
+	// Bulk replays and the scheduled reconciliation run on River (package
+	// jobs); creating a replay job queues its River job in one transaction.
+	runner, err := jobs.New(pool, replays, reconciler, jobs.Config{ReplayRate: cfg.ReplayRate,
+		ReconcileInterval: cfg.ReconcileInterval}, deps)
+	if err != nil {
+		return err
+	}
 	admClient, err := kafkax.NewClient(cfg.KafkaBrokers, logger, cfg.KafkaSecurity.Opts()...)
 	if err != nil {
 		return err
@@ -285,16 +283,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// consumer commits what it stored, the settlement webhooks what
 		// they delivered;
 		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), intake...)},
-		// the background jobs finish their step: the replay runner lets go
-		// of its job for the next runner to resume;
+		// the background jobs finish their step: a replay job is snoozed
+		// between two letters for River to resume on the next client;
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
 			loop("stall", stalls.Run),
-			loop("replay-runner", runner.Run),
-			loop("reconcile", func(ctx context.Context) error {
-				return reconciler.Schedule(ctx, min(firstReconcile, cfg.ReconcileInterval), cfg.ReconcileInterval)
-			}),
+			runner,
 		}},
 		// then what they hand work to: relay wake-ups and alerts.
 		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
@@ -302,16 +297,4 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			loop("alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil }),
 		}},
 	)
-}
-
-// runnerName names this process's replay runner in replay_jobs.locked_by:
-// host, pid and a random suffix, unique even across restarts with one pid.
-func runnerName() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "dlq-admin"
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }

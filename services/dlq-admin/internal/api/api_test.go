@@ -25,6 +25,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -72,7 +73,9 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec string, fourEyes resol
 	clock := func() time.Time { return now }
 	rec, err := recon.New(db.Pool, discardAlerts{}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: clock})
 	require.NoError(t, err)
-	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock})
+	queue, err := jobs.InsertOnly(db.Pool, logger)
+	require.NoError(t, err)
+	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock}).WithJobs(queue)
 	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool),
 		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}),
 		Tokens:      tokens, Now: clock})

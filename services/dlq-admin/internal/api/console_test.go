@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -354,16 +355,11 @@ func TestBulkReplayBySubjectReportsEachLetter(t *testing.T) {
 	// A runner on the same database works the jobs the API queues.
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	st := store.New(b.db.Pool)
-	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}),
-		replay.RunnerConfig{Owner: "test-runner", Rate: 1000, Poll: 20 * time.Millisecond})
+	runner, err := jobs.New(b.db.Pool, replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}), nil,
+		jobs.Config{ReplayRate: 1000, FetchPoll: 20 * time.Millisecond}, lifecycle.Deps{Logger: logger})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- runner.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-stopped)
-	})
+	require.NoError(t, runner.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, runner.Stop(context.Background())) })
 
 	// The subject filters select the job's letters: alice's payout, and the
 	// FINALIZED one (a no-op).
@@ -422,16 +418,11 @@ func TestBulkReplayOfPickedLetters(t *testing.T) {
 	s := b.subjects(t)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	st := store.New(b.db.Pool)
-	runner, err := replay.NewRunner(replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}),
-		replay.RunnerConfig{Owner: "test-runner", Rate: 1000, Poll: 20 * time.Millisecond})
+	runner, err := jobs.New(b.db.Pool, replay.New(b.db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}), nil,
+		jobs.Config{ReplayRate: 1000, FetchPoll: 20 * time.Millisecond}, lifecycle.Deps{Logger: logger})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- runner.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-stopped)
-	})
+	require.NoError(t, runner.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, runner.Stop(context.Background())) })
 
 	picked := fmt.Sprintf(`[%d,%d]`, s.payoutA2, s.payoutB)
 	a := call(t, http.MethodPost, b.url+"/v1/dead-letters/replay", operatorToken, `{"ids":`+picked+`,"dry_run":true,"max":2}`)

@@ -18,7 +18,11 @@
 // that finds a discrepancy raises one critical alert (key "reconciliation")
 // naming the wallets and transactions, de-duplicated by pkg/alert.
 //
-// Runs are scheduled (RECONCILE_INTERVAL, first shortly after start) and can
-// be asked for (POST /v1/reconciliation). A scheduled run is skipped while
-// another replica is running one (a transaction-scoped advisory lock).
+// Runs are scheduled and can be asked for (POST /v1/reconciliation). The
+// schedule is a River periodic job (scheduled.go, run by package jobs):
+// River's elected leader inserts one every RECONCILE_INTERVAL, unique per
+// period, the first when the leader starts unless this period's already ran,
+// so N replicas run one check per interval. A failed scheduled run is not
+// retried; the next period's is. A scheduled run is still skipped while a
+// manual one runs (a transaction-scoped advisory lock).
 package recon

@@ -369,26 +369,3 @@ func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
 	}
 	return run, nil
 }
-
-// Schedule runs the check after first and then every interval until ctx
-// is done. A failed run is logged and tried again at the next tick.
-func (r *Reconciler) Schedule(ctx context.Context, first, interval time.Duration) error {
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		_, err := r.run(ctx, TriggerScheduled, "", true)
-		switch {
-		case errors.Is(err, ErrBusy):
-			r.logger.Info("scheduled reconciliation skipped: another replica is running it")
-		case err != nil && ctx.Err() == nil:
-			r.runs.WithLabelValues("error").Inc()
-			r.logger.Error("scheduled reconciliation failed", "error", err.Error())
-		}
-		t.Reset(interval)
-	}
-}

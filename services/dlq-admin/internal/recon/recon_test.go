@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -232,15 +234,29 @@ func TestUnbalancedAndNegativeAreFound(t *testing.T) {
 func TestScheduleRunsTheCheck(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.rec.Schedule(ctx, time.Millisecond, time.Hour) }()
+	ctx := context.Background()
+	// Two replicas' clients: River's leader inserts the periodic job once
+	// per period (unique by period), so the check runs once.
+	for range 2 {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, recon.NewWorker(b.rec))
+		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{
+			Queues:            map[string]river.QueueConfig{recon.Queue: {MaxWorkers: 1}},
+			Workers:           workers,
+			PeriodicJobs:      []*river.PeriodicJob{recon.PeriodicJob(time.Hour)},
+			FetchPollInterval: 20 * time.Millisecond,
+			FetchCooldown:     20 * time.Millisecond,
+			Logger:            slog.New(slog.DiscardHandler),
+		})
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(ctx)) })
+	}
 	require.Eventually(t, func() bool {
 		_, err := b.rec.Latest(context.Background())
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
+	time.Sleep(500 * time.Millisecond) // room for a second run, which must not come
 	run, err := b.rec.Latest(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, recon.TriggerScheduled, run.Trigger)
@@ -248,6 +264,9 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	var audits int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log`).Scan(&audits))
 	require.Zero(t, audits, "only operator actions are audited")
+	var runs int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM reconciliation_runs`).Scan(&runs))
+	require.Equal(t, 1, runs, "one check per period across replicas")
 }
 
 // gaugeValue reads a registered, label-less gauge.

@@ -47,20 +47,27 @@
 // becomes a new letter carrying the replay_of header, which the replayed
 // letter's detail lists (store.DeadLetter.FailedAgainAs).
 //
-// Bulk replay creates a replay_jobs row and returns; Runner works the jobs.
-// What a job did with each letter (republished, noop, not_replayable,
-// skipped) is a replay_job_letters row written with its progress, so the
-// console can show a job letter by letter.
-// A runner claims a job with FOR UPDATE SKIP LOCKED and holds it by a lease
-// it extends with every letter, so replicas never work one job at once and
-// a job whose runner died is resumed by another once the lease runs out.
-// Each letter is its own transaction through the same code as a single
-// replay, and that transaction also advances the job's counts and cursor and
-// checks the lease: progress is exact across crashes, and a runner that lost
-// its job cannot replay anything more for it. Letters are replayed only
-// while open, so nothing is replayed twice, and a job only considers
-// letters that existed when it was created, so a replay that fails again
-// (a new letter) is not chased by the job that replayed it. Runners are
-// throttled (REPLAY_RATE letters per second) so a bulk replay cannot flood
-// Kafka or the consumers.
+// Bulk replay creates a replay_jobs row (the operator's record: progress,
+// counts, cancel) and, in the same transaction, the River job that works it
+// (JobArgs, queue "replay"; package jobs runs the River client). Worker does
+// the work. What a job did with each letter (republished, noop,
+// not_replayable, skipped) is a replay_job_letters row written with its
+// progress, so the console can show a job letter by letter.
+// River owns scheduling, retries (a Postgres error: backoff) and the rescue
+// of a job whose worker died. A work call replays for one slice
+// (WorkerConfig.Slice) and snoozes the job, so River hears of it often and
+// shutdown waits a slice at most (a stopping worker snoozes at the next
+// letter). What makes a replay happen once is ours, not River's: each work
+// call takes the job with a fencing token (replay_jobs.locked_by, unique per
+// call), and each letter is its own transaction through the same code as a
+// single replay that also advances the job's counts and cursor and matches
+// only while the token still holds the running job. A worker whose job River
+// handed to another attempt (rescued as stuck while it was in fact alive),
+// or that an operator cancelled, replays nothing more for it: its next
+// letter's transaction rolls back. Letters are replayed only while open, so
+// nothing is replayed twice, and a job only considers letters that existed
+// when it was created, so a replay that fails again (a new letter) is not
+// chased by the job that replayed it. Workers are throttled (REPLAY_RATE
+// letters per second per job) so a bulk replay cannot flood Kafka or the
+// consumers.
 package replay

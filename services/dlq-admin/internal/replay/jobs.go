@@ -209,40 +209,22 @@ func (s *Service) Preview(ctx context.Context, req BulkRequest) (Preview, error)
 	return Preview{Matched: n, WouldReplay: min(n, int64(req.Max)), IDs: ids}, nil
 }
 
-// CreateJob queues a bulk replay for actor and records it in audit_log, in
-// one transaction; a Runner does the work.
+// CreateJob queues a bulk replay for actor: the replay_jobs row, its River
+// job and its audit_log row, in one transaction; a Worker does the work.
 func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) (Job, error) {
 	if err := req.Validate(); err != nil {
 		return Job{}, err
 	}
-	filter, err := json.Marshal(req.filter())
-	if err != nil {
-		return Job{}, fmt.Errorf("encode replay job filter: %w", err)
-	}
 	var job Job
-	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		upto, err := store.MaxID(ctx, tx)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		row, err := s.q.WithTx(tx).InsertJob(ctx, sqlcdb.InsertJobParams{Actor: actor, Reason: req.Reason, Filter: filter,
-			Max: req.Max, UptoID: upto, CreatedAt: now})
-		if job, err = toJob(jobRow(row), err); err != nil {
-			return fmt.Errorf("insert replay job: %w", err)
-		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
-			TargetID: store.ID(job.ID), Reason: req.Reason, At: now,
-			Detail: map[string]any{"filter": job.Filter, "max": job.Max, "upto_id": job.UptoID}})
+	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		job, err = s.CreateJobTx(ctx, tx, actor, req, nil)
+		return err
 	})
 	if err != nil {
 		return Job{}, err
 	}
 	s.logger.InfoContext(ctx, "bulk replay queued", "replay_job_id", job.ID, "actor", actor, "max", job.Max)
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 	return job, nil
 }
 

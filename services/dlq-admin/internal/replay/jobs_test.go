@@ -3,6 +3,8 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -17,18 +21,28 @@ import (
 // waitFor guards waits on runners; it is not a timing assertion.
 const waitFor = 60 * time.Second
 
-// startRunner runs a runner named owner until the test ends.
+// startRunner runs a River client working replay jobs (a replica of
+// dlq-admin) until the test ends, with its own Service as in a process of
+// its own.
 func (b *bundle) startRunner(t *testing.T, owner string) {
 	t.Helper()
-	r, err := replay.NewRunner(b.svc, replay.RunnerConfig{Owner: owner, Rate: 2000, Poll: 20 * time.Millisecond, Batch: 7})
+	b.runner(t, owner, jobs.Config{ReplayRate: 2000, ReplayBatch: 7})
+}
+
+// runner starts a River client with cfg and stops it when the test ends;
+// stopping it earlier is harmless.
+func (b *bundle) runner(t *testing.T, owner string, cfg jobs.Config) *jobs.Runner {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("runner", owner)
+	if cfg.FetchPoll == 0 {
+		cfg.FetchPoll = 20 * time.Millisecond
+	}
+	svc := replay.New(b.db.Pool, b.st, lifecycle.Deps{Logger: logger, Clock: func() time.Time { return t0.Add(time.Hour) }})
+	r, err := jobs.New(b.db.Pool, svc, nil, cfg, lifecycle.Deps{Logger: logger})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
+	return r
 }
 
 func (b *bundle) waitFinished(t *testing.T, id int64) replay.Job {
@@ -190,14 +204,15 @@ func TestRunnerResumesAJobWhoseRunnerDied(t *testing.T) {
 	ids := b.mixed(t, 10)
 	job, err := b.svc.CreateJob(ctx, "bob", request(8))
 	require.NoError(t, err)
-	// A runner took the job, replayed the first three letters and died: its
-	// lease is out. (Its replays went through the service, as it would.)
+	// A worker took the job, replayed the first three letters and died
+	// holding it (River rescued its job). (Its replays went through the
+	// service, as it would.)
 	for _, id := range ids[:3] {
 		_, err := b.svc.Replay(ctx, id, "bob", "")
 		require.NoError(t, err)
 	}
 	_, err = b.db.Pool.Exec(ctx, `UPDATE replay_jobs SET status = 'running', started_at = $2, matched = 10, replayed = 3,
-		cursor_id = $3, locked_by = 'dead-runner', locked_until = $2 WHERE id = $1`, job.ID, t0, ids[2])
+		cursor_id = $3, locked_by = 'dead-runner' WHERE id = $1`, job.ID, t0, ids[2])
 	require.NoError(t, err)
 
 	b.startRunner(t, "runner-b")
@@ -238,4 +253,120 @@ func TestCancelStopsAJob(t *testing.T) {
 	require.Len(t, jobs, 2)
 	require.Equal(t, done.ID, jobs[0].ID, "newest first")
 	require.Equal(t, replay.JobCancelled, jobs[1].Status)
+}
+
+// progress waits until job id has handled at least n letters.
+func (b *bundle) progress(t *testing.T, id int64, n int) replay.Job {
+	t.Helper()
+	var job replay.Job
+	require.Eventually(t, func() bool {
+		var err error
+		job, err = b.svc.Job(context.Background(), id)
+		require.NoError(t, err)
+		return job.Replayed >= n
+	}, waitFor, 5*time.Millisecond)
+	return job
+}
+
+// noneTwice fails t if a letter was replayed twice.
+func (b *bundle) noneTwice(t *testing.T) {
+	t.Helper()
+	require.Zero(t, b.count(t, `SELECT count(*) FROM (SELECT headers->>'replay_of' FROM transaction_outbox GROUP BY 1 HAVING count(*) > 1) d`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM dead_letters WHERE replay_count > 1`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM (SELECT dead_letter_id FROM replay_job_letters GROUP BY job_id, dead_letter_id HAVING count(*) > 1) d`))
+}
+
+// A client stopped in the middle of a job (a replica shutting down) lets go
+// of it between two letters; another client finishes it, and no letter is
+// replayed twice.
+func TestStoppedClientsJobIsFinishedByAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 30)
+	job, err := b.svc.CreateJob(ctx, "bob", request(30))
+	require.NoError(t, err)
+	a := b.runner(t, "runner-a", jobs.Config{ReplayRate: 20})
+	b.progress(t, job.ID, 5)
+	require.NoError(t, a.Stop(ctx))
+	paused, err := b.svc.Job(ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobRunning, paused.Status)
+	require.Less(t, paused.Replayed, 30, "stopped mid-job")
+	// The River job waits for the next client, snoozed (no attempt spent).
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM river_job WHERE state IN ('available', 'scheduled') AND attempt = 0 AND args->>'replay_job_id' = $1`, fmt.Sprint(job.ID)) == 1
+	}, waitFor, 10*time.Millisecond)
+
+	b.startRunner(t, "runner-b")
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, len(ids), job.Replayed)
+	require.Len(t, b.outbox(t), len(ids))
+	b.noneTwice(t)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_start'`), "a clean hand-over is no takeover")
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM river_job WHERE state = 'completed'`) == 1
+	}, waitFor, 10*time.Millisecond, "River records the job complete")
+}
+
+// River hands a job whose worker looks dead (its rescuer makes a running job
+// available again) to another attempt while the first worker still runs:
+// the first one's next letter finds its token replaced and stops, the new
+// attempt finishes the job, and no letter is replayed twice.
+func TestTakenOverWorkerStopsAtItsNextLetter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 20)
+	job, err := b.svc.CreateJob(ctx, "bob", request(20))
+	require.NoError(t, err)
+	b.runner(t, "runner-a", jobs.Config{ReplayRate: 10})
+	b.progress(t, job.ID, 3)
+	// What River's rescuer does to a job stuck in running.
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE state = 'running' AND args->>'replay_job_id' = $1`,
+		fmt.Sprint(job.ID))
+	require.NoError(t, err)
+	b.startRunner(t, "runner-b")
+
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, len(ids), job.Replayed)
+	require.Len(t, b.outbox(t), len(ids))
+	b.noneTwice(t)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_start' AND (detail->>'resumed')::boolean`),
+		"the takeover is audited")
+}
+
+// Cancelling a running job stops its worker at the next letter; River's job
+// ends without a retry.
+func TestCancelStopsARunningJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mixed(t, 30)
+	job, err := b.svc.CreateJob(ctx, "bob", request(30))
+	require.NoError(t, err)
+	b.runner(t, "runner-a", jobs.Config{ReplayRate: 20})
+	b.progress(t, job.ID, 2)
+	_, err = b.svc.CancelJob(ctx, job.ID, "carol")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM river_job WHERE state = 'completed'`) == 1
+	}, waitFor, 10*time.Millisecond)
+	job, err = b.svc.Job(ctx, job.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobCancelled, job.Status)
+	require.Len(t, b.outbox(t), job.Replayed, "nothing replayed after the cancel")
+	require.Less(t, job.Replayed, 30)
+}
+
+// Creating a job inserts its River job in the same transaction.
+func TestCreateJobQueuesOneRiverJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mixed(t, 2)
+	job, err := b.svc.CreateJob(context.Background(), "bob", request(2))
+	require.NoError(t, err)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'replay_job' AND queue = 'replay' AND state = 'available' AND (args->>'replay_job_id')::bigint = $1`, job.ID))
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -14,11 +15,14 @@ import (
 // CreateJobTx is CreateJob within the caller's tx, for a job a second
 // operator approved (package resolution): the approval and the job commit
 // together. actor is who asked for it; detail is added to its audit_log
-// row (the approval and its approver). The runner is woken by Wake once
-// the caller has committed.
+// row (the approval and its approver). The River job that works it is
+// inserted in tx too: it runs once tx commits, and never if tx rolls back.
 func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req BulkRequest, detail map[string]any) (Job, error) {
 	if err := req.Validate(); err != nil {
 		return Job{}, err
+	}
+	if s.jobs == nil {
+		return Job{}, errors.New("replay jobs: no River client to queue them on (Service.WithJobs)")
 	}
 	filter, err := json.Marshal(req.filter())
 	if err != nil {
@@ -35,6 +39,9 @@ func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req 
 	if err != nil {
 		return Job{}, fmt.Errorf("insert replay job: %w", err)
 	}
+	if _, err := s.jobs.InsertTx(ctx, tx, JobArgs{ReplayJobID: job.ID}, nil); err != nil {
+		return Job{}, fmt.Errorf("queue River job for replay job %d: %w", job.ID, err)
+	}
 	d := map[string]any{"filter": job.Filter, "max": job.Max, "upto_id": job.UptoID}
 	for k, v := range detail {
 		d[k] = v
@@ -42,12 +49,4 @@ func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req 
 	err = store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
 		TargetID: store.ID(job.ID), Reason: req.Reason, At: now, Detail: d})
 	return job, err
-}
-
-// Wake tells this process's Runner that a job was queued.
-func (s *Service) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }

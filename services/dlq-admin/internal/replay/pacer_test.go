@@ -2,43 +2,36 @@ package replay
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// A long wait between letters keeps the job's lease alive, and a cancelled
-// context ends the wait.
-func TestPacerBeatsWhileWaiting(t *testing.T) {
+// The first slot is free, the next one every later; a cancelled context
+// ends a wait.
+func TestPacerSpacesSlots(t *testing.T) {
 	t.Parallel()
-	p := &pacer{every: time.Hour, beatEvery: time.Millisecond}
+	p := &pacer{every: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var beats atomic.Int32
-	beat := func(context.Context) error {
-		if beats.Add(1) == 3 {
-			cancel()
-		}
-		return nil
-	}
-	if err := p.wait(ctx, beat); err != nil {
+	if err := p.wait(ctx); err != nil {
 		t.Fatalf("the first slot is free: %v", err)
 	}
-	if err := p.wait(ctx, beat); err == nil {
-		t.Fatal("the second slot is an hour away; only the cancel ends the wait")
+	if next := p.nextSlot(); time.Until(next) < 59*time.Minute {
+		t.Fatalf("the second slot is an hour away, got %v", time.Until(next))
 	}
-	if n := beats.Load(); n != 3 {
-		t.Fatalf("want 3 heartbeats before the cancel, got %d", n)
+	cancel()
+	if err := p.wait(ctx); err == nil {
+		t.Fatal("only the cancel ends the wait for the second slot")
 	}
 }
 
-// A lost lease found by a heartbeat stops the wait with that error.
-func TestPacerStopsWhenTheLeaseIsLost(t *testing.T) {
+// A slow letter earns no burst: the slot after a late one is every after now.
+func TestPacerNoBurstAfterASlowLetter(t *testing.T) {
 	t.Parallel()
-	p := &pacer{every: time.Hour, beatEvery: time.Millisecond, next: time.Now().Add(time.Hour)}
-	err := p.wait(context.Background(), func(context.Context) error { return errLeaseLost })
-	if !errors.Is(err, errLeaseLost) {
-		t.Fatalf("want errLeaseLost, got %v", err)
+	p := &pacer{every: time.Hour, next: time.Now().Add(-time.Hour)}
+	if err := p.wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(p.nextSlot()); d < 59*time.Minute {
+		t.Fatalf("next slot in %v, want about an hour", d)
 	}
 }

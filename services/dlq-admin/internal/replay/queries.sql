@@ -20,43 +20,38 @@ SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, st
     failed, last_error, cursor_id, created_at, started_at, finished_at
 FROM replay_jobs ORDER BY id DESC LIMIT @max_rows;
 
--- name: NextJob :one
--- The oldest job a runner may take: queued, or running under a lease that
--- ran out (its runner died or let go). SKIP LOCKED: a job another replica
--- is claiming right now is left to it.
-SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
-    failed, last_error, cursor_id, created_at, started_at, finished_at
-FROM replay_jobs
-WHERE status = 'queued'
-   OR (status = 'running' AND (locked_until IS NULL OR locked_until < @now::timestamptz))
-ORDER BY id
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
+-- name: LockJobForWork :one
+-- The job a River worker is about to work, locked until it has taken it:
+-- who held it last (locked_by: set while a worker works it, NULL once a
+-- worker let go cleanly) says whether this is a takeover.
+SELECT status, coalesce(locked_by, '')::text AS locked_by, (started_at IS NOT NULL)::bool AS started
+FROM replay_jobs WHERE id = @id
+FOR UPDATE;
 
 -- name: StartJob :one
+-- The worker takes the job: locked_by is a fencing token, unique per River
+-- work attempt. A worker whose token was replaced (River rescued its job as
+-- stuck and another client took it) finds that its next Advance matches
+-- nothing, and stops.
 UPDATE replay_jobs
 SET status = 'running', started_at = coalesce(started_at, @now::timestamptz), locked_by = @owner::text,
-    locked_until = @locked_until::timestamptz,
+    locked_until = NULL,
     matched = CASE WHEN started_at IS NULL THEN @matched::int ELSE matched END
-WHERE id = @id
+WHERE id = @id AND status IN ('queued', 'running')
 RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at;
 
 -- name: Advance :one
--- Records one letter's outcome and extends the lease, in the letter's own
--- transaction. It matches nothing unless this runner still owns the
--- running job, which rolls the letter's replay back.
+-- Records one letter's outcome, in the letter's own transaction. It matches
+-- nothing unless this worker's token still holds the running job (not
+-- cancelled, not taken over), which rolls the letter's replay back.
 UPDATE replay_jobs
 SET replayed = replayed + @replayed::int, skipped = skipped + @skipped::int, failed = failed + @failed::int,
     last_error = coalesce(sqlc.narg(last_error)::text, last_error), cursor_id = greatest(cursor_id, @cursor_id::bigint),
-    locked_until = @locked_until::timestamptz, noop = noop + @noop::int
+    noop = noop + @noop::int
 WHERE id = @id AND status = 'running' AND locked_by = @owner::text
 RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at;
-
--- name: Heartbeat :execrows
-UPDATE replay_jobs SET locked_until = @locked_until::timestamptz
-WHERE id = @id AND status = 'running' AND locked_by = @owner::text;
 
 -- name: FinishJob :one
 UPDATE replay_jobs
@@ -67,8 +62,9 @@ RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id,
     failed, last_error, cursor_id, created_at, started_at, finished_at;
 
 -- name: ReleaseJob :exec
--- Lets go of a running job without finishing it (shutdown, a database
--- error): any runner may resume it at once.
+-- Lets go of a running job without finishing it (the end of a slice,
+-- shutdown, a database error): the next River attempt resumes it without
+-- counting as a takeover.
 UPDATE replay_jobs SET locked_by = NULL, locked_until = NULL
 WHERE id = @id AND status = 'running' AND locked_by = @owner::text;
 

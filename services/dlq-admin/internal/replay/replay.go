@@ -67,8 +67,8 @@ type Service struct {
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
-	// wake tells a Runner of this process that a job was queued.
-	wake chan struct{}
+	// jobs queues the River job that works a new replay job.
+	jobs Enqueuer
 	// notifier wakes the relays once a replay's outbox row is committed.
 	notifier interface{ Notify() }
 }
@@ -81,6 +81,13 @@ func (s *Service) WithNotifier(n interface{ Notify() }) *Service {
 	return s
 }
 
+// WithJobs sets the River client that bulk replay jobs are queued on (the
+// worker side is Worker); without one CreateJob refuses.
+func (s *Service) WithJobs(e Enqueuer) *Service {
+	s.jobs = e
+	return s
+}
+
 func (s *Service) notify() {
 	if s.notifier != nil {
 		s.notifier.Notify()
@@ -90,7 +97,7 @@ func (s *Service) notify() {
 // New returns a Service on pool.
 func New(pool *pgxpool.Pool, st *store.Store, deps lifecycle.Deps) *Service {
 	deps = deps.WithDefaults()
-	return &Service{pool: pool, q: sqlcdb.New(pool), store: st, logger: deps.Logger.With("component", "replay"), now: deps.Clock, wake: make(chan struct{}, 1)}
+	return &Service{pool: pool, q: sqlcdb.New(pool), store: st, logger: deps.Logger.With("component", "replay"), now: deps.Clock}
 }
 
 // Replayed is the result of one replay: what it did (Outcome,

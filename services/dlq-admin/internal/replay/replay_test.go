@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -39,7 +40,10 @@ func setup(t *testing.T) *bundle {
 	db := pgtest.New(t)
 	st := store.New(db.Pool)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	return &bundle{db: db, st: st, svc: replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: func() time.Time { return t0.Add(time.Hour) }})}
+	queue, err := jobs.InsertOnly(db.Pool, logger)
+	require.NoError(t, err)
+	svc := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: func() time.Time { return t0.Add(time.Hour) }}).WithJobs(queue)
+	return &bundle{db: db, st: st, svc: svc}
 }
 
 // letter is a consumer letter on aegis.transactions, changed by edit.

@@ -150,7 +150,7 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 		return Approval{}, &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
 	}
 	var out Approval
-	sent, job := false, false
+	sent := false
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		row, err := q.LockApproval(ctx, id)
@@ -200,7 +200,7 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 			if err != nil {
 				return err
 			}
-			status, result, job = ApprovalApproved, strconv.FormatInt(j.ID, 10), true
+			status, result = ApprovalApproved, strconv.FormatInt(j.ID, 10)
 			detail["replay_job_id"] = j.ID
 		}
 		row, err = q.DecideApproval(ctx, sqlcdb.DecideApprovalParams{ID: id, Status: status, DecidedBy: actor,
@@ -221,9 +221,6 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 	}
 	if sent {
 		s.notify()
-	}
-	if job {
-		s.replays.Wake()
 	}
 	s.logger.InfoContext(ctx, "approval decided", "approval_id", id, "status", out.Status, "actor", actor)
 	return out, nil

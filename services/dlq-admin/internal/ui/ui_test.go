@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
@@ -114,7 +115,9 @@ func serveWith(t *testing.T, db *pgtest.DB, cfg serverConfig) string {
 	st := store.New(db.Pool)
 	rec, err := recon.New(db.Pool, noAlerts{}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	svc := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now})
+	queue, err := jobs.InsertOnly(db.Pool, logger)
+	require.NoError(t, err)
+	svc := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}).WithJobs(queue)
 	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: svc, Recon: rec, Tokens: tokens, Now: time.Now,
 		Resolutions: resolution.New(db.Pool, svc, cfg.fourEyes, lifecycle.Deps{Logger: logger, Clock: time.Now})})
 	require.NoError(t, ui.Mount(r))
@@ -125,15 +128,13 @@ func serveWith(t *testing.T, db *pgtest.DB, cfg serverConfig) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	if cfg.runnerRate > 0 {
-		runner, err := replay.NewRunner(svc, replay.RunnerConfig{Owner: "ui-test", Rate: cfg.runnerRate, Poll: 50 * time.Millisecond})
+		// A worker's own Service: the API's keeps its insert-only client.
+		worker := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now})
+		runner, err := jobs.New(db.Pool, worker, nil, jobs.Config{ReplayRate: cfg.runnerRate, FetchPoll: 50 * time.Millisecond},
+			lifecycle.Deps{Logger: logger})
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan error, 1)
-		go func() { stopped <- runner.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			require.NoError(t, <-stopped)
-		})
+		require.NoError(t, runner.Start(context.Background()))
+		t.Cleanup(func() { require.NoError(t, runner.Stop(context.Background())) })
 	}
 	return srv.URL
 }

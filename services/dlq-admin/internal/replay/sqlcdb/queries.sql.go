@@ -16,22 +16,21 @@ const advance = `-- name: Advance :one
 UPDATE replay_jobs
 SET replayed = replayed + $1::int, skipped = skipped + $2::int, failed = failed + $3::int,
     last_error = coalesce($4::text, last_error), cursor_id = greatest(cursor_id, $5::bigint),
-    locked_until = $6::timestamptz, noop = noop + $7::int
-WHERE id = $8 AND status = 'running' AND locked_by = $9::text
+    noop = noop + $6::int
+WHERE id = $7 AND status = 'running' AND locked_by = $8::text
 RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at
 `
 
 type AdvanceParams struct {
-	Replayed    int
-	Skipped     int
-	Failed      int
-	LastError   *string
-	CursorID    int64
-	LockedUntil time.Time
-	Noop        int
-	ID          int64
-	Owner       string
+	Replayed  int
+	Skipped   int
+	Failed    int
+	LastError *string
+	CursorID  int64
+	Noop      int
+	ID        int64
+	Owner     string
 }
 
 type AdvanceRow struct {
@@ -54,9 +53,9 @@ type AdvanceRow struct {
 	FinishedAt *time.Time
 }
 
-// Records one letter's outcome and extends the lease, in the letter's own
-// transaction. It matches nothing unless this runner still owns the
-// running job, which rolls the letter's replay back.
+// Records one letter's outcome, in the letter's own transaction. It matches
+// nothing unless this worker's token still holds the running job (not
+// cancelled, not taken over), which rolls the letter's replay back.
 func (q *Queries) Advance(ctx context.Context, arg AdvanceParams) (AdvanceRow, error) {
 	row := q.db.QueryRow(ctx, advance,
 		arg.Replayed,
@@ -64,7 +63,6 @@ func (q *Queries) Advance(ctx context.Context, arg AdvanceParams) (AdvanceRow, e
 		arg.Failed,
 		arg.LastError,
 		arg.CursorID,
-		arg.LockedUntil,
 		arg.Noop,
 		arg.ID,
 		arg.Owner,
@@ -301,25 +299,6 @@ func (q *Queries) GetJob(ctx context.Context, id int64) (GetJobRow, error) {
 	return i, err
 }
 
-const heartbeat = `-- name: Heartbeat :execrows
-UPDATE replay_jobs SET locked_until = $1::timestamptz
-WHERE id = $2 AND status = 'running' AND locked_by = $3::text
-`
-
-type HeartbeatParams struct {
-	LockedUntil time.Time
-	ID          int64
-	Owner       string
-}
-
-func (q *Queries) Heartbeat(ctx context.Context, arg HeartbeatParams) (int64, error) {
-	result, err := q.db.Exec(ctx, heartbeat, arg.LockedUntil, arg.ID, arg.Owner)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const insertJob = `-- name: InsertJob :one
 
 INSERT INTO replay_jobs (actor, reason, filter, max, upto_id, created_at)
@@ -530,62 +509,25 @@ func (q *Queries) LockJob(ctx context.Context, id int64) (string, error) {
 	return status, err
 }
 
-const nextJob = `-- name: NextJob :one
-SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
-    failed, last_error, cursor_id, created_at, started_at, finished_at
-FROM replay_jobs
-WHERE status = 'queued'
-   OR (status = 'running' AND (locked_until IS NULL OR locked_until < $1::timestamptz))
-ORDER BY id
-LIMIT 1
-FOR UPDATE SKIP LOCKED
+const lockJobForWork = `-- name: LockJobForWork :one
+SELECT status, coalesce(locked_by, '')::text AS locked_by, (started_at IS NOT NULL)::bool AS started
+FROM replay_jobs WHERE id = $1
+FOR UPDATE
 `
 
-type NextJobRow struct {
-	ID         int64
-	Actor      string
-	Reason     string
-	Filter     []byte
-	Max        int
-	UptoID     int64
-	Status     string
-	Matched    int
-	Replayed   int
-	Noop       int
-	Skipped    int
-	Failed     int
-	LastError  *string
-	CursorID   int64
-	CreatedAt  time.Time
-	StartedAt  *time.Time
-	FinishedAt *time.Time
+type LockJobForWorkRow struct {
+	Status   string
+	LockedBy string
+	Started  bool
 }
 
-// The oldest job a runner may take: queued, or running under a lease that
-// ran out (its runner died or let go). SKIP LOCKED: a job another replica
-// is claiming right now is left to it.
-func (q *Queries) NextJob(ctx context.Context, now time.Time) (NextJobRow, error) {
-	row := q.db.QueryRow(ctx, nextJob, now)
-	var i NextJobRow
-	err := row.Scan(
-		&i.ID,
-		&i.Actor,
-		&i.Reason,
-		&i.Filter,
-		&i.Max,
-		&i.UptoID,
-		&i.Status,
-		&i.Matched,
-		&i.Replayed,
-		&i.Noop,
-		&i.Skipped,
-		&i.Failed,
-		&i.LastError,
-		&i.CursorID,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-	)
+// The job a River worker is about to work, locked until it has taken it:
+// who held it last (locked_by: set while a worker works it, NULL once a
+// worker let go cleanly) says whether this is a takeover.
+func (q *Queries) LockJobForWork(ctx context.Context, id int64) (LockJobForWorkRow, error) {
+	row := q.db.QueryRow(ctx, lockJobForWork, id)
+	var i LockJobForWorkRow
+	err := row.Scan(&i.Status, &i.LockedBy, &i.Started)
 	return i, err
 }
 
@@ -642,8 +584,9 @@ type ReleaseJobParams struct {
 	Owner string
 }
 
-// Lets go of a running job without finishing it (shutdown, a database
-// error): any runner may resume it at once.
+// Lets go of a running job without finishing it (the end of a slice,
+// shutdown, a database error): the next River attempt resumes it without
+// counting as a takeover.
 func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) error {
 	_, err := q.db.Exec(ctx, releaseJob, arg.ID, arg.Owner)
 	return err
@@ -663,19 +606,18 @@ func (q *Queries) ResolutionDecided(ctx context.Context, id uuid.UUID) (string, 
 const startJob = `-- name: StartJob :one
 UPDATE replay_jobs
 SET status = 'running', started_at = coalesce(started_at, $1::timestamptz), locked_by = $2::text,
-    locked_until = $3::timestamptz,
-    matched = CASE WHEN started_at IS NULL THEN $4::int ELSE matched END
-WHERE id = $5
+    locked_until = NULL,
+    matched = CASE WHEN started_at IS NULL THEN $3::int ELSE matched END
+WHERE id = $4 AND status IN ('queued', 'running')
 RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at
 `
 
 type StartJobParams struct {
-	Now         time.Time
-	Owner       string
-	LockedUntil time.Time
-	Matched     int
-	ID          int64
+	Now     time.Time
+	Owner   string
+	Matched int
+	ID      int64
 }
 
 type StartJobRow struct {
@@ -698,11 +640,14 @@ type StartJobRow struct {
 	FinishedAt *time.Time
 }
 
+// The worker takes the job: locked_by is a fencing token, unique per River
+// work attempt. A worker whose token was replaced (River rescued its job as
+// stuck and another client took it) finds that its next Advance matches
+// nothing, and stops.
 func (q *Queries) StartJob(ctx context.Context, arg StartJobParams) (StartJobRow, error) {
 	row := q.db.QueryRow(ctx, startJob,
 		arg.Now,
 		arg.Owner,
-		arg.LockedUntil,
 		arg.Matched,
 		arg.ID,
 	)

@@ -1,0 +1,23 @@
+// Package jobs is dlq-admin's background job runner: one River client
+// (riverqueue/river on riverpgxv5, in the service's own Postgres) that works
+// bulk replay jobs (package replay's Worker, queue "replay") and the
+// scheduled reconciliation (package recon's PeriodicJob, queue "reconcile").
+//
+// Why River rather than the loops it replaced: the replay runner had its own
+// claim/lease/heartbeat/release protocol on replay_jobs and the
+// reconciliation its own timer per replica (N replicas ran it N times). River
+// brings the leases (rescue of a crashed worker's job), retries with
+// backoff, uniqueness (one River job per replay job; one reconciliation per
+// period across replicas, inserted by the elected leader) and scheduling,
+// tested by others; a job is inserted in the transaction that creates its
+// operator-facing row (InsertTx), so neither exists without the other.
+// docs/architecture.md ("Background jobs") records the decision, and what
+// stays custom: the outbox relay (per-key order and Kafka publishing are its
+// job) and the consumers.
+//
+// Runner is a lifecycle.Component. Stop first tells the replay workers to
+// stop between two letters (they snooze their job, which River hands to the
+// next client at once), then stops River gracefully; when Stop's context
+// ends first, it cancels the jobs still running and waits for River's
+// goroutines, so that none outlives the component.
+package jobs

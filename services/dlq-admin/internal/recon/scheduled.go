@@ -1,0 +1,64 @@
+package recon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Queue is the River queue scheduled reconciliations run in.
+const Queue = "reconcile"
+
+// ScheduledArgs is the River job of one scheduled reconciliation. River's
+// leader inserts it every RECONCILE_INTERVAL (PeriodicJob), unique per
+// period, so N replicas run one check per interval.
+type ScheduledArgs struct{}
+
+// Kind names the job in river_job.kind.
+func (ScheduledArgs) Kind() string { return "reconcile" }
+
+// PeriodicJob schedules a reconciliation every interval, the first at the
+// leader's start unless one ran within the current period already (a
+// restart does not run it twice).
+func PeriodicJob(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval), func() (river.JobArgs, *river.InsertOpts) {
+		return ScheduledArgs{}, &river.InsertOpts{
+			Queue: Queue,
+			// A failed check is not retried: the next period's runs, as
+			// before River (and an alert already said what failed).
+			MaxAttempts: 1,
+			UniqueOpts:  river.UniqueOpts{ByPeriod: interval},
+		}
+	}, &river.PeriodicJobOpts{RunOnStart: true})
+}
+
+// Worker runs scheduled reconciliations on River.
+type Worker struct {
+	river.WorkerDefaults[ScheduledArgs]
+	r *Reconciler
+}
+
+// NewWorker returns River's worker for r's scheduled checks.
+func NewWorker(r *Reconciler) *Worker { return &Worker{r: r} }
+
+// Timeout: none from River; the check's statements are bounded by
+// RECONCILE_STATEMENT_TIMEOUT.
+func (w *Worker) Timeout(*river.Job[ScheduledArgs]) time.Duration { return -1 }
+
+// Work runs one scheduled check. A check already running (a manual one) is
+// this period's check.
+func (w *Worker) Work(ctx context.Context, _ *river.Job[ScheduledArgs]) error {
+	_, err := w.r.run(ctx, TriggerScheduled, "", true)
+	switch {
+	case errors.Is(err, ErrBusy):
+		w.r.logger.Info("scheduled reconciliation skipped: another check is running")
+		return nil
+	case err != nil:
+		w.r.runs.WithLabelValues("error").Inc()
+		w.r.logger.Error("scheduled reconciliation failed", "error", err.Error())
+		return err
+	}
+	return nil
+}

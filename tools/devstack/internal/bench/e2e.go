@@ -78,6 +78,11 @@ type e2eStep struct {
 	// Stages says where the rest of the time went (see stageQueries).
 	Ack    [2]time.Duration
 	Stages string
+	// InTime were answered (any status) within e2eBound of their due
+	// time; Shed were answered 503 (overload).
+	InTime, Shed int
+	// FirstOther is the first failure that was not a 503.
+	FirstOther string
 }
 
 func (s e2eStep) ok() bool {
@@ -157,6 +162,9 @@ func (r *Runner) e2e(ctx context.Context) error {
 	}
 	stepBase := bare
 	bare = max(bare, bareAfter)
+	if err := run.overload(ctx, credits); err != nil {
+		return err
+	}
 	r.add(Row{"pgbench bare", fmt.Sprintf("two inserts per tx (1 KiB jsonb each) into two tables with only a primary key, %d clients, before e2e and after its credits (best run)", benchClients),
 		fmt.Sprintf("%.0f tx/s (runs: %.0f, %.0f)", bare, stepBase, bareAfter), "—", ""})
 	if err := run.registerDestinations(ctx); err != nil {
@@ -333,7 +341,9 @@ type outcome struct {
 	id    string // the credit's ledger reference or the payout id
 	due   time.Time
 	ack   time.Duration // answered this long after due
-	err   string
+	// status is the HTTP answer's status (0: no answer).
+	status int
+	err    string
 }
 
 // creditStep offers signed payment_intent.succeeded webhooks at rate for
@@ -371,6 +381,7 @@ func (e *e2eRun) creditStep(ctx context.Context, rate float64, d time.Duration) 
 		req.Header.Set("Content-Type", "application/json")
 		status, _, err := e.do(req)
 		out[it.n].ack = time.Since(it.due)
+		out[it.n].status = status
 		switch {
 		case err != nil:
 			out[it.n].err = err.Error()
@@ -596,6 +607,14 @@ func summarize(rate float64, start time.Time, out []outcome, done map[string]tim
 	var last time.Time
 	for _, o := range out {
 		acks = append(acks, o.ack)
+		if o.status != 0 && o.ack <= e2eBound {
+			st.InTime++
+		}
+		if o.status == http.StatusServiceUnavailable {
+			st.Shed++
+		} else if !o.acked && st.FirstOther == "" {
+			st.FirstOther = o.err
+		}
 		if !o.acked {
 			st.Failures++
 			if st.FirstErr == "" {
@@ -634,4 +653,61 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Fields(string(b))[0]
+}
+
+// overload is issue 17's target 3 on the whole suite: overloadFactor times
+// the highest credit rate it held (its sustainable rate), open loop, for
+// 1.5 phases. Every request must be answered within a second (accepted
+// after its commit, the rest 503 with Retry-After); every acknowledged
+// payment must still be credited once the backlog drains; then the
+// sustainable rate offered again must hold as before (full speed).
+func (e *e2eRun) overload(ctx context.Context, credits []e2eStep) error {
+	var sustained float64
+	for _, s := range credits {
+		if !s.ok() {
+			break
+		}
+		sustained = s.Offered
+	}
+	if sustained == 0 {
+		e.r.add(Row{"e2e overload", "3× the sustainable credit rate", "not run: no credit step held", "100% answered within 1 s", "NOT met"})
+		return nil
+	}
+	offered := overloadFactor * sustained
+	d := e.r.cfg.Duration * 3 / 2
+	e.r.progress("e2e overload: offering %.0f /s (%d× the sustainable %.0f /s) for %s", offered, overloadFactor, sustained, d)
+	st, err := e.creditStep(ctx, offered, d)
+	if err != nil {
+		return fmt.Errorf("overload at %.0f/s: %w", offered, err)
+	}
+	e.r.progress("e2e overload: %d sent, %d answered within 1 s, %d acknowledged, %d shed, %d credited; answered p50 %s p99 %s",
+		st.Sent, st.InTime, st.Acked, st.Shed, st.Done, ms(st.Ack[0]), ms(st.Ack[1]))
+	e.r.progress("e2e overload: load dropped; %.0f /s again for %s", sustained, e.r.cfg.Duration)
+	after, err := e.creditStep(ctx, sustained, e.r.cfg.Duration)
+	if err != nil {
+		return fmt.Errorf("after the overload at %.0f/s: %w", sustained, err)
+	}
+	secs := d.Seconds()
+	others := st.Sent - st.Acked - st.Shed
+	e.r.add(Row{"e2e overload", fmt.Sprintf("%d× the sustainable credit rate (%.0f webhooks/s offered to the whole suite, open loop) for %s: answered within 1 s of its due time",
+		overloadFactor, offered, d.Round(time.Second)),
+		fmt.Sprintf("%.2f%% of %d (answer p50 / p99 %s / %s)", 100*float64(st.InTime)/float64(max(1, st.Sent)), st.Sent, ms(st.Ack[0]), ms(st.Ack[1])),
+		"100%", verdict(st.Sent > 0 && st.InTime == st.Sent)})
+	e.r.add(Row{"e2e overload", "accepted (200 after commit) and shed (503 with Retry-After) per second; other answers",
+		fmt.Sprintf("%.0f /s accepted, %.0f /s shed, %d other%s", float64(st.Acked)/secs, float64(st.Shed)/secs, others, firstOther(st)),
+		"no other answers", verdict(others == 0)})
+	e.r.add(Row{"e2e overload", "acknowledged payments not credited once the backlog drained",
+		fmt.Sprintf("%d of %d", st.Acked-st.Done, st.Acked), "0", verdict(st.Done == st.Acked)})
+	e.r.add(Row{"e2e overload", fmt.Sprintf("right after it, %.0f /s again: every acknowledged one credited with p99 ≤ 1 s", sustained),
+		fmt.Sprintf("%d of %d credited, p99 %s, delivered %.0f /s", after.Done, after.Acked, ms(after.P99), after.Rate),
+		"holds as before (full speed again)", verdict(after.ok())})
+	return nil
+}
+
+// firstOther names the first failure of a step that was not a 503.
+func firstOther(st e2eStep) string {
+	if st.FirstOther == "" {
+		return ""
+	}
+	return " (first: " + st.FirstOther + ")"
 }

@@ -14,7 +14,7 @@ func TestOpenLoopSendsEachOnceAtItsSlot(t *testing.T) {
 	const n, rate = 300, 1000.0
 	var mu sync.Mutex
 	seen := map[int]time.Time{}
-	openLoop(context.Background(), rate, n, func(it item) {
+	openLoop(context.Background(), rate, n, e2eSenders, func(it item) {
 		time.Sleep(time.Millisecond) // a slow server
 		mu.Lock()
 		defer mu.Unlock()

@@ -67,9 +67,11 @@
 //     (Summary.fields); in sqlc each would be its own ~20-field row type
 //     with its own copy of the mapping, so they stay beside that list.
 //   - the hot paths `make bench` measures that are left: webhook-api
-//     wallets, payout-worker's ledger, resolution reads and consume
-//     (processed). They move only with the same
-//     statements (batch, unnest, COPY) and round trips and a bench run to
-//     show it; that run was not made, so they keep their constants (each in
-//     one queries.go or store.go per store).
+//     wallets, payout-worker's ledger (its one-statement hold and the
+//     credit batch; the bench's pgbench baseline reads the same constants),
+//     resolution reads and consume (processed). They keep their constants,
+//     each in one queries.go or store.go per store. The ones converted
+//     (ingest, pkg/outbox and the relay, the payout store) kept their
+//     statements and round trips, and docs/benchmarks.md's run after them
+//     shows no regression.
 package database

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,15 +53,67 @@ func BuildAll(dir string, race bool, importPaths ...string) error {
 	return nil
 }
 
-// FreePort returns a loopback port nothing listens on right now.
+// FreePort returns a loopback port nothing listens on right now (Port),
+// failing the test when there is none.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := Port()
 	if err != nil {
 		t.Fatalf("proctest: free port: %v", err)
 	}
+	return port
+}
+
+// Port returns a loopback port nothing listens on right now, for a process
+// that binds it a moment later. It is picked below the kernel's ephemeral
+// range: a port from that range (what listening on :0 hands out) may be
+// taken by any outgoing connection in between, and a service then fails to
+// start with "address already in use" (a chaos seed did, 2026-11-23).
+// Where the range leaves no room below it, :0 it is.
+func Port() (int, error) {
+	lo := ephemeralLow()
+	if lo > portsFrom+1000 {
+		for range 100 {
+			port := portsFrom + rand.IntN(lo-portsFrom)
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				continue // taken: try another
+			}
+			if err := ln.Close(); err != nil {
+				return 0, fmt.Errorf("close probe listener: %w", err)
+			}
+			return port, nil
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listen on a free port: %w", err)
+	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portsFrom is the lowest port Port picks: above the well-known and the
+// usual fixed ports of local servers (Postgres 5432, Redis 6379, make dev's
+// 808x and 9092).
+const portsFrom = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range), or 0 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0
+	}
+	lo, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // Proc is a running binary.

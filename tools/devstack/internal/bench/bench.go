@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -126,15 +125,6 @@ func (r *Runner) freshDB(ctx context.Context, name string) (string, *pgxpool.Poo
 		return "", nil, err
 	}
 	return u.String(), pool, nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (r *Runner) newStack() *stack.Stack {

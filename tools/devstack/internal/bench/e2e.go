@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -137,7 +138,7 @@ func (r *Runner) e2e(ctx context.Context) error {
 	defer pool.Close()
 	var ports stack.Ports
 	for _, p := range []*int{&ports.WebhookAPI, &ports.OutboxRelay, &ports.PayoutWorker, &ports.DLQAdmin, &ports.Kafka, &ports.PSP} {
-		if *p, err = freePort(); err != nil {
+		if *p, err = proctest.Port(); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -193,7 +194,7 @@ func (r *Runner) ingest(ctx context.Context) error {
 	defer pool.Close()
 	s := r.newStack()
 	defer func() { _ = s.Stop(20 * time.Second) }() // a bench run reports its figures, not the teardown
-	port, err := freePort()
+	port, err := proctest.Port()
 	if err != nil {
 		return err
 	}

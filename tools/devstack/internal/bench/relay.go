@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 )
 
 const (
@@ -33,11 +34,11 @@ func (r *Runner) relay(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	kport, err := freePort()
+	kport, err := proctest.Port()
 	if err != nil {
 		return err
 	}
-	rport, err := freePort()
+	rport, err := proctest.Port()
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -32,7 +33,7 @@ func (r *Runner) worker(ctx context.Context) error {
 	defer pool.Close()
 	var ports [3]int
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = proctest.Port(); err != nil {
 			return err
 		}
 	}

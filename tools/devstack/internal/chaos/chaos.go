@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -216,7 +217,7 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 
 	ports := make([]int, 9)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = proctest.Port(); err != nil {
 			return nil, err
 		}
 	}
@@ -394,15 +395,6 @@ func (su *suite) replayOne(ctx context.Context, id int64) (replayed bool, err er
 		}
 		return false, fmt.Errorf("replay of dead letter %d answered %d (attempt %d)", id, resp.StatusCode, attempt)
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitRedis(ctx context.Context, port int) error {

@@ -1,0 +1,30 @@
+package proctest
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+// A port from Port is free to bind, and outside the kernel's ephemeral
+// range, where an outgoing connection could take it before the process
+// that was handed it binds it.
+func TestPortIsBindableAndBelowTheEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	for range 20 {
+		port, err := Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo > portsFrom+1000 && (port < portsFrom || port >= lo) {
+			t.Fatalf("port %d is outside [%d, %d)", port, portsFrom, lo)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatalf("port %d: %v", port, err)
+		}
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -216,7 +216,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 // creditCommitters is how many credit groups are committed at once
 // (ledger.CreditCommitter), measured on the worker bench: see
 // docs/benchmarks.md, "Worker: credits against a pgbench of the same batch".
-const creditCommitters = 1
+const creditCommitters = 2
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := readConfig(getenv)

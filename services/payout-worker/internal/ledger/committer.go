@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -59,6 +60,8 @@ type CreditCommitter struct {
 	queue    chan *creditRequest
 	workers  int
 	maxGroup int
+	sizes    prometheus.Histogram
+	retried  prometheus.Counter
 }
 
 type creditRequest struct {
@@ -90,8 +93,20 @@ func NewCreditCommitter(l *Ledger, pool *pgxpool.Pool, cfg CreditCommitterConfig
 		return nil, fmt.Errorf("credit committer needs at least one worker and a group size of at least 1")
 	}
 	deps = deps.WithDefaults()
-	return &CreditCommitter{ledger: l, pool: pool, logger: deps.Logger, panics: deps.Panics,
-		queue: make(chan *creditRequest, cfg.Workers*cfg.MaxGroup), workers: cfg.Workers, maxGroup: cfg.MaxGroup}, nil
+	c := &CreditCommitter{ledger: l, pool: pool, logger: deps.Logger, panics: deps.Panics,
+		queue: make(chan *creditRequest, cfg.Workers*cfg.MaxGroup), workers: cfg.Workers, maxGroup: cfg.MaxGroup,
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "aegis_credit_group_size",
+			Help:    "Credits per group commit (one transaction).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 7)}),
+		retried: prometheus.NewCounter(prometheus.CounterOpts{Name: "aegis_credit_groups_retried_total",
+			Help: "Credit groups whose transaction failed (a deadlock, a credit Postgres refused) and whose credits were committed again one by one."}),
+	}
+	for _, m := range []prometheus.Collector{c.sizes, c.retried} {
+		if err := deps.Registerer.Register(m); err != nil {
+			return nil, fmt.Errorf("register credit committer metrics: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Start runs the committers until Stop.
@@ -189,6 +204,7 @@ func (c *CreditCommitter) commit(ctx context.Context, group []*creditRequest) {
 		return cmp.Or(cmp.Compare(a.cr.userID, b.cr.userID), cmp.Compare(a.cr.currency, b.cr.currency),
 			cmp.Compare(a.cr.provider, b.cr.provider), cmp.Compare(a.cr.reference, b.cr.reference))
 	})
+	c.sizes.Observe(float64(len(group)))
 	results := make([]creditResult, len(group))
 	err := c.panics.Call(ctx, c.logger, "payout-worker/credit committer", func() error {
 		if len(group) > 1 {
@@ -200,6 +216,7 @@ func (c *CreditCommitter) commit(ctx context.Context, group []*creditRequest) {
 				return nil
 			}
 			// One bad credit must not fail its neighbours: each alone.
+			c.retried.Inc()
 			c.logger.DebugContext(ctx, "credit group failed, committing its credits one by one",
 				"credits", len(group), "code", database.Code(err), "error", err)
 		}

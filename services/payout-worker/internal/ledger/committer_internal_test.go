@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/database"
@@ -97,6 +98,7 @@ func TestCreditGroupIsOneTransactionWithExactOutcomes(t *testing.T) {
 				SELECT count(DISTINCT xmin::text) FROM (
 					SELECT xmin FROM ledger_transactions UNION ALL SELECT xmin FROM processed_events) x`),
 				"the group committed as one transaction")
+			require.Zero(t, testutil.ToFloat64(c.retried), "the group was not retried one by one")
 			available := 0
 			if delay > 0 {
 				available = 3
@@ -135,6 +137,7 @@ func TestPoisonedCreditFailsAloneInItsGroup(t *testing.T) {
 		}
 		require.NoError(t, r.err, "credit %d", i)
 	}
+	require.EqualValues(t, 1, testutil.ToFloat64(c.retried), "the group failed and was retried one by one")
 	require.EqualValues(t, 150, balanceOf(t, db, "u-a"))
 	require.EqualValues(t, 1, balanceOf(t, db, "u-rich"))
 	require.EqualValues(t, 9, balanceOf(t, db, "u-z"))

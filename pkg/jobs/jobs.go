@@ -47,6 +47,10 @@ type Config struct {
 	// FetchPoll is how often River polls for jobs when no notification
 	// came (zero: River's default, 1s).
 	FetchPoll time.Duration
+	// PollOnly makes River poll (every FetchPoll) instead of holding a
+	// LISTEN connection of the pool for the client's lifetime: for a
+	// service whose pool serves a hot path and whose jobs are rare.
+	PollOnly bool
 	// OnStop, if set, is called once when Stop begins, before River stops:
 	// workers put their jobs down at a safe point.
 	OnStop func()
@@ -110,6 +114,7 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
 		// roles are not (migrations 000017 and 000018 grant DML only).
 		ReindexerSchedule: river.NeverSchedule(),
 		FetchPollInterval: cfg.FetchPoll,
+		PollOnly:          cfg.PollOnly,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: River client: %w", cfg.Name, err)

@@ -77,7 +77,11 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 		// is active at a time all the same: the run table's index).
 		Queues:       map[string]river.QueueConfig{jobs.PSPReconcileQueue: {MaxWorkers: 2}},
 		PeriodicJobs: periodic, RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll,
-		OnStop: func() { close(stopping) }}, deps)
+		// webhook-api's pool serves the webhooks: River polls (a requested
+		// run starts within a second) rather than hold one of its
+		// connections for LISTEN.
+		PollOnly: true,
+		OnStop:   func() { close(stopping) }}, deps)
 	if err != nil {
 		return nil, nil, err
 	}

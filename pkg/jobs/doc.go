@@ -17,7 +17,10 @@
 // What every client shares: River logs through the service's slog logger;
 // the reindexer is off (REINDEX needs the indexes' owner, the migrator, and
 // the services' roles have DML only: migrations 000017 and 000018); the
-// rescue of a crashed worker's job comes after Config.RescueAfter.
+// rescue of a crashed worker's job comes after Config.RescueAfter, which is
+// also the job timeout of a worker that states none. River never rescues
+// the job of a worker whose Timeout is negative: a worker that must be
+// rescued returns a positive Timeout (pspsync's returns RescueAfter).
 //
 // Job kinds that cross services (inserted by one, worked by another) are
 // declared here so both sides agree on the kind, the queue and the args'

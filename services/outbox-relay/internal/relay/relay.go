@@ -185,8 +185,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			if n == r.cfg.BatchSize {
 				err = errors.Join(err, r.safeSettle(ctx, b))
 			} else {
-				settling = make(chan error, 1)
-				go func() { settling <- r.safeSettle(ctx, b) }()
+				done := make(chan error, 1)
+				settling = done
+				go func() { done <- r.safeSettle(ctx, b) }()
 			}
 		}
 		err = errors.Join(err, settleErr)

@@ -21,6 +21,18 @@ import (
 // minutes here), and after the first on Kafka.
 func TestAKeyIsClaimedWhileAnotherKeysBatchSettles(t *testing.T) {
 	t.Parallel()
+	claimBesideSettle(t, 1)
+}
+
+// With two loops (RELAY_WORKERS=2) the claim that skips "slow"'s next row
+// may be the other loop's, which then sleeps: the settle wakes the relay
+// when any claim of the process ran beside it.
+func TestAKeyIsClaimedWhileAnotherKeysBatchSettlesTwoLoops(t *testing.T) {
+	t.Parallel()
+	claimBesideSettle(t, 2)
+}
+
+func claimBesideSettle(t *testing.T, loops int) {
 	const settleDelay = 2 * time.Second
 	b := setup(t)
 	ctx := context.Background()
@@ -32,9 +44,16 @@ func TestAKeyIsClaimedWhileAnotherKeysBatchSettles(t *testing.T) {
 	require.NoError(t, err)
 	r, _ := b.newRelay(t, relayOpts{now: time.Now, poll: 10 * time.Minute})
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	done := make(chan error, loops)
+	for range loops {
+		go func() { done <- r.Run(runCtx) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range loops {
+			require.NoError(t, <-done)
+		}
+	})
 
 	slow0 := b.insert(t, "user-slow", 0, 0)
 	r.Wake()

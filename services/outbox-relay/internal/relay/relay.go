@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,9 @@ type Relay struct {
 	now     func() time.Time
 	wake    chan struct{}
 	panics  *panics.Counter
+	// claims counts the claims this process's loops have started: a settle
+	// that sees it move claimed rows may have been skipped behind its batch.
+	claims atomic.Uint64
 }
 
 // Deps is what a relay works with, next to the logger, clock, registry
@@ -229,6 +233,7 @@ type batch struct {
 	cancel             context.CancelFunc
 	t0                 time.Time
 	claimed, published time.Duration
+	claimSeq           uint64 // Relay.claims after this batch's claim began
 }
 
 func (b *batch) size() int {
@@ -256,6 +261,7 @@ func (r *Relay) claimAndPublish(ctx context.Context) (*batch, error) {
 		return nil, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
 	}
 	t0 := time.Now()
+	seq := r.claims.Add(1)
 	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
 	if err != nil {
 		return nil, err
@@ -292,7 +298,7 @@ func (r *Relay) claimAndPublish(ctx context.Context) (*batch, error) {
 		return nil, errors.Join(err, r.store.Release(work, ids(rows), r.cfg.Owner, r.now()))
 	}
 	return &batch{rows: rows, results: results, work: work, cancel: cancel, t0: t0, claimed: claimed,
-		published: time.Since(t0) - claimed}, nil
+		published: time.Since(t0) - claimed, claimSeq: seq}, nil
 }
 
 // settleBatch settles a published batch (see settle) and logs the cycle.
@@ -300,6 +306,12 @@ func (r *Relay) settleBatch(b *batch) error {
 	defer b.cancel()
 	start := time.Now()
 	err := r.settle(b.work, b.rows, b.results)
+	if r.claims.Load() != b.claimSeq {
+		// Another claim of this process ran while the batch was unsettled
+		// and skipped the rows queued behind it; they are due now, and
+		// that claim's loop may be asleep.
+		r.Wake()
+	}
 	r.logger.Debug("relay cycle", "rows", len(b.rows), "claim_ms", ms(b.claimed), "publish_ms", ms(b.published),
 		"settle_ms", ms(time.Since(start)), "cycle_ms", ms(time.Since(b.t0)))
 	return err

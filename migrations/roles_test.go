@@ -48,9 +48,9 @@ var wantGrants = map[string]map[string]string{
 	"audit_log":                  {RoleDLQAdmin: "SI"},
 	"transaction_outbox":         {RoleWebhookAPI: "Ii", RoleOutboxRelay: "SUD", RolePayoutWorker: "Ii", RoleDLQAdmin: "SI"},
 	"schema_migrations":          {},
-	"river_job":                  {RoleDLQAdmin: "SIUD"},
-	"river_leader":               {RoleDLQAdmin: "SIUD"},
-	"river_queue":                {RoleDLQAdmin: "SIUD"},
+	"river_job":                  {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
+	"river_leader":               {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
+	"river_queue":                {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
 	"river_migration":            {},
 	"river_notification":         {},
 }
@@ -275,8 +275,15 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		must(t, c, "cleaning River jobs", `DELETE FROM river_job WHERE kind = 't'`)
 		refused(t, c, "changing River's schema version", `DELETE FROM river_migration`)
 	})
+	t.Run("webhook-api works the PSP reconciliation's River jobs", func(t *testing.T) {
+		c := asRole(t, dbURL, RoleWebhookAPI)
+		must(t, c, "queueing a River job", `INSERT INTO river_job (kind, args, queue, state, max_attempts) VALUES ('t', '{}', 'psp_reconcile', 'available', 1) RETURNING id`)
+		must(t, c, "completing a River job", `UPDATE river_job SET state = 'completed', finalized_at = now() WHERE kind = 't'`)
+		must(t, c, "cleaning River jobs", `DELETE FROM river_job WHERE kind = 't'`)
+		refused(t, c, "changing River's schema version", `DELETE FROM river_migration`)
+	})
 	t.Run("others work no River jobs", func(t *testing.T) {
-		for _, role := range []string{RoleWebhookAPI, RoleOutboxRelay, RolePayoutWorker} {
+		for _, role := range []string{RoleOutboxRelay, RolePayoutWorker} {
 			c := asRole(t, dbURL, role)
 			refused(t, c, role+" queueing a River job", `INSERT INTO river_job (kind, args) VALUES ('t', '{}')`)
 		}

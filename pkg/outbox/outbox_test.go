@@ -524,3 +524,36 @@ func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
 	require.Len(t, got, 2000)
 	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the first 2000 rows, one head of each key")
 }
+
+// The store's sessions commit asynchronously (Claim's commit is on every
+// row's latency path), but a dead-lettering transaction commits
+// synchronously: its letter is announced on Kafka after the commit.
+func TestDeadLetteringCommitsSynchronouslyOnTheStoresAsyncSessions(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
+	require.NoError(t, err)
+	defer pool.Close()
+	var setting string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting))
+	require.Equal(t, "off", setting, "the store's sessions")
+
+	id := insert(t, db, msg("wallet-1", 0))[0]
+	got, err := outbox.NewStore(pool).Claim(ctx, time.Now(), 10, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, ids(got))
+	err = database.InTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := outbox.MarkDeadLetter(ctx, tx, id, "relay-1", errors.New("rejected"), "permanent"); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting)
+	})
+	require.NoError(t, err)
+	require.Equal(t, "on", setting, "the dead-lettering transaction")
+	var status string
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT status FROM transaction_outbox WHERE id = $1", id).Scan(&status))
+	require.Equal(t, "dlq", status)
+	require.NoError(t, pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting))
+	require.Equal(t, "off", setting, "for that transaction only")
+}

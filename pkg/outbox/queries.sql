@@ -130,6 +130,11 @@ UPDATE transaction_outbox
 SET status = 'pending', next_retry_at = @next_retry_at, updated_at = now(), locked_by = NULL, locked_until = NULL
 WHERE id = ANY(@ids::bigint[]) AND status = 'processing' AND locked_by = @owner::text;
 
+-- name: SynchronousCommit :exec
+-- For the rest of the transaction: its commit waits for the WAL flush even
+-- on the store's sessions, which run with synchronous_commit off.
+SELECT set_config('synchronous_commit', 'on', true);
+
 -- name: MarkDeadLetter :one
 UPDATE transaction_outbox
 SET status = 'dlq', retry_count = retry_count + 1, last_error = @error::text, updated_at = now(), finished_at = now(),

@@ -52,8 +52,21 @@ type Store struct {
 // bitmap scans off the walk is the plan either way; none of the store's other
 // statements is better served by a bitmap scan (they look rows up by id or
 // walk one index in order).
+//
+// The store's transactions commit with synchronous_commit off: Claim's
+// commit is on the path of every relayed row (a relay publishes only after
+// it), and waiting for its WAL flush added a flush (about 1 ms here, more
+// when other sessions flush too) to each row's latency. What a server crash
+// can undo — the last few hundred milliseconds of the relay's own
+// bookkeeping, never a writer's row — only makes rows due again: an undone
+// claim or MarkProcessed republishes its rows (at-least-once; WAL is
+// replayed in order, so a settle never survives without the claim before it
+// and no row is marked published that was not), an undone Retry or Release
+// costs an attempt's count or the lease's wait. Dead-lettering is the
+// exception: MarkDeadLetter makes its own transaction's commit synchronous,
+// since its letter is announced on Kafka after the commit.
 func StoreSettings() map[string]string {
-	return map[string]string{"enable_bitmapscan": "off"}
+	return map[string]string{"enable_bitmapscan": "off", "synchronous_commit": "off"}
 }
 
 // NewStore returns a Store on pool, which should be opened with
@@ -144,8 +157,16 @@ type DeadLettered struct {
 
 // MarkDeadLetter marks a row dlq within tx, the transaction that also writes
 // its dead_letters row, recording the final failure of class.
+//
+// The transaction then commits synchronously whatever the session's setting
+// (StoreSettings): the dead letter is announced on Kafka once it commits,
+// and a crash must not undo a letter that was announced.
 func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, cause error, class string) (DeadLettered, error) {
-	r, err := sqlcdb.New(tx).MarkDeadLetter(ctx, sqlcdb.MarkDeadLetterParams{Error: cause.Error(), Class: class, ID: id, Owner: owner})
+	q := sqlcdb.New(tx)
+	if err := q.SynchronousCommit(ctx); err != nil {
+		return DeadLettered{}, fmt.Errorf("mark outbox row dlq: make the commit synchronous: %w", err)
+	}
+	r, err := q.MarkDeadLetter(ctx, sqlcdb.MarkDeadLetterParams{Error: cause.Error(), Class: class, ID: id, Owner: owner})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLettered{}, ErrLeaseLost
 	}

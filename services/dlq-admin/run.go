@@ -263,7 +263,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
 	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier)
-	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool),
+	// A requested PSP reconciliation is a River job that webhook-api works:
+	// queued with an insert-only client (this service's runner refuses
+	// kinds it has no worker for).
+	pspJobs, err := jobs.InsertOnly(pool, logger)
+	if err != nil {
+		return err
+	}
+	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
 		Resolutions: resolutions, Tokens: tokens, Now: time.Now})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"time"
 
@@ -242,16 +240,15 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, dep
 		return nil, nil
 	}
 	runs := pspsync.NewRuns(pool)
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "webhook-api"
-	}
-	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: fmt.Sprintf("%s-%d", host, os.Getpid()), Interval: rc.Interval},
-		runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps), deps)
+	// The runs are River jobs (pkg/jobs): dlq-admin's POST
+	// /v1/psp-reconciliation and this service's schedule queue them, this
+	// service works them.
+	runner, _, err := pspsync.NewRunner(pool, runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps),
+		pspsync.RunnerConfig{Interval: rc.Interval}, deps)
 	if err != nil {
 		return nil, err
 	}
 	deps.Logger.Info("psp reconciliation", "providers", len(sources), "interval", rc.Interval.String(),
 		"window", rc.Window.String(), "overlap", rc.Overlap.String(), "grace", rc.Grace.String())
-	return []lifecycle.Component{lifecycle.Supervised("webhook-api/psp-reconcile", deps, w.Run)}, nil
+	return []lifecycle.Component{runner}, nil
 }

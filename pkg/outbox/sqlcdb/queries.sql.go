@@ -338,3 +338,14 @@ func (q *Queries) Stats(ctx context.Context, now time.Time) (StatsRow, error) {
 	err := row.Scan(&i.Unfinished, &i.OldestAgeSeconds)
 	return i, err
 }
+
+const SynchronousCommit = `-- name: SynchronousCommit :exec
+SELECT set_config('synchronous_commit', 'on', true)
+`
+
+// For the rest of the transaction: its commit waits for the WAL flush even
+// on the store's sessions, which run with synchronous_commit off.
+func (q *Queries) SynchronousCommit(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, SynchronousCommit)
+	return err
+}

@@ -76,7 +76,7 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec string, fourEyes resol
 	queue, err := jobs.InsertOnly(db.Pool, logger)
 	require.NoError(t, err)
 	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock}).WithJobs(queue)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool),
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool, queue),
 		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}),
 		Tokens:      tokens, Now: clock})
 	srv := httptest.NewServer(r)

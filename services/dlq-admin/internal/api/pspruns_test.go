@@ -30,14 +30,18 @@ func TestPSPReconciliationIsRequestedOnceAtATime(t *testing.T) {
 	require.Equal(t, "bob", a.body["requested_by"])
 	id := int64(a.body["run_id"].(float64))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE actor = 'bob' AND action = 'psp_reconcile' AND target_id = $1`, fmt.Sprint(id)))
+	// Its River job, queued in the same transaction for webhook-api.
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile' AND queue = 'psp_reconcile'
+		AND state = 'available' AND (args->>'run_id')::bigint = $1`, id))
 
 	a = call(t, http.MethodPost, latest, operatorToken, "")
 	require.Equal(t, http.StatusConflict, a.status, a.raw)
 	require.Equal(t, "conflict", a.errorCode())
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job`), "a refused request queues no job")
 
-	// webhook-api claims it: still one at a time.
+	// webhook-api works it: still one at a time.
 	_, err := b.db.Pool.Exec(context.Background(),
-		`UPDATE psp_reconciliation_runs SET status = 'running', started_at = now(), locked_by = 'w', lease_until = now() + interval '1 minute' WHERE id = $1`, id)
+		`UPDATE psp_reconciliation_runs SET status = 'running', started_at = now(), locked_by = 'river-1-1-w' WHERE id = $1`, id)
 	require.NoError(t, err)
 	a = call(t, http.MethodPost, latest, operatorToken, "")
 	require.Equal(t, http.StatusConflict, a.status, a.raw)
@@ -76,5 +80,7 @@ func TestPSPReconciliationIsRequestedOnceAtATime(t *testing.T) {
 	require.Equal(t, float64(id), open[0].(map[string]any)["first_seen_run"])
 	a = call(t, http.MethodPost, latest, operatorToken, "")
 	require.Equal(t, http.StatusAccepted, a.status, a.raw)
-	require.Greater(t, int64(a.body["run_id"].(float64)), id)
+	next := int64(a.body["run_id"].(float64))
+	require.Greater(t, next, id)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile' AND (args->>'run_id')::bigint = $1`, next))
 }

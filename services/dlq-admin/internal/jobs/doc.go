@@ -1,7 +1,10 @@
 // Package jobs is dlq-admin's background job runner: one River client
-// (riverqueue/river on riverpgxv5, in the service's own Postgres) that works
-// bulk replay jobs (package replay's Worker, queue "replay") and the
-// scheduled reconciliation (package recon's PeriodicJob, queue "reconcile").
+// (riverqueue/river on riverpgxv5, in the service's own Postgres, built by
+// pkg/jobs as webhook-api's is) that works bulk replay jobs (package
+// replay's Worker, queue "replay") and the scheduled reconciliation
+// (package recon's PeriodicJob, queue "reconcile"). The PSP reconciliation
+// is River's too, but webhook-api works it (its pspsync); dlq-admin only
+// queues it (package pspruns, with an insert-only client).
 //
 // Why River rather than the loops it replaced: the replay runner had its own
 // claim/lease/heartbeat/release protocol on replay_jobs and the

@@ -1,19 +1,17 @@
 package jobs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -25,9 +23,6 @@ const (
 	// finishing it before River hands it to another client (the worker is
 	// taken for dead). Longer than a replay slice and a reconciliation.
 	DefaultRescueAfter = 5 * time.Minute
-	// hardStopWait bounds the wait for River's goroutines once the running
-	// jobs were cancelled (they return at their next statement).
-	hardStopWait = 10 * time.Second
 )
 
 // Config is the runner's settings.
@@ -80,16 +75,7 @@ func (c Config) Validate() error {
 }
 
 // Runner is dlq-admin's River client as a lifecycle.Component.
-type Runner struct {
-	client   *river.Client[pgx.Tx]
-	logger   *slog.Logger
-	stopping chan struct{}
-	stopOnce sync.Once
-
-	mu      sync.Mutex
-	started bool
-	stopped bool
-}
+type Runner = jobs.Runner
 
 // New returns the runner of replays' bulk jobs and rec's scheduled checks
 // (rec may be nil: no reconciliation), and makes replays queue its jobs on
@@ -99,10 +85,9 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	deps = deps.WithDefaults()
-	r := &Runner{logger: deps.Logger.With("component", "jobs"), stopping: make(chan struct{})}
+	stopping := make(chan struct{})
 	rw, err := replay.NewWorker(replays, replay.WorkerConfig{Rate: cfg.ReplayRate, Slice: cfg.ReplaySlice,
-		Batch: cfg.ReplayBatch, Stopping: r.stopping})
+		Batch: cfg.ReplayBatch, Stopping: stopping})
 	if err != nil {
 		return nil, err
 	}
@@ -121,82 +106,18 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 			periodic = append(periodic, recon.PeriodicJob(cfg.ReconcileInterval))
 		}
 	}
-	var cooldown time.Duration // River's default, unless polls are more frequent
-	if cfg.FetchPoll > 0 && cfg.FetchPoll < river.FetchCooldownDefault {
-		cooldown = cfg.FetchPoll
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		FetchCooldown:        cooldown,
-		Logger:               r.logger,
-		Queues:               queues,
-		Workers:              workers,
-		PeriodicJobs:         periodic,
-		RescueStuckJobsAfter: cfg.RescueAfter,
-		// REINDEX needs the indexes' owner, the migrator; dlq-admin's role
-		// is not (migration 000017 grants it DML only).
-		ReindexerSchedule: river.NeverSchedule(),
-		FetchPollInterval: cfg.FetchPoll,
-	})
+	r, err := jobs.New(pool, jobs.Config{Name: "jobs", Workers: workers, Queues: queues, PeriodicJobs: periodic,
+		RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll, OnStop: func() { close(stopping) }}, deps)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: River client: %w", err)
+		return nil, err
 	}
-	r.client = client
-	replays.WithJobs(client)
+	replays.WithJobs(r.Client())
 	return r, nil
-}
-
-// Client is the River client (tests insert and inspect jobs with it).
-func (r *Runner) Client() *river.Client[pgx.Tx] { return r.client }
-
-// Start starts working jobs. Only Stop stops them (ctx's cancellation is
-// not passed on: a service stops its parts in order).
-func (r *Runner) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started || r.stopped {
-		return nil
-	}
-	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("jobs: start River: %w", err)
-	}
-	r.started = true
-	return nil
-}
-
-// Stop stops working jobs: replay workers stop between two letters, River
-// stops gracefully; at ctx's end the jobs still running are cancelled. It
-// returns once River's goroutines have. A second Stop is harmless.
-func (r *Runner) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	if !r.started || r.stopped {
-		r.mu.Unlock()
-		return nil
-	}
-	r.stopped = true
-	r.mu.Unlock()
-	r.stopOnce.Do(func() { close(r.stopping) })
-	err := r.client.Stop(ctx)
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() == nil {
-		return fmt.Errorf("jobs: stop River: %w", err)
-	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hardStopWait)
-	defer cancel()
-	if cerr := r.client.StopAndCancel(hctx); cerr != nil {
-		return fmt.Errorf("jobs: River did not stop within %s of cancelling its jobs: %w", hardStopWait, cerr)
-	}
-	return fmt.Errorf("%w (%w)", lifecycle.ErrHardStop, context.Cause(ctx))
 }
 
 // InsertOnly returns a River client that queues jobs and works none (no
 // queues, no workers, no leader): for a Service whose jobs another process
 // works, and for tests that queue jobs before a Runner starts.
 func InsertOnly(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("jobs: insert-only River client: %w", err)
-	}
-	return client, nil
+	return jobs.InsertOnly(pool, logger)
 }

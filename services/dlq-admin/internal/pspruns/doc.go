@@ -4,12 +4,14 @@
 //
 // Why split this way. A run writes webhook_events and the outbox, which
 // webhook-api owns, so webhook-api works the runs (its internal/pspsync).
-// dlq-admin owns operators and alerting: it inserts a run request (one
-// row in psp_reconciliation_runs, with its audit_log entry in the same
-// transaction) and raises the alert from the stored run, so an alert
-// never depends on which service found the problem. The table admits one
-// run requested or running at a time (a partial unique index): a second
-// request answers 409.
+// dlq-admin owns operators and alerting: it requests a run (one row
+// in psp_reconciliation_runs, the River job that webhook-api works,
+// jobs.PSPReconcileArgs in pkg/jobs, queued with an insert-only River
+// client, and its audit_log entry, all in one transaction: neither the
+// record nor the job exists without the other) and raises the alert from
+// the stored run, so an alert never depends on which service found the
+// problem. The table admits one run requested or running at a time (a
+// partial unique index): a second request answers 409 and queues nothing.
 //
 // Alerting. Watcher looks for finished runs not yet alerted on that found
 // disagreements (one critical alert per run, key "psp_reconciliation") or

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -143,13 +144,19 @@ func toRun(r runRow, err error) (Run, error) {
 type Store struct {
 	pool *pgxpool.Pool
 	q    *sqlcdb.Queries
+	jobs jobs.Enqueuer
 }
 
-// New returns the run store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: sqlcdb.New(pool)} }
+// New returns the run store on pool; requested runs' River jobs are queued
+// on enq (an insert-only client: webhook-api works them).
+func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
+	return &Store{pool: pool, q: sqlcdb.New(pool), jobs: enq}
+}
 
-// Request asks for a run now, on behalf of actor (audited); ErrBusy while
-// one is requested or running.
+// Request asks for a run now, on behalf of actor (audited): the run record,
+// its River job (jobs.PSPReconcileArgs, worked by webhook-api) and its
+// audit_log row in one transaction. ErrBusy while one is requested or
+// running.
 func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 	var run Run
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -159,6 +166,9 @@ func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 				return ErrBusy
 			}
 			return fmt.Errorf("request psp reconciliation: %w", err)
+		}
+		if _, err := s.jobs.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: run.ID}, nil); err != nil {
+			return fmt.Errorf("queue River job for psp reconciliation run %d: %w", run.ID, err)
 		}
 		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: ActionRequest, TargetType: TargetRun,
 			TargetID: store.ID(run.ID), At: run.RequestedAt})

@@ -2,14 +2,19 @@ package pspruns_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
@@ -115,4 +120,45 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	alerted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	require.Equal(t, []int64{first, third}, alerted)
+}
+
+// A request is the run record, its River job (for webhook-api) and its
+// audit row, in one transaction; a second request while it is active is
+// ErrBusy and leaves no job, record or audit row behind.
+func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	s := pspruns.New(db.Pool, enq)
+	run, err := s.Request(ctx, "bob")
+	require.NoError(t, err)
+	require.Equal(t, "requested", run.Status)
+	count := func(q string, args ...any) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile' AND queue = 'psp_reconcile'
+		AND state = 'available' AND (args->>'run_id')::bigint = $1`, run.ID))
+
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM audit_log`))
+
+	// A job that cannot be queued rolls the record back.
+	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'succeeded', finished_at = now()`)
+	require.NoError(t, err)
+	_, err = pspruns.New(db.Pool, failingEnqueuer{}).Request(ctx, "dave")
+	require.ErrorContains(t, err, "queue River job")
+	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
+}
+
+type failingEnqueuer struct{}
+
+func (failingEnqueuer) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	return nil, errors.New("queue down")
 }

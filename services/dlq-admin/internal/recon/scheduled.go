@@ -43,9 +43,15 @@ type Worker struct {
 // NewWorker returns River's worker for r's scheduled checks.
 func NewWorker(r *Reconciler) *Worker { return &Worker{r: r} }
 
-// Timeout: none from River; the check's statements are bounded by
-// RECONCILE_STATEMENT_TIMEOUT.
-func (w *Worker) Timeout(*river.Job[ScheduledArgs]) time.Duration { return -1 }
+// JobTimeout bounds one scheduled check, and is how long a crashed
+// replica's check stays running before River rescues it (a negative timeout
+// would leave it running for ever). Generous: a check is a few statements,
+// each bounded by RECONCILE_STATEMENT_TIMEOUT, and the next period's check
+// runs anyway.
+const JobTimeout = time.Hour
+
+// Timeout is JobTimeout.
+func (w *Worker) Timeout(*river.Job[ScheduledArgs]) time.Duration { return JobTimeout }
 
 // Work runs one scheduled check. A check already running (a manual one) is
 // this period's check.

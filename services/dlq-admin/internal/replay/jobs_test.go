@@ -310,6 +310,40 @@ func TestStoppedClientsJobIsFinishedByAnother(t *testing.T) {
 	}, waitFor, 10*time.Millisecond, "River records the job complete")
 }
 
+// A replica that crashed while working a job (its process gone: River's job
+// left running, the replay_jobs row held by its token) does not keep the job
+// for ever: River's rescuer hands it to a live client once RescueAfter has
+// passed, which finishes it without replaying a letter twice. (A worker
+// Timeout of -1 made River skip the job: it stayed running.)
+func TestCrashedReplicasJobIsRescued(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ids := b.mixed(t, 10)
+	job, err := b.svc.CreateJob(ctx, "bob", request(10))
+	require.NoError(t, err)
+	for _, id := range ids[:3] {
+		_, err := b.svc.Replay(ctx, id, "bob", "")
+		require.NoError(t, err)
+	}
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 hour',
+		attempted_by = '{dead-client}' WHERE args->>'replay_job_id' = $1`, fmt.Sprint(job.ID))
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `UPDATE replay_jobs SET status = 'running', started_at = $2, matched = 10, replayed = 3,
+		cursor_id = $3, locked_by = 'dead-runner' WHERE id = $1`, job.ID, t0, ids[2])
+	require.NoError(t, err)
+
+	b.runner(t, "runner-b", jobs.Config{ReplayRate: 2000, ReplaySlice: time.Second, RescueAfter: 2 * time.Second})
+	job = b.waitFinished(t, job.ID)
+	require.Equal(t, replay.JobDone, job.Status)
+	require.Equal(t, len(ids), job.Replayed)
+	require.Len(t, b.outbox(t), len(ids))
+	b.noneTwice(t)
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM river_job WHERE state = 'completed' AND attempt = 2 AND args->>'replay_job_id' = $1`, fmt.Sprint(job.ID)) == 1
+	}, waitFor, 10*time.Millisecond, "River rescued the job (a second attempt) and completed it")
+}
+
 // River hands a job whose worker looks dead (its rescuer makes a running job
 // available again) to another attempt while the first worker still runs:
 // the first one's next letter finds its token replaced and stops, the new

@@ -129,9 +129,12 @@ func NewWorker(svc *Service, cfg WorkerConfig) (*Worker, error) {
 	return &Worker{svc: svc, cfg: cfg, logger: svc.logger}, nil
 }
 
-// Timeout: none from River. A work call bounds itself (Slice), and River's
-// JobTimeout would cancel it in the middle of a letter.
-func (w *Worker) Timeout(*river.Job[JobArgs]) time.Duration { return -1 }
+// Timeout is the client's (jobs.Config.RescueAfter, longer than a slice):
+// a work call bounds itself (Slice), so the timeout never cuts a live one
+// short. It must be positive: River's rescuer never rescues the job of a
+// worker whose timeout is negative, and a crashed replica's job would stay
+// running for ever.
+func (w *Worker) Timeout(*river.Job[JobArgs]) time.Duration { return 0 }
 
 // Work works replay job job.Args.ReplayJobID for one slice. Its result is
 // River's instruction: nil when the job is over (done, cancelled, taken

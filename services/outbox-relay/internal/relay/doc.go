@@ -25,6 +25,15 @@
 // opens and the relay stops claiming until a probe may go through, so it does
 // not hammer a broken broker nor spend the rows' attempts on it.
 //
+// A batch that was not full is settled in the background while the loop
+// claims and publishes the next one (the latency path: a new row does not
+// wait for the previous batch's settle round trip and commit). Order is
+// safe because an unsettled row stays processing under its lease, and a key
+// whose first unfinished row is leased is not claimed by anyone; when a
+// claim of the process ran while a batch was unsettled, the settle wakes the
+// relay, so rows that claim skipped behind the batch go out at once, not at
+// the next poll. A full batch (a backlog) is settled before the next claim.
+//
 // The relay wakes on Postgres NOTIFY (writers signal on commit) and falls
 // back to polling; an idle relay sleeps. A SIGTERM lets the batch in flight
 // finish and settle before the relay exits.

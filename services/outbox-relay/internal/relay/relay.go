@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,9 @@ type Relay struct {
 	now     func() time.Time
 	wake    chan struct{}
 	panics  *panics.Counter
+	// claims counts the claims this process's loops have started: a settle
+	// that sees it move claimed rows may have been skipped behind its batch.
+	claims atomic.Uint64
 }
 
 // Deps is what a relay works with, next to the logger, clock, registry
@@ -124,25 +128,73 @@ func (r *Relay) Wake() {
 
 // Run relays until ctx is done. The batch in flight when ctx ends is
 // finished and settled first.
+//
+// A batch that was not full (the relay keeps up: the latency path) is
+// settled in the background while the loop goes on to claim and publish the
+// next, so a row committed during a settle does not wait for that settle's
+// round trip and commit before it is claimed. Per-key order holds: until
+// the settle commits, the batch's rows are processing under this relay's
+// lease, and Claim takes no row of a key whose first unfinished row is
+// leased (see pkg/outbox), whoever claims. A claim that ran beside a settle
+// may have skipped rows that settle was blocking, so the loop claims again
+// as soon as the settle is done. At most one settle per loop is in flight:
+// the loop waits for it before handing over the next batch, and before it
+// returns. A full batch (a backlog) is settled before the next claim, as
+// before: its keys' next rows are due at once, and a claim running beside
+// the settle would find them blocked and walk a hot key's backlog for
+// nothing.
 func (r *Relay) Run(ctx context.Context) error {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
+	var settling chan error // the background settle's outcome; nil when none is in flight
+	claimedBeside := false  // a claim ran while the settle in flight was running
 	failures := 0
 	for {
+		again := false // a settle that may have blocked rows just ended
+		var settleErr error
 		select {
 		case <-ctx.Done():
+			if settling != nil {
+				if err := <-settling; err != nil {
+					r.logger.Error("relay settle failed", "error", err.Error())
+				}
+			}
 			return nil
 		case <-idle.C:
 		case <-r.wake:
+		case settleErr = <-settling:
+			settling = nil
+			again, claimedBeside = claimedBeside, false
+			if !again && settleErr == nil {
+				continue // no claim ran beside it, so it blocked nothing
+			}
 		}
 		// A panic in a cycle restarts the loop (after the failure pause),
 		// never the process; rows it had claimed come back after the lease.
-		var n int
+		claimedBeside = claimedBeside || settling != nil
+		var b *batch
 		err := r.panics.Call(ctx, r.logger, "outbox-relay/loop", func() error {
 			var err error
-			n, err = r.Cycle(ctx)
+			b, err = r.claimAndPublish(ctx)
 			return err
 		})
+		n := b.size()
+		if b != nil {
+			if settling != nil {
+				// One settle in flight per loop: the previous one ends first.
+				err = errors.Join(err, <-settling)
+				settling = nil
+			}
+			again, claimedBeside = again || claimedBeside, false
+			if n == r.cfg.BatchSize {
+				err = errors.Join(err, r.safeSettle(ctx, b))
+			} else {
+				done := make(chan error, 1)
+				settling = done
+				go func() { done <- r.safeSettle(ctx, b) }()
+			}
+		}
+		err = errors.Join(err, settleErr)
 		wait := r.cfg.PollInterval
 		switch {
 		case err != nil && errclass.Of(err) == errclass.BreakerOpen:
@@ -151,9 +203,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			failures++
 			wait = min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)
 			r.logger.Error("relay cycle failed", "error", err.Error(), "consecutive_failures", failures)
-		case n == r.cfg.BatchSize:
+		case n == r.cfg.BatchSize || again:
+			// A full batch: there is more waiting. Or a settle that ran
+			// beside a claim has ended: rows it blocked are due now.
 			failures = 0
-			wait = 0 // a full batch: there is more waiting
+			wait = 0
 			r.metrics.lastSuccess.SetToCurrentTime()
 		default:
 			failures = 0
@@ -169,26 +223,57 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// batch is a claimed and published batch waiting to be settled.
+type batch struct {
+	rows    []outbox.Row
+	results []error
+	// work outlives the caller's ctx: rows already sent to Kafka must be
+	// settled, or they would be published twice after the lease.
+	work               context.Context
+	cancel             context.CancelFunc
+	t0                 time.Time
+	claimed, published time.Duration
+	claimSeq           uint64 // Relay.claims after this batch's claim began
+}
+
+func (b *batch) size() int {
+	if b == nil {
+		return 0
+	}
+	return len(b.rows)
+}
+
 // Cycle claims, publishes and settles one batch and reports its size. It is
 // exported for tests and benchmarks that drive the relay step by step.
 func (r *Relay) Cycle(ctx context.Context) (int, error) {
-	if r.breaker.State() == breaker.Open {
-		return 0, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
-	}
-	t0 := time.Now()
-	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
-	if err != nil {
+	b, err := r.claimAndPublish(ctx)
+	if b == nil {
 		return 0, err
 	}
+	return len(b.rows), r.settleBatch(b)
+}
+
+// claimAndPublish claims a batch and publishes it. It returns nil when
+// nothing was claimed or the rows were handed back; otherwise the caller
+// must settle the batch.
+func (r *Relay) claimAndPublish(ctx context.Context) (*batch, error) {
+	if r.breaker.State() == breaker.Open {
+		return nil, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
+	}
+	t0 := time.Now()
+	seq := r.claims.Add(1)
+	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
+	if err != nil {
+		return nil, err
+	}
 	if len(rows) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	claimed := time.Since(t0)
 	r.metrics.batchSize.Observe(float64(len(rows)))
 	// From here the batch is finished even if ctx ends: rows already sent to
 	// Kafka must be settled, or they would be published twice after the lease.
 	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout+10*time.Second)
-	defer cancel()
 
 	var results []error
 	_, err = r.breaker.Execute(func() (struct{}, error) {
@@ -209,13 +294,33 @@ func (r *Relay) Cycle(ctx context.Context) (int, error) {
 	if results == nil {
 		// The breaker refused the call (a probe is already in flight): hand
 		// the rows back without spending an attempt.
-		return 0, errors.Join(err, r.store.Release(work, ids(rows), r.cfg.Owner, r.now()))
+		defer cancel()
+		return nil, errors.Join(err, r.store.Release(work, ids(rows), r.cfg.Owner, r.now()))
 	}
-	published := time.Since(t0)
-	err = r.settle(work, rows, results)
-	r.logger.Debug("relay cycle", "rows", len(rows), "claim_ms", ms(claimed), "publish_ms", ms(published-claimed),
-		"settle_ms", ms(time.Since(t0)-published))
-	return len(rows), err
+	return &batch{rows: rows, results: results, work: work, cancel: cancel, t0: t0, claimed: claimed,
+		published: time.Since(t0) - claimed, claimSeq: seq}, nil
+}
+
+// settleBatch settles a published batch (see settle) and logs the cycle.
+func (r *Relay) settleBatch(b *batch) error {
+	defer b.cancel()
+	start := time.Now()
+	err := r.settle(b.work, b.rows, b.results)
+	if r.claims.Load() != b.claimSeq {
+		// Another claim of this process ran while the batch was unsettled
+		// and skipped the rows queued behind it; they are due now, and
+		// that claim's loop may be asleep.
+		r.Wake()
+	}
+	r.logger.Debug("relay cycle", "rows", len(b.rows), "claim_ms", ms(b.claimed), "publish_ms", ms(b.published),
+		"settle_ms", ms(time.Since(start)), "cycle_ms", ms(time.Since(b.t0)))
+	return err
+}
+
+// safeSettle is settleBatch with a panic turned into an error: the rows it
+// did not settle stay processing and come back after the lease.
+func (r *Relay) safeSettle(ctx context.Context, b *batch) error {
+	return r.panics.Call(ctx, r.logger, "outbox-relay/settle", func() error { return r.settleBatch(b) })
 }
 
 // errNoAck marks a row whose ack did not come within the publish timeout.

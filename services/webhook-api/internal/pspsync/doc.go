@@ -47,16 +47,36 @@
 // the channel authenticates it and there is no signature to check (Stripe
 // signs deliveries, not API answers; Paystack likewise).
 //
-// One mechanism for runs. Issue 12 prefers River for background jobs. This
-// job uses a run-request table (psp_reconciliation_runs) with a partial
-// unique index (one run requested or running: the API's 409 and the
-// schedule's uniqueness), a lease renewed while the run works (a dead
-// worker's run is taken over) and a schedule request inserted by whichever
-// replica's tick comes first. River was not adopted here: it is not yet a
-// dependency of any module, adopting it means applying its migrations in
-// the migrate command and pkg/pgtest and moving dlq-admin's existing jobs
-// (which this change must not touch), and a single job kind did not
-// justify a second job system beside replay_jobs in the time given. The
-// table's columns (status, attempts, locked_by, lease) map onto River's
-// job row if it is adopted for every job later (docs/reconciliation.md).
+// Runs are River jobs (issue 12, "one mechanism"; docs/architecture.md
+// "Background jobs"). A run is two rows written in one transaction: its
+// record in psp_reconciliation_runs (the operator's view: status, trigger,
+// window, counts, disagreements; dlq-admin alerts from it) and its River
+// job (jobs.PSPReconcileArgs in pkg/jobs, queue "psp_reconcile"), which is
+// the lease, the retries and the rescue. dlq-admin's POST
+// /v1/psp-reconciliation inserts both with an insert-only River client; the
+// schedule is a River periodic job (PeriodicJob, every
+// PSP_RECONCILE_INTERVAL, unique per period) that River's elected leader
+// inserts, so N replicas request one run per interval; its worker records
+// the run and queues its job. The record's partial unique index still
+// admits one run requested or running: the API's 409, and a scheduled
+// request while a run is active is skipped (that run is the period's).
+// NewRunner builds webhook-api's River client (pkg/jobs) with both workers.
+//
+// Why it is safe when River works a run twice. Worker.Work marks the run
+// running under a fencing token (River's job id and attempt, and a random
+// suffix) in locked_by, and stores the report only while the token holds
+// the run (Finish; ErrNotHeld otherwise). A crashed worker's job is rescued
+// after RescueAfter (DefaultRescueAfter) and retried: the new attempt
+// takes the run over with its token. Whatever the earlier attempt did
+// before it stopped, or does if it was alive after all, is harmless twice:
+// a recovered event is stored through the webhook path, deduplicated by
+// the PSP's event id (the second store is a duplicate, no second outbox
+// row); the cursor only moves forward (greatest); the disagreements'
+// lifecycle is written with the report, under the token, once. Shutdown
+// cancels the run, hands it back (requested) and snoozes the job for the
+// next client without spending an attempt. A failure at a PSP finishes the
+// run as failed (dlq-admin alerts; the next run reads the window again); an
+// error storing the report is retried by River. A run whose job is gone
+// (discarded after its last attempt) is ended as failed by the next
+// scheduled request, so it never blocks the runs after it.
 package pspsync

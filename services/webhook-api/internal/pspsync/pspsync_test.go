@@ -3,6 +3,7 @@ package pspsync_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,13 +11,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/payout"
 	"go.uber.org/goleak"
 
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
@@ -44,10 +46,21 @@ type env struct {
 	psp    *psptest.StandIn
 	store  *ingest.Store
 	runs   *pspsync.Runs
+	rec    *pspsync.Reconciler
 	worker *pspsync.Worker
+	// enq queues runs as dlq-admin does (an insert-only River client).
+	enq *river.Client[pgx.Tx]
 }
 
 func newEnv(t *testing.T, cfg pspsync.Config) *env {
+	t.Helper()
+	e := newBareEnv(t, cfg)
+	_, e.worker = e.startRunner(e.rec, pspsync.RunnerConfig{})
+	return e
+}
+
+// newBareEnv is newEnv without a River client working the runs.
+func newBareEnv(t *testing.T, cfg pspsync.Config) *env {
 	t.Helper()
 	// No webhook URLs: every event stays in the PSP's record only, as if
 	// each webhook had been lost; the tests deliver some by hand.
@@ -60,9 +73,55 @@ func newEnv(t *testing.T, cfg pspsync.Config) *env {
 		pspsync.NewPaystack(paystackKey, standIn.URL, nil),
 	}
 	rec := pspsync.NewReconciler(cfg, runs, store, sources, lifecycle.Deps{})
-	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: "test"}, runs, rec, lifecycle.Deps{})
+	enq, err := jobs.InsertOnly(db.Pool, quiet())
 	require.NoError(t, err)
-	return &env{t: t, db: db, psp: standIn, store: store, runs: runs, worker: w}
+	return &env{t: t, db: db, psp: standIn, store: store, runs: runs, rec: rec, enq: enq}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// startRunner starts a River client of webhook-api's (stopped when the
+// test ends) that works the runs with rec.
+func (e *env) startRunner(rec *pspsync.Reconciler, cfg pspsync.RunnerConfig) (*jobs.Runner, *pspsync.Worker) {
+	e.t.Helper()
+	if cfg.FetchPoll == 0 {
+		cfg.FetchPoll = 20 * time.Millisecond
+	}
+	r, w, err := pspsync.NewRunner(e.db.Pool, e.runs, rec, cfg, lifecycle.Deps{Logger: quiet()})
+	require.NoError(e.t, err)
+	require.NoError(e.t, r.Start(context.Background()))
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(e.t, r.Stop(ctx))
+	})
+	return r, w
+}
+
+// request records a run and queues its River job in one transaction, as
+// dlq-admin's POST /v1/psp-reconciliation does.
+func (e *env) request(ctx context.Context) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, pgx.BeginFunc(ctx, e.db.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx,
+			`INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test') RETURNING id`).Scan(&id); err != nil {
+			return err
+		}
+		_, err := e.enq.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: id}, nil)
+		return err
+	}))
+	return id
+}
+
+// finished waits until run id is finished and its River job completed.
+func (e *env) finished(id int64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		return e.count(`SELECT count(*) FROM psp_reconciliation_runs WHERE id = $1 AND finished_at IS NOT NULL`, id) == 1 &&
+			e.count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile' AND (args->>'run_id')::bigint = $1
+				AND state = 'completed'`, id) == 1
+	}, 60*time.Second, 20*time.Millisecond, "run %d never finished", id)
 }
 
 // run is one run requested by an operator, worked to the end.
@@ -77,14 +136,16 @@ type run struct {
 
 func (e *env) runOnce() run {
 	e.t.Helper()
-	ctx := context.Background()
-	var id int64
-	require.NoError(e.t, e.db.Pool.QueryRow(ctx,
-		`INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test') RETURNING id`).Scan(&id))
-	e.worker.Tick(ctx)
+	id := e.request(context.Background())
+	e.finished(id)
+	return e.read(id)
+}
+
+func (e *env) read(id int64) run {
+	e.t.Helper()
 	var r run
 	var dis, rep []byte
-	require.NoError(e.t, e.db.Pool.QueryRow(ctx, `
+	require.NoError(e.t, e.db.Pool.QueryRow(context.Background(), `
 		SELECT id, status, events_found, events_recovered, events_present, disagreement_count, disagreements, report, error
 		FROM psp_reconciliation_runs WHERE id = $1`, id).
 		Scan(&r.ID, &r.Status, &r.Found, &r.Recovered, &r.Present, &r.DisagreementCnt, &dis, &rep, &r.Error))
@@ -251,36 +312,19 @@ func TestRunReportsDisagreementsBetweenPSPAndLedger(t *testing.T) {
 	require.Equal(t, pspsync.PaidNotSucceeded, r.Disagreements[0].Kind)
 }
 
-// One run is active at a time: a second request conflicts, the schedule
-// adds none while one is requested, and a run whose worker died is taken
-// over when its lease lapses.
-func TestOneActiveRunAndLeaseTakeover(t *testing.T) {
+// One run is active at a time: a second active record is refused (the
+// API's 409), and the schedule requests none while one is active.
+func TestOneActiveRunAndTheScheduleWaitsForIt(t *testing.T) {
 	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
 	ctx := context.Background()
-	ok, err := e.runs.RequestScheduled(ctx, time.Hour)
+	_, err := e.db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (trigger) VALUES ('manual')`)
 	require.NoError(t, err)
-	require.True(t, ok)
 	_, err = e.db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (trigger) VALUES ('manual')`)
 	require.Error(t, err, "a second active run is refused")
-	ok, err = e.runs.RequestScheduled(ctx, time.Nanosecond)
+	_, ok, err := e.runs.RequestScheduled(ctx, e.enq)
 	require.NoError(t, err)
 	require.False(t, ok)
-
-	c, ok, err := e.runs.Claim(ctx, "dead-worker", time.Millisecond)
-	require.NoError(t, err)
-	require.True(t, ok)
-	time.Sleep(20 * time.Millisecond) // let the lease lapse (the database's clock)
-	e.worker.Tick(ctx)
-	var status, trigger string
-	var attempts int
-	require.NoError(t, e.db.Pool.QueryRow(ctx, `SELECT status, trigger, attempts FROM psp_reconciliation_runs WHERE id = $1`, c.ID).
-		Scan(&status, &trigger, &attempts))
-	require.Equal(t, pspsync.StatusSucceeded, status)
-	require.Equal(t, pspsync.TriggerScheduled, trigger)
-	require.Equal(t, 2, attempts)
-	ok, err = e.runs.RequestScheduled(ctx, time.Hour)
-	require.NoError(t, err)
-	require.False(t, ok, "the schedule waits for its interval")
+	require.Zero(t, e.count(`SELECT count(*) FROM river_job`), "nothing queued for it")
 }
 
 // Paystack has no events API: a decided transfer in GET /transfer stands for
@@ -414,13 +458,7 @@ func TestPaystackRefundAndDisputeAreRecoveredUnderTheWebhooksIdentity(t *testing
 // follows it.
 func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) {
 	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
-	reg := prometheus.NewRegistry()
-	w, err := pspsync.NewWorker(pspsync.WorkerConfig{Owner: "test"}, e.runs,
-		pspsync.NewReconciler(pspsync.Config{Window: time.Hour, Grace: time.Hour}, e.runs, e.store, []pspsync.Source{
-			pspsync.NewStripe(stripeKey, e.psp.URL, nil), pspsync.NewPaystack(paystackKey, e.psp.URL, nil),
-		}, lifecycle.Deps{}), lifecycle.Deps{Registerer: reg})
-	require.NoError(t, err)
-	e.worker = w
+	w := e.worker
 
 	failedHere := uuid.NewString()
 	insertPayout(t, e.db, failedHere, "FAILED", "stripe")

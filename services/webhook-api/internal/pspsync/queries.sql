@@ -1,37 +1,38 @@
 -- The SQL of psp_reconciliation_runs and psp_reconciliation_cursors, and
 -- what a run reads, compiled by sqlc into package sqlcdb. Times are the
--- database's (now()): leases and the schedule are compared across replicas.
+-- database's (now()). River works the runs (worker.go): locked_by is the
+-- fencing token of the River attempt that holds a run.
 
--- name: RequestScheduled :one
--- Requests a scheduled run unless one was requested within the interval or
--- one is active (the partial unique index).
-INSERT INTO psp_reconciliation_runs (trigger)
-SELECT 'scheduled'
-WHERE NOT EXISTS (
-    SELECT 1 FROM psp_reconciliation_runs
-    WHERE requested_at > now() - make_interval(secs => @interval_seconds::float8) OR status IN ('requested', 'running'))
+-- name: InsertRun :one
+-- Records a run (its River job is inserted in the same transaction); no row
+-- when one is requested or running already (the partial unique index).
+INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES (@trigger::text, nullif(@requested_by::text, ''))
 ON CONFLICT DO NOTHING
 RETURNING id;
 
--- name: Claim :one
--- Takes the oldest requested run, or a running one whose lease lapsed (its
--- worker died).
+-- name: ActiveRun :one
+SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running');
+
+-- name: Start :one
+-- Marks run @id running under @token, the River attempt working it: a
+-- requested run, or a running one whose earlier attempt River rescued or
+-- retried (its token no longer holds). No row: the run is over.
 UPDATE psp_reconciliation_runs SET status = 'running', started_at = coalesce(started_at, now()),
-    locked_by = @owner::text, lease_until = now() + make_interval(secs => @lease_seconds::float8), attempts = attempts + 1
-WHERE id = (
-    SELECT id FROM psp_reconciliation_runs
-    WHERE status = 'requested' OR (status = 'running' AND lease_until < now())
-    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+    locked_by = @token::text, lease_until = NULL, attempts = attempts + 1
+WHERE id = @id AND status IN ('requested', 'running')
 RETURNING id, trigger, now()::timestamptz AS now;
 
--- name: Renew :execrows
-UPDATE psp_reconciliation_runs SET lease_until = now() + make_interval(secs => @lease_seconds::float8)
-WHERE id = @id AND locked_by = @owner::text AND status = 'running';
-
 -- name: Release :exec
--- Hands an unfinished run back (the worker is stopping).
+-- Hands an unfinished run back (the worker is stopping or interrupted).
 UPDATE psp_reconciliation_runs SET status = 'requested', locked_by = NULL, lease_until = NULL
 WHERE id = @id AND locked_by = @owner::text AND status = 'running';
+
+-- name: Abandon :execrows
+-- Ends an active run whose River job is gone (its attempts spent): failed,
+-- with why, so the next run is not blocked by it.
+UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
+    error = @error::text
+WHERE id = @id AND status IN ('requested', 'running');
 
 -- name: Finish :execrows
 UPDATE psp_reconciliation_runs SET status = @status, finished_at = now(), locked_by = NULL, lease_until = NULL,

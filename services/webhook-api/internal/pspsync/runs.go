@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync/sqlcdb"
 )
 
@@ -25,9 +26,12 @@ const (
 	TriggerManual    = "manual"
 )
 
+// ErrNotHeld: the run is no longer held by this attempt (River rescued or
+// retried its job and another attempt took it over, or it ended).
+var ErrNotHeld = errors.New("psp reconciliation run no longer held by this attempt")
+
 // Runs is psp_reconciliation_runs and the cursors.
-// Its SQL is in queries.sql. Times are the database's (now()): leases and
-// the schedule are compared across replicas.
+// Its SQL is in queries.sql. Times are the database's (now()).
 type Runs struct {
 	pool *pgxpool.Pool
 	q    *sqlcdb.Queries
@@ -36,47 +40,72 @@ type Runs struct {
 // NewRuns returns the run store on pool.
 func NewRuns(pool *pgxpool.Pool) *Runs { return &Runs{pool: pool, q: sqlcdb.New(pool)} }
 
-// RequestScheduled requests a scheduled run unless one was requested less
-// than interval ago or one is active; it reports whether it did.
-func (r *Runs) RequestScheduled(ctx context.Context, interval time.Duration) (bool, error) {
-	_, err := r.q.RequestScheduled(ctx, interval.Seconds())
+// RequestScheduled records a scheduled run and queues its River job on enq,
+// in one transaction; ok is false (and nothing is queued) when a run is
+// requested or running already: that one is this period's run.
+func (r *Runs) RequestScheduled(ctx context.Context, enq jobs.Enqueuer) (id int64, ok bool, err error) {
+	err = database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		id, err = r.q.WithTx(tx).InsertRun(ctx, sqlcdb.InsertRunParams{Trigger: TriggerScheduled})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("request scheduled psp reconciliation: %w", err)
+		}
+		if _, err := enq.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: id}, nil); err != nil {
+			return fmt.Errorf("queue River job for psp reconciliation run %d: %w", id, err)
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return id, ok, nil
+}
+
+// Active returns the run requested or running; ok is false when none is.
+func (r *Runs) Active(ctx context.Context) (int64, bool, error) {
+	id, err := r.q.ActiveRun(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("request scheduled psp reconciliation: %w", err)
+		return 0, false, fmt.Errorf("read active psp reconciliation run: %w", err)
 	}
-	return true, nil
+	return id, true, nil
+}
+
+// Abandon ends active run id as failed with why (its River job is gone);
+// false when it was not active.
+func (r *Runs) Abandon(ctx context.Context, id int64, why string) (bool, error) {
+	n, err := r.q.Abandon(ctx, sqlcdb.AbandonParams{ID: id, Error: why})
+	if err != nil {
+		return false, fmt.Errorf("abandon psp reconciliation run %d: %w", id, err)
+	}
+	return n == 1, nil
 }
 
 // Claimed is a run this worker holds.
 type Claimed struct {
 	ID      int64
 	Trigger string
-	// Now is the database's time at the claim: the run's "now".
+	// Now is the database's time at the start: the run's "now".
 	Now time.Time
 }
 
-// Claim takes the next run for owner with a lease; ok is false when there
-// is none.
-func (r *Runs) Claim(ctx context.Context, owner string, lease time.Duration) (Claimed, bool, error) {
-	c, err := r.q.Claim(ctx, sqlcdb.ClaimParams{Owner: owner, LeaseSeconds: lease.Seconds()})
+// Start marks run id running under token (the River attempt working it),
+// taking it over from an earlier attempt if there was one; ok is false when
+// the run is over.
+func (r *Runs) Start(ctx context.Context, id int64, token string) (Claimed, bool, error) {
+	c, err := r.q.Start(ctx, sqlcdb.StartParams{ID: id, Token: token})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claimed{}, false, nil
 	}
 	if err != nil {
-		return Claimed{}, false, fmt.Errorf("claim psp reconciliation run: %w", err)
+		return Claimed{}, false, fmt.Errorf("start psp reconciliation run %d: %w", id, err)
 	}
 	return Claimed{ID: c.ID, Trigger: c.Trigger, Now: c.Now}, true, nil
-}
-
-// Renew extends the lease; false means the run is no longer ours.
-func (r *Runs) Renew(ctx context.Context, id int64, owner string, lease time.Duration) (bool, error) {
-	n, err := r.q.Renew(ctx, sqlcdb.RenewParams{ID: id, Owner: owner, LeaseSeconds: lease.Seconds()})
-	if err != nil {
-		return false, fmt.Errorf("renew psp reconciliation lease: %w", err)
-	}
-	return n == 1, nil
 }
 
 // Release hands an unfinished run back to be claimed again.
@@ -117,7 +146,7 @@ func (r *Runs) Finish(ctx context.Context, id int64, owner string, rep Report, r
 			return fmt.Errorf("finish psp reconciliation run: %w", err)
 		}
 		if n != 1 {
-			return fmt.Errorf("finish psp reconciliation run %d: no longer held by %s", id, owner)
+			return fmt.Errorf("finish psp reconciliation run %d by %s: %w", id, owner, ErrNotHeld)
 		}
 		fresh := 0
 		for i := range dis {

@@ -2,39 +2,181 @@ package pspsync
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
 
-// WorkerConfig is when runs happen.
-type WorkerConfig struct {
-	// Owner names this process in psp_reconciliation_runs.locked_by.
-	Owner string
+// DefaultRescueAfter bounds one attempt at a run (River's job timeout: the
+// run is cancelled, handed back and retried) and is how long a run's River
+// job may be running before River takes its worker for dead and hands the
+// job to another client (River rescues only jobs with a timeout: a worker
+// without one would hold a dead worker's run for ever). A run reads a day
+// of each PSP's record; half an hour is well above what that takes, and a
+// live attempt that outlasts it is cancelled, and its report would be
+// refused anyway (ErrNotHeld).
+const DefaultRescueAfter = 30 * time.Minute
+
+// RunnerConfig is webhook-api's River client for the reconciliation.
+type RunnerConfig struct {
 	// Interval between scheduled runs (PSP_RECONCILE_INTERVAL); 0: only
 	// runs an operator requests.
 	Interval time.Duration
-	// Poll is how often requested runs are looked for (default 2s).
-	Poll time.Duration
-	// Lease is how long a claimed run is held without renewal (default
-	// 1m, renewed every third of it).
-	Lease time.Duration
+	// RescueAfter is both the run's timeout and the rescue delay: see
+	// DefaultRescueAfter (zero takes it).
+	RescueAfter time.Duration
+	// FetchPoll is how often River looks for jobs without a notification
+	// (zero: River's default).
+	FetchPoll time.Duration
 }
 
-// Worker schedules runs and works them, one at a time across replicas:
-// the run table's partial unique index admits one active run, and a
-// claimed run is leased (renewed while it works; a dead worker's run is
-// taken over when its lease lapses).
-type Worker struct {
-	cfg    WorkerConfig
+// NewRunner returns webhook-api's River client (a lifecycle.Component) that
+// works the runs (queue jobs.PSPReconcileQueue) and, with an interval,
+// schedules them: River's elected leader inserts one scheduled job per
+// period, so N replicas request one run.
+func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig, deps lifecycle.Deps) (*jobs.Runner, *Worker, error) {
+	if cfg.Interval < 0 {
+		return nil, nil, errors.New("pspsync: Interval must not be negative")
+	}
+	if cfg.RescueAfter == 0 {
+		cfg.RescueAfter = DefaultRescueAfter
+	}
+	deps = deps.WithDefaults()
+	stopping := make(chan struct{})
+	w, err := NewWorker(runs, rec, stopping, deps)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.timeout = cfg.RescueAfter
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, w); err != nil {
+		return nil, nil, fmt.Errorf("pspsync: %w", err)
+	}
+	if err := river.AddWorkerSafely(workers, &scheduler{runs: runs, logger: deps.Logger}); err != nil {
+		return nil, nil, fmt.Errorf("pspsync: %w", err)
+	}
+	var periodic []*river.PeriodicJob
+	if cfg.Interval > 0 {
+		periodic = append(periodic, PeriodicJob(cfg.Interval))
+	}
+	r, err := jobs.New(pool, jobs.Config{Name: "psp-reconcile", Workers: workers,
+		// Two: the scheduled job is not queued behind a long run (one run
+		// is active at a time all the same: the run table's index).
+		Queues:       map[string]river.QueueConfig{jobs.PSPReconcileQueue: {MaxWorkers: 2}},
+		PeriodicJobs: periodic, RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll,
+		// webhook-api's pool serves the webhooks: River polls (a requested
+		// run starts within a second) rather than hold one of its
+		// connections for LISTEN.
+		PollOnly: true,
+		OnStop:   func() { close(stopping) }}, deps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, w, nil
+}
+
+// ScheduledArgs is the River job that requests one scheduled run.
+type ScheduledArgs struct{}
+
+// Kind names the job in river_job.kind.
+func (ScheduledArgs) Kind() string { return "psp_reconcile_scheduled" }
+
+// PeriodicJob requests a run every interval, the first at the leader's
+// start unless one was requested in the current period already (a restart
+// or a new leader does not request it twice).
+func PeriodicJob(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval), func() (river.JobArgs, *river.InsertOpts) {
+		return ScheduledJob(interval)
+	}, &river.PeriodicJobOpts{RunOnStart: true})
+}
+
+// ScheduledJob is the job PeriodicJob inserts: unique per period.
+func ScheduledJob(interval time.Duration) (river.JobArgs, *river.InsertOpts) {
+	return ScheduledArgs{}, &river.InsertOpts{
+		Queue:       jobs.PSPReconcileQueue,
+		MaxAttempts: 3,
+		UniqueOpts:  river.UniqueOpts{ByPeriod: interval},
+	}
+}
+
+// liveStates are a River job's states in which it will still be worked.
+var liveStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+
+// scheduler requests a scheduled run: the run record and its River job in
+// one transaction. A run requested or running already is this period's
+// run; one whose River job is gone (discarded after its last attempt) is
+// ended as failed first, so it never blocks the runs after it.
+type scheduler struct {
+	river.WorkerDefaults[ScheduledArgs]
 	runs   *Runs
-	rec    *Reconciler
 	logger *slog.Logger
-	clock  func() time.Time
+}
+
+func (s *scheduler) Work(ctx context.Context, _ *river.Job[ScheduledArgs]) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("psp reconciliation schedule: %w", err)
+	}
+	active, ok, err := s.runs.Active(ctx)
+	if err != nil {
+		return err
+	}
+	if ok {
+		live, err := client.JobList(ctx, river.NewJobListParams().Kinds(jobs.PSPReconcileArgs{}.Kind()).
+			States(liveStates...).Where("args->>'run_id' = @run_id", river.NamedArgs{"run_id": strconv.FormatInt(active, 10)}).First(1))
+		if err != nil {
+			return fmt.Errorf("psp reconciliation schedule: read run %d's River job: %w", active, err)
+		}
+		if len(live.Jobs) > 0 {
+			s.logger.InfoContext(ctx, "scheduled psp reconciliation skipped: a run is requested or running", "run_id", active)
+			return nil
+		}
+		if _, err := s.runs.Abandon(ctx, active, "its River job ended without finishing the run (attempts spent)"); err != nil {
+			return err
+		}
+		s.logger.ErrorContext(ctx, "psp reconciliation run abandoned: its River job is gone", "run_id", active)
+	}
+	id, ok, err := s.runs.RequestScheduled(ctx, client)
+	if err != nil {
+		return err
+	}
+	if ok {
+		s.logger.InfoContext(ctx, "scheduled psp reconciliation requested", "run_id", id)
+	}
+	return nil
+}
+
+// Worker works one run per River job (jobs.PSPReconcileArgs): it marks the
+// run running under a fencing token (River's job id and attempt, and a
+// random suffix), reconciles, and stores the report only while the token
+// still holds the run. A rescued or retried attempt takes the run over;
+// the earlier attempt, if it was alive after all, then fails to store its
+// report (ErrNotHeld). What it did meanwhile is harmless twice: recovered
+// events are stored by the PSP's event id (a second store is a duplicate),
+// the cursor only moves forward, and disagreements are stored with the
+// report, under the token.
+type Worker struct {
+	river.WorkerDefaults[jobs.PSPReconcileArgs]
+	runs     *Runs
+	rec      *Reconciler
+	logger   *slog.Logger
+	clock    func() time.Time
+	stopping <-chan struct{}
+	timeout  time.Duration
 
 	finished  *prometheus.CounterVec
 	recovered prometheus.Counter
@@ -42,19 +184,12 @@ type Worker struct {
 	open      *prometheus.GaugeVec
 }
 
-// NewWorker returns the worker; deps.Registerer takes its metrics.
-func NewWorker(cfg WorkerConfig, runs *Runs, rec *Reconciler, deps lifecycle.Deps) (*Worker, error) {
+// NewWorker returns the worker; deps.Registerer takes its metrics. When
+// stopping closes (the service is stopping), a run in progress is put down:
+// handed back to be requested again and its job snoozed for the next client.
+func NewWorker(runs *Runs, rec *Reconciler, stopping <-chan struct{}, deps lifecycle.Deps) (*Worker, error) {
 	deps = deps.WithDefaults()
-	if cfg.Poll <= 0 {
-		cfg.Poll = 2 * time.Second
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = time.Minute
-	}
-	if cfg.Owner == "" {
-		return nil, errors.New("pspsync: worker owner is required")
-	}
-	w := &Worker{cfg: cfg, runs: runs, rec: rec, logger: deps.Logger, clock: deps.Clock,
+	w := &Worker{runs: runs, rec: rec, logger: deps.Logger, clock: deps.Clock, stopping: stopping, timeout: DefaultRescueAfter,
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aegis_psp_reconciliation_runs_total",
 			Help: "PSP reconciliation runs finished, by status."}, []string{"status"}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "aegis_psp_reconciliation_recovered_events_total",
@@ -73,96 +208,92 @@ func NewWorker(cfg WorkerConfig, runs *Runs, rec *Reconciler, deps lifecycle.Dep
 	return w, nil
 }
 
-// Run requests scheduled runs and works requested ones until ctx ends.
-func (w *Worker) Run(ctx context.Context) error {
-	t := time.NewTicker(w.cfg.Poll)
-	defer t.Stop()
-	for {
-		w.Tick(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
+// Timeout bounds one attempt: RescueAfter (River's default, a minute, would
+// cancel most runs; none at all would make River never rescue the job).
+func (w *Worker) Timeout(*river.Job[jobs.PSPReconcileArgs]) time.Duration { return w.timeout }
 
-// Tick requests a scheduled run when one is due and works one requested
-// run if there is one. Failures are logged; the next tick tries again.
-func (w *Worker) Tick(ctx context.Context) {
-	if w.cfg.Interval > 0 {
-		if _, err := w.runs.RequestScheduled(ctx, w.cfg.Interval); err != nil && ctx.Err() == nil {
-			w.logger.WarnContext(ctx, "psp reconciliation: schedule", "error", err)
-		}
-	}
-	c, ok, err := w.runs.Claim(ctx, w.cfg.Owner, w.cfg.Lease)
+// Work works run rj.Args.RunID. Its result is River's instruction: nil when
+// the run is over (finished, found over, taken over), a snooze when the
+// service is stopping, an error to retry later (the run was interrupted or
+// its report could not be stored). A run that fails at a PSP is finished
+// as failed, not retried: the next run reads the same window again.
+func (w *Worker) Work(ctx context.Context, rj *river.Job[jobs.PSPReconcileArgs]) error {
+	id := rj.Args.RunID
+	token, err := token(rj)
 	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.WarnContext(ctx, "psp reconciliation: claim", "error", err)
-		}
-		return
+		return err
 	}
-	if ok {
-		w.work(ctx, c)
+	log := w.logger.With("run_id", id, "river_job_id", rj.ID, "attempt", rj.Attempt)
+	c, ok, err := w.runs.Start(ctx, id, token)
+	if err != nil {
+		return err
 	}
-}
-
-func (w *Worker) work(ctx context.Context, c Claimed) {
+	if !ok {
+		log.InfoContext(ctx, "psp reconciliation run already over; nothing to do")
+		return nil
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	renewed := make(chan struct{})
-	go func() { // the lease lasts while the run works
-		defer close(renewed)
-		t := time.NewTicker(w.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				if ok, err := w.runs.Renew(runCtx, c.ID, w.cfg.Owner, w.cfg.Lease); err == nil && !ok {
-					w.logger.WarnContext(ctx, "psp reconciliation: lease lost", "run_id", c.ID)
-					cancel()
-					return
-				}
-			}
+	watched := make(chan struct{})
+	go func() { // shutdown puts the run down at once
+		defer close(watched)
+		select {
+		case <-w.stopping:
+			cancel()
+		case <-runCtx.Done():
 		}
 	}()
 	start := w.clock()
-	w.logger.InfoContext(ctx, "psp reconciliation started", "run_id", c.ID, "trigger", c.Trigger)
-	rep, err := w.rec.Run(runCtx, c.ID, c.Now)
+	log.InfoContext(ctx, "psp reconciliation started", "trigger", c.Trigger)
+	rep, runErr := w.rec.Run(runCtx, id, c.Now)
+	interrupted := runCtx.Err() != nil
 	cancel()
-	<-renewed
-	if ctx.Err() != nil {
-		// Stopping: hand the run back for the next worker.
-		if rerr := w.runs.Release(context.WithoutCancel(ctx), c.ID, w.cfg.Owner); rerr != nil {
-			w.logger.Warn("psp reconciliation: release", "run_id", c.ID, "error", rerr)
+	<-watched
+	if interrupted {
+		if rerr := w.runs.Release(context.WithoutCancel(ctx), id, token); rerr != nil {
+			log.Warn("psp reconciliation: hand the run back", "error", rerr)
 		}
-		return
+		if ctx.Err() == nil { // stopping: not a failure, no attempt spent
+			log.Info("psp reconciliation paused for shutdown; River resumes it")
+			return river.JobSnooze(0)
+		}
+		return fmt.Errorf("psp reconciliation run %d interrupted: %w", id, context.Cause(ctx))
 	}
-	if ferr := w.runs.Finish(ctx, c.ID, w.cfg.Owner, rep, err); ferr != nil {
-		w.logger.ErrorContext(ctx, "psp reconciliation: store the report", "run_id", c.ID, "error", ferr)
-		return
+	if ferr := w.runs.Finish(ctx, id, token, rep, runErr); ferr != nil {
+		if errors.Is(ferr, ErrNotHeld) {
+			log.WarnContext(ctx, "psp reconciliation run taken over by another attempt; this report is dropped")
+			return nil
+		}
+		return fmt.Errorf("psp reconciliation: store the report: %w", ferr)
 	}
 	status := StatusSucceeded
-	if err != nil {
+	if runErr != nil {
 		status = StatusFailed
 	}
 	w.finished.WithLabelValues(status).Inc()
 	w.recovered.Add(float64(rep.Recovered))
 	w.disagreed.Set(float64(len(rep.Disagreements)))
 	w.setOpen(ctx)
-	attrs := []any{"run_id", c.ID, "status", status, "events_found", rep.Found, "recovered", rep.Recovered,
+	attrs := []any{"status", status, "events_found", rep.Found, "recovered", rep.Recovered,
 		"present", rep.Present, "disagreements", len(rep.Disagreements), "took", w.clock().Sub(start).String()}
-	if err != nil {
-		w.logger.ErrorContext(ctx, "psp reconciliation failed", append(attrs, "error", err)...)
-		return
+	switch {
+	case runErr != nil:
+		log.ErrorContext(ctx, "psp reconciliation failed", append(attrs, "error", runErr)...)
+	case len(rep.Disagreements) > 0:
+		log.ErrorContext(ctx, "psp reconciliation found disagreements (dlq-admin alerts)", attrs...)
+	default:
+		log.InfoContext(ctx, "psp reconciliation finished", attrs...)
 	}
-	if len(rep.Disagreements) > 0 {
-		w.logger.ErrorContext(ctx, "psp reconciliation found disagreements (dlq-admin alerts)", attrs...)
-		return
+	return nil
+}
+
+// token is this work call's fencing token in psp_reconciliation_runs.locked_by.
+func token(rj *river.Job[jobs.PSPReconcileArgs]) (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("psp reconciliation token: %w", err)
 	}
-	w.logger.InfoContext(ctx, "psp reconciliation finished", attrs...)
+	return fmt.Sprintf("river-%d-%d-%s", rj.ID, rj.Attempt, hex.EncodeToString(b)), nil
 }
 
 // setOpen sets aegis_psp_disagreements_open from psp_disagreements (every

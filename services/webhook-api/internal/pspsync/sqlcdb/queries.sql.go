@@ -10,34 +10,36 @@ import (
 	"time"
 )
 
-const claim = `-- name: Claim :one
-UPDATE psp_reconciliation_runs SET status = 'running', started_at = coalesce(started_at, now()),
-    locked_by = $1::text, lease_until = now() + make_interval(secs => $2::float8), attempts = attempts + 1
-WHERE id = (
-    SELECT id FROM psp_reconciliation_runs
-    WHERE status = 'requested' OR (status = 'running' AND lease_until < now())
-    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, trigger, now()::timestamptz AS now
+const abandon = `-- name: Abandon :execrows
+UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
+    error = $1::text
+WHERE id = $2 AND status IN ('requested', 'running')
 `
 
-type ClaimParams struct {
-	Owner        string
-	LeaseSeconds float64
+type AbandonParams struct {
+	Error string
+	ID    int64
 }
 
-type ClaimRow struct {
-	ID      int64
-	Trigger string
-	Now     time.Time
+// Ends an active run whose River job is gone (its attempts spent): failed,
+// with why, so the next run is not blocked by it.
+func (q *Queries) Abandon(ctx context.Context, arg AbandonParams) (int64, error) {
+	result, err := q.db.Exec(ctx, abandon, arg.Error, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
-// Takes the oldest requested run, or a running one whose lease lapsed (its
-// worker died).
-func (q *Queries) Claim(ctx context.Context, arg ClaimParams) (ClaimRow, error) {
-	row := q.db.QueryRow(ctx, claim, arg.Owner, arg.LeaseSeconds)
-	var i ClaimRow
-	err := row.Scan(&i.ID, &i.Trigger, &i.Now)
-	return i, err
+const activeRun = `-- name: ActiveRun :one
+SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running')
+`
+
+func (q *Queries) ActiveRun(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, activeRun)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const clearDisagreements = `-- name: ClearDisagreements :execrows
@@ -135,6 +137,31 @@ func (q *Queries) FinishCounts(ctx context.Context, arg FinishCountsParams) erro
 		arg.ID,
 	)
 	return err
+}
+
+const insertRun = `-- name: InsertRun :one
+
+INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ($1::text, nullif($2::text, ''))
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type InsertRunParams struct {
+	Trigger     string
+	RequestedBy string
+}
+
+// The SQL of psp_reconciliation_runs and psp_reconciliation_cursors, and
+// what a run reads, compiled by sqlc into package sqlcdb. Times are the
+// database's (now()). River works the runs (worker.go): locked_by is the
+// fencing token of the River attempt that holds a run.
+// Records a run (its River job is inserted in the same transaction); no row
+// when one is requested or running already (the partial unique index).
+func (q *Queries) InsertRun(ctx context.Context, arg InsertRunParams) (int64, error) {
+	row := q.db.QueryRow(ctx, insertRun, arg.Trigger, arg.RequestedBy)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const knownEvents = `-- name: KnownEvents :many
@@ -243,52 +270,10 @@ type ReleaseParams struct {
 	Owner string
 }
 
-// Hands an unfinished run back (the worker is stopping).
+// Hands an unfinished run back (the worker is stopping or interrupted).
 func (q *Queries) Release(ctx context.Context, arg ReleaseParams) error {
 	_, err := q.db.Exec(ctx, release, arg.ID, arg.Owner)
 	return err
-}
-
-const renew = `-- name: Renew :execrows
-UPDATE psp_reconciliation_runs SET lease_until = now() + make_interval(secs => $1::float8)
-WHERE id = $2 AND locked_by = $3::text AND status = 'running'
-`
-
-type RenewParams struct {
-	LeaseSeconds float64
-	ID           int64
-	Owner        string
-}
-
-func (q *Queries) Renew(ctx context.Context, arg RenewParams) (int64, error) {
-	result, err := q.db.Exec(ctx, renew, arg.LeaseSeconds, arg.ID, arg.Owner)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const requestScheduled = `-- name: RequestScheduled :one
-
-INSERT INTO psp_reconciliation_runs (trigger)
-SELECT 'scheduled'
-WHERE NOT EXISTS (
-    SELECT 1 FROM psp_reconciliation_runs
-    WHERE requested_at > now() - make_interval(secs => $1::float8) OR status IN ('requested', 'running'))
-ON CONFLICT DO NOTHING
-RETURNING id
-`
-
-// The SQL of psp_reconciliation_runs and psp_reconciliation_cursors, and
-// what a run reads, compiled by sqlc into package sqlcdb. Times are the
-// database's (now()): leases and the schedule are compared across replicas.
-// Requests a scheduled run unless one was requested within the interval or
-// one is active (the partial unique index).
-func (q *Queries) RequestScheduled(ctx context.Context, intervalSeconds float64) (int64, error) {
-	row := q.db.QueryRow(ctx, requestScheduled, intervalSeconds)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
 }
 
 const returnPosted = `-- name: ReturnPosted :one
@@ -382,6 +367,34 @@ func (q *Queries) SetCursor(ctx context.Context, arg SetCursorParams) error {
 		arg.RunID,
 	)
 	return err
+}
+
+const start = `-- name: Start :one
+UPDATE psp_reconciliation_runs SET status = 'running', started_at = coalesce(started_at, now()),
+    locked_by = $1::text, lease_until = NULL, attempts = attempts + 1
+WHERE id = $2 AND status IN ('requested', 'running')
+RETURNING id, trigger, now()::timestamptz AS now
+`
+
+type StartParams struct {
+	Token string
+	ID    int64
+}
+
+type StartRow struct {
+	ID      int64
+	Trigger string
+	Now     time.Time
+}
+
+// Marks run @id running under @token, the River attempt working it: a
+// requested run, or a running one whose earlier attempt River rescued or
+// retried (its token no longer holds). No row: the run is over.
+func (q *Queries) Start(ctx context.Context, arg StartParams) (StartRow, error) {
+	row := q.db.QueryRow(ctx, start, arg.Token, arg.ID)
+	var i StartRow
+	err := row.Scan(&i.ID, &i.Trigger, &i.Now)
+	return i, err
 }
 
 const storedReturns = `-- name: StoredReturns :many

@@ -1,0 +1,28 @@
+// Package jobs builds the suite's River clients (riverqueue/river on
+// riverpgxv5, in the service's own Postgres) one way: the background job
+// mechanism of every service that has background jobs (issue 12, "one
+// mechanism"; docs/architecture.md "Background jobs").
+//
+// A service registers its own workers, queues and periodic jobs in a
+// Config and gets a Runner, a lifecycle.Component: Start starts River; Stop
+// first calls Config.OnStop (a service's workers use it to put their job
+// down at a safe point: a replay between two letters, a PSP reconciliation
+// at once, each snoozing its job for the next client), then stops River
+// gracefully; when Stop's context ends first, it cancels the jobs still
+// running and waits for River's goroutines, so that none outlives the
+// component. InsertOnly is a client that queues jobs and works none: for a
+// process whose jobs another service works (dlq-admin queues the PSP
+// reconciliation that webhook-api works).
+//
+// What every client shares: River logs through the service's slog logger;
+// the reindexer is off (REINDEX needs the indexes' owner, the migrator, and
+// the services' roles have DML only: migrations 000017 and 000018); the
+// rescue of a crashed worker's job comes after Config.RescueAfter, which is
+// also the job timeout of a worker that states none. River never rescues
+// the job of a worker whose Timeout is negative: a worker that must be
+// rescued returns a positive Timeout (pspsync's returns RescueAfter).
+//
+// Job kinds that cross services (inserted by one, worked by another) are
+// declared here so both sides agree on the kind, the queue and the args'
+// JSON: PSPReconcileArgs.
+package jobs

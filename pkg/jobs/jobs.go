@@ -1,0 +1,181 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+)
+
+// hardStopWait bounds the wait for River's goroutines once the running jobs
+// were cancelled (they return at their next statement).
+const hardStopWait = 10 * time.Second
+
+// Enqueuer inserts River jobs in the caller's transaction (a
+// *river.Client[pgx.Tx], working or insert-only): a job is inserted in the
+// transaction that creates its operator-facing row, so neither exists
+// without the other.
+type Enqueuer interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// Config is one service's River client.
+type Config struct {
+	// Name names the runner in logs and errors (e.g. "dlq-admin/jobs").
+	Name string
+	// Workers are the service's workers (river.AddWorkerSafely).
+	Workers *river.Workers
+	// Queues are the queues this client works, with their concurrency.
+	Queues map[string]river.QueueConfig
+	// PeriodicJobs are inserted by River's elected leader.
+	PeriodicJobs []*river.PeriodicJob
+	// RescueAfter is how long a job may run without its worker finishing
+	// it before River hands it to another client (the worker is taken for
+	// dead). Required: it must exceed the longest work call of any worker.
+	RescueAfter time.Duration
+	// FetchPoll is how often River polls for jobs when no notification
+	// came (zero: River's default, 1s).
+	FetchPoll time.Duration
+	// PollOnly makes River poll (every FetchPoll) instead of holding a
+	// LISTEN connection of the pool for the client's lifetime: for a
+	// service whose pool serves a hot path and whose jobs are rare.
+	PollOnly bool
+	// OnStop, if set, is called once when Stop begins, before River stops:
+	// workers put their jobs down at a safe point.
+	OnStop func()
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Workers == nil {
+		errs = append(errs, config.Invalid("Workers", "are required"))
+	}
+	if len(c.Queues) == 0 {
+		errs = append(errs, config.Invalid("Queues", "at least one is required"))
+	}
+	if c.RescueAfter <= 0 {
+		errs = append(errs, config.Invalid("RescueAfter", "must be positive"))
+	}
+	if c.FetchPoll < 0 {
+		errs = append(errs, config.Invalid("FetchPoll", "must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Runner is a service's River client as a lifecycle.Component.
+type Runner struct {
+	name     string
+	client   *river.Client[pgx.Tx]
+	onStop   func()
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+}
+
+// New returns the runner of cfg's workers on pool.
+func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	deps = deps.WithDefaults()
+	if cfg.Name == "" {
+		cfg.Name = "jobs"
+	}
+	var cooldown time.Duration // River's default, unless polls are more frequent
+	if cfg.FetchPoll > 0 && cfg.FetchPoll < river.FetchCooldownDefault {
+		cooldown = cfg.FetchPoll
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown:        cooldown,
+		Logger:               deps.Logger.With("component", cfg.Name),
+		Queues:               cfg.Queues,
+		Workers:              cfg.Workers,
+		PeriodicJobs:         cfg.PeriodicJobs,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		// A worker without a Timeout of its own is cancelled after
+		// RescueAfter (River's default is a minute). Beware: River never
+		// rescues the job of a worker whose Timeout is negative (none).
+		JobTimeout: cfg.RescueAfter,
+		// REINDEX needs the indexes' owner, the migrator; the services'
+		// roles are not (migrations 000017 and 000018 grant DML only).
+		ReindexerSchedule: river.NeverSchedule(),
+		FetchPollInterval: cfg.FetchPoll,
+		PollOnly:          cfg.PollOnly,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: River client: %w", cfg.Name, err)
+	}
+	return &Runner{name: cfg.Name, client: client, onStop: cfg.OnStop}, nil
+}
+
+// Client is the River client (tests insert and inspect jobs with it).
+func (r *Runner) Client() *river.Client[pgx.Tx] { return r.client }
+
+// Start starts working jobs. Only Stop stops them (ctx's cancellation is
+// not passed on: a service stops its parts in order).
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return nil
+	}
+	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("%s: start River: %w", r.name, err)
+	}
+	r.started = true
+	return nil
+}
+
+// Stop stops working jobs: OnStop tells the workers, River stops
+// gracefully; at ctx's end the jobs still running are cancelled. It returns
+// once River's goroutines have. A second Stop is harmless.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.started || r.stopped {
+		r.mu.Unlock()
+		return nil
+	}
+	r.stopped = true
+	r.mu.Unlock()
+	if r.onStop != nil {
+		r.stopOnce.Do(r.onStop)
+	}
+	err := r.client.Stop(ctx)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("%s: stop River: %w", r.name, err)
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hardStopWait)
+	defer cancel()
+	if cerr := r.client.StopAndCancel(hctx); cerr != nil {
+		return fmt.Errorf("%s: River did not stop within %s of cancelling its jobs: %w", r.name, hardStopWait, cerr)
+	}
+	return fmt.Errorf("%w (%w)", lifecycle.ErrHardStop, context.Cause(ctx))
+}
+
+// InsertOnly returns a River client that queues jobs and works none (no
+// queues, no workers, no leader): for a process whose jobs another process
+// works, and for tests that queue jobs before a Runner starts.
+func InsertOnly(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: insert-only River client: %w", err)
+	}
+	return client, nil
+}

@@ -213,6 +213,11 @@ func readConfig(getenv func(string) string) (Config, error) {
 	return c, env.Err()
 }
 
+// creditCommitters is how many credit groups are committed at once
+// (ledger.CreditCommitter), measured on the worker bench: see
+// docs/benchmarks.md, "Worker: credits against a pgbench of the same batch".
+const creditCommitters = 2
+
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := readConfig(getenv)
 	if err != nil {
@@ -279,8 +284,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	credits, err := ledger.NewCreditCommitter(l, pool, ledger.CreditCommitterConfig{Workers: creditCommitters}, deps)
+	if err != nil {
+		return err
+	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
+	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
 		CreditWait: cfg.CreditWait})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
@@ -305,8 +314,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger),
 			lifecycle.Func("payout-worker/consumer", consumer.Run))},
 		// the sweeper finishes its lookup (a panic in a background loop
-		// restarts that loop, not the process);
+		// restarts that loop, not the process) and the credit committers
+		// commit what the consumer left queued;
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
+			credits,
 			lifecycle.Supervised("payout-worker/sweeper", deps, func(ctx context.Context) error {
 				proc.RunSweeper(ctx, cfg.Sweep)
 				return nil

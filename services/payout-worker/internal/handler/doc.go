@@ -2,8 +2,13 @@
 // from aegis.webhook.pending (credits, payout outcomes) and payout commands
 // from aegis.transactions.
 //
-// A credit is one transaction, sent as one pipelined round trip: the
-// processed_events row, the ledger posting and the balance. Credits take no Redis wallet lock: they only add money, and the wallet
+// A credit is committed by ledger.CreditCommitter with the other credits
+// waiting at that moment (group commit: one pipelined transaction, one
+// WAL flush): its processed_events row, ledger posting and balance. The
+// handler waits for its own credit's outcome, so the consumer's offsets
+// move exactly as when each credit was its own transaction; a credit that
+// fails its group is committed again alone and fails only its own record.
+// Credits take no Redis wallet lock: they only add money, and the wallet
 // row lock in the ledger posting serializes them with debits. Events that
 // change no money are acknowledged without touching the database.
 package handler

@@ -27,16 +27,17 @@ import (
 
 // Handler is the consumer's handler (consume.Handler): it routes messages by topic.
 type Handler struct {
-	notify  interface{ Notify() }
-	alerts  *alert.Alerter
-	letters *dlq.Writer
-	pool    *pgxpool.Pool
-	ledger  *ledger.Ledger
-	payouts *payout.Processor
-	logger  *slog.Logger
-	now     func() time.Time
-	credits *prometheus.CounterVec
-	returns *prometheus.CounterVec
+	notify      interface{ Notify() }
+	alerts      *alert.Alerter
+	letters     *dlq.Writer
+	pool        *pgxpool.Pool
+	ledger      *ledger.Ledger
+	credits     *ledger.CreditCommitter
+	payouts     *payout.Processor
+	logger      *slog.Logger
+	now         func() time.Time
+	creditCount *prometheus.CounterVec
+	returns     *prometheus.CounterVec
 	// creditWait: a refund or dispute whose payment's credit is not in
 	// yet waits for it (awaitCredit).
 	creditWait time.Duration
@@ -46,8 +47,11 @@ type Handler struct {
 // registry (its metrics are registered there) every component gets.
 type Deps struct {
 	lifecycle.Deps
-	Pool    *pgxpool.Pool
-	Ledger  *ledger.Ledger
+	Pool   *pgxpool.Pool
+	Ledger *ledger.Ledger
+	// Credits commits credits in groups (started and stopped by the
+	// caller, after the consumer); nil commits each alone (CreditOnce).
+	Credits *ledger.CreditCommitter
 	Payouts *payout.Processor
 	Alerts  *alert.Alerter
 	// Letters writes the dead letters of credits that cannot be applied.
@@ -64,16 +68,16 @@ type Deps struct {
 func New(deps Deps) *Handler {
 	common := deps.WithDefaults()
 	reg := common.Registerer
-	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
+	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, credits: deps.Credits, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
 		alerts: deps.Alerts, letters: deps.Letters, notify: deps.Notify, creditWait: deps.CreditWait,
-		credits: prometheus.NewCounterVec(prometheus.CounterOpts{
+		creditCount: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
 	}
 	h.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aegis_money_back_total", Help: "Refund and dispute objects by provider, kind and result (posted, unchanged, dead_lettered).",
 	}, []string{"provider", "kind", "result"})
-	reg.MustRegister(h.credits, h.returns)
+	reg.MustRegister(h.creditCount, h.returns)
 	return h
 }
 
@@ -135,12 +139,18 @@ func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent)
 		problem = errors.New("credit without a payment reference")
 	}
 	if problem == nil {
-		outcome, err := h.ledger.CreditOnce(ctx, h.pool, ledger.Claim{Group: m.Group, EventID: m.ID()},
-			e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+		claim := ledger.Claim{Group: m.Group, EventID: m.ID()}
+		var outcome ledger.CreditOutcome
+		var err error
+		if h.credits != nil {
+			outcome, err = h.credits.Credit(ctx, claim, e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+		} else {
+			outcome, err = h.ledger.CreditOnce(ctx, h.pool, claim, e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+		}
 		if err != nil {
 			return err
 		}
-		h.credits.WithLabelValues(e.Provider, string(outcome)).Inc()
+		h.creditCount.WithLabelValues(e.Provider, string(outcome)).Inc()
 		return nil
 	}
 	result := "dead_lettered"
@@ -155,7 +165,7 @@ func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent)
 	if err != nil {
 		return err
 	}
-	h.credits.WithLabelValues(e.Provider, result).Inc()
+	h.creditCount.WithLabelValues(e.Provider, result).Inc()
 	if result == "dead_lettered" {
 		// The letter pages from dlq-admin once stored (alert.DeadLetterKey).
 		h.notify.Notify()

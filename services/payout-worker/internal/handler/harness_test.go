@@ -199,8 +199,13 @@ func setup(t *testing.T, o options) *world {
 		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Letters: letters})
 	require.NoError(t, err)
 	w.proc = proc
+	// Two committers: groups commit concurrently, as they may in production.
+	credits, err := ledger.NewCreditCommitter(l, w.db.Pool, ledger.CreditCommitterConfig{Workers: 2},
+		lifecycle.Deps{Logger: logger, Registerer: reg})
+	require.NoError(t, err)
+	require.NoError(t, credits.Start(context.Background()))
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
-		Pool: w.db.Pool, Ledger: l, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait})
+		Pool: w.db.Pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
@@ -214,6 +219,7 @@ func setup(t *testing.T, o options) *world {
 	t.Cleanup(func() {
 		cancel()
 		<-alertsDone
+		require.NoError(t, credits.Stop(context.Background()))
 		w.reconcile()
 	})
 	w.startConsumer()

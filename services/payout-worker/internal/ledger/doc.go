@@ -27,6 +27,14 @@
 // payment_returns records each refund's and dispute's state, so only the
 // difference to an event's outcome is posted, in any delivery order.
 //
+// Credits, the bulk of the traffic, are committed in groups
+// (CreditCommitter, committer.go): each credit's CreditOnce statements, for
+// every credit waiting, in one BEGIN ... COMMIT, because a commit each was
+// what capped the worker's credit rate. The statements already behave as
+// separate transactions would inside one (each checks the rows the earlier
+// ones wrote), groups lock wallets in one order, and a failed group is
+// retried one credit at a time so a bad credit fails only itself.
+//
 // A debit checks the balance in the same UPDATE that takes the wallet's row
 // lock (balance >= amount), so two workers whose Redis locks overlap still
 // cannot both spend the same money: the second waits for the first's commit

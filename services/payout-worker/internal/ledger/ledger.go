@@ -297,38 +297,87 @@ const (
 
 // CreditOnce claims the consumer message and credits the payment in one
 // round trip and one (implicit) transaction on pool. See sqlCreditClaim.
+// CreditCommitter commits many of them in one transaction instead.
 func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, provider, reference, userID string, amount int64, currency string) (CreditOutcome, error) {
-	if amount <= 0 {
-		return "", fmt.Errorf("credit amount %d must be positive", amount)
-	}
-	clearingID, err := l.systemWallet(ctx, system(clearing(provider), currency))
+	cr, err := l.newCredit(ctx, c, provider, reference, userID, amount, currency)
 	if err != nil {
 		return "", err
 	}
+	return l.creditAlone(ctx, pool, cr)
+}
+
+// credit is one credit on its way to the database: what CreditOnce's
+// statements take, and what their first one answered.
+type credit struct {
+	claim                       Claim
+	provider, reference, userID string
+	currency, correlationID     string
+	amount, clearingID          int64
+	claimed, posted             int
+}
+
+// newCredit checks a credit and looks up its clearing account, which may
+// take a connection and a transaction of its own (systemWallet): call it
+// before, never inside, the credit's transaction.
+func (l *Ledger) newCredit(ctx context.Context, c Claim, provider, reference, userID string, amount int64, currency string) (*credit, error) {
+	if amount <= 0 {
+		return nil, fmt.Errorf("credit amount %d must be positive", amount)
+	}
+	clearingID, err := l.systemWallet(ctx, system(clearing(provider), currency))
+	if err != nil {
+		return nil, err
+	}
+	return &credit{claim: c, provider: provider, reference: reference, userID: userID, currency: currency,
+		correlationID: logging.CorrelationID(ctx), amount: amount, clearingID: clearingID}, nil
+}
+
+// queue adds the credit's statements to b, under a new ledger transaction
+// id (so a credit queued again, alone after its group failed, starts
+// afresh). They claim the message, and only when the claim and the
+// payment's ledger transaction are both new do the others change anything
+// (each checks that its transaction row exists): so several credits in one
+// transaction see each other's claims and postings as separate
+// transactions would.
+func (l *Ledger) queue(b *pgx.Batch, cr *credit) error {
 	txID, err := uuid.NewV7()
 	if err != nil {
-		return "", fmt.Errorf("new ledger transaction id: %w", err)
+		return fmt.Errorf("new ledger transaction id: %w", err)
 	}
-	var claimed, posted int
-	b := &pgx.Batch{}
-	b.Queue(sqlCreditClaim, c.Group, c.EventID, txID, provider+":"+reference, logging.CorrelationID(ctx)).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&claimed, &posted) })
-	b.Queue(sqlCreditWallet, txID, userID, currency, amount)
-	b.Queue(sqlCreditEntries, txID, userID, currency, amount, clearingID)
-	b.Queue(sqlRepay, userID, currency, KindCredit+":"+provider+":"+reference, logging.CorrelationID(ctx), txID)
+	cr.claimed, cr.posted = 0, 0
+	ref := cr.provider + ":" + cr.reference
+	b.Queue(sqlCreditClaim, cr.claim.Group, cr.claim.EventID, txID, ref, cr.correlationID).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&cr.claimed, &cr.posted) })
+	b.Queue(sqlCreditWallet, txID, cr.userID, cr.currency, cr.amount)
+	b.Queue(sqlCreditEntries, txID, cr.userID, cr.currency, cr.amount, cr.clearingID)
+	b.Queue(sqlRepay, cr.userID, cr.currency, KindCredit+":"+ref, cr.correlationID, txID)
 	if l.settlementDelay > 0 {
-		b.Queue(sqlCreditAvailability, txID, userID, currency, amount, l.settlementDelay.Microseconds())
+		b.Queue(sqlCreditAvailability, txID, cr.userID, cr.currency, cr.amount, l.settlementDelay.Microseconds())
+	}
+	return nil
+}
+
+// creditAlone sends one credit as one batch in one implicit transaction.
+// The Postgres error stays in the chain (%w): the consumer classifies it.
+func (l *Ledger) creditAlone(ctx context.Context, pool *pgxpool.Pool, cr *credit) (CreditOutcome, error) {
+	b := &pgx.Batch{}
+	if err := l.queue(b, cr); err != nil {
+		return "", err
 	}
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
-		return "", fmt.Errorf("credit %s:%s: %w", provider, reference, err)
+		return "", fmt.Errorf("credit %s:%s: %w", cr.provider, cr.reference, err)
 	}
+	return cr.outcome(), nil
+}
+
+// outcome is what the credit's committed statements did.
+func (cr *credit) outcome() CreditOutcome {
 	switch {
-	case claimed == 0:
-		return DuplicateMessage, nil
-	case posted == 0:
-		return AlreadyCredited, nil
+	case cr.claimed == 0:
+		return DuplicateMessage
+	case cr.posted == 0:
+		return AlreadyCredited
 	}
-	return Credited, nil
+	return Credited
 }
 
 // systemWallet returns a system account's id, creating it on first use in

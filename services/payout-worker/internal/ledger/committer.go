@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aegis-payments/aegis/pkg/batch"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
@@ -28,6 +30,9 @@ var ErrCommitterStopped = errors.New("credit committer stopped")
 // flight, so a group rarely reaches it; it bounds a group's transaction
 // (its locks, its retry one by one) should that grow.
 const DefaultCreditGroup = 64
+
+// rollbackWait bounds the ROLLBACK of a failed group.
+const rollbackWait = 5 * time.Second
 
 // CreditCommitter commits credits in groups (group commit, like
 // webhook-api's ingest.Committer): the credits waiting when a committer is
@@ -181,16 +186,7 @@ func (c *CreditCommitter) work(soft, hard context.Context) error {
 
 // fill adds to first whatever else is queued, up to maxGroup.
 func (c *CreditCommitter) fill(first *creditRequest) []*creditRequest {
-	group := []*creditRequest{first}
-	for len(group) < c.maxGroup {
-		select {
-		case r := <-c.queue:
-			group = append(group, r)
-		default:
-			return group
-		}
-	}
-	return group
+	return batch.Gather(first, c.queue, c.maxGroup)
 }
 
 // commit commits group in one transaction, or each of its credits alone
@@ -264,7 +260,13 @@ func (c *CreditCommitter) commitGroup(ctx context.Context, group []*creditReques
 	}
 	if conn.Conn().PgConn().TxStatus() != 'I' {
 		// A broken connection is closed on release instead.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		// Bounded: an unreachable Postgres must not hang the committer (or
+		// its Stop); a connection that cannot roll back is closed instead.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackWait)
+		if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+			_ = conn.Conn().Close(rctx)
+		}
+		cancel()
 	}
 	return fmt.Errorf("credit group of %d: %w", len(group), err)
 }

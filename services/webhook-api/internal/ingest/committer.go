@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aegis-payments/aegis/pkg/batch"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
@@ -308,16 +309,8 @@ func (c *Committer) work(soft, hard context.Context, busy *atomic.Int64) error {
 // fill adds to first whatever else is queued, up to maxGroup, and takes
 // them out of the line.
 func (c *Committer) fill(first *request) []*request {
-	group := []*request{first}
-	defer func() { c.inLine.Add(-int64(len(group))) }()
-	for len(group) < c.maxGroup {
-		select {
-		case r := <-c.queue:
-			group = append(group, r)
-		default:
-			return group
-		}
-	}
+	group := batch.Gather(first, c.queue, c.maxGroup)
+	c.inLine.Add(-int64(len(group)))
 	return group
 }
 

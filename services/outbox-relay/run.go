@@ -108,10 +108,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer pool.Close()
 
-	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(cfg.KafkaSecurity.Opts(),
-		// The relay hands Kafka a whole batch and waits for every ack:
-		// lingering for more records only adds latency to each batch.
-		kgo.ProducerLinger(0),
+	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(append(cfg.KafkaSecurity.Opts(), relay.ClientOpts()...),
 		kgo.RecordDeliveryTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProduceRequestTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProducerBatchMaxBytes(4<<20),

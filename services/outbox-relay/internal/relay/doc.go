@@ -19,7 +19,9 @@
 // order on the key's partition. If a row of a run fails and is to be
 // retried, the rows behind it in the batch are handed back without spending
 // an attempt and wait for it, so per-key order holds on Kafka across
-// retries and replicas.
+// retries and replicas. That needs the rows behind a failed produce request
+// to fail too, never land: the client flushes manually, a batch at a time,
+// so none of them can start the producer's next epoch (see ClientOpts).
 //
 // A gobreaker breaker guards Kafka: after consecutive failed batches it
 // opens and the relay stops claiming until a probe may go through, so it does

@@ -68,9 +68,26 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Producer is the part of *kgo.Client the relay uses.
+// Producer is the part of *kgo.Client the relay uses. The client must be
+// created with ClientOpts.
 type Producer interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	Flush(ctx context.Context) error
+}
+
+// ClientOpts are the franz-go options the relay relies on.
+//
+// ManualFlushing keeps per-key order when a produce request fails mid-run.
+// franz-go fails every record buffered for a partition behind a failed
+// batch and bumps its producer epoch, and the broker refuses the requests
+// already in flight behind it (their sequence no longer follows); but with
+// automatic flushing a record the relay hands over after that moment starts
+// the new epoch and lands, ahead of the failed record's retry — a key's
+// later row overtaking its earlier one. With manual flushing the relay hands
+// over its whole batch first and only then lets it be sent (publish), so
+// every row behind a failed one fails with it and waits for its retry.
+func ClientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.ManualFlushing()}
 }
 
 // Relay moves outbox rows to Kafka.
@@ -354,6 +371,15 @@ func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
 		// the row, and its traceparent replaces the row's in the headers.
 		r.kafka.Produce(telemetry.Extract(ctx, row.Headers), rec, func(_ *kgo.Record, err error) { acks <- ack{i, err} })
 	}
+	// The batch is buffered whole; now it may go (ClientOpts). Flushing
+	// lasts until publish returns, so that franz-go's own retries of a
+	// batch are sent too.
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		_ = r.kafka.Flush(ctx) // ends with ctx at the latest; the acks say what landed
+	}()
+	defer func() { cancel(); <-flushed }()
 	results := make([]error, len(rows))
 	got := make([]bool, len(rows))
 	for n := 0; n < len(rows); n++ {
@@ -493,12 +519,16 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 		r.letters.Written(logging.WithCorrelationID(ctx, row.CorrelationID), letter)
 	}
 	if rec, err := letter.Record(); err == nil {
-		// Best effort: the row in dead_letters is the record of truth.
-		r.kafka.Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {
+		// Best effort, waited for at most PublishTimeout: the row in
+		// dead_letters is the record of truth.
+		pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+		defer cancel()
+		r.kafka.Produce(pubCtx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				r.logger.Warn("dead letter not published to aegis.outbox.dlq; it is stored in dead_letters", "outbox_id", row.ID, "error", err.Error())
 			}
 		})
+		_ = r.kafka.Flush(pubCtx) // a record still unsent is failed by its context
 	}
 	return nil
 }

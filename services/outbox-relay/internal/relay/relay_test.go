@@ -99,7 +99,7 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 		o.poll = 20 * time.Millisecond
 	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	cl, err := kafkax.NewClient(o.brokers, logger, append([]kgo.Opt{kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3)}, o.kafkaOpts...)...)
+	cl, err := kafkax.NewClient(o.brokers, logger, append(append(relay.ClientOpts(), kgo.RecordDeliveryTimeout(o.publishTimeout), kgo.RecordRetries(3)), o.kafkaOpts...)...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	reg := prometheus.NewRegistry()

@@ -2,11 +2,8 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,11 +30,15 @@ type Handler interface {
 // Config tunes the consumer.
 type Config struct {
 	Group string
-	// MaxPollRecords bounds a batch; the batch must finish within the group's
-	// rebalance timeout.
+	// MaxPollRecords bounds one poll; at most twice as many records are in
+	// flight, and they must finish within the group's rebalance timeout.
 	MaxPollRecords int
-	// Concurrency is how many keys are handled at once across the batch.
+	// Concurrency is how many keys are handled at once.
 	Concurrency int
+	// Window is how long the consumer keeps polling while records are in
+	// flight before it lets a pending rebalance through (see window.go).
+	// Zero means 2s.
+	Window time.Duration
 	// InfraBackoff spaces in-place retries while Postgres or Redis is down.
 	InfraBackoff backoff.Policy
 	// Grace is how long in-flight records may run after shutdown begins.
@@ -93,6 +94,9 @@ func New(cl *kgo.Client, h Handler, cfg Config, deps Deps) *Consumer {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = 2 * time.Second
+	}
 	if cfg.StuckAfter < 1 {
 		cfg.StuckAfter = 10
 	}
@@ -120,70 +124,23 @@ func ClientOpts(group string, m kafkax.Membership, topics ...string) []kgo.Opt {
 	}, m.Opts()...)
 }
 
-// Run consumes until ctx is done, then finishes the batch in flight (within
-// Grace), commits what was handled and returns.
+// Run consumes until ctx is done, then finishes the records in flight
+// (within Grace), commits what was handled and returns.
 func (c *Consumer) Run(ctx context.Context) error {
 	for {
 		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fetches.IsClientClosed() {
 			return nil
 		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				c.logger.Warn("kafka fetch error", "topic", topic, "partition", p, "error", err.Error())
-			}
-		})
+		c.logFetchErrors(fetches)
 		if fetches.NumRecords() > 0 {
-			c.handleBatch(ctx, fetches)
+			c.runWindow(ctx, fetches)
 		}
 		c.cl.AllowRebalance()
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
-}
-
-func (c *Consumer) handleBatch(ctx context.Context, fetches kgo.Fetches) {
-	// Work outlives a shutdown signal by Grace so that a record half-way
-	// through (a PSP call made, its result not yet committed) can finish.
-	work, cancel := graceContext(ctx, c.cfg.Grace)
-	defer cancel()
-
-	slots := make(chan struct{}, c.cfg.Concurrency)
-	var mu sync.Mutex
-	var commit, rewind []*kgo.Record
-	var partitions sync.WaitGroup
-	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		partitions.Add(1)
-		go func() {
-			defer partitions.Done()
-			last, undone := c.handlePartition(work, p.Records, slots)
-			mu.Lock()
-			defer mu.Unlock()
-			if last != nil {
-				commit = append(commit, last)
-				c.metrics.lag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(p.HighWatermark - last.Offset - 1))
-			}
-			if undone != nil && ctx.Err() == nil {
-				rewind = append(rewind, undone)
-			}
-		}()
-	})
-	partitions.Wait()
-	if len(commit) > 0 {
-		commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancelCommit()
-		if err := c.cl.CommitRecords(commitCtx, commit...); err != nil {
-			// The effects are committed and idempotent: a redelivery is harmless.
-			c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
-		} else {
-			now := float64(time.Now().Unix())
-			for _, r := range commit {
-				c.metrics.progress.WithLabelValues(r.Topic, strconv.Itoa(int(r.Partition))).Set(now)
-			}
-		}
-	}
-	c.rewind(rewind)
 }
 
 // rewind moves the fetch position of each partition back to its first
@@ -205,54 +162,6 @@ func (c *Consumer) rewind(undone []*kgo.Record) {
 			"partition", r.Partition, "offset", r.Offset)
 	}
 	c.cl.SetOffsets(set)
-}
-
-// handlePartition handles one partition's records: records of one key in
-// order, different keys concurrently (each key takes a slot), and returns
-// the last record of the done prefix — the offset that may be committed —
-// and the first undone record, if any. A record left undone (the worker is
-// stopping, or its dead letter could not be published) stops its key;
-// records after it in the partition are redelivered and skipped if already
-// processed.
-func (c *Consumer) handlePartition(ctx context.Context, records []*kgo.Record, slots chan struct{}) (last, undone *kgo.Record) {
-	done := make([]bool, len(records))
-	byKey := map[string][]int{}
-	var keys []string
-	for i, r := range records {
-		k := string(r.Key)
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, k)
-		}
-		byKey[k] = append(byKey[k], i)
-	}
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		idx := byKey[k]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-slots }()
-			for _, i := range idx {
-				if !c.handle(ctx, records[i]) {
-					return
-				}
-				done[i] = true
-			}
-		}()
-	}
-	wg.Wait()
-	for i := range records {
-		if !done[i] {
-			return last, records[i]
-		}
-		last = records[i]
-	}
-	return last, nil
 }
 
 // handle runs the handler for one record until it is done, dead-lettered or

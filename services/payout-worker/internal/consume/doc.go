@@ -36,9 +36,13 @@
 // partitions and within one — run concurrently (Concurrency at a time),
 // because a wallet's events share a key and nothing orders two wallets. A
 // partition's offset is committed up to the last record of its done prefix.
-// Rebalances are blocked while a polled batch is in flight
-// (BlockRebalanceOnPoll) and offsets are committed before partitions are
-// released, so a rebalance neither loses nor re-applies work (re-delivery is
-// still possible after a crash; handlers are idempotent through
-// processed_events).
+// The consumer keeps polling while records are in flight (window.go): a
+// record polled later starts as soon as its key and a slot are free, so one
+// slow record (a PSP call, a lock wait) holds back its key and its
+// partition's commit, not every record polled after it. Rebalances are
+// blocked for a window of at most Window while records are in flight
+// (BlockRebalanceOnPoll); the window ends by finishing them and committing,
+// so offsets are committed before partitions are released and a rebalance
+// neither loses nor re-applies work (re-delivery is still possible after a
+// crash; handlers are idempotent through processed_events).
 package consume

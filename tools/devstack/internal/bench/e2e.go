@@ -705,11 +705,16 @@ func (e *e2eRun) overload(ctx context.Context, credits []e2eStep) error {
 	}
 	e.r.progress("e2e overload: %d sent, %d answered within 1 s, %d acknowledged, %d shed, %d credited; answered p50 %s p99 %s",
 		st.Sent, st.InTime, st.Acked, st.Shed, st.Done, ms(st.Ack[0]), ms(st.Ack[1]))
+	if err := vacuumIfAutovacuumIsOff(ctx, e.r, e.pool, "e2e overload"); err != nil {
+		return err
+	}
 	e.r.progress("e2e overload: load dropped; %.0f /s again for %s", sustained, e.r.cfg.Duration)
 	after, err := e.creditStep(ctx, sustained, e.r.cfg.Duration)
 	if err != nil {
 		return fmt.Errorf("after the overload at %.0f/s: %w", sustained, err)
 	}
+	e.r.progress("e2e overload: after it: %d acknowledged, %d done, delivered %.0f /s, p50 %s p99 %s; stages p50 / p99: %s",
+		after.Acked, after.Done, after.Rate, ms(after.P50), ms(after.P99), after.Stages)
 	secs := d.Seconds()
 	others := st.Sent - st.Acked - st.Shed
 	e.r.add(Row{"e2e overload", fmt.Sprintf("%d× the sustainable credit rate (%.0f webhooks/s offered to the whole suite, open loop) for %s: answered within 1 s of its due time",

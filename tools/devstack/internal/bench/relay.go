@@ -226,7 +226,9 @@ func checkOnKafka(ctx context.Context, brokers string, want int64) error {
 // migration 000004 sets the table's autovacuum to run after 5,000 + 2 % dead
 // rows, and the phase starts minutes after the drains. Without the vacuum the
 // row measured the server's configuration, not the relay.
-func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool) error {
+// The e2e overload's recovery step needs it for the same reason: the
+// overload leaves tens of thousands of processed rows behind.
+func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool, phase string) error {
 	var autovacuum string
 	if err := pool.QueryRow(ctx, "SHOW autovacuum").Scan(&autovacuum); err != nil {
 		return fmt.Errorf("read the server's autovacuum setting: %w", err)
@@ -234,7 +236,7 @@ func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool)
 	if autovacuum == "on" {
 		return nil
 	}
-	r.progress("relay: the server runs without autovacuum; vacuuming transaction_outbox as its autovacuum settings would have")
+	r.progress("%s: the server runs without autovacuum; vacuuming transaction_outbox as its autovacuum settings would have", phase)
 	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) transaction_outbox"); err != nil {
 		return fmt.Errorf("vacuum transaction_outbox: %w", err)
 	}
@@ -246,7 +248,7 @@ func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool)
 // arrival at a Kafka consumer.
 func (r *Runner) relayLatency(ctx context.Context, pool *pgxpool.Pool, brokers string) error {
 	const rate = 1000
-	if err := vacuumIfAutovacuumIsOff(ctx, r, pool); err != nil {
+	if err := vacuumIfAutovacuumIsOff(ctx, r, pool, "relay"); err != nil {
 		return err
 	}
 	r.progress("relay: commit-to-Kafka latency at %d events/s for %s", rate, r.cfg.Duration)

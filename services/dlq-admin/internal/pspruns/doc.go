@@ -12,6 +12,10 @@
 // the stored run, so an alert never depends on which service found the
 // problem. The table admits one run requested or running at a time (a
 // partial unique index): a second request answers 409 and queues nothing.
+// A run whose River job will never work it (discarded after its last
+// attempt) is ended as failed by the next request, which then goes
+// through: without a schedule (PSP_RECONCILE_INTERVAL=0) nothing else would
+// end it. sqlc reads River's job table from pkg/jobs/river_job.sql.
 //
 // Alerting. Watcher looks for finished runs not yet alerted on that found
 // disagreements (one critical alert per run, key "psp_reconciliation") or

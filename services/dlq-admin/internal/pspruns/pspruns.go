@@ -156,11 +156,19 @@ func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
 // Request asks for a run now, on behalf of actor (audited): the run record,
 // its River job (jobs.PSPReconcileArgs, worked by webhook-api) and its
 // audit_log row in one transaction. ErrBusy while one is requested or
-// running.
+// running. An active run whose River job will never work it (discarded
+// after its last attempt) is ended as failed first, so that it cannot
+// refuse every request when no schedule runs (PSP_RECONCILE_INTERVAL=0;
+// the schedule ends such a run too).
 func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 	var run Run
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		row, err := s.q.WithTx(tx).Request(ctx, actor)
+		q := s.q.WithTx(tx)
+		if _, err := q.EndOrphaned(ctx, sqlcdb.EndOrphanedParams{Kind: jobs.PSPReconcileArgs{}.Kind(),
+			Error: "its River job ended without finishing the run (attempts spent); ended by the next request"}); err != nil {
+			return fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+		}
+		row, err := q.Request(ctx, actor)
 		if run, err = toRun(runRow(row), err); err != nil {
 			if database.IsUniqueViolation(err, "psp_reconciliation_runs_one_active") {
 				return ErrBusy

@@ -162,3 +162,45 @@ type failingEnqueuer struct{}
 func (failingEnqueuer) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.InsertOpts) (*rivertype.JobInsertResult, error) {
 	return nil, errors.New("queue down")
 }
+
+// An active run whose River job was discarded (a crash on its last attempt,
+// which River's rescuer discards without running the worker) would answer
+// every later request 409 when no schedule runs to end it
+// (PSP_RECONCILE_INTERVAL=0). The next request ends it as failed, with why,
+// and is queued; a run whose job is still live keeps refusing.
+func TestRequestEndsARunWhoseRiverJobIsGone(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	s := pspruns.New(db.Pool, enq)
+	stuck, err := s.Request(ctx, "bob")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'running', started_at = now(), locked_by = 'dead-attempt'`)
+	require.NoError(t, err)
+
+	// Live (available, then retryable): still busy.
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable'`)
+	require.NoError(t, err)
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+
+	// Discarded: the run is ended and the new request goes through.
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now()`)
+	require.NoError(t, err)
+	next, err := s.Request(ctx, "carol")
+	require.NoError(t, err)
+	require.Equal(t, "requested", next.Status)
+	old, err := s.Get(ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, "failed", old.Status)
+	require.NotNil(t, old.FinishedAt)
+	require.NotNil(t, old.Error)
+	require.Contains(t, *old.Error, "River job ended without finishing the run")
+	var live int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND (args->>'run_id')::bigint = $1`, next.ID).Scan(&live))
+	require.Equal(t, 1, live, "the new run's job is queued")
+}

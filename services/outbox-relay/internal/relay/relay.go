@@ -434,6 +434,7 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 	now := r.now()
 	var done, held []int64
 	var errs []error
+	var letters []letterRecord
 	// blocked holds the keys whose run stopped at a row that will be retried:
 	// the rows behind it in this batch go back without spending an attempt
 	// and wait for it, whatever their own result, so nothing of the key
@@ -455,7 +456,11 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 		r.metrics.failures.WithLabelValues(string(class)).Inc()
 		attempt := row.RetryCount + 1
 		if class == errclass.Permanent || attempt >= row.MaxRetries {
-			errs = append(errs, r.deadLetter(ctx, row, results[i], class))
+			l, err := r.deadLetter(ctx, row, results[i], class)
+			errs = append(errs, err)
+			if l.rec != nil {
+				letters = append(letters, l)
+			}
 			continue
 		}
 		blocked[row.PartitionKey] = true
@@ -479,13 +484,43 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 			errs = append(errs, err)
 		}
 	}
+	r.announce(ctx, letters)
 	return errors.Join(errs...)
 }
 
+// letterRecord is a stored dead letter's record for aegis.outbox.dlq.
+type letterRecord struct {
+	rec *kgo.Record
+	row outbox.Row // its trace and id
+}
+
+// announce publishes the settle's dead letters, best effort, after its
+// bookkeeping is committed, with one flush bounded by PublishTimeout: the
+// rows in dead_letters are the record of truth, and a Kafka that is down
+// (why rows run out of attempts) delays the loop by one timeout, not one
+// per letter.
+func (r *Relay) announce(ctx context.Context, letters []letterRecord) {
+	if len(letters) == 0 {
+		return
+	}
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	defer cancel()
+	for _, l := range letters {
+		// The publish belongs to the row's trace, as its statements do.
+		r.kafka.Produce(telemetry.Extract(pubCtx, l.row.Headers), l.rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				r.logger.Warn("dead letter not published to aegis.outbox.dlq; it is stored in dead_letters", "outbox_id", l.row.ID, "error", err.Error())
+			}
+		})
+	}
+	_ = r.kafka.Flush(pubCtx) // a record still unsent is failed by its context
+}
+
 // deadLetter marks the row dlq and stores its dead letter in one transaction,
-// then publishes the letter to aegis.outbox.dlq if Kafka takes it.
-func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, class errclass.Class) error {
-	// The dead letter's statements and publish belong to the row's trace.
+// and returns the letter's record for settle to announce on
+// aegis.outbox.dlq (none when the row was not this relay's to dead-letter).
+func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, class errclass.Class) (letterRecord, error) {
+	// The dead letter's statements belong to the row's trace.
 	ctx = telemetry.Extract(ctx, row.Headers)
 	var letter dlq.Letter
 	var inserted bool
@@ -510,27 +545,19 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 		return err
 	})
 	if errors.Is(err, outbox.ErrLeaseLost) {
-		return nil // another relay owns the row now
+		return letterRecord{}, nil // another relay owns the row now
 	}
 	if err != nil {
-		return fmt.Errorf("dead-letter outbox row %d: %w", row.ID, err)
+		return letterRecord{}, fmt.Errorf("dead-letter outbox row %d: %w", row.ID, err)
 	}
 	if inserted {
 		r.letters.Written(logging.WithCorrelationID(ctx, row.CorrelationID), letter)
 	}
-	if rec, err := letter.Record(); err == nil {
-		// Best effort, waited for at most PublishTimeout: the row in
-		// dead_letters is the record of truth.
-		pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
-		defer cancel()
-		r.kafka.Produce(pubCtx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				r.logger.Warn("dead letter not published to aegis.outbox.dlq; it is stored in dead_letters", "outbox_id", row.ID, "error", err.Error())
-			}
-		})
-		_ = r.kafka.Flush(pubCtx) // a record still unsent is failed by its context
+	rec, err := letter.Record()
+	if err != nil {
+		return letterRecord{}, nil // stored; only its announcement is lost
 	}
-	return nil
+	return letterRecord{rec: rec, row: row}, nil
 }
 
 func firstFailure(h []dlq.Attempt, fallback time.Time) time.Time {

@@ -35,10 +35,6 @@ type Config struct {
 	MaxPollRecords int
 	// Concurrency is how many keys are handled at once.
 	Concurrency int
-	// Window is how long the consumer keeps polling while records are in
-	// flight before it lets a pending rebalance through (see window.go).
-	// Zero means 2s.
-	Window time.Duration
 	// InfraBackoff spaces in-place retries while Postgres or Redis is down.
 	InfraBackoff backoff.Policy
 	// Grace is how long in-flight records may run after shutdown begins.
@@ -93,9 +89,6 @@ func New(cl *kgo.Client, h Handler, cfg Config, deps Deps) *Consumer {
 	common := deps.WithDefaults()
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = 2 * time.Second
 	}
 	if cfg.StuckAfter < 1 {
 		cfg.StuckAfter = 10

@@ -40,7 +40,7 @@
 // record polled later starts as soon as its key and a slot are free, so one
 // slow record (a PSP call, a lock wait) holds back its key and its
 // partition's commit, not every record polled after it. Rebalances are
-// blocked for a window of at most Window while records are in flight
+// blocked for a window of at most two seconds while records are in flight
 // (BlockRebalanceOnPoll); the window ends by finishing them and committing,
 // so offsets are committed before partitions are released and a rebalance
 // neither loses nor re-applies work (re-delivery is still possible after a

@@ -16,7 +16,7 @@ import (
 // still in flight and starts as soon as its key and a slot are free, instead
 // of waiting for the slowest record of the batch before it. Offsets are
 // committed as each partition's done prefix grows. The window ends when
-// nothing is in flight, when it has lasted Window (a rebalance the group
+// nothing is in flight, when it has lasted windowFor (a rebalance the group
 // asked for waits at most that long plus the in-flight records), when a
 // record is left undone, or when the worker stops; then every record in
 // flight finishes (within Grace on shutdown), the done prefixes are
@@ -79,6 +79,12 @@ const pollWhileBusy = 50 * time.Millisecond
 // commitEvery spaces the offset commits made while a window runs.
 const commitEvery = 100 * time.Millisecond
 
+// windowFor is how long the consumer keeps polling while records are in
+// flight before it lets a pending rebalance through: well inside the
+// group's rebalance timeout (2 minutes, ClientOpts), short enough that a
+// joining or restarted replica gets its partitions within seconds.
+const windowFor = 2 * time.Second
+
 // runWindow consumes one window that starts with first.
 func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 	work, cancel := graceContext(ctx, c.cfg.Grace)
@@ -87,7 +93,7 @@ func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 		parts: map[topicPartition]*partition{}, keys: map[partitionKey]*keyQueue{},
 		changed: make(chan struct{}, 1), lastCommit: time.Now()}
 	w.dispatch(first)
-	end := time.Now().Add(c.cfg.Window)
+	end := time.Now().Add(windowFor)
 	for ctx.Err() == nil && time.Now().Before(end) {
 		inFlight, undone := w.state()
 		if inFlight == 0 || undone {
@@ -222,7 +228,6 @@ func (w *window) stop(k partitionKey, q *keyQueue) {
 	w.inFlight -= len(q.waiting)
 	q.waiting = nil
 	q.stopped = true
-	w.keys[k] = q
 	w.undone = true
 	w.mu.Unlock()
 	w.signal()

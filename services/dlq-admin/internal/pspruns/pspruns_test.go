@@ -127,11 +127,8 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 // ErrBusy and leaves no job, record or audit row behind.
 func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db, s := newStore(t)
 	ctx := context.Background()
-	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	s := pspruns.New(db.Pool, enq)
 	run, err := s.Request(ctx, "bob")
 	require.NoError(t, err)
 	require.Equal(t, "requested", run.Status)
@@ -157,6 +154,16 @@ func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
 	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
 }
 
+// newStore is a run store on a fresh database, queuing River jobs with an
+// insert-only client as dlq-admin does.
+func newStore(t *testing.T) (*pgtest.DB, *pspruns.Store) {
+	t.Helper()
+	db := pgtest.New(t)
+	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return db, pspruns.New(db.Pool, enq)
+}
+
 type failingEnqueuer struct{}
 
 func (failingEnqueuer) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.InsertOpts) (*rivertype.JobInsertResult, error) {
@@ -170,11 +177,8 @@ func (failingEnqueuer) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.I
 // and is queued; a run whose job is still live keeps refusing.
 func TestRequestEndsARunWhoseRiverJobIsGone(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db, s := newStore(t)
 	ctx := context.Background()
-	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	s := pspruns.New(db.Pool, enq)
 	stuck, err := s.Request(ctx, "bob")
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'running', started_at = now(), locked_by = 'dead-attempt'`)

@@ -55,3 +55,13 @@ func TestSmallHostProcs(t *testing.T) {
 		}
 	}
 }
+
+// webhook-api collects garbage at GOGC=400 unless GOGC says otherwise
+// (off included).
+func TestDefaultGCPercent(t *testing.T) {
+	for env, want := range map[string]int{"": 400, "100": 0, "off": 0, "50": 0} {
+		if got := defaultGCPercent(env); got != want {
+			t.Errorf("GOGC=%q: chose %d, want %d", env, got, want)
+		}
+	}
+}

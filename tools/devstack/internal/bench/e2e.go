@@ -155,6 +155,11 @@ func (r *Runner) e2e(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = s.Stop(30 * time.Second) }() // a bench run reports its figures, not the teardown
+	stopVacuum, err := standInForAutovacuum(ctx, r, pool, "e2e")
+	if err != nil {
+		return err
+	}
+	defer func() { r.progress("e2e: %d vacuums run in autovacuum's stead", stopVacuum()) }()
 
 	run := &e2eRun{r: r, s: s, pool: pool, dbName: dbName, base: stack.URL(ports.WebhookAPI), credited: map[string]bool{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: e2eSenders, MaxConnsPerHost: e2eSenders}}}

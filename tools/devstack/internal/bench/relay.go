@@ -229,12 +229,8 @@ func checkOnKafka(ctx context.Context, brokers string, want int64) error {
 // The e2e overload's recovery step needs it for the same reason: the
 // overload leaves tens of thousands of processed rows behind.
 func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool, phase string) error {
-	var autovacuum string
-	if err := pool.QueryRow(ctx, "SHOW autovacuum").Scan(&autovacuum); err != nil {
-		return fmt.Errorf("read the server's autovacuum setting: %w", err)
-	}
-	if autovacuum == "on" {
-		return nil
+	if off, err := autovacuumOff(ctx, pool); err != nil || !off {
+		return err
 	}
 	r.progress("%s: the server runs without autovacuum; vacuuming transaction_outbox as its autovacuum settings would have", phase)
 	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) transaction_outbox"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,7 +86,10 @@ type Producer interface {
 // the new epoch and lands, ahead of the failed record's retry — a key's
 // later row overtaking its earlier one. With manual flushing the relay hands
 // over its whole batch first and only then lets it be sent (publish), so
-// every row behind a failed one fails with it and waits for its retry.
+// every row behind a failed one fails with it and waits for its retry. A
+// flush sends everything buffered on the client, so the loops sharing it
+// take turns (Relay.producing): no batch is handed over while another is
+// being flushed.
 func ClientOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.ManualFlushing()}
 }
@@ -105,6 +109,11 @@ type Relay struct {
 	// claims counts the claims this process's loops have started: a settle
 	// that sees it move claimed rows may have been skipped behind its batch.
 	claims atomic.Uint64
+	// producing is held by whoever hands records to the client and flushes
+	// them: the loops share one client, whose flush sends everything
+	// buffered, so a batch handed over during another's flush would be sent
+	// record by record instead of buffered whole (ClientOpts).
+	producing sync.Mutex
 }
 
 // Deps is what a relay works with, next to the logger, clock, registry
@@ -351,6 +360,8 @@ var errNoAck = errors.New("no ack from Kafka within the publish timeout")
 // after all, the retry is an at-least-once duplicate, which consumers absorb,
 // and the key's next row still waits for this one, so order holds.
 func (r *Relay) publish(ctx context.Context, rows []outbox.Row) []error {
+	r.producing.Lock()
+	defer r.producing.Unlock() // last: after the flush below has ended
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
 	type ack struct {
@@ -503,6 +514,8 @@ func (r *Relay) announce(ctx context.Context, letters []letterRecord) {
 	if len(letters) == 0 {
 		return
 	}
+	r.producing.Lock()
+	defer r.producing.Unlock()
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
 	for _, l := range letters {

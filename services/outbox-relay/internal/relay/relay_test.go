@@ -597,3 +597,63 @@ func TestRetentionDeletesOnlyOldProcessedRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{fresh, pending}, left, "recent processed rows and unpublished rows are kept")
 }
+
+// flushWatch is the relay's client, counting the records handed to it while
+// a flush was under way. With manual flushing (ClientOpts) a flush sends
+// whatever is buffered, so a batch handed over during another batch's flush
+// goes out record by record, and a record handed over after a failed
+// request of its partition could start the producer's next epoch ahead of
+// the failed one: the key-order defect ManualFlushing closes.
+type flushWatch struct {
+	relay.Producer
+	flushing atomic.Int32
+	during   atomic.Int32
+}
+
+func (w *flushWatch) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	if w.flushing.Load() > 0 {
+		w.during.Add(1)
+	}
+	w.Producer.Produce(ctx, r, promise)
+}
+
+func (w *flushWatch) Flush(ctx context.Context) error {
+	w.flushing.Add(1)
+	defer w.flushing.Add(-1)
+	return w.Producer.Flush(ctx)
+}
+
+// The relay's loops share one client (RELAY_WORKERS): a loop hands its batch
+// over only while no other batch is being flushed, or the batch would not
+// be buffered whole before it is sent.
+func TestLoopsSharingTheClientNeverProduceDuringAnotherLoopsFlush(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	watch := &flushWatch{}
+	r, _ := b.newRelay(t, relayOpts{batch: 20, wrap: func(p relay.Producer) relay.Producer {
+		watch.Producer = p
+		return watch
+	}})
+	const rows = 2000
+	for n := range rows {
+		b.insert(t, "key-"+strconv.Itoa(n%200), n, 0)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	for range 2 {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			_ = r.Run(ctx)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		var left int
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
+		return left == 0
+	}, 60*time.Second, 20*time.Millisecond)
+	cancel()
+	loops.Wait()
+	require.Zero(t, watch.during.Load(), "records handed to the client while another batch was being flushed")
+}

@@ -1,6 +1,13 @@
 package jobs
 
-import "github.com/riverqueue/river"
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
 
 // PSPReconcileQueue is the River queue PSP reconciliation runs are worked
 // in (by webhook-api, which owns the tables a run writes).
@@ -29,4 +36,40 @@ func (PSPReconcileArgs) Kind() string { return "psp_reconcile" }
 func (PSPReconcileArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: PSPReconcileQueue, MaxAttempts: PSPReconcileMaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// sqlEndOrphanedPSPRun ends the active run that no live River job will
+// work. A run whose job is not yet committed beside it is invisible here
+// too, so it is left alone.
+const sqlEndOrphanedPSPRun = `
+UPDATE psp_reconciliation_runs r SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
+    error = $1::text
+WHERE r.status IN ('requested', 'running')
+  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2::text AND j.args->>'run_id' = r.id::text
+      AND j.state::text = ANY($3::text[]))`
+
+// liveJobStates are a River job's states in which it will still be worked.
+func liveJobStates() []string {
+	return []string{string(rivertype.JobStateAvailable), string(rivertype.JobStatePending),
+		string(rivertype.JobStateRetryable), string(rivertype.JobStateRunning), string(rivertype.JobStateScheduled)}
+}
+
+// Execer runs a statement: a pool, a connection or a transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// EndOrphanedPSPRun ends, as failed with why, the requested or running
+// psp_reconciliation_runs row whose River job will never work it
+// (discarded after its last attempt, or cancelled), and reports whether
+// there was one. Such a run would refuse every later one (one run at a
+// time), so both ways of requesting a run call it first: dlq-admin's
+// request, in the transaction that inserts the new run, and webhook-api's
+// schedule.
+func EndOrphanedPSPRun(ctx context.Context, db Execer, why string) (bool, error) {
+	tag, err := db.Exec(ctx, sqlEndOrphanedPSPRun, why, PSPReconcileArgs{}.Kind(), liveJobStates())
+	if err != nil {
+		return false, fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
 }

@@ -15,7 +15,7 @@
 // A run whose River job will never work it (discarded after its last
 // attempt) is ended as failed by the next request, which then goes
 // through: without a schedule (PSP_RECONCILE_INTERVAL=0) nothing else would
-// end it. sqlc reads River's job table from pkg/jobs/river_job.sql.
+// end it (jobs.EndOrphanedPSPRun, as webhook-api's schedule does).
 //
 // Alerting. Watcher looks for finished runs not yet alerted on that found
 // disagreements (one critical alert per run, key "psp_reconciliation") or

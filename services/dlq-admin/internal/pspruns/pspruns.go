@@ -163,11 +163,10 @@ func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
 func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 	var run Run
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		if _, err := q.EndOrphaned(ctx, sqlcdb.EndOrphanedParams{Kind: jobs.PSPReconcileArgs{}.Kind(),
-			Error: "its River job ended without finishing the run (attempts spent); ended by the next request"}); err != nil {
-			return fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+		if _, err := jobs.EndOrphanedPSPRun(ctx, tx, "its River job ended without finishing the run (attempts spent); ended by the next request"); err != nil {
+			return err
 		}
+		q := s.q.WithTx(tx)
 		row, err := q.Request(ctx, actor)
 		if run, err = toRun(runRow(row), err); err != nil {
 			if database.IsUniqueViolation(err, "psp_reconciliation_runs_one_active") {

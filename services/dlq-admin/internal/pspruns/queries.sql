@@ -9,17 +9,6 @@ RETURNING id, status, trigger, requested_by, requested_at, started_at, finished_
     events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
     disagreements_new, disagreements_open, disagreements_cleared;
 
--- name: EndOrphaned :execrows
--- Ends the active run whose River job will never work it (discarded after
--- its last attempt, or cancelled): failed, with why, so that it does not
--- refuse every later request. A run whose job is live, or not yet
--- committed beside it, is left alone.
-UPDATE psp_reconciliation_runs r SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = @error::text
-WHERE r.status IN ('requested', 'running')
-  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = @kind::text AND j.args->>'run_id' = r.id::text
-      AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled'));
-
 -- name: Get :one
 SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
     events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,

@@ -10,9 +10,6 @@ INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES (@trigger::te
 ON CONFLICT DO NOTHING
 RETURNING id;
 
--- name: ActiveRun :one
-SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running');
-
 -- name: Start :one
 -- Marks run @id running under @token, the River attempt working it: a
 -- requested run, or a running one whose earlier attempt River rescued or
@@ -26,13 +23,6 @@ RETURNING id, trigger, now()::timestamptz AS now;
 -- Hands an unfinished run back (the worker is stopping or interrupted).
 UPDATE psp_reconciliation_runs SET status = 'requested', locked_by = NULL, lease_until = NULL
 WHERE id = @id AND locked_by = @owner::text AND status = 'running';
-
--- name: Abandon :execrows
--- Ends an active run whose River job is gone (its attempts spent): failed,
--- with why, so the next run is not blocked by it.
-UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = @error::text
-WHERE id = @id AND status IN ('requested', 'running');
 
 -- name: Finish :execrows
 UPDATE psp_reconciliation_runs SET status = @status, finished_at = now(), locked_by = NULL, lease_until = NULL,

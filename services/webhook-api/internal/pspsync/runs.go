@@ -64,26 +64,11 @@ func (r *Runs) RequestScheduled(ctx context.Context, enq jobs.Enqueuer) (id int6
 	return id, ok, nil
 }
 
-// Active returns the run requested or running; ok is false when none is.
-func (r *Runs) Active(ctx context.Context) (int64, bool, error) {
-	id, err := r.q.ActiveRun(ctx)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read active psp reconciliation run: %w", err)
-	}
-	return id, true, nil
-}
-
-// Abandon ends active run id as failed with why (its River job is gone);
-// false when it was not active.
-func (r *Runs) Abandon(ctx context.Context, id int64, why string) (bool, error) {
-	n, err := r.q.Abandon(ctx, sqlcdb.AbandonParams{ID: id, Error: why})
-	if err != nil {
-		return false, fmt.Errorf("abandon psp reconciliation run %d: %w", id, err)
-	}
-	return n == 1, nil
+// EndOrphaned ends, as failed with why, the active run whose River job
+// will never work it, so that it does not block the runs after it
+// (jobs.EndOrphanedPSPRun); it reports whether there was one.
+func (r *Runs) EndOrphaned(ctx context.Context, why string) (bool, error) {
+	return jobs.EndOrphanedPSPRun(ctx, r.pool, why)
 }
 
 // Claimed is a run this worker holds.

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -112,10 +110,6 @@ func ScheduledJob(interval time.Duration) (river.JobArgs, *river.InsertOpts) {
 	}
 }
 
-// liveStates are a River job's states in which it will still be worked.
-var liveStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
-
 // scheduler requests a scheduled run: the run record and its River job in
 // one transaction. A run requested or running already is this period's
 // run; one whose River job is gone (discarded after its last attempt) is
@@ -131,32 +125,22 @@ func (s *scheduler) Work(ctx context.Context, _ *river.Job[ScheduledArgs]) error
 	if err != nil {
 		return fmt.Errorf("psp reconciliation schedule: %w", err)
 	}
-	active, ok, err := s.runs.Active(ctx)
+	ended, err := s.runs.EndOrphaned(ctx, "its River job ended without finishing the run (attempts spent)")
 	if err != nil {
 		return err
 	}
-	if ok {
-		live, err := client.JobList(ctx, river.NewJobListParams().Kinds(jobs.PSPReconcileArgs{}.Kind()).
-			States(liveStates...).Where("args->>'run_id' = @run_id", river.NamedArgs{"run_id": strconv.FormatInt(active, 10)}).First(1))
-		if err != nil {
-			return fmt.Errorf("psp reconciliation schedule: read run %d's River job: %w", active, err)
-		}
-		if len(live.Jobs) > 0 {
-			s.logger.InfoContext(ctx, "scheduled psp reconciliation skipped: a run is requested or running", "run_id", active)
-			return nil
-		}
-		if _, err := s.runs.Abandon(ctx, active, "its River job ended without finishing the run (attempts spent)"); err != nil {
-			return err
-		}
-		s.logger.ErrorContext(ctx, "psp reconciliation run abandoned: its River job is gone", "run_id", active)
+	if ended {
+		s.logger.ErrorContext(ctx, "psp reconciliation run abandoned: its River job is gone")
 	}
 	id, ok, err := s.runs.RequestScheduled(ctx, client)
 	if err != nil {
 		return err
 	}
-	if ok {
-		s.logger.InfoContext(ctx, "scheduled psp reconciliation requested", "run_id", id)
+	if !ok {
+		s.logger.InfoContext(ctx, "scheduled psp reconciliation skipped: a run is requested or running")
+		return nil
 	}
+	s.logger.InfoContext(ctx, "scheduled psp reconciliation requested", "run_id", id)
 	return nil
 }
 

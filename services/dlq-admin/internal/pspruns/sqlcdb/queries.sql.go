@@ -69,31 +69,6 @@ func (q *Queries) ClearedDisagreements(ctx context.Context, arg ClearedDisagreem
 	return items, nil
 }
 
-const endOrphaned = `-- name: EndOrphaned :execrows
-UPDATE psp_reconciliation_runs r SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = $1::text
-WHERE r.status IN ('requested', 'running')
-  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2::text AND j.args->>'run_id' = r.id::text
-      AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled'))
-`
-
-type EndOrphanedParams struct {
-	Error string
-	Kind  string
-}
-
-// Ends the active run whose River job will never work it (discarded after
-// its last attempt, or cancelled): failed, with why, so that it does not
-// refuse every later request. A run whose job is live, or not yet
-// committed beside it, is left alone.
-func (q *Queries) EndOrphaned(ctx context.Context, arg EndOrphanedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, endOrphaned, arg.Error, arg.Kind)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const get = `-- name: Get :one
 SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
     events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,

@@ -10,38 +10,6 @@ import (
 	"time"
 )
 
-const abandon = `-- name: Abandon :execrows
-UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = $1::text
-WHERE id = $2 AND status IN ('requested', 'running')
-`
-
-type AbandonParams struct {
-	Error string
-	ID    int64
-}
-
-// Ends an active run whose River job is gone (its attempts spent): failed,
-// with why, so the next run is not blocked by it.
-func (q *Queries) Abandon(ctx context.Context, arg AbandonParams) (int64, error) {
-	result, err := q.db.Exec(ctx, abandon, arg.Error, arg.ID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const activeRun = `-- name: ActiveRun :one
-SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running')
-`
-
-func (q *Queries) ActiveRun(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, activeRun)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
-}
-
 const clearDisagreements = `-- name: ClearDisagreements :execrows
 UPDATE psp_disagreements SET cleared_run = $1::bigint, cleared_at = now()
 WHERE cleared_at IS NULL AND provider = ANY($2::text[]) AND last_seen_run <> $1::bigint

@@ -311,10 +311,6 @@ func (j *job) prepare(owner string) error {
 	return nil
 }
 
-// rawTail is how encoding/json ends a PSPEvent whose Raw is nil: Raw is
-// its last field.
-const rawTail = `"raw":null}`
-
 // envelope encodes e for the outbox with its raw body appended as received.
 // encoding/json would validate and compact that kilobyte again (a fifth of
 // the envelope's cost on the hot path); the normaliser has already parsed
@@ -331,12 +327,13 @@ func envelope(e event.PSPEvent) ([]byte, error) {
 	if len(raw) == 0 {
 		return b, nil
 	}
-	if !bytes.HasSuffix(b, []byte(rawTail)) {
+	// Raw is PSPEvent's last field: a nil one ends the encoding.
+	head, ok := bytes.CutSuffix(b, []byte(`"raw":null}`))
+	if !ok {
 		return nil, fmt.Errorf("encode envelope: raw is not the envelope's last field")
 	}
-	out := make([]byte, 0, len(b)-len("null}")+len(raw)+1)
-	out = append(out, b[:len(b)-len("null}")]...)
-	out = append(out, raw...)
+	out := make([]byte, 0, len(head)+len(`"raw":`)+len(raw)+1)
+	out = append(append(append(out, head...), `"raw":`...), raw...)
 	return append(out, '}'), nil
 }
 

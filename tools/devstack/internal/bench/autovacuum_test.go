@@ -9,7 +9,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
-// The stand-in picks the tables autovacuum would: more dead rows than the
+// The bench vacuums the tables autovacuum would: more dead rows than the
 // table's own threshold plus scale factor times its rows, and no other.
 func TestVacuumDueUsesEachTablesAutovacuumTrigger(t *testing.T) {
 	db := pgtest.New(t)
@@ -44,5 +44,18 @@ func TestVacuumDueUsesEachTablesAutovacuumTrigger(t *testing.T) {
 	}
 	if len(due) != 1 || due[0] != "public.bench_due" {
 		t.Fatalf("due for a vacuum: %v, want [public.bench_due] (50 dead rows: above 10, below 1000)", due)
+	}
+	n, err := vacuumDue(ctx, db.Pool)
+	if err != nil || n != 1 {
+		t.Fatalf("vacuumDue: %d tables, %v; want 1", n, err)
+	}
+	var dueDead, notDueDead int
+	if err := conn.QueryRow(ctx, `SELECT
+		(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'bench_due'),
+		(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'bench_not_due')`).Scan(&dueDead, &notDueDead); err != nil {
+		t.Fatal(err)
+	}
+	if dueDead != 0 || notDueDead != 50 {
+		t.Fatalf("dead rows after the vacuum: %d in the table due (want 0), %d in the other (want 50)", dueDead, notDueDead)
 	}
 }

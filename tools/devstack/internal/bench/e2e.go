@@ -159,7 +159,10 @@ func (r *Runner) e2e(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { r.progress("e2e: %d vacuums run in autovacuum's stead", stopVacuum()) }()
+	defer func() {
+		n, err := stopVacuum()
+		r.progress("e2e: %d vacuums run in autovacuum's stead (first error: %v)", n, err)
+	}()
 
 	run := &e2eRun{r: r, s: s, pool: pool, dbName: dbName, base: stack.URL(ports.WebhookAPI), credited: map[string]bool{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: e2eSenders, MaxConnsPerHost: e2eSenders}}}

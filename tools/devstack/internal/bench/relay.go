@@ -216,29 +216,6 @@ func checkOnKafka(ctx context.Context, brokers string, want int64) error {
 	return nil
 }
 
-// vacuumIfAutovacuumIsOff does what autovacuum would have done to
-// transaction_outbox by the time the latency phase starts, when the server
-// runs without it (the shared development server does: autovacuum = off).
-// The drains leave 110k processed rows whose entries stay in the partial
-// index of unfinished rows until a vacuum removes them, and every claim walks
-// that index from its start: about 600 pages, 2–8 ms a claim measured during
-// the latency phase, which a deployment never sees for long —
-// migration 000004 sets the table's autovacuum to run after 5,000 + 2 % dead
-// rows, and the phase starts minutes after the drains. Without the vacuum the
-// row measured the server's configuration, not the relay.
-// The e2e overload's recovery step needs it for the same reason: the
-// overload leaves tens of thousands of processed rows behind.
-func vacuumIfAutovacuumIsOff(ctx context.Context, r *Runner, pool *pgxpool.Pool, phase string) error {
-	if off, err := autovacuumOff(ctx, pool); err != nil || !off {
-		return err
-	}
-	r.progress("%s: the server runs without autovacuum; vacuuming transaction_outbox as its autovacuum settings would have", phase)
-	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) transaction_outbox"); err != nil {
-		return fmt.Errorf("vacuum transaction_outbox: %w", err)
-	}
-	return nil
-}
-
 // relayLatency inserts outbox rows at a steady 1,000/s, each in its own
 // committed transaction, and measures from each commit to the record's
 // arrival at a Kafka consumer.

@@ -515,7 +515,7 @@ func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	plan := strings.Join(lines, "\n")
-	require.Contains(t, plan, "Index Scan using transaction_outbox_unfinished_idx", plan)
+	require.Contains(t, plan, "Index Scan using transaction_outbox_claim_idx", plan)
 	require.NotContains(t, plan, "Bitmap Heap Scan", plan)
 
 	// And the store on that pool claims the first batch in id order.
@@ -523,6 +523,50 @@ func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 2000)
 	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the first 2000 rows, one head of each key")
+}
+
+// A VACUUM while nothing is unfinished leaves the queue's partial indexes
+// with a tuple count of 0. A backlog that arrives after it must still be
+// claimed by one walk of the claim index, each key looked up in the key's
+// index, in the generic plan the relay's prepared statement settles on:
+// when both indexes served both look-ups, the planner took the id index for
+// the key look-ups too and read the whole backlog per candidate (5 s a
+// claim on 20k rows).
+func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload, status, processed_at, finished_at)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i), 'processed', now(), now()
+		FROM generate_series(1, 20000) i`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, "VACUUM ANALYZE transaction_outbox")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
+		FROM generate_series(1, 20000) i`)
+	require.NoError(t, err)
+
+	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	now := time.Now()
+	rows, err := pool.Query(ctx, "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	require.Equal(t, 1, strings.Count(plan, "using transaction_outbox_claim_idx"), "the walk of unfinished rows, once:\n%s", plan)
+	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "the head probe and the run:\n%s", plan)
+
+	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 2000)
+	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows: each key's head and the row behind it")
 }
 
 // The store's sessions commit asynchronously (Claim's commit is on every

@@ -39,14 +39,23 @@ SELECT pg_notify(@channel::text, '');
 WITH heads AS (
     SELECT o.id, o.partition_key
     FROM transaction_outbox o
-    -- finished_at IS NULL walks the partial index of unfinished rows in id
-    -- order (the processed rows waiting for retention are never visited).
+    -- finished_at IS NULL AND id > 0 walks transaction_outbox_claim_idx,
+    -- the partial index of unfinished rows in id order (the processed rows
+    -- waiting for retention are never visited). id > 0 is always true; it
+    -- is in that index's predicate so that only this walk can use it: the
+    -- key look-ups below (the head probe, the run) imply finished_at IS NULL
+    -- but not id > 0, so they always take the key's index. When both
+    -- indexes had the same predicate, a VACUUM of an empty queue (index
+    -- tuples: 0) made the planner see both as free, and it took the id
+    -- index for the key look-ups too, reading the whole backlog per
+    -- candidate: 5 s per claim on a 20k backlog instead of 0.1 s, and the
+    -- relay fell half a minute behind (docs/benchmarks.md, 2026-11-26).
     -- Due: a pending or failed row whose retry time has come, or a
     -- processing row whose lease ran out. Written as one CASE on purpose: the
     -- equivalent OR of ANDs gets a tiny default selectivity on a table
     -- without fresh statistics (a burst), and the planner then sorts the
     -- whole backlog instead of walking the index (300 ms instead of 6 ms).
-    WHERE o.finished_at IS NULL
+    WHERE o.finished_at IS NULL AND o.id > 0
       AND CASE WHEN o.status = 'processing' THEN o.locked_until < @now::timestamptz
                ELSE o.next_retry_at <= @now END
       -- The key's first unfinished row: one probe of the key's partial

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS transaction_outbox_claim_idx;

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/database"
@@ -494,6 +495,16 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	<-done
 }
 
+// claimPlan is Claim's plan for a batch of 2000 at now on pool.
+func claimPlan(t *testing.T, pool *pgxpool.Pool, now time.Time) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
 // A backlog that arrived since the last analyze must not turn Claim into a
 // read of every unfinished row: on the store's settings it walks the index
 // of unfinished rows in id order and stops after the batch.
@@ -510,11 +521,7 @@ func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	now := time.Now()
-	rows, err := pool.Query(ctx, "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
-	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	plan := strings.Join(lines, "\n")
+	plan := claimPlan(t, pool, now)
 	require.Contains(t, plan, "Index Scan using transaction_outbox_claim_idx", plan)
 	require.NotContains(t, plan, "Bitmap Heap Scan", plan)
 
@@ -555,11 +562,7 @@ func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
 	_, err = pool.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 	require.NoError(t, err)
 	now := time.Now()
-	rows, err := pool.Query(ctx, "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
-	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	plan := strings.Join(lines, "\n")
+	plan := claimPlan(t, pool, now)
 	require.Equal(t, 1, strings.Count(plan, "using transaction_outbox_claim_idx"), "the walk of unfinished rows, once:\n%s", plan)
 	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "the head probe and the run:\n%s", plan)
 

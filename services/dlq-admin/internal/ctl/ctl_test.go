@@ -231,13 +231,27 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 	})
 
 	t.Run("reconciliation", func(t *testing.T) {
+		// dlq-admin runs a scheduled check when its River leader starts
+		// (RunOnStart), at a moment of River's choosing: wait for it
+		// rather than race it.
+		require.Eventually(t, func() bool {
+			return count(`SELECT count(*) FROM reconciliation_runs WHERE trigger = 'scheduled'`) == 1
+		}, 30*time.Second, 50*time.Millisecond, "the scheduled check at start")
 		r := cli(t, base, viewerToken, "reconciliation", "show")
-		require.Equal(t, ctl.ExitNotFound, r.code, "no run yet")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Regexp(t, `reconciliation \d+ \(scheduled, finished [^)]+\): OK`, r.stdout)
+		// The next scheduled one is a period (24h) away: with the record
+		// gone there is no run to show.
+		_, err := db.Pool.Exec(context.Background(), `DELETE FROM reconciliation_runs`)
+		require.NoError(t, err)
+		r = cli(t, base, viewerToken, "reconciliation", "show")
+		require.Equal(t, ctl.ExitNotFound, r.code, "no run recorded")
+
 		r = cli(t, base, operatorToken, "reconciliation", "run")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, ": OK")
 
-		_, err := db.Pool.Exec(context.Background(), `INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'mallory', 'usd', 5)`)
+		_, err = db.Pool.Exec(context.Background(), `INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'mallory', 'usd', 5)`)
 		require.NoError(t, err)
 		r = cli(t, base, operatorToken, "reconciliation", "run")
 		require.Equal(t, ctl.ExitUnhealthy, r.code, "a discrepancy is exit 6 for scripts")

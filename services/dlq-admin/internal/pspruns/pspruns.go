@@ -163,7 +163,7 @@ func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
 func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 	var run Run
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := jobs.EndOrphanedPSPRun(ctx, tx, "its River job ended without finishing the run (attempts spent); ended by the next request"); err != nil {
+		if _, _, err := jobs.EndOrphanedPSPRun(ctx, tx, "its River job ended without finishing the run (attempts spent); ended by the next request"); err != nil {
 			return err
 		}
 		q := s.q.WithTx(tx)

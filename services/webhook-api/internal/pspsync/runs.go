@@ -66,8 +66,8 @@ func (r *Runs) RequestScheduled(ctx context.Context, enq jobs.Enqueuer) (id int6
 
 // EndOrphaned ends, as failed with why, the active run whose River job
 // will never work it, so that it does not block the runs after it
-// (jobs.EndOrphanedPSPRun); it reports whether there was one.
-func (r *Runs) EndOrphaned(ctx context.Context, why string) (bool, error) {
+// (jobs.EndOrphanedPSPRun); ok is false when there was none.
+func (r *Runs) EndOrphaned(ctx context.Context, why string) (id int64, ok bool, err error) {
 	return jobs.EndOrphanedPSPRun(ctx, r.pool, why)
 }
 

@@ -125,12 +125,12 @@ func (s *scheduler) Work(ctx context.Context, _ *river.Job[ScheduledArgs]) error
 	if err != nil {
 		return fmt.Errorf("psp reconciliation schedule: %w", err)
 	}
-	ended, err := s.runs.EndOrphaned(ctx, "its River job ended without finishing the run (attempts spent)")
+	orphan, ended, err := s.runs.EndOrphaned(ctx, "its River job ended without finishing the run (attempts spent)")
 	if err != nil {
 		return err
 	}
 	if ended {
-		s.logger.ErrorContext(ctx, "psp reconciliation run abandoned: its River job is gone")
+		s.logger.ErrorContext(ctx, "psp reconciliation run abandoned: its River job is gone", "run_id", orphan)
 	}
 	id, ok, err := s.runs.RequestScheduled(ctx, client)
 	if err != nil {

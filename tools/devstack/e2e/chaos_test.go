@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
@@ -31,20 +34,49 @@ func TestChaosShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := os.Create(filepath.Join(t.TempDir(), "chaos.log"))
+	// The process logs outlive the test (a package timeout would delete a
+	// t.TempDir with them), and a failure prints their tail, so a run in CI
+	// can be diagnosed from its output alone.
+	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("aegis-chaos-short-seed%d-%d.log", seed, os.Getpid()))
+	logs, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logs.Close()
-	rep, err := chaos.Run(context.Background(), chaos.Config{BinDir: bin, AdminURL: pgtest.AdminURL(),
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- last lines of the process logs (%s) ---\n%s", logPath, tail(logPath, 400))
+			return
+		}
+		_ = os.Remove(logPath)
+	})
+	// End the run before the package's timeout would kill the test binary
+	// and every report with it.
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-2*time.Minute))
+		defer cancel()
+	}
+	rep, err := chaos.Run(ctx, chaos.Config{BinDir: bin, AdminURL: pgtest.AdminURL(),
 		Profile: profile, Seed: seed, Logs: logs, Progress: testWriter{t}})
 	if err != nil {
 		t.Fatalf("chaos run (seed %d): %v", seed, err)
 	}
 	t.Log(rep)
 	if !rep.OK() {
-		t.Fatalf("chaos run with seed %d broke %d invariants (process logs: %s)", seed, len(rep.Violations), logs.Name())
+		t.Fatalf("chaos run with seed %d broke %d invariants", seed, len(rep.Violations))
 	}
+}
+
+// tail is the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 type testWriter struct{ t *testing.T }

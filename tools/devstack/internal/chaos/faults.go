@@ -59,6 +59,11 @@ type injector struct {
 	rng             *rand.Rand
 	profile         Profile
 	log             func(format string, args ...any)
+	// adminURL reaches the Postgres server as a user that may alter the
+	// run's database (faultPostgresAway); sink is the outbound receiver
+	// (faultReceiverDown), nil outside the week profile.
+	adminURL string
+	sink     *sink
 
 	mu       sync.Mutex
 	injected map[string]int
@@ -89,6 +94,9 @@ func (in *injector) run(ctx context.Context) {
 		}
 		if len(cycle) == 0 {
 			cycle = allFaults()
+			if in.profile.Faults != nil {
+				cycle = append([]string(nil), in.profile.Faults...)
+			}
 			in.rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
 		kind := cycle[0]
@@ -134,6 +142,9 @@ func (in *injector) pick(names ...string) string { return names[in.rng.IntN(len(
 
 func (in *injector) inject(ctx context.Context, kind string) error {
 	in.log("fault: %s", kind)
+	if ok, err := in.injectWeek(ctx, kind); ok {
+		return err
+	}
 	switch kind {
 	case faultKillRelay:
 		name := in.pick("outbox-relay", "outbox-relay-2")

@@ -1,0 +1,311 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
+)
+
+// WeekFigures are the week profile's per-seed figures.
+type WeekFigures struct {
+	// Payouts created; Lookups are the PSP reads of one payout or transfer
+	// (sweeper, settle-window and resume lookups, reconciliation reads).
+	Payouts, Lookups int
+	// DeadlinesHit counts (payout, state) pairs that outlived the state's
+	// deadline (Deadlines); Escalations the payouts sent to NEEDS_REVIEW.
+	DeadlinesHit, Escalations int
+	// DoubleRefused counts payout creates the PSP answered from what it
+	// already had (an idempotent replay, a key in use, a Paystack
+	// reference already taken): second payments refused by the PSP.
+	DoubleRefused int
+	// Alerts received; Settlements delivered to the outbound receiver
+	// (distinct events), Duplicates delivered again, Refused while down.
+	Alerts, Settlements, Duplicates, Refused int
+	// Forged money events sent.
+	Forged int
+}
+
+func (f *WeekFigures) lines() []string {
+	if f == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("week figures: %d payouts, %d PSP lookups, %d deadlines hit, %d escalations to NEEDS_REVIEW, "+
+		"%d double-pay attempts refused by the PSP; %d alerts; settlement receiver: %d events delivered, %d delivered again, %d refused while down; %d forged money events",
+		f.Payouts, f.Lookups, f.DeadlinesHit, f.Escalations, f.DoubleRefused, f.Alerts, f.Settlements, f.Duplicates, f.Refused, f.Forged)}
+}
+
+// liveObjects groups the PSP's objects that are not failed by payout id.
+func liveObjects(objs []pspObject) map[string][]pspObject {
+	live := map[string][]pspObject{}
+	for _, o := range objs {
+		if o.Status != "failed" {
+			live[o.PayoutID] = append(live[o.PayoutID], o)
+		}
+	}
+	return live
+}
+
+func describe(objs []pspObject) string {
+	parts := make([]string, 0, len(objs))
+	for _, o := range objs {
+		p := fmt.Sprintf("%s %s (%s %d %s", o.Provider, o.ID, o.Status, o.Amount, o.Currency)
+		if o.IdempotencyKey != "" {
+			p += ", key " + o.IdempotencyKey
+		}
+		if !o.CreatedAt.IsZero() {
+			p += ", created " + o.CreatedAt.UTC().Format("15:04:05.000")
+		}
+		parts = append(parts, p+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// 7. Money never given back while the PSP paid: no payout whose hold was
+// released (payout_release) has a live object at the PSP (paid, or still
+// pending and so about to be).
+func (su *suite) checkGivenBack(ctx context.Context, _ *workload, rep *Report) error {
+	objs, err := su.pspObjects(ctx)
+	if err != nil {
+		return err
+	}
+	return su.judgeGivenBack(ctx, objs, rep)
+}
+
+func (su *suite) judgeGivenBack(ctx context.Context, objs []pspObject, rep *Report) error {
+	rows, err := su.pool.Query(ctx, `SELECT t.reference, p.status FROM ledger_transactions t
+		JOIN payouts p ON p.id::text = t.reference WHERE t.kind = 'payout_release' ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	live := liveObjects(objs)
+	bad, released := 0, 0
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			return err
+		}
+		released++
+		if l := live[id]; len(l) > 0 {
+			rep.violation("payout %s (%s): its hold was given back while the PSP holds %s", id, status, describe(l))
+			bad++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if bad == 0 {
+		rep.passed("7. no money given back while the PSP paid: none of the %d released holds has a live PSP object", released)
+	}
+	return nil
+}
+
+// 8. Every hold settled or released exactly once: one hold per payout; a
+// finished payout's hold ended by exactly one settle or release; an
+// unfinished one's by none.
+func (su *suite) checkHoldsOnce(ctx context.Context, _ *workload, rep *Report) error {
+	rows, err := su.pool.Query(ctx, `
+		SELECT p.id::text, p.status,
+		       count(*) FILTER (WHERE t.kind = 'payout_hold'),
+		       count(*) FILTER (WHERE t.kind = 'payout_settle'),
+		       count(*) FILTER (WHERE t.kind = 'payout_release')
+		FROM payouts p JOIN ledger_transactions t ON t.reference = p.id::text
+		GROUP BY p.id, p.status ORDER BY p.id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	bad, holds := 0, 0
+	for rows.Next() {
+		var id, status string
+		var hold, settle, release int
+		if err := rows.Scan(&id, &status, &hold, &settle, &release); err != nil {
+			return err
+		}
+		if hold == 0 {
+			continue
+		}
+		holds++
+		finished := status == "SUCCEEDED" || status == "FINALIZED"
+		switch {
+		case hold > 1:
+			rep.violation("payout %s (%s): held %d times", id, status, hold)
+		case finished && settle+release != 1:
+			rep.violation("payout %s (%s): its hold was settled %d and released %d times, want exactly once", id, status, settle, release)
+		case !finished && settle+release != 0:
+			rep.violation("payout %s (%s) is unfinished but its hold was settled %d and released %d times", id, status, settle, release)
+		default:
+			continue
+		}
+		bad++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if bad == 0 {
+		rep.passed("8. every hold (%d) settled or released exactly once, and only for finished payouts", holds)
+	}
+	return nil
+}
+
+// stateSpan is a payout's stay in one state.
+type stateSpan struct {
+	Payout, State string
+	From, Until   time.Time
+}
+
+// overdue returns the spans that outlived their state's deadline at scale,
+// with when each became overdue.
+func overdue(spans []stateSpan, deadlines []Deadline, p Profile) (late []stateSpan, at []time.Time) {
+	max := map[string]time.Duration{}
+	for _, d := range deadlines {
+		for _, s := range d.States {
+			max[s] = p.Sim(d.Max)
+		}
+	}
+	for _, sp := range spans {
+		m, ok := max[sp.State]
+		if !ok || m <= 0 {
+			continue
+		}
+		if sp.Until.Sub(sp.From) > m {
+			late = append(late, sp)
+			at = append(at, sp.From.Add(m))
+		}
+	}
+	return late, at
+}
+
+// 9. Nothing unfinished past its deadline without an alert: every stay of
+// a payout in a non-final state longer than the state's deadline
+// (Deadlines, at the profile's scale) must have been alerted on, by an
+// alert naming the payout.
+func (su *suite) checkDeadlines(ctx context.Context, _ *workload, rep *Report) error {
+	rows, err := su.pool.Query(ctx, `SELECT payout_id::text, to_status, at,
+		coalesce(lead(at) OVER (PARTITION BY payout_id ORDER BY at, id), now()) FROM payout_transitions`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var spans []stateSpan
+	for rows.Next() {
+		var sp stateSpan
+		if err := rows.Scan(&sp.Payout, &sp.State, &sp.From, &sp.Until); err != nil {
+			return err
+		}
+		spans = append(spans, sp)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	late, _ := overdue(spans, Deadlines(), su.cfg.Profile)
+	if rep.Week != nil {
+		rep.Week.DeadlinesHit = len(late)
+	}
+	var silent []string
+	for _, sp := range late {
+		if su.sink != nil && su.sink.alertsNaming(sp.Payout) > 0 {
+			continue
+		}
+		silent = append(silent, fmt.Sprintf("%s %s for %s simulated", sp.Payout, sp.State,
+			simulated(sp.Until.Sub(sp.From), su.cfg.Profile).Round(time.Minute)))
+	}
+	sort.Strings(silent)
+	if len(silent) > 0 {
+		rep.violation("%d payouts outlived their state's deadline without an alert naming them: %s", len(silent), strings.Join(first(silent, 10), "; "))
+		return nil
+	}
+	rep.passed("9. no payout outlived its state's deadline without an alert (%d stays past a deadline, all alerted)", len(late))
+	return nil
+}
+
+func simulated(wall time.Duration, p Profile) time.Duration {
+	if p.TimeScale <= 1 {
+		return wall
+	}
+	return time.Duration(float64(wall) * p.TimeScale)
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}
+
+// 10. Test-mode, Connect and forged-on-Kafka events moved no money: no
+// ledger transaction names a forged payment.
+func (su *suite) checkForged(ctx context.Context, wl *workload, rep *Report) error {
+	wl.mu.Lock()
+	forged := append([]forgedEvent(nil), wl.forged...)
+	wl.mu.Unlock()
+	if rep.Week != nil {
+		rep.Week.Forged = len(forged)
+	}
+	bad := 0
+	for _, f := range forged {
+		var n int
+		var ids string
+		if err := su.pool.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(kind || ' ' || id::text, ', '), '')
+			FROM ledger_transactions WHERE position($1 in reference) > 0`, f.Payment).Scan(&n, &ids); err != nil {
+			return err
+		}
+		if n > 0 {
+			rep.violation("forged %s event %s (payment %s, user %s, %d; webhook-api answered %d) moved money: %s",
+				f.Kind, f.EventID, f.Payment, f.User, f.Amount, f.Status, ids)
+			bad++
+		}
+	}
+	if bad == 0 {
+		rep.passed("10. %d forged money events (test-mode against a %s key, Connect, produced straight to Kafka) moved no money",
+			len(forged), "test")
+	}
+	return nil
+}
+
+// weekFigures gathers the figures from the stand-in, the database and the sink.
+func (su *suite) weekFigures(ctx context.Context, rep *Report) error {
+	f := rep.Week
+	var err error
+	if f.Payouts, err = su.count(ctx, `SELECT count(*) FROM payouts`); err != nil {
+		return err
+	}
+	if f.Escalations, err = su.count(ctx, `SELECT count(DISTINCT payout_id) FROM payout_transitions WHERE to_status = 'NEEDS_REVIEW'`); err != nil {
+		return err
+	}
+	in := &injector{psp: su.pspURL()}
+	calls, err := in.pspCalls()
+	if err != nil {
+		return err
+	}
+	f.Lookups, f.DoubleRefused = callFigures(calls)
+	if su.sink != nil {
+		f.Alerts, f.Settlements, f.Duplicates, f.Refused = su.sink.counts()
+	}
+	return nil
+}
+
+// callFigures counts, in the stand-in's call log, the reads of payouts and
+// transfers (one object, or a list) and the payout creates it answered
+// from what it already had.
+func callFigures(calls []psp.CallRecord) (lookups, refused int) {
+	for _, c := range calls {
+		switch c.Method {
+		case http.MethodGet:
+			if strings.HasPrefix(c.Path, "/v1/payouts") || strings.HasPrefix(c.Path, "/v1/transfers") ||
+				strings.HasPrefix(c.Path, "/transfer") {
+				lookups++
+			}
+		case http.MethodPost:
+			if c.PayoutID != "" && (c.Outcome == psp.OutcomeReplayed || c.Outcome == psp.OutcomeConflict) {
+				refused++
+			}
+		}
+	}
+	return lookups, refused
+}

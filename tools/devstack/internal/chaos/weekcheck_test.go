@@ -53,8 +53,12 @@ func (w *weekDB) payout(status string) string {
 	return id
 }
 
-func (w *weekDB) settle(id string)  { ledgerTx(w.t, w.pool, "payout_settle", id, w.holds, w.clearing, 500) }
-func (w *weekDB) release(id string) { ledgerTx(w.t, w.pool, "payout_release", id, w.holds, w.user, 500) }
+func (w *weekDB) settle(id string) {
+	ledgerTx(w.t, w.pool, "payout_settle", id, w.holds, w.clearing, 500)
+}
+func (w *weekDB) release(id string) {
+	ledgerTx(w.t, w.pool, "payout_release", id, w.holds, w.user, 500)
+}
 
 // pspServer serves objs as the stand-in's GET /_psp/objects and returns
 // its port.

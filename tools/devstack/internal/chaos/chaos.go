@@ -95,6 +95,9 @@ type suite struct {
 	started time.Time
 	// sink receives alerts and settlement webhooks (week profile).
 	sink *sink
+	// workersDown are the spans no payout-worker ran (the week's worker
+	// outage), which deadlines do not count.
+	workersDown [][2]time.Time
 }
 
 func (su *suite) pspURL() string { return stack.URL(su.ports.PSP) }
@@ -171,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		in.mu.Unlock()
 	}
 	in.mu.Lock()
-	su.outages = in.outages
+	su.outages, su.workersDown = in.outages, in.workersDown
 	in.mu.Unlock()
 	// Events whose webhooks the PSP lost are recovered from its own record
 	// by the PSP reconciliation, requested as an operator would.

@@ -71,6 +71,8 @@ type injector struct {
 	// its stop to the end of its relaunch (the pickup bound, latency.go).
 	longestOutage time.Duration
 	outages       [][2]time.Time
+	// workersDown are the spans no payout-worker ran.
+	workersDown [][2]time.Time
 	// missed are the payments whose webhooks the PSP lost (reconcile.go).
 	missed missedLog
 	// violations are what a fault saw go wrong while it ran (a consumer

@@ -28,7 +28,8 @@ const (
 	// session ended) for longer than the workers retry in place, while
 	// payout calls are in flight: their outcomes cannot be recorded.
 	faultPostgresAway = "postgres_away_past_retry_in_place"
-	// faultPSP503After: the PSP executes creates, then answers 503.
+	// faultPSP503After: the PSP executes every create, then answers 503
+	// (saved under the key, so a retry with it gets the 503 again).
 	faultPSP503After = "psp_503_after_executing"
 	// faultPaystackOTP: Paystack transfers wait in "otp" for a simulated
 	// day before the stand-in completes them.
@@ -41,10 +42,11 @@ const (
 	faultReceiverDown = "settlement_receiver_down"
 )
 
-// weekFaults is the week profile's cycle: the long faults, and those of
-// the other profiles that stay meaningful when a day is 30 s.
+// weekFaults is the week profile's cycle: the long faults (the worker out
+// for a day twice: it is the one that reaches a forgotten key), and those
+// of the other profiles that stay meaningful when a day is 30 s.
 func weekFaults() []string {
-	return []string{faultWorkerOutADay, faultPostgresAway, faultPSP503After, faultPaystackOTP, faultPendingDays,
+	return []string{faultWorkerOutADay, faultWorkerOutADay, faultPostgresAway, faultPSP503After, faultPaystackOTP, faultPendingDays,
 		faultReceiverDown, faultKillRelay, faultKillWorker, faultKafkaLeader, faultPGKill, faultPSP5xx, faultPSPDrop}
 }
 
@@ -58,7 +60,7 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 	case faultPostgresAway:
 		return true, in.postgresAway(ctx)
 	case faultPSP503After:
-		return true, in.pspFor(ctx, `{"error_after_create_rate":0.5,"error_status":503}`, p.Sim(time.Hour+in.rngHours(2)))
+		return true, in.pspFor(ctx, `{"error_after_create_rate":1,"error_status":503}`, p.Sim(time.Hour+in.rngHours(2)))
 	case faultPaystackOTP:
 		return true, in.pspFor(ctx, fmt.Sprintf(`{"provider":"paystack","otp_for":%q}`, p.Sim(simDay)), p.Sim(2*time.Hour))
 	case faultPendingDays:
@@ -87,21 +89,33 @@ func (in *injector) pspFor(ctx context.Context, spec string, d time.Duration) er
 	return in.pspFaults("")
 }
 
-// waitExecuting waits up to 10 s for a payout create the PSP is executing
-// (its key held during the injected latency); errNoTarget if none came.
-func (in *injector) waitExecuting(ctx context.Context) error {
+// waitExecuting waits up to 10 s for want payout creates the PSP is
+// executing at once (their keys held during the injected latency), or
+// settles for fewer at the end; errNoTarget if none came. Several at once
+// make it likely one of them pays (a create to an invalid destination
+// moves nothing).
+func (in *injector) waitExecuting(ctx context.Context, want int) error {
 	deadline := time.Now().Add(10 * time.Second)
+	best := 0
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		calls, err := in.pspCalls()
 		if err != nil {
 			return err
 		}
+		n := 0
 		for _, c := range calls {
 			if c.Outcome == psp.OutcomeExecuting {
-				return nil
+				n++
 			}
 		}
+		if n >= want {
+			return nil
+		}
+		best = max(best, n)
 		sleep(ctx, 50*time.Millisecond)
+	}
+	if best > 0 {
+		return in.waitExecuting(ctx, 1)
 	}
 	return errNoTarget
 }
@@ -126,7 +140,7 @@ func (in *injector) workerOutADay(ctx context.Context) error {
 	if err := in.pspFaults(fmt.Sprintf(`{"provider":"stripe","latency":"800ms","pending_for":%q}`, p.Sim(2*simDay))); err != nil {
 		return err
 	}
-	if err := in.waitExecuting(ctx); err != nil {
+	if err := in.waitExecuting(ctx, 3); err != nil {
 		_ = in.pspFaults("")
 		return err
 	}
@@ -153,6 +167,9 @@ func (in *injector) workerOutADay(ctx context.Context) error {
 		}
 	}
 	in.outageUntil(killed, time.Now().Add(crashSessionTimeout))
+	in.mu.Lock()
+	in.workersDown = append(in.workersDown, [2]time.Time{killed, time.Now().Add(crashSessionTimeout)})
+	in.mu.Unlock()
 	return nil
 }
 
@@ -164,7 +181,7 @@ func (in *injector) postgresAway(ctx context.Context) error {
 	if err := in.pspFaults(`{"latency":"600ms"}`); err != nil {
 		return err
 	}
-	if err := in.waitExecuting(ctx); err != nil {
+	if err := in.waitExecuting(ctx, 1); err != nil {
 		_ = in.pspFaults("")
 		return err
 	}

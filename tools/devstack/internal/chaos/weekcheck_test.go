@@ -96,7 +96,7 @@ func TestCheckPSPNamesBothObjectsOfAPayoutPaidTwice(t *testing.T) {
 	}
 }
 
-// Invariant 7 fails for a payout whose hold was given back while the PSP
+// Invariant 13 fails for a payout whose hold was given back while the PSP
 // paid it (or still may), and passes for one the PSP failed.
 func TestCheckGivenBackFailsForAHoldReleasedWhileThePSPPaid(t *testing.T) {
 	db := newWeekDB(t)
@@ -125,11 +125,11 @@ func TestCheckGivenBackFailsForAHoldReleasedWhileThePSPPaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rep.Violations) != 0 || len(rep.Checks) != 1 {
-		t.Fatalf("violations %v; want invariant 7 to pass with the PSP's failed object only", rep.Violations)
+		t.Fatalf("violations %v; want invariant 13 to pass with the PSP's failed object only", rep.Violations)
 	}
 }
 
-// Invariant 8 fails for a hold both settled and released, a finished
+// Invariant 14 fails for a hold both settled and released, a finished
 // payout's hold never ended, and an unfinished payout's hold ended.
 func TestCheckHoldsOnceNamesEveryHoldNotEndedExactlyOnce(t *testing.T) {
 	db := newWeekDB(t)
@@ -174,17 +174,22 @@ func TestOverdueHoldsEachStateToItsDeadlineAtScale(t *testing.T) {
 		{Payout: "d", State: "AWAITING_RESPONSE", From: t0, Until: t0.Add(p.Sim(4 * simDay))},
 		{Payout: "e", State: "SUCCEEDED", From: t0, Until: t0.Add(p.Sim(30 * simDay))},
 	}
-	late, at := overdue(spans, Deadlines(), p)
+	late, at := overdue(spans, Deadlines(), p, nil)
 	if len(late) != 2 || late[0].Payout != "a" || late[1].Payout != "d" {
 		t.Fatalf("overdue %+v, want a (SENDING past 23 h) and d (AWAITING past 3 days)", late)
 	}
 	if !at[0].Equal(t0.Add(p.Sim(23 * time.Hour))) {
 		t.Fatalf("a overdue at %s, want 23 simulated hours in", at[0])
 	}
+	// Time when no worker ran does not count: a's 25 hours less 3 down.
+	down := [][2]time.Time{{t0.Add(p.Sim(time.Hour)), t0.Add(p.Sim(4 * time.Hour))}}
+	if late, _ := overdue(spans[:1], Deadlines(), p, down); len(late) != 0 {
+		t.Fatalf("overdue %+v; want a excused the 3 hours no worker ran", late)
+	}
 }
 
-// Invariant 9 fails for a payout that outlived its deadline with no alert
-// naming it, and passes once an alert names it.
+// Invariant 15 fails for a payout that outlived its deadline with neither
+// an alert naming it nor a lookup, and passes once an alert names it.
 func TestCheckDeadlinesFailsForAnOverduePayoutWithoutAnAlert(t *testing.T) {
 	db := newWeekDB(t)
 	ctx := context.Background()
@@ -232,11 +237,11 @@ func TestCheckDeadlinesFailsForAnOverduePayoutWithoutAnAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rep.Violations) != 0 || len(rep.Checks) != 1 {
-		t.Fatalf("violations %v; want invariant 9 to pass once an alert names %s", rep.Violations, stuck)
+		t.Fatalf("violations %v; want invariant 15 to pass once an alert names %s", rep.Violations, stuck)
 	}
 }
 
-// Invariant 10 fails for a forged event that moved money and names it.
+// Invariant 16 fails for a forged event that moved money and names it.
 func TestCheckForgedFailsForAForgedEventThatMovedMoney(t *testing.T) {
 	db := newWeekDB(t)
 	revenue := db.wallet("system", "psp_clearing:stripe-in")
@@ -273,3 +278,38 @@ func TestCallFiguresCountsLookupsAndRefusedRepeats(t *testing.T) {
 }
 
 func stackPorts(pspPort int) stack.Ports { return stack.Ports{PSP: pspPort} }
+
+// A lookup of the overdue payout at the PSP answers its deadline too; one
+// made before it was overdue does not.
+func TestCheckDeadlinesAcceptsALookupAfterTheDeadline(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	p, _ := ProfileNamed("week")
+	now := time.Now()
+	looked, early := db.payout("AWAITING_RESPONSE"), db.payout("AWAITING_RESPONSE")
+	for _, id := range []string{looked, early} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO payout_transitions (payout_id, to_status, at) VALUES ($1, 'AWAITING_RESPONSE', $2)`,
+			id, now.Add(-p.Sim(4*simDay))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := []psp.CallRecord{
+		{Method: http.MethodGet, Path: "/v1/payouts/po_1", PayoutID: looked, Time: now.Add(-p.Sim(12 * time.Hour))},
+		{Method: http.MethodGet, Path: "/v1/payouts/po_2", PayoutID: early, Time: now.Add(-p.Sim(3*simDay + 12*time.Hour))},
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(psp.CallsView{Items: calls})
+	}))
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ts.URL, "http://"))
+	n, _ := strconv.Atoi(port)
+	su := &suite{pool: db.pool, ports: stackPorts(n), cfg: Config{Profile: p}}
+	rep := &Report{Week: &WeekFigures{}}
+	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, early) || strings.Contains(got, looked) || rep.Week.DeadlinesHit != 2 {
+		t.Fatalf("violations:\n%s\nwant only %s (looked up before its deadline) named", got, early)
+	}
+}

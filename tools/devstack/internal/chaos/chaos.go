@@ -98,6 +98,8 @@ type suite struct {
 	// workersDown are the spans no payout-worker ran (the week's worker
 	// outage), which deadlines do not count.
 	workersDown [][2]time.Time
+	// otpHeld are the Paystack transfers the run saw waiting for an OTP.
+	otpHeld []pspObject
 }
 
 func (su *suite) pspURL() string { return stack.URL(su.ports.PSP) }
@@ -174,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		in.mu.Unlock()
 	}
 	in.mu.Lock()
-	su.outages, su.workersDown = in.outages, in.workersDown
+	su.outages, su.workersDown, su.otpHeld = in.outages, in.workersDown, in.otpHeld
 	in.mu.Unlock()
 	// Events whose webhooks the PSP lost are recovered from its own record
 	// by the PSP reconciliation, requested as an operator would.

@@ -73,6 +73,8 @@ type injector struct {
 	outages       [][2]time.Time
 	// workersDown are the spans no payout-worker ran.
 	workersDown [][2]time.Time
+	// otpHeld are the Paystack transfers seen waiting for an OTP.
+	otpHeld []pspObject
 	// missed are the payments whose webhooks the PSP lost (reconcile.go).
 	missed missedLog
 	// violations are what a fault saw go wrong while it ran (a consumer

@@ -31,7 +31,7 @@ func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	}
 	// The week profile's invariants (weekcheck.go).
 	for _, f := range []func(context.Context, *workload, *Report) error{
-		su.checkGivenBack, su.checkHoldsOnce, su.checkDeadlines, su.checkForged,
+		su.checkGivenBack, su.checkHoldsOnce, su.checkDeadlines, su.checkForged, su.checkOTP, su.checkSettlements,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err

@@ -62,7 +62,10 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 	case faultPSP503After:
 		return true, in.pspFor(ctx, `{"error_after_create_rate":1,"error_status":503}`, p.Sim(time.Hour+in.rngHours(2)))
 	case faultPaystackOTP:
-		return true, in.pspFor(ctx, fmt.Sprintf(`{"provider":"paystack","otp_for":%q}`, p.Sim(simDay)), p.Sim(2*time.Hour))
+		if err := in.pspFor(ctx, fmt.Sprintf(`{"provider":"paystack","otp_for":%q}`, p.Sim(simDay)), p.Sim(2*time.Hour)); err != nil {
+			return true, err
+		}
+		return true, in.noteOTP()
 	case faultPendingDays:
 		return true, in.pspFor(ctx, fmt.Sprintf(`{"pending_for":%q}`, p.Sim(2*simDay)), p.Sim(2*time.Hour))
 	case faultReceiverDown:
@@ -75,6 +78,30 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 		return true, nil
 	}
 	return false, nil
+}
+
+// noteOTP records the Paystack transfers the stand-in holds in "otp" now
+// (invariant 17 wants each alerted on).
+func (in *injector) noteOTP() error {
+	resp, err := http.Get(in.psp + "/_psp/objects?provider=paystack")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Items []pspObject `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return fmt.Errorf("PSP objects: %w", err)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, o := range v.Items {
+		if o.Status == "otp" {
+			in.otpHeld = append(in.otpHeld, o)
+		}
+	}
+	return nil
 }
 
 // rngHours is a seeded whole number of hours in [0, n].

@@ -3,12 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
 
@@ -350,4 +352,69 @@ func callFigures(calls []psp.CallRecord) (lookups, refused int) {
 		}
 	}
 	return lookups, refused
+}
+
+// 17. A transfer waiting for an OTP is operator-visible: every Paystack
+// transfer the run saw in "otp" has an alert naming its payout (Paystack:
+// the transfer waits until the OTP sent to the business is entered; it
+// never completes by itself).
+func (su *suite) checkOTP(_ context.Context, _ *workload, rep *Report) error {
+	var silent []string
+	for _, o := range su.otpHeld {
+		if su.sink != nil && su.sink.alertsNaming(o.PayoutID) > 0 {
+			continue
+		}
+		silent = append(silent, fmt.Sprintf("payout %s (paystack %s)", o.PayoutID, o.ID))
+	}
+	if len(silent) > 0 {
+		rep.violation("%d Paystack transfers waited for an OTP with no alert naming them: %s", len(silent), strings.Join(first(silent, 10), "; "))
+		return nil
+	}
+	rep.passed("17. every Paystack transfer seen waiting for an OTP (%d) was alerted on", len(su.otpHeld))
+	return nil
+}
+
+// 18. Every settlement event reached the outbound receiver (at least once)
+// or a dead letter, the receiver's outage notwithstanding.
+func (su *suite) checkSettlements(ctx context.Context, _ *workload, rep *Report) error {
+	if su.sink == nil {
+		return nil
+	}
+	rows, err := su.pool.Query(ctx, `SELECT o.payload->>'event_id',
+		EXISTS (SELECT 1 FROM dead_letters d WHERE position(convert_to(o.payload->>'event_id', 'UTF8') in d.payload) > 0)
+		FROM transaction_outbox o WHERE o.topic = $1 AND o.status = 'processed' AND o.payload ? 'event_id'`, kafkax.TopicSettlements)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	su.sink.mu.Lock()
+	delivered := maps.Clone(su.sink.settlements)
+	su.sink.mu.Unlock()
+	var lost []string
+	total, dead := 0, 0
+	for rows.Next() {
+		var id string
+		var lettered bool
+		if err := rows.Scan(&id, &lettered); err != nil {
+			return err
+		}
+		total++
+		switch {
+		case delivered[id] > 0:
+		case lettered:
+			dead++
+		default:
+			lost = append(lost, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	sort.Strings(lost)
+	if len(lost) > 0 {
+		rep.violation("%d of %d settlement events neither reached the receiver nor a dead letter: %s", len(lost), total, strings.Join(first(lost, 10), ", "))
+		return nil
+	}
+	rep.passed("18. every settlement event (%d) reached the outbound receiver (%d only through a dead letter)", total, dead)
+	return nil
 }

@@ -313,3 +313,54 @@ func TestCheckDeadlinesAcceptsALookupAfterTheDeadline(t *testing.T) {
 		t.Fatalf("violations:\n%s\nwant only %s (looked up before its deadline) named", got, early)
 	}
 }
+
+// Invariant 17 names a transfer seen waiting for an OTP with no alert.
+func TestCheckOTPNamesATransferHeldOnOTPWithoutAnAlert(t *testing.T) {
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	su := &suite{sink: k, otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"}, {ID: "TRF_silent", PayoutID: "p-silent"}}}
+	k.alerts = append(k.alerts, `{"key":"payout_otp","details":{"payout_id":"p-alerted"}}`)
+	rep := &Report{}
+	if err := su.checkOTP(context.Background(), &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "payout p-silent (paystack TRF_silent)") || strings.Contains(got, "p-alerted") {
+		t.Fatalf("violations:\n%s\nwant p-silent named", got)
+	}
+}
+
+// Invariant 18 names a settlement event that reached neither the receiver
+// nor a dead letter.
+func TestCheckSettlementsNamesAnEventThatWasLost(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	for _, id := range []string{"evt_delivered", "evt_lettered", "evt_lost"} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO transaction_outbox (topic, event_type, payload, status, finished_at)
+			VALUES ('aegis.settlements', 'payout.succeeded', jsonb_build_object('event_id', $1::text), 'processed', now())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
+		VALUES ('consumer', 'aegis.settlements', convert_to('{"event_id":"evt_lettered"}', 'UTF8'), 'receiver down', 'transient', '[{}]')`); err != nil {
+		t.Fatal(err)
+	}
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	k.settlements["evt_delivered"] = 2
+	su := &suite{pool: db.pool, sink: k}
+	rep := &Report{}
+	if err := su.checkSettlements(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "1 of 3 settlement events") || !strings.Contains(got, "evt_lost") {
+		t.Fatalf("violations:\n%s\nwant evt_lost named", got)
+	}
+}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -262,7 +263,7 @@ func errJoin(a, b error) error {
 	if b == nil {
 		return a
 	}
-	return fmt.Errorf("%w (and restoring connections: %v)", a, b)
+	return errors.Join(a, fmt.Errorf("restoring connections: %w", b))
 }
 
 // sink receives what the services send out: alerts (ALERT_WEBHOOK_URL,

@@ -165,7 +165,9 @@ type stateSpan struct {
 // with when each became overdue. Time when no payout-worker ran at all
 // (down: the week's worker outage) does not count: nothing in the service
 // could act then, and the outage is an infrastructure alarm of its own.
-func overdue(spans []stateSpan, deadlines []Deadline, p Profile, down [][2]time.Time) (late []stateSpan, at []time.Time) {
+// grace (wall time) is how long after a deadline the services may take to
+// notice it: a stay that ends within it was answered in time.
+func overdue(spans []stateSpan, deadlines []Deadline, p Profile, down [][2]time.Time, grace time.Duration) (late []stateSpan, at []time.Time) {
 	limit := map[string]time.Duration{}
 	for _, d := range deadlines {
 		for _, s := range d.States {
@@ -184,12 +186,21 @@ func overdue(spans []stateSpan, deadlines []Deadline, p Profile, down [][2]time.
 				excused += until.Sub(from)
 			}
 		}
-		if sp.Until.Sub(sp.From)-excused > m {
+		if sp.Until.Sub(sp.From)-excused > m+grace {
 			late = append(late, sp)
 			at = append(at, sp.From.Add(m+excused))
 		}
 	}
 	return late, at
+}
+
+// deadlineGrace is two sweeps and a PSP reconciliation at the profile's
+// scale: the time the services' own checks take to notice an overdue payout.
+func deadlineGrace(p Profile) time.Duration {
+	env := ScaledEnv(max(p.TimeScale, 1), ReadWorker, ReadWebhook)
+	sweep, _ := time.ParseDuration(env["PAYOUT_SWEEP_INTERVAL"])
+	recon, _ := time.ParseDuration(env["PSP_RECONCILE_INTERVAL"])
+	return 2*sweep + recon
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -243,7 +254,7 @@ func (su *suite) checkDeadlines(ctx context.Context, _ *workload, rep *Report) e
 			lookedUp[c.PayoutID] = append(lookedUp[c.PayoutID], c.Time)
 		}
 	}
-	late, at := overdue(spans, Deadlines(), su.cfg.Profile, su.workersDown)
+	late, at := overdue(spans, Deadlines(), su.cfg.Profile, su.workersDown, deadlineGrace(su.cfg.Profile))
 	if rep.Week != nil {
 		rep.Week.DeadlinesHit = len(late)
 	}

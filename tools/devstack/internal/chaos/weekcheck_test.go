@@ -174,7 +174,7 @@ func TestOverdueHoldsEachStateToItsDeadlineAtScale(t *testing.T) {
 		{Payout: "d", State: "AWAITING_RESPONSE", From: t0, Until: t0.Add(p.Sim(4 * simDay))},
 		{Payout: "e", State: "SUCCEEDED", From: t0, Until: t0.Add(p.Sim(30 * simDay))},
 	}
-	late, at := overdue(spans, Deadlines(), p, nil)
+	late, at := overdue(spans, Deadlines(), p, nil, 0)
 	if len(late) != 2 || late[0].Payout != "a" || late[1].Payout != "d" {
 		t.Fatalf("overdue %+v, want a (SENDING past 23 h) and d (AWAITING past 3 days)", late)
 	}
@@ -183,8 +183,15 @@ func TestOverdueHoldsEachStateToItsDeadlineAtScale(t *testing.T) {
 	}
 	// Time when no worker ran does not count: a's 25 hours less 3 down.
 	down := [][2]time.Time{{t0.Add(p.Sim(time.Hour)), t0.Add(p.Sim(4 * time.Hour))}}
-	if late, _ := overdue(spans[:1], Deadlines(), p, down); len(late) != 0 {
+	if late, _ := overdue(spans[:1], Deadlines(), p, down, 0); len(late) != 0 {
 		t.Fatalf("overdue %+v; want a excused the 3 hours no worker ran", late)
+	}
+	// A stay that ends within the grace after its deadline was answered.
+	if late, _ := overdue(spans[:1], Deadlines(), p, nil, p.Sim(3*time.Hour)); len(late) != 0 {
+		t.Fatalf("overdue %+v; want a (2 hours past) inside a 3-hour grace", late)
+	}
+	if g := deadlineGrace(p); g != 3*time.Second {
+		t.Fatalf("grace %s, want two sweeps (500ms) and a reconciliation (2s)", g)
 	}
 }
 

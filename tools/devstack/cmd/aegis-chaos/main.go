@@ -156,6 +156,20 @@ func buildPlantedWorker(ctx context.Context, binDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A branch without the chaos-tagged files builds the ordinary worker:
+	// the switch then does nothing, which the run's result must not hide.
+	files := func(tags ...string) string {
+		args := append([]string{"list"}, tags...)
+		b, err := exec.CommandContext(ctx, "go", append(args, "-f", "{{.GoFiles}}", "./services/payout-worker/...")...).Output()
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	if plain, tagged := files(), files("-tags", "chaos"); plain != "" && plain == tagged {
+		fmt.Fprintln(os.Stderr, "aegis-chaos: warning: payout-worker has no file built only with -tags chaos on this branch: "+
+			chaos.PlantLateFirstAttemptEnv+" plants nothing, and the run shows the worker as it is")
+	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "chaos", "-o", out, "./services/payout-worker")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

@@ -104,7 +104,10 @@ bench: build
 	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
 
 ## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full,
-## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s")
+## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s"). PROFILE=week compresses seven days into
+## minutes (every duration that matters scaled by one factor; `bin/aegis-chaos -profile week
+## -print-scale` lists them); CHAOS_FLAGS=-plant-late-attempt runs it against a payout-worker
+## built with -tags chaos (bin/chaos/) saving its first attempt late: it must report a double payment
 SEEDS ?= 1 2 3
 PROFILE ?= full
 CHAOS_FLAGS ?=

@@ -3,7 +3,14 @@
 // (tools/devstack/internal/chaos). It exits 1 on any violation and prints
 // the seed that reproduces it.
 //
-//	aegis-chaos [-profile short|full|soak] [-seed N ...] [-duration D]
+//	aegis-chaos [-profile short|full|soak|week] [-seed N ...] [-duration D]
+//
+// The week profile compresses seven days into minutes (chaos.WeekScale;
+// -print-scale lists every duration it scales). -plant-late-attempt
+// builds payout-worker with -tags chaos into bin/chaos/ (never into the
+// production binaries' directory) and starts the workers with
+// AEGIS_PLANT_LATE_FIRST_ATTEMPT=1, the old ordering of the first
+// attempt's record: the week profile must then report a double payment.
 //
 // KAFKA_MEMBER_EXPIRY=off in its environment is passed to aegis-kafka: it
 // turns off the member reaper that makes kfake expire dead consumer-group
@@ -17,7 +24,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,7 +54,7 @@ func main() {
 func run() (bool, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	profileName := flag.String("profile", "full", "short, full or soak")
+	profileName := flag.String("profile", "full", "short, full, soak or week")
 	seeds := flag.String("seeds", "", "space- or comma-separated seeds (default: one from the clock)")
 	duration := flag.Duration("duration", 0, "override the profile's workload duration")
 	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
@@ -55,11 +64,26 @@ func run() (bool, error) {
 	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the longest Kafka outage injected)")
 	plantPoison := flag.Bool("plant-poison", false, "start the workers with WORKER_PLANT_POISON_RETRY (Postgres refusals retried in place for ever): the run must fail")
 	noOperator := flag.Bool("no-operator", false, "plant the NEEDS_REVIEW payouts but resolve none of them: the run must fail (invariant 3)")
+	plantLate := flag.Bool("plant-late-attempt", false, "run payout-worker built with -tags chaos and "+chaos.PlantLateFirstAttemptEnv+
+		"=1 (first_attempt_at saved after the PSP call, the old ordering): the week profile must report a double payment")
+	printScale := flag.Bool("print-scale", false, "print the durations the profile scales, with their real and scaled values, and exit")
 	flag.Parse()
 
 	profile, err := chaos.ProfileNamed(*profileName)
 	if err != nil {
 		return false, err
+	}
+	if *printScale {
+		fmt.Print(chaos.ScaleTable(profile.TimeScale))
+		return true, nil
+	}
+	var workerBin string
+	var workerEnv map[string]string
+	if *plantLate {
+		if workerBin, err = buildPlantedWorker(ctx, *binDir); err != nil {
+			return false, err
+		}
+		workerEnv = map[string]string{chaos.PlantLateFirstAttemptEnv: "1"}
 	}
 	if *duration > 0 {
 		profile.Duration = *duration
@@ -98,7 +122,7 @@ func run() (bool, error) {
 	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
 			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound, PlantPoison: *plantPoison,
-			NoOperator: *noOperator})
+			NoOperator: *noOperator, WorkerBin: workerBin, WorkerEnv: workerEnv})
 		if err != nil {
 			return false, fmt.Errorf("seed %d: %w", seed, err)
 		}
@@ -122,4 +146,34 @@ func run() (bool, error) {
 		}
 	}
 	return allOK, nil
+}
+
+// buildPlantedWorker builds payout-worker with the chaos build tag into
+// binDir/chaos, apart from the binaries make build ships, and returns its
+// path. It runs from the repository root (where make runs aegis-chaos).
+func buildPlantedWorker(ctx context.Context, binDir string) (string, error) {
+	out, err := filepath.Abs(filepath.Join(binDir, "chaos", "payout-worker"))
+	if err != nil {
+		return "", err
+	}
+	// A branch without the chaos-tagged files builds the ordinary worker:
+	// the switch then does nothing, which the run's result must not hide.
+	files := func(tags ...string) string {
+		args := append([]string{"list"}, tags...)
+		b, err := exec.CommandContext(ctx, "go", append(args, "-f", "{{.GoFiles}}", "./services/payout-worker/...")...).Output()
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	if plain, tagged := files(), files("-tags", "chaos"); plain != "" && plain == tagged {
+		fmt.Fprintln(os.Stderr, "aegis-chaos: warning: payout-worker has no file built only with -tags chaos on this branch: "+
+			chaos.PlantLateFirstAttemptEnv+" plants nothing, and the run shows the worker as it is")
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "chaos", "-o", out, "./services/payout-worker")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build -tags chaos ./services/payout-worker (run from the repository root): %w", err)
+	}
+	return out, nil
 }

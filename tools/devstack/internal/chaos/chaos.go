@@ -50,7 +50,18 @@ type Config struct {
 	// KafkaEnv adds variables for aegis-kafka, for example
 	// KAFKA_MEMBER_EXPIRY=off to plant kfake's ghost members.
 	KafkaEnv map[string]string
+	// WorkerBin, when set, is the payout-worker binary to run instead of
+	// BinDir's (a build with -tags chaos, never a production binary), and
+	// WorkerEnv adds variables for it (PlantLateFirstAttemptEnv).
+	WorkerBin string
+	WorkerEnv map[string]string
 }
+
+// PlantLateFirstAttemptEnv switches a payout-worker built with -tags chaos
+// back to saving first_attempt_at only after the PSP call's outcome is
+// recorded: the old ordering the week profile must catch as a double
+// payment.
+const PlantLateFirstAttemptEnv = "AEGIS_PLANT_LATE_FIRST_ATTEMPT"
 
 // Timings the suite is started with (setUp), which the pickup bound uses.
 const (
@@ -82,7 +93,16 @@ type suite struct {
 	// the workload began.
 	outages [][2]time.Time
 	started time.Time
+	// sink receives alerts and settlement webhooks (week profile).
+	sink *sink
+	// workersDown are the spans no payout-worker ran (the week's worker
+	// outage), which deadlines do not count.
+	workersDown [][2]time.Time
+	// otpHeld are the Paystack transfers the run saw waiting for an OTP.
+	otpHeld []pspObject
 }
+
+func (su *suite) pspURL() string { return stack.URL(su.ports.PSP) }
 
 func (c Config) log(format string, args ...any) {
 	if c.Progress != nil {
@@ -113,7 +133,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		chaosToken, rng.Uint64(), cfg.Profile.Users)
 	in := &injector{s: su.s, redis: su.redis, pool: su.pool, dbName: su.dbName, psp: stack.URL(su.ports.PSP),
 		kafkaAdmin: "http://" + su.kafka, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), profile: cfg.Profile,
-		log: cfg.log, injected: map[string]int{}}
+		log: cfg.log, injected: map[string]int{}, adminURL: cfg.AdminURL, sink: su.sink}
+	if cfg.Profile.TimeScale > 1 {
+		rep.Week = &WeekFigures{}
+	}
 
 	cfg.log("seed %d, profile %s: %s of workload at %d ops/s with a fault every %s", cfg.Seed, cfg.Profile.Name,
 		cfg.Profile.Duration, cfg.Profile.Rate, cfg.Profile.FaultEvery)
@@ -125,11 +148,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	go func() { in.run(phase); done <- struct{}{} }()
 	go func() { wl.sendPoison(phase, min(5*time.Second, cfg.Profile.Duration/4)); done <- struct{}{} }()
 	go func() { su.sample(phase, wl, cfg.Profile.SampleEvery, rep); done <- struct{}{} }()
+	forgedDone := make(chan struct{})
+	go func() {
+		defer close(forgedDone)
+		if rep.Week == nil {
+			return
+		}
+		// A few forged money events, a third of the way in.
+		sleep(phase, cfg.Profile.Duration/3)
+		wl.sendForged(phase, fmt.Sprintf("127.0.0.1:%d", su.ports.Kafka), 2)
+	}()
 	wl.run(phase, cfg.Profile.Rate)
 	stop()
 	<-done
 	<-done
 	<-done
+	<-forgedDone
 	in.clear(ctx)
 	for _, v := range in.violations {
 		rep.violation("%s", v)
@@ -142,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		in.mu.Unlock()
 	}
 	in.mu.Lock()
-	su.outages = in.outages
+	su.outages, su.workersDown, su.otpHeld = in.outages, in.workersDown, in.otpHeld
 	in.mu.Unlock()
 	// Events whose webhooks the PSP lost are recovered from its own record
 	// by the PSP reconciliation, requested as an operator would.
@@ -242,39 +276,72 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	for k, v := range cfg.KafkaEnv {
 		kafkaEnv[k] = v
 	}
+	env, pspEnv, err := su.timeEnv()
+	if err != nil {
+		return nil, err
+	}
+	var bins map[string]string
+	if cfg.WorkerBin != "" {
+		bins = map[string]string{"payout-worker": cfg.WorkerBin}
+	}
 	su.s, err = stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, Ports: su.ports, Secrets: su.secrets, DatabaseURL: dbURL,
 		RedisURL:     fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
-		KafkaEnv: kafkaEnv,
-		Env: map[string]string{
-			"LOG_LEVEL":             "warn",
-			"RELAY_POLL_INTERVAL":   chaosPollInterval.String(),
-			"RELAY_LEASE":           chaosRelayLease.String(),
-			"RELAY_PUBLISH_TIMEOUT": "2s",
-			"RELAY_BACKOFF_BASE":    "300ms",
-			"RELAY_BACKOFF_MAX":     "3s",
-			"BREAKER_OPEN_FOR":      "3s",
-			"PSP_BACKOFF_BASE":      "300ms",
-			"PSP_BACKOFF_MAX":       "3s",
-			"PSP_CALL_TIMEOUT":      "1s",
-			// The stand-in executes a create at once or never (its
-			// slow_create is not in the chaos mix): 3s covers it.
-			"PSP_SETTLE_WINDOW": "3s",
-			// Payouts whose outcome webhook was dropped are looked up.
-			"PAYOUT_CHECK_AFTER":        "10s",
-			"PAYOUT_SWEEP_INTERVAL":     "2s",
-			"WALLET_LOCK_EXPIRY":        "4s",
-			"SHUTDOWN_GRACE":            "10s",
-			"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),
-			"WORKER_PLANT_POISON_RETRY": strconv.FormatBool(cfg.PlantPoison),
-		},
+		KafkaEnv: kafkaEnv, PSPEnv: pspEnv, Bins: bins, Env: env,
 	}, cfg.Logs)
 	if err != nil {
 		_ = su.redis.Stop(5 * time.Second) // a fault: killing Redis is the point, not its exit status
+		su.sink.close()
 		return nil, fmt.Errorf("start the suite: %w", err)
 	}
 	return su, nil
+}
+
+// timeEnv is the services' and the stand-in's environment: the chaos
+// values, and for a scaled profile every ScaledVars duration at its scale,
+// an alert sink and an outbound settlement receiver.
+func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
+	cfg := su.cfg
+	env = map[string]string{
+		"LOG_LEVEL":             "warn",
+		"RELAY_POLL_INTERVAL":   chaosPollInterval.String(),
+		"RELAY_LEASE":           chaosRelayLease.String(),
+		"RELAY_PUBLISH_TIMEOUT": "2s",
+		"RELAY_BACKOFF_BASE":    "300ms",
+		"RELAY_BACKOFF_MAX":     "3s",
+		"BREAKER_OPEN_FOR":      "3s",
+		"PSP_BACKOFF_BASE":      "300ms",
+		"PSP_BACKOFF_MAX":       "3s",
+		"PSP_CALL_TIMEOUT":      "1s",
+		// The stand-in executes a create at once or never (its
+		// slow_create is not in the chaos mix): 3s covers it.
+		"PSP_SETTLE_WINDOW": "3s",
+		// Payouts whose outcome webhook was dropped are looked up.
+		"PAYOUT_CHECK_AFTER":        "10s",
+		"PAYOUT_SWEEP_INTERVAL":     "2s",
+		"WALLET_LOCK_EXPIRY":        "4s",
+		"SHUTDOWN_GRACE":            "10s",
+		"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),
+		"WORKER_PLANT_POISON_RETRY": strconv.FormatBool(cfg.PlantPoison),
+	}
+	for k, v := range cfg.WorkerEnv {
+		env[k] = v // every service gets it; only payout-worker reads it
+	}
+	scale := cfg.Profile.TimeScale
+	if scale <= 1 {
+		return env, nil, nil
+	}
+	for k, v := range ScaledEnv(scale, ReadAll, ReadWorker, ReadRelay, ReadWebhook, ReadDLQAdmin) {
+		env[k] = v
+	}
+	if su.sink, err = startSink(); err != nil {
+		return nil, nil, err
+	}
+	env["ALERT_WEBHOOK_URL"] = su.sink.url + "/alerts"
+	env["SETTLEMENT_WEBHOOK_URL"] = su.sink.url + "/settlements"
+	env["SETTLEMENT_WEBHOOK_SECRET"] = "chaos-settlement-secret-0123456789"
+	return env, ScaledEnv(scale, ReadPSP), nil
 }
 
 func (su *suite) tearDown(ctx context.Context) {
@@ -286,6 +353,7 @@ func (su *suite) tearDown(ctx context.Context) {
 	if su.redis != nil {
 		_ = su.redis.Stop(5 * time.Second) // a fault: killing Redis is the point, not its exit status
 	}
+	su.sink.close()
 	su.pool.Close()
 	if su.cfg.Keep {
 		su.cfg.log("database kept: %s", su.dbName)

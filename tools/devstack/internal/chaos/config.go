@@ -22,6 +22,11 @@ type Profile struct {
 	DrainTimeout time.Duration
 	// SampleEvery is how often lag and throughput are recorded.
 	SampleEvery time.Duration
+	// TimeScale compresses time: every duration in ScaledVars is divided
+	// by it (timescale.go). 0 or 1: real time, the services' chaos values.
+	TimeScale float64
+	// Faults is the fault cycle; nil: allFaults.
+	Faults []string
 }
 
 // Profiles by name.
@@ -41,6 +46,15 @@ func ProfileNamed(name string) (Profile, error) {
 		return Profile{Name: name, Duration: 10 * time.Minute, Rate: 40, Users: 60, FaultEvery: 30 * time.Second,
 			KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second, DrainTimeout: 5 * time.Minute,
 			SampleEvery: 30 * time.Second}, nil
+	case "week": // make chaos PROFILE=week: seven simulated days
+		// Seven simulated days of workload at WeekScale (3.5 minutes),
+		// a fault every four simulated hours, the long ones spanning
+		// simulated hours to a day (weekFaults).
+		p := Profile{Name: name, Rate: 15, Users: 40, KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second,
+			DrainTimeout: 4 * time.Minute, SampleEvery: 10 * time.Second, TimeScale: WeekScale, Faults: weekFaults()}
+		p.Duration = p.Sim(7 * simDay)
+		p.FaultEvery = p.Sim(4 * time.Hour)
+		return p, nil
 	}
-	return Profile{}, fmt.Errorf("unknown chaos profile %q (short, full, soak)", name)
+	return Profile{}, fmt.Errorf("unknown chaos profile %q (short, full, soak, week)", name)
 }

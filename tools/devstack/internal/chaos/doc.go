@@ -34,4 +34,15 @@
 // time, and the invariants are checked (invariants.go): no payout may be
 // left non-final. The seed makes a failing run
 // reproducible: the same seed gives the same workload and fault schedule.
+//
+// The week profile (timescale.go, week.go, weekcheck.go) compresses time:
+// every duration that governs money over days (the PSP's idempotency
+// window, the sweeper's and the PSP reconciliation's intervals, backoff,
+// breaker, waits) is divided by one factor, so seven simulated days pass in
+// minutes, with faults spanning simulated hours to a day and invariants
+// that only a long horizon can break (a payout paid twice after the PSP
+// forgot its key, money given back while the PSP paid, a payout past its
+// deadline without an alert, a forged money event that moved money).
+// Durations that measure wall-clock work keep their values; ScaledVars
+// lists each with the reason.
 package chaos

@@ -59,6 +59,11 @@ type injector struct {
 	rng             *rand.Rand
 	profile         Profile
 	log             func(format string, args ...any)
+	// adminURL reaches the Postgres server as a user that may alter the
+	// run's database (faultPostgresAway); sink is the outbound receiver
+	// (faultReceiverDown), nil outside the week profile.
+	adminURL string
+	sink     *sink
 
 	mu       sync.Mutex
 	injected map[string]int
@@ -66,6 +71,10 @@ type injector struct {
 	// its stop to the end of its relaunch (the pickup bound, latency.go).
 	longestOutage time.Duration
 	outages       [][2]time.Time
+	// workersDown are the spans no payout-worker ran.
+	workersDown [][2]time.Time
+	// otpHeld are the Paystack transfers seen waiting for an OTP.
+	otpHeld []pspObject
 	// missed are the payments whose webhooks the PSP lost (reconcile.go).
 	missed missedLog
 	// violations are what a fault saw go wrong while it ran (a consumer
@@ -89,6 +98,9 @@ func (in *injector) run(ctx context.Context) {
 		}
 		if len(cycle) == 0 {
 			cycle = allFaults()
+			if in.profile.Faults != nil {
+				cycle = append([]string(nil), in.profile.Faults...)
+			}
 			in.rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
 		kind := cycle[0]
@@ -134,6 +146,9 @@ func (in *injector) pick(names ...string) string { return names[in.rng.IntN(len(
 
 func (in *injector) inject(ctx context.Context, kind string) error {
 	in.log("fault: %s", kind)
+	if ok, err := in.injectWeek(ctx, kind); ok {
+		return err
+	}
 	switch kind {
 	case faultKillRelay:
 		name := in.pick("outbox-relay", "outbox-relay-2")

@@ -32,7 +32,9 @@ type Report struct {
 	PayoutPickup, CreditPickup Latency
 	PickupBound                time.Duration
 	// Operator is what the operator pass did (operator.go).
-	Operator   *OperatorReport
+	Operator *OperatorReport
+	// Week is the week profile's figures (nil for the other profiles).
+	Week       *WeekFigures
 	Checks     []string
 	Violations []string
 	Took       time.Duration
@@ -94,6 +96,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "pickup bound %s; payouts %s; credits (acknowledged → credited) %s\n", r.PickupBound, r.PayoutPickup, r.CreditPickup)
 	}
 	for _, l := range r.Operator.lines() {
+		b.WriteString(l + "\n")
+	}
+	for _, l := range r.Week.lines() {
 		b.WriteString(l + "\n")
 	}
 	b.WriteString("\n")

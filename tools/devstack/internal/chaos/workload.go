@@ -64,6 +64,8 @@ type workload struct {
 	poison *webhook
 	// back is the money-back workload (moneyback.go).
 	back moneyBackLog
+	// forged are the forged money events (forged.go, week profile).
+	forged []forgedEvent
 }
 
 func newWorkload(api, stripeSecret, paystackKey, token string, seed uint64, users int) *workload {

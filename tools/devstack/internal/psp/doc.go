@@ -100,6 +100,15 @@
 //     timeout_after_create executes and stores the create, then hangs and
 //     answers 504: the classic unknown outcome, resolved by retrying with
 //     the same key (which replays) or by GET.
+//     error_after_create executes and stores the create, then answers
+//     the fault's error_status (503 in the chaos week profile), saved under
+//     the key like any Stripe 5xx: a server error for a request that moved
+//     money. Stripe documents no 5xx as "not executed".
+//     pending_for keeps every payout or transfer created while it is set
+//     pending that long (a payout the bank takes days over); otp_for
+//     creates Paystack transfers in status "otp" (Paystack: the transfer
+//     waits for the OTP sent to the business, completed by
+//     POST /transfer/finalize_transfer) and completes them after it.
 //     slow_create claims the key and executes the create only after the
 //     fault timeout, whether or not the caller still waits: a caller that
 //     gave up sees an unknown outcome, a lookup meanwhile finds nothing,

@@ -36,6 +36,11 @@ const (
 	FaultTimeoutAfterCreate FaultKind = "timeout_after_create"
 	FaultInvalidAccount     FaultKind = "invalid_account"
 	FaultInsufficientFunds  FaultKind = "insufficient_funds"
+	// FaultErrorAfterCreate executes the create (the object exists and
+	// settles as usual) and then answers ErrorStatus, saved under the
+	// Idempotency-Key as Stripe saves a 5xx once execution began: the
+	// caller sees a server error for a request that moved money.
+	FaultErrorAfterCreate FaultKind = "error_after_create"
 	// FaultSlowCreate holds the create (and its idempotency key) for the
 	// fault Timeout before executing it, whether or not the caller still
 	// waits: a caller with a shorter timeout sees an unknown outcome, and a
@@ -46,7 +51,7 @@ const (
 func (k FaultKind) valid() bool {
 	switch k {
 	case Fault5xx, Fault429, FaultTimeout, FaultTimeoutAfterCreate, FaultInvalidAccount, FaultInsufficientFunds,
-		FaultSlowCreate:
+		FaultSlowCreate, FaultErrorAfterCreate:
 		return true
 	}
 	return false
@@ -131,6 +136,20 @@ type FaultSpec struct {
 	TimeoutAfterCreateRate float64 `json:"timeout_after_create_rate"`
 	InvalidAccountRate     float64 `json:"invalid_account_rate"`
 	InsufficientFundsRate  float64 `json:"insufficient_funds_rate"`
+	// ErrorAfterCreateRate: the create executes, then the caller gets
+	// ErrorStatus (FaultErrorAfterCreate).
+	ErrorAfterCreateRate float64 `json:"error_after_create_rate"`
+
+	// PendingFor keeps every payout or transfer created while it is set
+	// pending this long before it settles (instead of the settle delay):
+	// a payout the bank takes days over.
+	PendingFor Duration `json:"pending_for"`
+	// OTPFor creates every Paystack transfer made while it is set in
+	// status "otp" (Paystack: the transfer waits for the OTP sent to the
+	// business; POST /transfer/finalize_transfer completes it). After
+	// OTPFor the stand-in completes it, as an operator entering the OTP
+	// would, and it settles after the settle delay.
+	OTPFor Duration `json:"otp_for"`
 
 	// DropWebhookRate is the share of payout and transfer webhooks the
 	// PSP never sends (refund and dispute events are always sent), drawn when the event is created: the delivery is lost
@@ -203,6 +222,7 @@ func (f FaultSpec) normalize() (FaultSpec, error) {
 		{"timeout_after_create_rate", f.TimeoutAfterCreateRate},
 		{"invalid_account_rate", f.InvalidAccountRate},
 		{"insufficient_funds_rate", f.InsufficientFundsRate},
+		{"error_after_create_rate", f.ErrorAfterCreateRate},
 		{"drop_webhook_rate", f.DropWebhookRate},
 		{"drop_payment_webhook_rate", f.DropPaymentWebhookRate},
 	}
@@ -214,8 +234,8 @@ func (f FaultSpec) normalize() (FaultSpec, error) {
 	if f.ErrorRate+f.RateLimitRate+f.TimeoutRate > 1+1e-9 {
 		return FaultSpec{}, errors.New("error_rate + rate_limit_rate + timeout_rate must not exceed 1")
 	}
-	if f.TimeoutAfterCreateRate+f.InvalidAccountRate+f.InsufficientFundsRate > 1+1e-9 {
-		return FaultSpec{}, errors.New("timeout_after_create_rate + invalid_account_rate + insufficient_funds_rate must not exceed 1")
+	if f.TimeoutAfterCreateRate+f.InvalidAccountRate+f.InsufficientFundsRate+f.ErrorAfterCreateRate > 1+1e-9 {
+		return FaultSpec{}, errors.New("timeout_after_create_rate + invalid_account_rate + insufficient_funds_rate + error_after_create_rate must not exceed 1")
 	}
 	switch {
 	case f.ErrorStatus == 0:
@@ -237,6 +257,12 @@ func (f FaultSpec) normalize() (FaultSpec, error) {
 	}
 	if f.Latency < 0 {
 		return FaultSpec{}, errors.New("latency: must not be negative")
+	}
+	if f.PendingFor < 0 {
+		return FaultSpec{}, errors.New("pending_for: must not be negative")
+	}
+	if f.OTPFor < 0 {
+		return FaultSpec{}, errors.New("otp_for: must not be negative")
 	}
 	next := make([]NextFault, 0, len(f.Next))
 	for i, n := range f.Next {
@@ -308,7 +334,7 @@ func (f *faultState) drawExec(rng *rand.Rand) FaultKind {
 		return f.popNext()
 	}
 	s := f.spec
-	if s.TimeoutAfterCreateRate+s.InvalidAccountRate+s.InsufficientFundsRate <= 0 {
+	if s.TimeoutAfterCreateRate+s.InvalidAccountRate+s.InsufficientFundsRate+s.ErrorAfterCreateRate <= 0 {
 		return ""
 	}
 	x := rng.Float64()
@@ -319,6 +345,8 @@ func (f *faultState) drawExec(rng *rand.Rand) FaultKind {
 		return FaultInsufficientFunds
 	case x < s.InvalidAccountRate+s.InsufficientFundsRate+s.TimeoutAfterCreateRate:
 		return FaultTimeoutAfterCreate
+	case x < s.InvalidAccountRate+s.InsufficientFundsRate+s.TimeoutAfterCreateRate+s.ErrorAfterCreateRate:
+		return FaultErrorAfterCreate
 	}
 	return ""
 }

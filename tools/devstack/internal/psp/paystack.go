@@ -210,7 +210,11 @@ func (s *Server) handlePaystackTransferCreate(w http.ResponseWriter, r *http.Req
 		}
 		st.paystackRefs[refKey] = o
 		s.addObjectLocked(st, o, now)
-		return response{status: http.StatusOK, body: paystackOK("Transfer has been queued", t), outcome: OutcomeCreated, objectID: t.TransferCode}
+		msg := "Transfer has been queued"
+		if t.Status == "otp" {
+			msg = "Transfer requires OTP to continue"
+		}
+		return response{status: http.StatusOK, body: paystackOK(msg, t), outcome: OutcomeCreated, objectID: t.TransferCode}
 	}
 	s.runCreate(w, r, op)
 }

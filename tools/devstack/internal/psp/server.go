@@ -368,6 +368,12 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 		execFault = s.faults[op.provider].drawExec(s.rng)
 		return execFault
 	})
+	if execFault == FaultErrorAfterCreate && res.outcome == OutcomeCreated {
+		// The object exists; the caller is told the server failed. The
+		// answer is saved under the key like any Stripe 5xx.
+		res = response{status: spec.ErrorStatus, body: op.d.serverError(spec.ErrorStatus),
+			outcome: OutcomeFaultErrorCreate, objectID: res.objectID}
+	}
 	if entry != nil {
 		entry.res = res
 		entry.done = true

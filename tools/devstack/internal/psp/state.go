@@ -22,6 +22,7 @@ const (
 	OutcomeFault429           = "fault:429"
 	OutcomeFaultTimeout       = "fault:timeout"
 	OutcomeFaultTimeoutCreate = "fault:timeout_after_create"
+	OutcomeFaultErrorCreate   = "fault:error_after_create"
 )
 
 // Object kinds.

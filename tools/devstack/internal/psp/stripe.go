@@ -439,13 +439,26 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 	s.runCreate(w, r, op)
 }
 
-// addObjectLocked stores o and schedules its auto-settlement.
+// addObjectLocked stores o and schedules its auto-settlement: after the
+// settle delay, or after the faults' pending_for, and for a Paystack
+// transfer made under otp_for after that wait in status "otp" plus the
+// settle delay.
 func (s *Server) addObjectLocked(st *state, o *object, now time.Time) {
 	st.addObject(o)
-	if s.cfg.SettleDelay > 0 {
-		st.schedule(&task{due: now.Add(s.cfg.SettleDelay), settleID: o.rec.ID})
-		s.nudge()
+	if s.cfg.SettleDelay <= 0 {
+		return
 	}
+	spec := s.faults[o.rec.Provider].spec
+	delay := s.cfg.SettleDelay
+	if spec.PendingFor > 0 {
+		delay = time.Duration(spec.PendingFor)
+	}
+	if o.paystack != nil && spec.OTPFor > 0 {
+		o.paystack.Status, o.rec.Status = "otp", "otp"
+		delay += time.Duration(spec.OTPFor)
+	}
+	st.schedule(&task{due: now.Add(delay), settleID: o.rec.ID})
+	s.nudge()
 }
 
 func (s *Server) handleStripeGet(kind string) http.HandlerFunc {

@@ -82,6 +82,12 @@ type Config struct {
 	RelayReplicas, WorkerReplicas int
 	// KafkaEnv adds variables for the Kafka stand-in (KAFKA_ADMIN_ADDR).
 	KafkaEnv map[string]string
+	// PSPEnv adds or overrides variables for the PSP stand-in
+	// (PSP_IDEMPOTENCY_WINDOW, PSP_SETTLE_DELAY).
+	PSPEnv map[string]string
+	// Bins runs a service (by its binary's name, e.g. payout-worker) from
+	// another path than BinDir's: a test-only build.
+	Bins map[string]string
 }
 
 // Proc is one running process of the stack.
@@ -160,6 +166,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		"STRIPE_WEBHOOK_SECRET":    cfg.Secrets.StripeWebhookSecret,
 		"PSP_PAYSTACK_WEBHOOK_URL": URL(p.WebhookAPI) + "/webhooks/paystack",
 		"PAYSTACK_SECRET_KEY":      cfg.Secrets.PaystackSecretKey,
+	}
+	for k, v := range cfg.PSPEnv {
+		pspEnv[k] = v
 	}
 	if err := s.Launch("psp", "aegis-psp", pspEnv); err != nil {
 		return s.abort(err)
@@ -253,8 +262,12 @@ func serviceDatabaseURLs(ctx context.Context, cfg Config) (map[string]string, er
 	return urls, nil
 }
 
-// Launch starts bin from the stack's BinDir as process name with env.
+// Launch starts bin from the stack's BinDir (or from Bins[bin]) as
+// process name with env.
 func (s *Stack) Launch(name, bin string, env map[string]string) error {
+	if p := s.cfg.Bins[bin]; p != "" {
+		return s.LaunchPath(name, p, env)
+	}
 	return s.LaunchPath(name, filepath.Join(s.cfg.BinDir, bin), env)
 }
 

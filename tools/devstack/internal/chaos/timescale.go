@@ -1,0 +1,224 @@
+package chaos
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// WeekScale is the week profile's time-scale factor: one simulated day
+// passes in 30 s of wall time, seven in three and a half minutes.
+const WeekScale = 2880
+
+// simDay is one simulated day, the unit the week profile's faults and
+// deadlines are written in.
+const simDay = 24 * time.Hour
+
+// Reader names who reads a variable: the service's config reader, or the
+// PSP stand-in.
+type Reader string
+
+// Readers.
+const (
+	ReadAll      Reader = "all services"
+	ReadWorker   Reader = "payout-worker"
+	ReadRelay    Reader = "outbox-relay"
+	ReadWebhook  Reader = "webhook-api"
+	ReadDLQAdmin Reader = "dlq-admin"
+	ReadPSP      Reader = "aegis-psp (stand-in)"
+)
+
+// ScaledVar is one duration the time scale acts on: its variable, who reads
+// it, its default there, and how the scaled profile sets it.
+type ScaledVar struct {
+	Env    string
+	Reader Reader
+	// Real is the default in the reader (services/*/run.go, or the
+	// stand-in's config.go); for the stand-in's settle delay the time a
+	// real PSP takes.
+	Real time.Duration
+	// Floor is the least the scaled value may be; Why says why.
+	Floor time.Duration
+	// Fixed, when set, is the value used whatever the scale: the duration
+	// measures wall-clock things (a network call, a process's liveness, a
+	// query) that compressing the calendar does not shorten. Why says so.
+	Fixed time.Duration
+	// NotAVariable: the duration is built in (no variable sets it), so it
+	// cannot be scaled; listed so the gap is visible. Fixed is its value.
+	NotAVariable bool
+	Why          string
+}
+
+// Value is the variable's value at scale (1 or less: real time).
+func (v ScaledVar) Value(scale float64) time.Duration {
+	if v.Fixed > 0 || v.NotAVariable {
+		return v.Fixed
+	}
+	if scale <= 1 {
+		return v.Real
+	}
+	d := time.Duration(math.Round(float64(v.Real) / scale / float64(time.Millisecond)))
+	d *= time.Millisecond
+	if v.Real > 0 && d <= 0 {
+		d = time.Millisecond
+	}
+	return max(d, v.Floor)
+}
+
+// Scaled reports whether the variable follows the scale (possibly floored).
+func (v ScaledVar) Scaled() bool { return v.Fixed == 0 && !v.NotAVariable }
+
+// ScaledVars is every duration that matters to money's life over days, in
+// one place: the week profile scales each by one factor, except where a
+// floor or a fixed value is argued. Durations that measure wall-clock work
+// (a call, a lease, a session) keep the values the other profiles use.
+// State deadlines: none exist in the services' config readers on this
+// branch; one added there belongs here as a row.
+func ScaledVars() []ScaledVar {
+	const (
+		floorPoll = "a loop that queries Postgres; below this it would spend the run's two shared cores polling"
+		wall      = "measures wall-clock work, not calendar time: compressing days does not make it shorter"
+	)
+	return []ScaledVar{
+		// The PSP's idempotency window and ours.
+		{Env: "PSP_IDEMPOTENCY_WINDOW", Reader: ReadPSP, Real: 24 * time.Hour,
+			Why: "Stripe prunes keys after 24 h (docs.stripe.com/idempotency); the stand-in's key TTL"},
+		{Env: "PSP_IDEMPOTENCY_WINDOW", Reader: ReadWorker, Real: 23 * time.Hour,
+			Why: "ours: the PSP's 24 h less an hour's margin"},
+		// Waits for the PSP.
+		{Env: "PSP_CALL_TIMEOUT", Reader: ReadWorker, Real: 30 * time.Second, Fixed: time.Second,
+			Why: "a network wait: " + wall + "; the stand-in answers in milliseconds"},
+		{Env: "PSP_SETTLE_WINDOW", Reader: ReadWorker, Real: 2 * time.Minute, Fixed: 3 * time.Second,
+			Why: "how long the PSP may still execute a request we stopped waiting for: the PSP's processing lag, " +
+				wall + "; must exceed PSP_CALL_TIMEOUT (scaled it would be 42 ms, below the 1 s call timeout)"},
+		{Env: "PSP_BACKOFF_BASE", Reader: ReadWorker, Real: 5 * time.Second, Floor: 50 * time.Millisecond,
+			Why: "below 50 ms every retry lands inside the same PSP fault burst"},
+		{Env: "PSP_BACKOFF_MAX", Reader: ReadWorker, Real: time.Minute, Floor: 200 * time.Millisecond,
+			Why: "kept above PSP_BACKOFF_BASE's floor (backoff: Max >= Base)"},
+		{Env: "BREAKER_OPEN_FOR", Reader: ReadAll, Real: 30 * time.Second, Floor: 100 * time.Millisecond,
+			Why: "payout-worker's PSP breaker and the relay's Kafka breaker (PSP_BREAKER_DEFER follows it)"},
+		// Looking again.
+		{Env: "PAYOUT_CHECK_AFTER", Reader: ReadWorker, Real: 30 * time.Minute},
+		{Env: "PAYOUT_SWEEP_INTERVAL", Reader: ReadWorker, Real: time.Minute, Floor: 500 * time.Millisecond, Why: floorPoll},
+		{Env: "PSP_RECONCILE_INTERVAL", Reader: ReadWebhook, Real: 15 * time.Minute, Floor: 2 * time.Second,
+			Why: "each run pages through the PSP's lists; " + floorPoll},
+		{Env: "PSP_RECONCILE_WINDOW", Reader: ReadWebhook, Real: 24 * time.Hour},
+		{Env: "PSP_RECONCILE_OVERLAP", Reader: ReadWebhook, Real: 10 * time.Minute},
+		{Env: "PSP_RECONCILE_GRACE", Reader: ReadWebhook, Real: 15 * time.Minute},
+		{Env: "RECONCILE_INTERVAL", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
+			Why: "the ledger integrity check; its reader's minimum is 1 s"},
+		// Waiting for money.
+		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 30 * time.Second},
+		{Env: "CREDIT_SETTLEMENT_DELAY", Reader: ReadWorker, Real: 0, Why: "0 by default: scaled it stays 0"},
+		// Retrying in place before a dead letter.
+		{Env: "WORKER_RETRY_IN_PLACE_FOR", Reader: ReadWorker, Real: time.Minute, Floor: time.Second,
+			Why: "a terminated Postgres connection takes tens of ms to replace: below 1 s every connection kill would dead-letter"},
+		{Env: "DLQ_STORE_RETRY_FOR", Reader: ReadDLQAdmin, Real: time.Minute, Floor: time.Second,
+			Why: "as WORKER_RETRY_IN_PLACE_FOR"},
+		// Alarms.
+		{Env: "ALERT_DEDUPE_WINDOW", Reader: ReadAll, Real: 5 * time.Minute},
+		{Env: "DLQ_CHECK_INTERVAL", Reader: ReadDLQAdmin, Real: 30 * time.Second, Floor: time.Second, Why: floorPoll},
+		{Env: "STALL_AFTER", Reader: ReadDLQAdmin, Real: 2 * time.Minute, Fixed: 2 * time.Minute,
+			Why: "a consumer group making no progress: Kafka outages are wall time, " + wall},
+		// Outbound settlement deliveries (dlq-admin/deliver).
+		{Env: "SETTLEMENT_WEBHOOK_TIMEOUT", Reader: ReadDLQAdmin, Real: 5 * time.Second, Fixed: 5 * time.Second,
+			Why: "one HTTP call: " + wall},
+		{Env: "(deliver.DefaultBackoff)", Reader: ReadDLQAdmin, Real: 17500 * time.Millisecond,
+			Fixed: 17500 * time.Millisecond, NotAVariable: true,
+			Why: "the outbound retry schedule (0.5 s doubling to 10 s, 5 attempts, 17.5 s in all) has no variable: " +
+				"it cannot be scaled, and at this scale it spans 14 simulated hours"},
+		// Wall-clock liveness and pacing: the values every chaos profile uses.
+		{Env: "WALLET_LOCK_EXPIRY", Reader: ReadWorker, Real: 10 * time.Second, Fixed: 4 * time.Second,
+			Why: "how long a dead worker's lock outlives it: process liveness, " + wall + " (reader's minimum 1 s)"},
+		{Env: "KAFKA_SESSION_TIMEOUT", Reader: ReadAll, Real: 10 * time.Second, Fixed: chaosSessionTimeout,
+			Why: "consumer liveness: " + wall},
+		{Env: "RELAY_LEASE", Reader: ReadRelay, Real: time.Minute, Fixed: chaosRelayLease,
+			Why: "a relay's claim on rows: process liveness, " + wall + "; must be at least twice RELAY_PUBLISH_TIMEOUT"},
+		{Env: "RELAY_PUBLISH_TIMEOUT", Reader: ReadRelay, Real: 15 * time.Second, Fixed: 2 * time.Second, Why: "a Kafka produce: " + wall},
+		{Env: "RELAY_BACKOFF_BASE", Reader: ReadRelay, Real: time.Second, Fixed: 300 * time.Millisecond,
+			Why: "paces republishing through Kafka outages, which are wall time"},
+		{Env: "RELAY_BACKOFF_MAX", Reader: ReadRelay, Real: 30 * time.Second, Fixed: 3 * time.Second,
+			Why: "as RELAY_BACKOFF_BASE"},
+		{Env: "RELAY_RETENTION", Reader: ReadRelay, Real: 24 * time.Hour, Fixed: 24 * time.Hour,
+			Why: "housekeeping, not a money wait; the invariants read the run's outbox rows afterwards"},
+		// The PSP stand-in.
+		{Env: "PSP_SETTLE_DELAY", Reader: ReadPSP, Real: 2 * time.Hour,
+			Why: "a payout's ordinary time at the PSP, shortened to two hours so the sweeper is not looking up every payout all run; " +
+				"the pending_for fault holds chosen payouts for days"},
+		{Env: "PSP_WEBHOOK_BACKOFF", Reader: ReadPSP, Real: time.Second, Fixed: time.Second,
+			Why: "the stand-in's delivery retries (5 attempts): kept, so a webhook is lost only when a fault drops it"},
+		{Env: "(retry_after_seconds)", Reader: ReadPSP, Real: time.Second, Fixed: time.Second, NotAVariable: true,
+			Why: "Retry-After is whole seconds (RFC 9110 delta-seconds): it cannot go below 1 s"},
+	}
+}
+
+// ScaledEnv is the environment the scaled variables give readers at scale.
+// Variables without a variable name (NotAVariable) are left out.
+func ScaledEnv(scale float64, readers ...Reader) map[string]string {
+	want := map[Reader]bool{}
+	for _, r := range readers {
+		want[r] = true
+	}
+	env := map[string]string{}
+	for _, v := range ScaledVars() {
+		if v.NotAVariable || !want[v.Reader] {
+			continue
+		}
+		env[v.Env] = v.Value(scale).String()
+	}
+	return env
+}
+
+// Sim converts a simulated duration to wall time at the profile's scale.
+func (p Profile) Sim(d time.Duration) time.Duration {
+	if p.TimeScale <= 1 {
+		return d
+	}
+	return time.Duration(float64(d) / p.TimeScale)
+}
+
+// Deadline is how long a payout may stay in a state, in simulated time,
+// before the week profile expects it looked up, finished or alerted on.
+type Deadline struct {
+	States []string
+	Max    time.Duration
+	Why    string
+}
+
+// Deadlines are what invariant 10 holds unfinished payouts to. The
+// services have no per-state deadline variables on this branch; these are
+// the horizons past which money is at risk, and should agree with the
+// deadlines the services document once they have them.
+func Deadlines() []Deadline {
+	return []Deadline{
+		{States: []string{"INITIALIZED", "SENDING_TO_GATEWAY", "RETRYING", "FAILED"}, Max: 23 * time.Hour,
+			Why: "past the PSP's idempotency window a payout resumed without a lookup is paid twice"},
+		{States: []string{"SENT_TO_GATEWAY", "AWAITING_RESPONSE"}, Max: 3 * simDay,
+			Why: "a payout pending at the PSP for days: looked up, then escalated"},
+		{States: []string{"NEEDS_REVIEW"}, Max: 0, Why: "a person must be told at once"},
+	}
+}
+
+// ScaleTable renders the scaled variables at scale as a Markdown table
+// (docs/reliability.md, and -print-scale).
+func ScaleTable(scale float64) string {
+	vars := ScaledVars()
+	sort.SliceStable(vars, func(i, j int) bool { return vars[i].Reader < vars[j].Reader })
+	var b strings.Builder
+	fmt.Fprintf(&b, "| variable | read by | real default | at scale %g | note |\n|---|---|---|---|---|\n", scale)
+	for _, v := range vars {
+		how := v.Value(scale).String()
+		switch {
+		case v.NotAVariable:
+			how += " (built in, not scaled)"
+		case !v.Scaled():
+			how += " (not scaled)"
+		case v.Floor > 0 && v.Value(scale) == v.Floor && time.Duration(float64(v.Real)/scale) < v.Floor:
+			how += " (floor)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", v.Env, v.Reader, v.Real, how, v.Why)
+	}
+	return b.String()
+}

@@ -1,0 +1,159 @@
+package chaos
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// Every duration the week profile scales is its real default divided by
+// the one factor (or the floor argued for it), shorter than the default;
+// the ones that do not scale say why.
+func TestWeekScalesEveryListedDurationByOneFactor(t *testing.T) {
+	p, err := ProfileNamed("week")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TimeScale != WeekScale {
+		t.Fatalf("week profile scale %v, want %v", p.TimeScale, float64(WeekScale))
+	}
+	if p.Duration != 7*24*time.Hour/WeekScale || p.Duration > 5*time.Minute {
+		t.Fatalf("week profile runs %s of workload, want seven simulated days in a few minutes", p.Duration)
+	}
+	seen := map[string]bool{}
+	for _, v := range ScaledVars() {
+		key := string(v.Reader) + " " + v.Env
+		if seen[key] {
+			t.Errorf("%s listed twice", key)
+		}
+		seen[key] = true
+		got := v.Value(WeekScale)
+		if !v.Scaled() {
+			if v.Why == "" {
+				t.Errorf("%s (%s) is not scaled and does not say why", v.Env, v.Reader)
+			}
+			continue
+		}
+		want := time.Duration(math.Round(float64(v.Real)/WeekScale/float64(time.Millisecond))) * time.Millisecond
+		if v.Real > 0 && want == 0 {
+			want = time.Millisecond
+		}
+		if v.Floor > 0 && want < v.Floor {
+			if v.Why == "" {
+				t.Errorf("%s is floored at %s and does not say why", v.Env, v.Floor)
+			}
+			want = v.Floor
+		}
+		if got != want {
+			t.Errorf("%s (%s): %s at scale %d, want %s", v.Env, v.Reader, got, WeekScale, want)
+		}
+		if v.Real > 0 && got >= v.Real {
+			t.Errorf("%s (%s): scaled %s is not shorter than its default %s", v.Env, v.Reader, got, v.Real)
+		}
+		if v.Value(1) != v.Real {
+			t.Errorf("%s at scale 1 is %s, want its default %s", v.Env, v.Value(1), v.Real)
+		}
+	}
+	// The durations the issue names are all listed.
+	for _, name := range []string{"PSP_IDEMPOTENCY_WINDOW", "PSP_SETTLE_WINDOW", "PAYOUT_SWEEP_INTERVAL", "PAYOUT_CHECK_AFTER",
+		"PSP_RECONCILE_INTERVAL", "PSP_BACKOFF_BASE", "PSP_BACKOFF_MAX", "BREAKER_OPEN_FOR", "MONEY_BACK_CREDIT_WAIT",
+		"SETTLEMENT_WEBHOOK_TIMEOUT", "(deliver.DefaultBackoff)", "(retry_after_seconds)", "PSP_SETTLE_DELAY"} {
+		found := false
+		for k := range seen {
+			if len(k) >= len(name) && k[len(k)-len(name):] == name {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s is not listed", name)
+		}
+	}
+}
+
+// The scaled values still pass the rules the services' config readers and
+// the stand-in check (mirrored here: the readers are in the services'
+// main packages), and the defaults still agree with each other.
+func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
+	svc := ScaledEnv(WeekScale, ReadAll, ReadWorker, ReadRelay, ReadWebhook, ReadDLQAdmin)
+	pspEnv := ScaledEnv(WeekScale, ReadPSP)
+	d := func(env map[string]string, name string) time.Duration {
+		t.Helper()
+		v, ok := env[name]
+		if !ok {
+			t.Fatalf("%s not set", name)
+		}
+		x, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", name, v, err)
+		}
+		return x
+	}
+	rules := []struct {
+		rule string
+		ok   bool
+	}{
+		{"PSP_SETTLE_WINDOW > PSP_CALL_TIMEOUT (payout.Config)", d(svc, "PSP_SETTLE_WINDOW") > d(svc, "PSP_CALL_TIMEOUT")},
+		{"PSP_BACKOFF_BASE > 0", d(svc, "PSP_BACKOFF_BASE") > 0},
+		{"PSP_BACKOFF_MAX >= PSP_BACKOFF_BASE (backoff.Policy)", d(svc, "PSP_BACKOFF_MAX") >= d(svc, "PSP_BACKOFF_BASE")},
+		{"PSP_IDEMPOTENCY_WINDOW > 0", d(svc, "PSP_IDEMPOTENCY_WINDOW") > 0},
+		{"BREAKER_OPEN_FOR > 0 (breaker.Config)", d(svc, "BREAKER_OPEN_FOR") > 0},
+		{"PAYOUT_CHECK_AFTER > 0", d(svc, "PAYOUT_CHECK_AFTER") > 0},
+		{"PAYOUT_SWEEP_INTERVAL > 0", d(svc, "PAYOUT_SWEEP_INTERVAL") > 0},
+		{"WORKER_RETRY_IN_PLACE_FOR > 0", d(svc, "WORKER_RETRY_IN_PLACE_FOR") > 0},
+		{"MONEY_BACK_CREDIT_WAIT >= 0", d(svc, "MONEY_BACK_CREDIT_WAIT") >= 0},
+		{"CREDIT_SETTLEMENT_DELAY >= 0", d(svc, "CREDIT_SETTLEMENT_DELAY") >= 0},
+		{"WALLET_LOCK_EXPIRY >= 1s", d(svc, "WALLET_LOCK_EXPIRY") >= time.Second},
+		{"RELAY_LEASE >= 2 × RELAY_PUBLISH_TIMEOUT (relay.Config)", d(svc, "RELAY_LEASE") >= 2*d(svc, "RELAY_PUBLISH_TIMEOUT")},
+		{"RELAY_BACKOFF_MAX >= RELAY_BACKOFF_BASE", d(svc, "RELAY_BACKOFF_MAX") >= d(svc, "RELAY_BACKOFF_BASE")},
+		{"RELAY_RETENTION > 0", d(svc, "RELAY_RETENTION") > 0},
+		{"PSP_RECONCILE_INTERVAL >= 0", d(svc, "PSP_RECONCILE_INTERVAL") >= 0},
+		{"PSP_RECONCILE_WINDOW > 0", d(svc, "PSP_RECONCILE_WINDOW") > 0},
+		{"PSP_RECONCILE_OVERLAP >= 0", d(svc, "PSP_RECONCILE_OVERLAP") >= 0},
+		{"PSP_RECONCILE_GRACE >= 0", d(svc, "PSP_RECONCILE_GRACE") >= 0},
+		{"RECONCILE_INTERVAL >= 1s (dlq-admin)", d(svc, "RECONCILE_INTERVAL") >= time.Second},
+		{"DLQ_STORE_RETRY_FOR > 0", d(svc, "DLQ_STORE_RETRY_FOR") > 0},
+		{"DLQ_CHECK_INTERVAL > 0", d(svc, "DLQ_CHECK_INTERVAL") > 0},
+		{"STALL_AFTER > 0", d(svc, "STALL_AFTER") > 0},
+		{"SETTLEMENT_WEBHOOK_TIMEOUT > 0", d(svc, "SETTLEMENT_WEBHOOK_TIMEOUT") > 0},
+		{"ALERT_DEDUPE_WINDOW >= 0", d(svc, "ALERT_DEDUPE_WINDOW") >= 0},
+		// Defaults agree: our key window ends before the PSP forgets the
+		// key, a lookup-worthy payout is looked at within the PSP's
+		// window, and the stand-in settles payouts after we start
+		// looking them up (so lookups happen).
+		{"payout-worker's PSP_IDEMPOTENCY_WINDOW < the stand-in's", d(svc, "PSP_IDEMPOTENCY_WINDOW") < d(pspEnv, "PSP_IDEMPOTENCY_WINDOW")},
+		{"PAYOUT_CHECK_AFTER < PSP_IDEMPOTENCY_WINDOW", d(svc, "PAYOUT_CHECK_AFTER") < d(svc, "PSP_IDEMPOTENCY_WINDOW")},
+		{"PSP_RECONCILE_WINDOW > PSP_RECONCILE_INTERVAL", d(svc, "PSP_RECONCILE_WINDOW") > d(svc, "PSP_RECONCILE_INTERVAL")},
+		{"stand-in PSP_SETTLE_DELAY > PAYOUT_CHECK_AFTER", d(pspEnv, "PSP_SETTLE_DELAY") > d(svc, "PAYOUT_CHECK_AFTER")},
+		{"stand-in PSP_IDEMPOTENCY_WINDOW >= 0", d(pspEnv, "PSP_IDEMPOTENCY_WINDOW") >= 0},
+	}
+	for _, r := range rules {
+		if !r.ok {
+			t.Errorf("scaled values break %s (services %v; stand-in %v)", r.rule, svc, pspEnv)
+		}
+	}
+	// The week's faults outlast what they must outlast.
+	p, _ := ProfileNamed("week")
+	if out := p.Sim(simDay + simDay/10); out <= d(pspEnv, "PSP_IDEMPOTENCY_WINDOW") {
+		t.Errorf("a worker out for a simulated day (%s) comes back before the PSP forgets its key (%s)", out, d(pspEnv, "PSP_IDEMPOTENCY_WINDOW"))
+	}
+	if away := p.Sim(3 * time.Hour); max(away, 3*d(svc, "WORKER_RETRY_IN_PLACE_FOR")) <= d(svc, "WORKER_RETRY_IN_PLACE_FOR") {
+		t.Errorf("Postgres is away for less than the in-place retry")
+	}
+	// The first deadline is the one past which a resume double pays.
+	if Deadlines()[0].Max > 23*time.Hour {
+		t.Errorf("the deadline of unsent payouts (%s) outlasts our idempotency window", Deadlines()[0].Max)
+	}
+}
+
+// The other profiles are not scaled.
+func TestOtherProfilesRunInRealTime(t *testing.T) {
+	for _, name := range []string{"short", "full", "soak"} {
+		p, err := ProfileNamed(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.TimeScale != 0 || p.Sim(time.Hour) != time.Hour || p.Faults != nil {
+			t.Errorf("profile %s: scale %v, faults %v", name, p.TimeScale, p.Faults)
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
+)
+
+// weekDB is a migrated database with the wallets the planted records use.
+type weekDB struct {
+	t                     *testing.T
+	pool                  *pgxpool.Pool
+	user, holds, clearing int64
+}
+
+func newWeekDB(t *testing.T) *weekDB {
+	db := pgtest.New(t)
+	w := &weekDB{t: t, pool: db.Pool}
+	w.user, w.holds, w.clearing = w.wallet("user", "chaos-week"), w.wallet("system", "payout_holds"), w.wallet("system", "psp_clearing:stripe")
+	return w
+}
+
+func (w *weekDB) wallet(kind, owner string) int64 {
+	var id int64
+	if err := w.pool.QueryRow(context.Background(), `INSERT INTO wallets (kind, owner, currency) VALUES ($1, $2, 'usd') RETURNING id`,
+		kind, owner).Scan(&id); err != nil {
+		w.t.Fatal(err)
+	}
+	return id
+}
+
+// payout plants a held payout in status.
+func (w *weekDB) payout(status string) string {
+	id := uuid.NewString()
+	if _, err := w.pool.Exec(context.Background(), `INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency,
+		destination, provider, status) VALUES ($1::uuid, 'chaos', $1::text, 'h', 'chaos-week', 500, 'usd', 'ba_x', 'stripe', $2)`, id, status); err != nil {
+		w.t.Fatal(err)
+	}
+	ledgerTx(w.t, w.pool, "payout_hold", id, w.user, w.holds, 500)
+	return id
+}
+
+func (w *weekDB) settle(id string) {
+	ledgerTx(w.t, w.pool, "payout_settle", id, w.holds, w.clearing, 500)
+}
+func (w *weekDB) release(id string) {
+	ledgerTx(w.t, w.pool, "payout_release", id, w.holds, w.user, 500)
+}
+
+// pspServer serves objs as the stand-in's GET /_psp/objects and returns
+// its port.
+func pspServer(t *testing.T, objs []pspObject) int {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": objs})
+	}))
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ts.URL, "http://"))
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+// Invariant 2 names a payout paid twice with both PSP objects.
+func TestCheckPSPNamesBothObjectsOfAPayoutPaidTwice(t *testing.T) {
+	db := newWeekDB(t)
+	twice, once := db.payout("SUCCEEDED"), db.payout("SUCCEEDED")
+	db.settle(twice)
+	db.settle(once)
+	objs := []pspObject{
+		{Provider: "stripe", ID: "po_first", PayoutID: twice, Amount: 500, Currency: "usd", Status: "paid", IdempotencyKey: "k1"},
+		{Provider: "stripe", ID: "po_second", PayoutID: twice, Amount: 500, Currency: "usd", Status: "pending", IdempotencyKey: "k1"},
+		{Provider: "stripe", ID: "po_once", PayoutID: once, Amount: 500, Currency: "usd", Status: "paid"},
+		{Provider: "stripe", ID: "po_failed", PayoutID: once, Amount: 500, Currency: "usd", Status: "failed"},
+	}
+	su := &suite{pool: db.pool, ports: stackPorts(pspServer(t, objs))}
+	rep := &Report{}
+	if err := su.checkPSP(context.Background(), &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "payout "+twice+" paid twice") ||
+		!strings.Contains(got, "po_first (paid") || !strings.Contains(got, "po_second (pending") || strings.Contains(got, once) {
+		t.Fatalf("violations:\n%s\nwant payout %s paid twice with po_first and po_second named", got, twice)
+	}
+}
+
+// Invariant 13 fails for a payout whose hold was given back while the PSP
+// paid it (or still may), and passes for one the PSP failed.
+func TestCheckGivenBackFailsForAHoldReleasedWhileThePSPPaid(t *testing.T) {
+	db := newWeekDB(t)
+	paidBack, pendingBack, failedBack := db.payout("FINALIZED"), db.payout("FINALIZED"), db.payout("FINALIZED")
+	for _, id := range []string{paidBack, pendingBack, failedBack} {
+		db.release(id)
+	}
+	objs := []pspObject{
+		{Provider: "stripe", ID: "po_paid", PayoutID: paidBack, Amount: 500, Currency: "usd", Status: "paid"},
+		{Provider: "paystack", ID: "TRF_otp", PayoutID: pendingBack, Amount: 500, Currency: "NGN", Status: "otp"},
+		{Provider: "stripe", ID: "po_failed", PayoutID: failedBack, Amount: 500, Currency: "usd", Status: "failed"},
+	}
+	su := &suite{pool: db.pool}
+	rep := &Report{}
+	if err := su.judgeGivenBack(context.Background(), objs, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 2 || !strings.Contains(got, "payout "+paidBack+" (FINALIZED): its hold was given back while the PSP holds stripe po_paid (paid") ||
+		!strings.Contains(got, "TRF_otp (otp") || strings.Contains(got, failedBack) {
+		t.Fatalf("violations:\n%s\nwant %s (po_paid) and %s (TRF_otp), not %s", got, paidBack, pendingBack, failedBack)
+	}
+
+	rep = &Report{}
+	if err := su.judgeGivenBack(context.Background(), objs[2:], rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) != 0 || len(rep.Checks) != 1 {
+		t.Fatalf("violations %v; want invariant 13 to pass with the PSP's failed object only", rep.Violations)
+	}
+}
+
+// Invariant 14 fails for a hold both settled and released, a finished
+// payout's hold never ended, and an unfinished payout's hold ended.
+func TestCheckHoldsOnceNamesEveryHoldNotEndedExactlyOnce(t *testing.T) {
+	db := newWeekDB(t)
+	good, goodFailed := db.payout("SUCCEEDED"), db.payout("FINALIZED")
+	db.settle(good)
+	db.release(goodFailed)
+	twice := db.payout("FINALIZED")
+	db.settle(twice)
+	db.release(twice)
+	never := db.payout("SUCCEEDED")
+	early := db.payout("SENDING_TO_GATEWAY")
+	db.release(early)
+
+	su := &suite{pool: db.pool}
+	rep := &Report{}
+	if err := su.checkHoldsOnce(context.Background(), &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	for _, want := range []string{
+		"payout " + twice + " (FINALIZED): its hold was settled 1 and released 1 times",
+		"payout " + never + " (SUCCEEDED): its hold was settled 0 and released 0 times",
+		"payout " + early + " (SENDING_TO_GATEWAY) is unfinished but its hold was settled 0 and released 1 times",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("violations:\n%s\nwant %q", got, want)
+		}
+	}
+	if len(rep.Violations) != 3 || strings.Contains(got, good) || strings.Contains(got, goodFailed) {
+		t.Fatalf("violations:\n%s\nwant exactly the three planted defects", got)
+	}
+}
+
+// overdue holds each state to its deadline at the profile's scale.
+func TestOverdueHoldsEachStateToItsDeadlineAtScale(t *testing.T) {
+	p, _ := ProfileNamed("week")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spans := []stateSpan{
+		{Payout: "a", State: "SENDING_TO_GATEWAY", From: t0, Until: t0.Add(p.Sim(25 * time.Hour))},
+		{Payout: "b", State: "SENDING_TO_GATEWAY", From: t0, Until: t0.Add(p.Sim(2 * time.Hour))},
+		{Payout: "c", State: "AWAITING_RESPONSE", From: t0, Until: t0.Add(p.Sim(2 * simDay))},
+		{Payout: "d", State: "AWAITING_RESPONSE", From: t0, Until: t0.Add(p.Sim(4 * simDay))},
+		{Payout: "e", State: "SUCCEEDED", From: t0, Until: t0.Add(p.Sim(30 * simDay))},
+	}
+	late, at := overdue(spans, Deadlines(), p, nil, 0)
+	if len(late) != 2 || late[0].Payout != "a" || late[1].Payout != "d" {
+		t.Fatalf("overdue %+v, want a (SENDING past 23 h) and d (AWAITING past 3 days)", late)
+	}
+	if !at[0].Equal(t0.Add(p.Sim(23 * time.Hour))) {
+		t.Fatalf("a overdue at %s, want 23 simulated hours in", at[0])
+	}
+	// Time when no worker ran does not count: a's 25 hours less 3 down.
+	down := [][2]time.Time{{t0.Add(p.Sim(time.Hour)), t0.Add(p.Sim(4 * time.Hour))}}
+	if late, _ := overdue(spans[:1], Deadlines(), p, down, 0); len(late) != 0 {
+		t.Fatalf("overdue %+v; want a excused the 3 hours no worker ran", late)
+	}
+	// A stay that ends within the grace after its deadline was answered.
+	if late, _ := overdue(spans[:1], Deadlines(), p, nil, p.Sim(3*time.Hour)); len(late) != 0 {
+		t.Fatalf("overdue %+v; want a (2 hours past) inside a 3-hour grace", late)
+	}
+	if g := deadlineGrace(p); g != 3*time.Second {
+		t.Fatalf("grace %s, want two sweeps (500ms) and a reconciliation (2s)", g)
+	}
+}
+
+// Invariant 15 fails for a payout that outlived its deadline with neither
+// an alert naming it nor a lookup, and passes once an alert names it.
+func TestCheckDeadlinesFailsForAnOverduePayoutWithoutAnAlert(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	stuck := db.payout("SENDING_TO_GATEWAY")
+	fine := db.payout("SUCCEEDED")
+	p, _ := ProfileNamed("week")
+	now := time.Now()
+	for _, tr := range []struct {
+		id, from, to string
+		at           time.Time
+	}{
+		{stuck, "", "INITIALIZED", now.Add(-p.Sim(30 * time.Hour))},
+		{stuck, "INITIALIZED", "SENDING_TO_GATEWAY", now.Add(-p.Sim(29 * time.Hour))},
+		{fine, "", "INITIALIZED", now.Add(-p.Sim(3 * time.Hour))},
+		{fine, "INITIALIZED", "SUCCEEDED", now.Add(-p.Sim(2 * time.Hour))},
+	} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO payout_transitions (payout_id, from_status, to_status, at)
+			VALUES ($1, nullif($2, ''), $3, $4)`, tr.id, tr.from, tr.to, tr.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	su := &suite{pool: db.pool, sink: k, cfg: Config{Profile: p}}
+	rep := &Report{Week: &WeekFigures{}}
+	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, stuck+" SENDING_TO_GATEWAY for 29h") || strings.Contains(got, fine) ||
+		rep.Week.DeadlinesHit != 1 {
+		t.Fatalf("violations:\n%s\ndeadlines hit %d; want %s named, SENDING for 29 simulated hours", got, rep.Week.DeadlinesHit, stuck)
+	}
+
+	resp, err := http.Post(k.url+"/alerts", "application/json", strings.NewReader(`{"key":"payout_overdue","details":{"payout_id":"`+stuck+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rep = &Report{Week: &WeekFigures{}}
+	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) != 0 || len(rep.Checks) != 1 {
+		t.Fatalf("violations %v; want invariant 15 to pass once an alert names %s", rep.Violations, stuck)
+	}
+}
+
+// Invariant 16 fails for a forged event that moved money and names it.
+func TestCheckForgedFailsForAForgedEventThatMovedMoney(t *testing.T) {
+	db := newWeekDB(t)
+	revenue := db.wallet("system", "psp_clearing:stripe-in")
+	ledgerTx(t, db.pool, "credit", "stripe:pi_forged_kafka_forged_credit_7", revenue, db.user, 1000)
+	wl := &workload{forged: []forgedEvent{
+		{Kind: forgedKafka, EventID: "evt_forged_kafka_forged_credit_7", Payment: "pi_forged_kafka_forged_credit_7", User: "chaos-week", Amount: 1000},
+		{Kind: forgedLivemode, EventID: "evt_forged_livemode_mismatch_7", Payment: "pi_forged_livemode_mismatch_7", User: "chaos-week", Amount: 1000, Status: 200},
+	}}
+	su := &suite{pool: db.pool}
+	rep := &Report{Week: &WeekFigures{}}
+	if err := su.checkForged(context.Background(), wl, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "forged kafka_forged_credit event evt_forged_kafka_forged_credit_7") ||
+		!strings.Contains(got, "credit ") || rep.Week.Forged != 2 {
+		t.Fatalf("violations:\n%s\nwant the Kafka forgery named with its ledger transaction", got)
+	}
+}
+
+// callFigures counts lookups and the creates the PSP refused to repeat.
+func TestCallFiguresCountsLookupsAndRefusedRepeats(t *testing.T) {
+	calls := []psp.CallRecord{
+		{Method: http.MethodGet, Path: "/v1/payouts/po_1"},
+		{Method: http.MethodGet, Path: "/transfer/verify/ref"},
+		{Method: http.MethodGet, Path: "/v1/events"},
+		{Method: http.MethodPost, Path: "/v1/payouts", PayoutID: "p", Outcome: psp.OutcomeReplayed},
+		{Method: http.MethodPost, Path: "/v1/payouts", PayoutID: "p", Outcome: psp.OutcomeConflict},
+		{Method: http.MethodPost, Path: "/v1/payouts", PayoutID: "p", Outcome: psp.OutcomeCreated},
+	}
+	if l, r := callFigures(calls); l != 2 || r != 2 {
+		t.Fatalf("lookups %d, refused %d; want 2 and 2", l, r)
+	}
+}
+
+func stackPorts(pspPort int) stack.Ports { return stack.Ports{PSP: pspPort} }
+
+// A lookup of the overdue payout at the PSP answers its deadline too; one
+// made before it was overdue does not.
+func TestCheckDeadlinesAcceptsALookupAfterTheDeadline(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	p, _ := ProfileNamed("week")
+	now := time.Now()
+	looked, early := db.payout("AWAITING_RESPONSE"), db.payout("AWAITING_RESPONSE")
+	for _, id := range []string{looked, early} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO payout_transitions (payout_id, to_status, at) VALUES ($1, 'AWAITING_RESPONSE', $2)`,
+			id, now.Add(-p.Sim(4*simDay))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := []psp.CallRecord{
+		{Method: http.MethodGet, Path: "/v1/payouts/po_1", PayoutID: looked, Time: now.Add(-p.Sim(12 * time.Hour))},
+		{Method: http.MethodGet, Path: "/v1/payouts/po_2", PayoutID: early, Time: now.Add(-p.Sim(3*simDay + 12*time.Hour))},
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(psp.CallsView{Items: calls})
+	}))
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ts.URL, "http://"))
+	n, _ := strconv.Atoi(port)
+	su := &suite{pool: db.pool, ports: stackPorts(n), cfg: Config{Profile: p}}
+	rep := &Report{Week: &WeekFigures{}}
+	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, early) || strings.Contains(got, looked) || rep.Week.DeadlinesHit != 2 {
+		t.Fatalf("violations:\n%s\nwant only %s (looked up before its deadline) named", got, early)
+	}
+}
+
+// Invariant 17 names a transfer seen waiting for an OTP with no alert.
+func TestCheckOTPNamesATransferHeldOnOTPWithoutAnAlert(t *testing.T) {
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	su := &suite{sink: k, otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"}, {ID: "TRF_silent", PayoutID: "p-silent"}}}
+	k.alerts = append(k.alerts, `{"key":"payout_otp","details":{"payout_id":"p-alerted"}}`)
+	rep := &Report{}
+	if err := su.checkOTP(context.Background(), &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "payout p-silent (paystack TRF_silent)") || strings.Contains(got, "p-alerted") {
+		t.Fatalf("violations:\n%s\nwant p-silent named", got)
+	}
+}
+
+// Invariant 18 names a settlement event that reached neither the receiver
+// nor a dead letter.
+func TestCheckSettlementsNamesAnEventThatWasLost(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	for _, id := range []string{"evt_delivered", "evt_lettered", "evt_lost"} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO transaction_outbox (topic, event_type, payload, status, finished_at)
+			VALUES ('aegis.settlements', 'payout.succeeded', jsonb_build_object('event_id', $1::text), 'processed', now())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
+		VALUES ('consumer', 'aegis.settlements', convert_to('{"event_id":"evt_lettered"}', 'UTF8'), 'receiver down', 'transient', '[{}]')`); err != nil {
+		t.Fatal(err)
+	}
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	k.settlements["evt_delivered"] = 2
+	su := &suite{pool: db.pool, sink: k}
+	rep := &Report{}
+	if err := su.checkSettlements(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 1 || !strings.Contains(got, "1 of 3 settlement events") || !strings.Contains(got, "evt_lost") {
+		t.Fatalf("violations:\n%s\nwant evt_lost named", got)
+	}
+}

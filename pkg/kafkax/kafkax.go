@@ -41,6 +41,11 @@ const (
 	HeaderCorrelationID = "correlation_id"
 	HeaderEventType     = "event_type"
 	HeaderMessageID     = "message_id"
+	// HeaderUserKey is the user's partition key on a record keyed by
+	// something else so that it holds back none of the user's records (a
+	// payout's scheduled retry, keyed by its payout): the key its dead
+	// letter is filed under, so that it lists with the user's letters.
+	HeaderUserKey = "user_key"
 )
 
 // Header returns the value of the last header named key, or "".

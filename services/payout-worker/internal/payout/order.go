@@ -46,11 +46,13 @@ package payout
 // that names no user (webhook-api): with that key a retry not yet due
 // would hold back the outcome of its own payout.
 //
-// Rolling upgrade: a retry written before this key keeps the user's key
-// and holds the user's rows back until it is due, as it always did — at
-// most its own delay; nothing is rewritten. A worker of either version
-// handles a retry of either key the same way: it reads the payout from the
-// payload, never from the key.
+// Rolling upgrade: retries written on the user's key before this one and
+// still waiting are moved to their payout's key by migration 000033 (the
+// user kept in the header). One a worker of the previous release writes
+// during the rollout holds its user's rows back until it is due, as it
+// always did: at most its own delay. A worker of either release handles a
+// retry of either key the same way: it reads the payout from the payload,
+// never from the key.
 
 // retryKeyPrefix prefixes a payout id into its retries' partition key.
 const retryKeyPrefix = "payout-retry:"

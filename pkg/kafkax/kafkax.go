@@ -48,6 +48,16 @@ const (
 	HeaderUserKey = "user_key"
 )
 
+// LetterKey is the partition key a dead letter of a record (its key and
+// headers) is filed under: the user's (HeaderUserKey) when the record
+// carries one, else the record's own.
+func LetterKey(key string, headers map[string]string) string {
+	if u := headers[HeaderUserKey]; u != "" {
+		return u
+	}
+	return key
+}
+
 // Header returns the value of the last header named key, or "".
 func Header(r *kgo.Record, key string) string {
 	for i := len(r.Headers) - 1; i >= 0; i-- {

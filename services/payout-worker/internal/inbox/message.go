@@ -43,21 +43,17 @@ func (m Message) CorrelationID() string { return m.Headers[kafkax.HeaderCorrelat
 
 // Letter starts the dead letter of this message; the caller fills in the
 // failure (error, class, retry count and history, times). It is filed under
-// the user's key (kafkax.HeaderUserKey) when the record carries one, else
-// under the record's key: dead letters are listed by user.
+// kafkax.LetterKey: the user's key also for a record keyed otherwise (a
+// payout's retry), as dead letters are listed by user.
 func (m Message) Letter() dlq.Letter {
 	p, o := m.Partition, m.Offset
 	headers := make(map[string]string, len(m.Headers))
 	for k, v := range m.Headers {
 		headers[k] = v
 	}
-	key := string(m.Key)
-	if u := m.Headers[kafkax.HeaderUserKey]; u != "" {
-		key = u
-	}
 	return dlq.Letter{
 		Source: dlq.SourceConsumer, OriginalTopic: m.Topic, OriginalPartition: &p, OriginalOffset: &o,
-		ConsumerGroup: m.Group, PartitionKey: key, EventType: m.Headers[kafkax.HeaderEventType],
+		ConsumerGroup: m.Group, PartitionKey: kafkax.LetterKey(string(m.Key), m.Headers), EventType: m.Headers[kafkax.HeaderEventType],
 		Payload: m.Value, Headers: headers, CorrelationID: m.CorrelationID(),
 	}
 }

@@ -38,9 +38,15 @@ package payout
 //     handling of the previous attempt, in the transaction that moves the
 //     payout to RETRYING.
 //
+// The cost: a retry and a payout command of the same wallet (a new payout,
+// a resolution) may now be handled at once by two of the worker's slots,
+// as they could by two replicas; the later one waits for the wallet lock
+// (WALLET_LOCK_WAIT, then retried in place within WORKER_RETRY_IN_PLACE_FOR)
+// while the retry calls the PSP. Credits take no wallet lock.
+//
 // The retry's dead letter is still filed under the user (it carries the
-// user in kafkax.HeaderUserKey; inbox.Message.Letter), so dead letters list
-// by user as before, and a replay of it is keyed by the user.
+// user in kafkax.HeaderUserKey; kafkax.LetterKey), so dead letters list by
+// user as before, and a replay of it is keyed by the user.
 //
 // The key is distinct from "payout:<id>", the key of a PSP outcome event
 // that names no user (webhook-api): with that key a retry not yet due

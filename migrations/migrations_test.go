@@ -13,28 +13,8 @@ import (
 )
 
 func TestUpDownUp(t *testing.T) {
-	admin := os.Getenv("TEST_DATABASE_URL")
-	if admin == "" {
-		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
-	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("aegis_migrations_test_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	}()
-	u, _ := url.Parse(admin)
-	u.Path = "/" + name
-	dbURL := u.String()
+	dbURL := newDatabase(t)
 
 	v, err := Up(dbURL)
 	if err != nil || v == 0 {
@@ -62,6 +42,34 @@ func TestUpDownUp(t *testing.T) {
 	if _, err := driverURL("mysql://x"); err == nil {
 		t.Fatal("non-postgres URL must be refused")
 	}
+}
+
+// newDatabase creates an empty database for the test (dropped after it)
+// and returns its URL.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("TEST_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	name := fmt.Sprintf("aegis_migrations_test_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	return u.String()
 }
 
 // A migration that cannot connect says why without printing the password,

@@ -41,7 +41,22 @@ const (
 	HeaderCorrelationID = "correlation_id"
 	HeaderEventType     = "event_type"
 	HeaderMessageID     = "message_id"
+	// HeaderUserKey is the user's partition key on a record keyed by
+	// something else so that it holds back none of the user's records (a
+	// payout's scheduled retry, keyed by its payout): the key its dead
+	// letter is filed under, so that it lists with the user's letters.
+	HeaderUserKey = "user_key"
 )
+
+// LetterKey is the partition key a dead letter of a record (its key and
+// headers) is filed under: the user's (HeaderUserKey) when the record
+// carries one, else the record's own.
+func LetterKey(key string, headers map[string]string) string {
+	if u := headers[HeaderUserKey]; u != "" {
+		return u
+	}
+	return key
+}
 
 // Header returns the value of the last header named key, or "".
 func Header(r *kgo.Record, key string) string {

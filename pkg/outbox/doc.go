@@ -24,6 +24,13 @@
 // the relay produces them in order and hands back the rows behind one that
 // failed.
 //
+// The key is therefore the unit of order, and a writer chooses it by what
+// must wait for what: a row that must not hold back the rows of its
+// subject (a delayed retry of one command among a wallet's many: its
+// NotBefore would hold back every later row of the key) is written under
+// a key of its own, and the reasons it needs no order with them are the
+// writer's to state.
+//
 // # Where its SQL lives
 //
 // queries.sql, compiled by sqlc into package sqlcdb (sqlc.yaml): the relay's

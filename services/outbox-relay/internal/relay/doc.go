@@ -22,6 +22,10 @@
 // retries and replicas. That needs the rows behind a failed produce request
 // to fail too, never land: the client flushes manually, a batch at a time,
 // so none of them can start the producer's next epoch (see ClientOpts).
+// A row not yet due (a NotBefore, a failed row's next try) holds back its
+// key's later rows the same way; that is why a delayed retry is written
+// under a key of its own (a payout's retry: payout-retry:<payout id>), not
+// under the wallet's key, which it would hold back for its whole delay.
 //
 // A gobreaker breaker guards Kafka: after consecutive failed batches it
 // opens and the relay stops claiming until a probe may go through, so it does

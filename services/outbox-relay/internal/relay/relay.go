@@ -548,8 +548,9 @@ func (r *Relay) deadLetter(ctx context.Context, row outbox.Row, cause error, cla
 		}
 		id := row.ID
 		now := r.now()
+		key := kafkax.LetterKey(row.PartitionKey, row.Headers) // dead letters are listed by user
 		letter = dlq.Letter{
-			Source: dlq.SourceRelay, OriginalTopic: row.Topic, OutboxID: &id, PartitionKey: row.PartitionKey,
+			Source: dlq.SourceRelay, OriginalTopic: row.Topic, OutboxID: &id, PartitionKey: key,
 			EventType: row.EventType, Payload: row.Payload, Headers: row.Headers, Error: cause.Error(),
 			ErrorClass: string(class), RetryCount: d.RetryCount, RetryHistory: history,
 			FirstFailureAt: firstFailure(history, now), FailedAt: now, CorrelationID: row.CorrelationID,

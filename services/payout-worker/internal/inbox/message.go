@@ -42,7 +42,9 @@ func (m Message) ID() string {
 func (m Message) CorrelationID() string { return m.Headers[kafkax.HeaderCorrelationID] }
 
 // Letter starts the dead letter of this message; the caller fills in the
-// failure (error, class, retry count and history, times).
+// failure (error, class, retry count and history, times). It is filed under
+// kafkax.LetterKey: the user's key also for a record keyed otherwise (a
+// payout's retry), as dead letters are listed by user.
 func (m Message) Letter() dlq.Letter {
 	p, o := m.Partition, m.Offset
 	headers := make(map[string]string, len(m.Headers))
@@ -51,7 +53,7 @@ func (m Message) Letter() dlq.Letter {
 	}
 	return dlq.Letter{
 		Source: dlq.SourceConsumer, OriginalTopic: m.Topic, OriginalPartition: &p, OriginalOffset: &o,
-		ConsumerGroup: m.Group, PartitionKey: string(m.Key), EventType: m.Headers[kafkax.HeaderEventType],
+		ConsumerGroup: m.Group, PartitionKey: kafkax.LetterKey(string(m.Key), m.Headers), EventType: m.Headers[kafkax.HeaderEventType],
 		Payload: m.Value, Headers: headers, CorrelationID: m.CorrelationID(),
 	}
 }

@@ -9,9 +9,10 @@
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
 // only then is the PSP called, with an Idempotency-Key derived from the payout
 // id. The answer is recorded in a second transaction with the
-// processed_events row, the next retry (an outbox row with next_retry_at) or
-// the dead letter (an outbox row for <topic>.dlq), so nothing decided is lost
-// to a crash. A crash between the call and the second transaction leaves the
+// processed_events row, the next retry (an outbox row with next_retry_at,
+// keyed by the payout so that it holds back none of the user's other
+// records: order.go) or the dead letter (an outbox row for <topic>.dlq), so
+// nothing decided is lost to a crash. A crash between the call and the second transaction leaves the
 // payout in SENDING_TO_GATEWAY and the message uncommitted; the redelivery
 // calls the PSP again with the same key and gets the same payout back.
 //

@@ -411,13 +411,18 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 		return fmt.Errorf("encode payout retry: %w", err)
 	}
 	corr := p.CorrelationID
+	// Keyed by the payout, not the user: a row not yet due holds back every
+	// later row of its key (outbox), and the user's credits and new payouts
+	// must not wait for this one's backoff (order.go says why nothing needs
+	// them ordered). Its dead letter is still filed under the user.
 	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: p.UserID,
+		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: RetryKey(p.ID.String()),
 		Payload: cmd, CorrelationID: corr, NotBefore: at,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: corr,
 			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
 			kafkax.HeaderMessageID:     event.PayoutRetryID(p.ID.String(), tid),
+			kafkax.HeaderUserKey:       p.UserID,
 		},
 	})
 	if err != nil {

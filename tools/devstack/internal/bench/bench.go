@@ -62,7 +62,7 @@ func New(cfg Config) *Runner {
 }
 
 // Scenarios in the order they run.
-var scenarioNames = []string{"ingest", "relay", "worker", "e2e"}
+var scenarioNames = []string{"ingest", "relay", "worker", "backoff", "e2e"}
 
 // Scenarios lists the scenario names.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -83,6 +83,8 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Row, error) {
 			err = r.relay(ctx)
 		case "worker":
 			err = r.worker(ctx)
+		case "backoff":
+			err = r.backoff(ctx)
 		case "e2e":
 			err = r.e2e(ctx)
 		default:

@@ -4,10 +4,12 @@
 // Postgres, the relay's drain rate and commit-to-Kafka latency, the payout
 // worker's credits (against a pgbench of the worker's own credit batch, its
 // SQL read from ledger/queries.go so the baseline cannot drift) and payouts
-// per second from Kafka, and the whole suite end to end (e2e.go). It
-// prints one table and can write it to docs/benchmarks.md with the machine
-// it ran on, keeping the findings written below the table, and the e2e
-// plot (plot.go, SVG drawn here: no external tool).
+// per second from Kafka, what a payout waiting for its retry costs its
+// user's credits (backoff.go: their p99 against other wallets'), and the
+// whole suite end to end (e2e.go). It prints one table and can write it to
+// docs/benchmarks.md with the machine it ran on, keeping the findings
+// written below the table, and the e2e plot (plot.go, SVG drawn here: no
+// external tool).
 //
 // The e2e scenario starts the suite as `make dev` does (stack.Start: four
 // services, kfake, the PSP stand-in; Postgres and Redis are the machine's)

@@ -389,7 +389,10 @@ WITH shares AS (
     LEFT JOIN ledger_entries e ON e.transaction_id = t.id
     LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
          AND w.currency = p.currency
-    WHERE p.status NOT IN ('SUCCEEDED', 'FINALIZED')
+    -- Every state but SUCCEEDED and FINALIZED, listed so that the
+    -- payouts_status_created_idx serves it.
+    WHERE p.status IN ('INITIALIZED', 'SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING',
+                       'FAILED', 'NEEDS_REVIEW')
     GROUP BY p.id, p.user_id, p.status, p.currency, p.amount
 ), judged AS (
     SELECT id, user_id, status, currency, actual,

@@ -149,6 +149,8 @@ type options struct {
 	settlementDelay time.Duration
 	// creditWait is MONEY_BACK_CREDIT_WAIT (default 0: at once).
 	creditWait time.Duration
+	// withoutPSP is a provider the worker has no client for.
+	withoutPSP string
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -203,6 +205,9 @@ func setup(t *testing.T, o options) *world {
 		"stripe":   psp.NewStripe("sk_test_aegis", w.pspProxy.url, httpClient),
 		"paystack": psp.NewPaystack("sk_test_paystack", w.pspProxy.url, httpClient),
 	} {
+		if name == o.withoutPSP {
+			continue
+		}
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)

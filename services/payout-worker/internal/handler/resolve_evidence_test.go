@@ -158,3 +158,35 @@ func TestResolutionAsFailedIsRefusedWhileThePSPHasALiveObject(t *testing.T) {
 	require.Zero(t, w.postings(pid, "payout_release"))
 	require.EqualValues(t, 3500, w.balance(), "never given back while the PSP may pay")
 }
+
+// Without a client for the payout's provider the PSP's record cannot be
+// read: neither paid nor failed is applied, and the hold stays.
+func TestResolutionIsRefusedWithoutAClientForTheProvider(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{withoutPSP: "paystack"})
+	w.fundWallet(5000)
+	pid := w.createPayout(1500, "RCP_1", "paystack")
+	// In review with its hold, as a payout whose provider was configured
+	// when it was sent would be.
+	_, err := w.db.Pool.Exec(context.Background(), `
+		WITH u AS (UPDATE wallets SET balance = balance - 1500 WHERE kind = 'user' AND owner = $2 AND currency = 'usd' RETURNING id),
+		     h AS (INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'payout_holds', 'usd')
+		           ON CONFLICT (kind, owner, currency) DO UPDATE SET owner = EXCLUDED.owner RETURNING id),
+		     t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('payout_hold', $1) RETURNING id)
+		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+		SELECT t.id, u.id, -1500, 'usd' FROM t, u UNION ALL SELECT t.id, h.id, 1500, 'usd' FROM t, h`, pid, w.user)
+	require.NoError(t, err)
+	_, err = w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'NEEDS_REVIEW' WHERE id = $1`, pid)
+	require.NoError(t, err)
+	w.passSettleWindow()
+
+	for _, outcome := range []string{"failed", "paid"} {
+		rid := w.resolve(pid, outcome, "TRF_1", "")
+		status, answer := w.resolution(rid)
+		require.Equal(t, payout.ResolutionRefused, status, answer)
+		require.Contains(t, answer, "no paystack client is configured")
+		require.Equal(t, payout.NeedsReview, w.payout(pid).Status)
+		require.EqualValues(t, 3500, w.balance(), "the hold is kept")
+		require.Zero(t, w.postings(pid, "payout_release")+w.postings(pid, "payout_settle"))
+	}
+}

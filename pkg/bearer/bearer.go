@@ -91,6 +91,18 @@ func Parse(spec string, roles []string) (*Set, error) {
 	return New(creds)
 }
 
+// Names lists the configured token names, each once, in the order first
+// configured.
+func (s *Set) Names() []string {
+	var out []string
+	for _, t := range s.tokens {
+		if !contains(out, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // Len is the number of configured tokens.
 func (s *Set) Len() int { return len(s.tokens) }
 

@@ -27,6 +27,9 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"SETTLEMENT_WEBHOOK_URL": "http://x", "SETTLEMENT_WEBHOOK_TIMEOUT": "0s"}, "SETTLEMENT_WEBHOOK_TIMEOUT must be positive"},
 		{map[string]string{"SETTLEMENT_WEBHOOK_URL": "http://x", "SETTLEMENT_WEBHOOK_MAX_ATTEMPTS": "0"}, "SETTLEMENT_WEBHOOK_MAX_ATTEMPTS must be at least 1"},
 		{map[string]string{"SETTLEMENT_WEBHOOK_URL": "http://x", "SETTLEMENT_WEBHOOK_GROUP": "dlq-admin"}, "SETTLEMENT_WEBHOOK_GROUP must differ"},
+		{map[string]string{"SECOND_APPROVER_RESOLUTION_AMOUNT": "-1"}, "SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more"},
+		{map[string]string{"DLQ_ADMIN_TOKENS": "ana:operator:0123456789abcdef", "DLQ_ADMIN_TOKEN_PERSONS": "anna=ana"},
+			"DLQ_ADMIN_TOKEN_PERSONS: entry 1: \"anna\" is not the name of a configured token"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

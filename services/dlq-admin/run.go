@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -73,8 +74,11 @@ type Config struct {
 	// Settlements is SETTLEMENT_WEBHOOK_*: outbound settlement webhooks,
 	// off when SETTLEMENT_WEBHOOK_URL is empty.
 	Settlements deliver.Config
-	// FourEyes is REQUIRE_SECOND_APPROVER and SECOND_APPROVER_THRESHOLD.
+	// FourEyes is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
+	// SECOND_APPROVER_RESOLUTION_AMOUNT.
 	FourEyes resolution.Config
+	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
+	Persons *person.Directory
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -97,7 +101,14 @@ func readConfig(getenv func(string) string) (Config, error) {
 		FourEyes: resolution.Config{
 			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
 			Threshold:             env.Int("SECOND_APPROVER_THRESHOLD", defaultSecondApproverThreshold),
+			// 0: with four-eyes on, every resolution waits for a second
+			// person unless the operators choose an amount below which one
+			// person may resolve alone.
+			ResolutionAmount: int64(env.Int("SECOND_APPROVER_RESOLUTION_AMOUNT", 0)),
 		},
+	}
+	if c.FourEyes.ResolutionAmount < 0 {
+		env.Errorf("SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more (minor units), got %d", c.FourEyes.ResolutionAmount)
 	}
 	if c.FourEyes.Threshold < 0 {
 		env.Errorf("SECOND_APPROVER_THRESHOLD must be 0 or more letters, got %d", c.FourEyes.Threshold)
@@ -175,6 +186,13 @@ func readConfig(getenv func(string) string) (Config, error) {
 		env.Errorf("DLQ_ADMIN_TOKENS: %v", err)
 	}
 	c.Tokens = tokens
+	if tokens != nil {
+		persons, err := person.Parse(env.String("DLQ_ADMIN_TOKEN_PERSONS", ""), tokens.Names())
+		if err != nil {
+			env.Errorf("DLQ_ADMIN_TOKEN_PERSONS: %v", err)
+		}
+		c.Persons = persons
+	}
 	return c, env.Err()
 }
 
@@ -262,7 +280,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
-	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier)
+	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier).WithPersons(cfg.Persons)
 	// A requested PSP reconciliation is a River job that webhook-api works:
 	// queued with an insert-only client (this service's runner refuses
 	// kinds it has no worker for).

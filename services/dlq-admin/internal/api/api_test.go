@@ -26,6 +26,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -58,14 +59,17 @@ func setup(t *testing.T) bundle {
 
 func newServer(t *testing.T, db *pgtest.DB, tokenSpec string) string {
 	t.Helper()
-	return newServerWith(t, db, tokenSpec, resolution.Config{})
+	return newServerWith(t, db, tokenSpec, "", resolution.Config{})
 }
 
-// newServerWith is newServer with the four-eyes settings.
-func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec string, fourEyes resolution.Config) string {
+// newServerWith is newServer with the four-eyes settings and the tokens'
+// persons (DLQ_ADMIN_TOKEN_PERSONS).
+func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fourEyes resolution.Config) string {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	tokens, err := bearer.Parse(tokenSpec, api.Roles())
+	require.NoError(t, err)
+	persons, err := person.Parse(personSpec, tokens.Names())
 	require.NoError(t, err)
 	reg := httpserver.NewRegistry()
 	r := httpserver.NewRouter(logger, reg)
@@ -77,7 +81,7 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec string, fourEyes resol
 	require.NoError(t, err)
 	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock}).WithJobs(queue)
 	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool, queue),
-		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}),
+		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}).WithPersons(persons),
 		Tokens:      tokens, Now: clock})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)

@@ -70,6 +70,9 @@ func classify(err error) (status int, code, message string) {
 	case errors.Is(err, replay.ErrNotOpen):
 		// Replayed or discarded already: a second replay must not happen.
 		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, replay.ErrHoldsMoney):
+		// Discarding would strand a payout's hold: resolve the payout first.
+		return http.StatusConflict, "holds_money", err.Error()
 	case errors.Is(err, replay.ErrJobFinished):
 		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, replay.ErrNotReplayable):

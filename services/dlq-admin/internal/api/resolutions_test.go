@@ -143,7 +143,7 @@ func fourEyes(t *testing.T) bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	return bundle{db: db, url: newServerWith(t, db, "alice:viewer:"+viewerToken+",bob:operator:"+operatorToken+
-		",carol:operator:"+secondOperatorToken, resolution.Config{RequireSecondApprover: true, Threshold: 1})}
+		",carol:operator:"+secondOperatorToken, "", resolution.Config{RequireSecondApprover: true, Threshold: 1})}
 }
 
 // REQUIRE_SECOND_APPROVER: a resolution and a bulk replay above the

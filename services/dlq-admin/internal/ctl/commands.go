@@ -647,6 +647,38 @@ func (e *env) reconciliation(ctx context.Context, args []string, runNow bool) er
 				Computed int64    `json:"computed"`
 				Problems []string `json:"problems"`
 			} `json:"wallets"`
+			Holds []struct {
+				PayoutID string `json:"payout_id"`
+				Status   string `json:"status"`
+				Currency string `json:"currency"`
+				Held     int64  `json:"held"`
+			} `json:"holds"`
+			HeldPayouts []struct {
+				PayoutID string `json:"payout_id"`
+				Status   string `json:"status"`
+				Currency string `json:"currency"`
+				Expected int64  `json:"expected"`
+				Actual   int64  `json:"actual"`
+			} `json:"held_payouts"`
+			Disputes []struct {
+				Dispute  string `json:"dispute"`
+				State    string `json:"state"`
+				Currency string `json:"currency"`
+				Expected int64  `json:"expected"`
+				Actual   int64  `json:"actual"`
+			} `json:"disputes"`
+			Receivables []struct {
+				UserID     string `json:"user_id"`
+				Currency   string `json:"currency"`
+				Owed       int64  `json:"owed"`
+				LedgerOwed int64  `json:"ledger_owed"`
+			} `json:"receivables"`
+			Accounts []struct {
+				Owner    string `json:"owner"`
+				Currency string `json:"currency"`
+				Expected int64  `json:"expected"`
+				Actual   int64  `json:"actual"`
+			} `json:"account_problems"`
 		} `json:"summary"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
@@ -669,6 +701,35 @@ func (e *env) reconciliation(ctx context.Context, args []string, runNow bool) er
 			t := newTable(e.out, "OWNER", "CURRENCY", "STORED", "COMPUTED", "PROBLEMS")
 			for _, w := range s.Wallets {
 				t.row(w.Owner, w.Currency, fmt.Sprint(w.Stored), fmt.Sprint(w.Computed), strings.Join(w.Problems, ","))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		// What the system accounts hold money for, where it disagrees:
+		// expected is what the payout, dispute or user says, actual the
+		// account's share (for receivables: the owed on the wallet row
+		// against what the receivables account says the user owes).
+		var rows [][]string
+		for _, h := range s.Holds {
+			rows = append(rows, []string{"payout_holds", "payout " + h.PayoutID + " (" + h.Status + ")", h.Currency, "0", fmt.Sprint(h.Held)})
+		}
+		for _, h := range s.HeldPayouts {
+			rows = append(rows, []string{"payout_holds", "payout " + h.PayoutID + " (" + h.Status + ")", h.Currency, fmt.Sprint(h.Expected), fmt.Sprint(h.Actual)})
+		}
+		for _, d := range s.Disputes {
+			rows = append(rows, []string{"disputes", "dispute " + d.Dispute + " (" + d.State + ")", d.Currency, fmt.Sprint(d.Expected), fmt.Sprint(d.Actual)})
+		}
+		for _, u := range s.Receivables {
+			rows = append(rows, []string{"receivables", "user " + u.UserID + " owes", u.Currency, fmt.Sprint(u.Owed), fmt.Sprint(u.LedgerOwed)})
+		}
+		for _, a := range s.Accounts {
+			rows = append(rows, []string{a.Owner, "account total", a.Currency, fmt.Sprint(a.Expected), fmt.Sprint(a.Actual)})
+		}
+		if len(rows) > 0 {
+			t := newTable(e.out, "ACCOUNT", "FOR", "CURRENCY", "EXPECTED", "ACTUAL")
+			for _, row := range rows {
+				t.row(row...)
 			}
 			if err := t.flush(); err != nil {
 				return err

@@ -257,6 +257,15 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, ctl.ExitUnhealthy, r.code, "a discrepancy is exit 6 for scripts")
 		require.Contains(t, r.stdout, "DISCREPANCY")
 		require.Regexp(t, `mallory\s+usd\s+5\s+0\s+balance_mismatch`, r.stdout)
+
+		// What a system account holds money for, where it disagrees: an
+		// owed with nothing in receivables behind it.
+		_, err = db.Pool.Exec(context.Background(), `UPDATE wallets SET owed = 7 WHERE kind = 'user' AND owner = 'mallory'`)
+		require.NoError(t, err)
+		r = cli(t, base, operatorToken, "reconciliation", "run")
+		require.Equal(t, ctl.ExitUnhealthy, r.code)
+		require.Regexp(t, `receivables\s+user mallory owes\s+usd\s+7\s+0`, r.stdout)
+		require.Regexp(t, `receivables\s+account total\s+usd\s+-7\s+0`, r.stdout)
 	})
 
 	t.Run("config file", func(t *testing.T) {

@@ -1,8 +1,19 @@
 // Package recon is the ledger's integrity check (the seeds' daily "Total
 // Integrity Check"): every ledger transaction sums to zero per currency,
 // every user wallet's stored balance equals the sum of its entries, and no
-// user wallet is negative. System accounts (PSP clearing, payout holds) keep
-// no stored balance, so their sums are reported for information only.
+// user wallet is negative. The system accounts keep no stored balance; each
+// is checked against what it holds money for, as docs/accounting.md
+// promises: every payout's share of payout_holds (zero once finished; its
+// amount from its hold until it is settled or released while unfinished),
+// every dispute's share of disputes (its amount while open, zero once
+// closed), every user's share of receivables against the owed on their
+// wallet row, and per currency each account's balance against the total
+// (receivables = −Σ owed, disputes = Σ open disputes, payout_holds = Σ of
+// the payouts holding money), which also catches an entry that belongs to
+// no payout, dispute or user. Each disagreement names the account, the
+// payout, dispute or user, and expected against actual. The PSP clearing
+// accounts' sums are reported for information only (what the PSP holds is
+// the PSP reconciliation's business).
 //
 // The database already refuses most of these states (a deferred trigger
 // balances every transaction, a check keeps user balances non-negative), so
@@ -13,8 +24,8 @@
 // The whole check runs in one REPEATABLE READ, READ ONLY transaction: every
 // query sees the same snapshot, so a credit committing mid-check cannot look
 // like a mismatch. Each query is a GROUP BY over ledger_entries (no loop per
-// wallet), and only the first MaxListed offenders are named; the counts are
-// exact. Every run is stored in reconciliation_runs with its summary; a run
+// wallet, payout or dispute), and only the first MaxListed offenders of each
+// kind are named; the counts are exact. Every run is stored in reconciliation_runs with its summary; a run
 // that finds a discrepancy raises one critical alert (key "reconciliation")
 // naming the wallets and transactions, de-duplicated by pkg/alert.
 //

@@ -73,6 +73,26 @@ type Summary struct {
 	// holds account; Holds names the first MaxListed.
 	OpenHolds int64      `json:"open_holds"`
 	Holds     []OpenHold `json:"holds"`
+	// HoldMismatches counts unfinished payouts whose share of the payout
+	// holds account is not what their state says (the amount while the
+	// money is held, else zero); HeldPayouts names the first MaxListed.
+	HoldMismatches int64        `json:"hold_mismatches"`
+	HeldPayouts    []PayoutHold `json:"held_payouts"`
+	// DisputeMismatches counts disputes whose share of the disputes account
+	// is not the disputed amount while open, zero once closed; Disputes
+	// names the first MaxListed.
+	DisputeMismatches int64          `json:"dispute_mismatches"`
+	Disputes          []DisputeShare `json:"disputes"`
+	// ReceivableMismatches counts users whose owed is not their share of
+	// the receivables account; Receivables names the first MaxListed.
+	ReceivableMismatches int64            `json:"receivable_mismatches"`
+	Receivables          []UserReceivable `json:"receivables"`
+	// AccountMismatches counts (system account, currency) pairs whose
+	// balance is not what the rest of the database says it must be:
+	// receivables = −Σ owed, disputes = Σ open disputes, payout holds = Σ
+	// of the payouts holding money. AccountProblems names them all.
+	AccountMismatches int64             `json:"account_mismatches"`
+	AccountProblems   []AccountMismatch `json:"account_problems"`
 	// SystemAccounts are the sums of the system accounts, for information.
 	SystemAccounts []Account `json:"system_accounts"`
 }
@@ -102,6 +122,46 @@ type OpenHold struct {
 	Held     int64  `json:"held"`
 }
 
+// PayoutHold is an unfinished payout whose share of the payout holds
+// account (Actual) is not what its state says (Expected).
+type PayoutHold struct {
+	PayoutID string `json:"payout_id"`
+	UserID   string `json:"user_id"`
+	Status   string `json:"status"`
+	Currency string `json:"currency"`
+	Expected int64  `json:"expected"`
+	Actual   int64  `json:"actual"`
+}
+
+// DisputeShare is a dispute ("provider:dispute id") whose share of the
+// disputes account (Actual) is not what its state says (Expected).
+type DisputeShare struct {
+	Dispute  string `json:"dispute"`
+	UserID   string `json:"user_id"`
+	Currency string `json:"currency"`
+	State    string `json:"state"`
+	Expected int64  `json:"expected"`
+	Actual   int64  `json:"actual"`
+}
+
+// UserReceivable is a user whose owed on the wallet row (Owed) is not what
+// their share of the receivables account says they owe (LedgerOwed).
+type UserReceivable struct {
+	UserID     string `json:"user_id"`
+	Currency   string `json:"currency"`
+	Owed       int64  `json:"owed"`
+	LedgerOwed int64  `json:"ledger_owed"`
+}
+
+// AccountMismatch is a system account whose balance (Actual) is not what
+// the rest of the database says (Expected).
+type AccountMismatch struct {
+	Owner    string `json:"owner"`
+	Currency string `json:"currency"`
+	Expected int64  `json:"expected"`
+	Actual   int64  `json:"actual"`
+}
+
 // Account is a system account's balance: the sum of its entries.
 type Account struct {
 	Owner    string `json:"owner"`
@@ -111,7 +171,8 @@ type Account struct {
 
 // Discrepancies is the number of problems found.
 func (s Summary) Discrepancies() int64 {
-	return s.UnbalancedTransactions + s.WalletMismatches + s.NegativeWallets + s.OpenHolds
+	return s.UnbalancedTransactions + s.WalletMismatches + s.NegativeWallets + s.OpenHolds +
+		s.HoldMismatches + s.DisputeMismatches + s.ReceivableMismatches + s.AccountMismatches
 }
 
 // Run is one stored check.
@@ -156,7 +217,7 @@ func New(pool *pgxpool.Pool, raiser Raiser, deps lifecycle.Deps) (*Reconciler, e
 		stmtTimeout: DefaultStatementTimeout,
 		found: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aegis_reconciliation_discrepancies",
-			Help: "Problems the latest ledger integrity check found (unbalanced transactions, wallet mismatches, negative wallets).",
+			Help: "Problems the latest ledger integrity check found (unbalanced transactions, wallet mismatches, negative wallets, payout holds, disputes, receivables and system accounts that disagree).",
 		}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aegis_reconciliation_last_run_timestamp_seconds",
@@ -251,7 +312,8 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 			return Summary{}, ErrBusy
 		}
 	}
-	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, Holds: []OpenHold{}, SystemAccounts: []Account{}}
+	s := Summary{Unbalanced: []Unbalanced{}, Wallets: []WalletProblem{}, Holds: []OpenHold{}, SystemAccounts: []Account{},
+		HeldPayouts: []PayoutHold{}, Disputes: []DisputeShare{}, Receivables: []UserReceivable{}, AccountProblems: []AccountMismatch{}}
 	c, err := q.Counts(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: count: %w", err)
@@ -292,6 +354,10 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		s.OpenHolds = h.Total
 	}
 
+	if err := checkShares(ctx, q, &s); err != nil {
+		return Summary{}, err
+	}
+
 	accounts, err := q.SystemAccounts(ctx)
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: system accounts: %w", err)
@@ -300,6 +366,47 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		s.SystemAccounts = append(s.SystemAccounts, Account{Owner: a.Owner, Currency: a.Currency, Balance: a.Balance})
 	}
 	return s, nil
+}
+
+// checkShares checks each system account against what it holds money for
+// (docs/accounting.md): each unfinished payout's hold, each dispute, each
+// user's receivable, and each account's total.
+func checkShares(ctx context.Context, q *sqlcdb.Queries, s *Summary) error {
+	holds, err := q.UnfinishedHolds(ctx, MaxListed)
+	if err != nil {
+		return fmt.Errorf("reconciliation: holds of unfinished payouts: %w", err)
+	}
+	for _, h := range holds {
+		s.HeldPayouts = append(s.HeldPayouts, PayoutHold{PayoutID: h.PayoutID, UserID: h.UserID, Status: h.Status,
+			Currency: h.Currency, Expected: h.Expected, Actual: h.Actual})
+		s.HoldMismatches = h.Total
+	}
+	disputes, err := q.OpenDisputes(ctx, MaxListed)
+	if err != nil {
+		return fmt.Errorf("reconciliation: disputes: %w", err)
+	}
+	for _, d := range disputes {
+		s.Disputes = append(s.Disputes, DisputeShare{Dispute: d.Dispute, UserID: d.UserID, Currency: d.Currency,
+			State: d.State, Expected: d.Expected, Actual: d.Actual})
+		s.DisputeMismatches = d.Total
+	}
+	receivables, err := q.UserReceivables(ctx, MaxListed)
+	if err != nil {
+		return fmt.Errorf("reconciliation: receivables: %w", err)
+	}
+	for _, r := range receivables {
+		s.Receivables = append(s.Receivables, UserReceivable{UserID: r.UserID, Currency: r.Currency, Owed: r.Owed, LedgerOwed: r.LedgerOwed})
+		s.ReceivableMismatches = r.Total
+	}
+	totals, err := q.AccountTotals(ctx)
+	if err != nil {
+		return fmt.Errorf("reconciliation: system account totals: %w", err)
+	}
+	for _, a := range totals {
+		s.AccountProblems = append(s.AccountProblems, AccountMismatch{Owner: a.Owner, Currency: a.Currency, Expected: a.Expected, Actual: a.Actual})
+	}
+	s.AccountMismatches = int64(len(totals))
+	return nil
 }
 
 // discrepancyAlert names what is wrong: one alert per run.
@@ -338,9 +445,25 @@ func discrepancyAlert(run Run) alert.Alert {
 	if s.OpenHolds > 0 {
 		parts = append(parts, fmt.Sprintf("%d finished payout(s) with a hold not zero", s.OpenHolds))
 	}
+	shares := shareProblems(s)
+	if s.HoldMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d unfinished payout(s) whose hold is not what their state says", s.HoldMismatches))
+	}
+	if s.DisputeMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d dispute(s) whose share of the disputes account is not what their state says", s.DisputeMismatches))
+	}
+	if s.ReceivableMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d user(s) whose owed is not their share of receivables", s.ReceivableMismatches))
+	}
+	if s.AccountMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d system account(s) whose balance is not what they hold money for", s.AccountMismatches))
+	}
 	summary := "ledger reconciliation failed: " + strings.Join(parts, ", ")
 	if len(wallets) > 0 {
 		summary += "; wallets: " + strings.Join(wallets, "; ")
+	}
+	if len(shares) > 0 {
+		summary += "; " + strings.Join(shares, "; ")
 	}
 	return alert.Alert{
 		Key:      AlertKey,
@@ -350,6 +473,9 @@ func discrepancyAlert(run Run) alert.Alert {
 			"run_id": run.ID, "wallet_mismatches": s.WalletMismatches, "negative_wallets": s.NegativeWallets,
 			"unbalanced_transactions": s.UnbalancedTransactions, "wallets": wallets, "transactions": txs,
 			"open_holds": s.OpenHolds, "holds": holds,
+			"hold_mismatches": s.HoldMismatches, "dispute_mismatches": s.DisputeMismatches,
+			"receivable_mismatches": s.ReceivableMismatches, "account_mismatches": s.AccountMismatches,
+			"disagreements": shares,
 		},
 	}
 }
@@ -368,4 +494,35 @@ func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
 		return Run{}, fmt.Errorf("decode reconciliation run %d: %w", run.ID, err)
 	}
 	return run, nil
+}
+
+// shareProblems names, for the alert, the first alertListed disagreements
+// of each kind that checkShares found: which account, which payout,
+// dispute or user, expected against actual.
+func shareProblems(s Summary) []string {
+	var out []string
+	for i, h := range s.HeldPayouts {
+		if i == alertListed {
+			break
+		}
+		out = append(out, fmt.Sprintf("payout_holds: payout %s (user %s, %s) expected=%d actual=%d %s",
+			h.PayoutID, h.UserID, h.Status, h.Expected, h.Actual, h.Currency))
+	}
+	for i, d := range s.Disputes {
+		if i == alertListed {
+			break
+		}
+		out = append(out, fmt.Sprintf("disputes: dispute %s (user %s, %s) expected=%d actual=%d %s",
+			d.Dispute, d.UserID, d.State, d.Expected, d.Actual, d.Currency))
+	}
+	for i, r := range s.Receivables {
+		if i == alertListed {
+			break
+		}
+		out = append(out, fmt.Sprintf("receivables: user %s owed=%d receivables say=%d %s", r.UserID, r.Owed, r.LedgerOwed, r.Currency))
+	}
+	for _, a := range s.AccountProblems {
+		out = append(out, fmt.Sprintf("%s/%s expected=%d actual=%d", a.Owner, a.Currency, a.Expected, a.Actual))
+	}
+	return out
 }

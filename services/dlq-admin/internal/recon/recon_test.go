@@ -332,7 +332,10 @@ func TestFinishedPayoutWithAHoldLeftIsFlagged(t *testing.T) {
 	require.Equal(t, int64(1), run.Summary.OpenHolds)
 	require.Equal(t, []recon.OpenHold{{PayoutID: "0193a9c8-0000-7000-8000-0000000000a1", Status: "FINALIZED", Currency: "usd", Held: 700}},
 		run.Summary.Holds)
-	require.Equal(t, int64(1), run.Summary.Discrepancies())
+	// The holds account is off by the same money: it holds the 200 of
+	// the payout in review and the 700 nobody holds any more.
+	require.Equal(t, []recon.AccountMismatch{{Owner: "payout_holds", Currency: "usd", Expected: 200, Actual: 900}}, run.Summary.AccountProblems)
+	require.Equal(t, int64(2), run.Summary.Discrepancies())
 	require.Eventually(t, func() bool { return len(b.hook.got()) == 1 }, 30*time.Second, 10*time.Millisecond)
 	require.Contains(t, b.hook.got()[0]["summary"], "1 finished payout(s) with a hold not zero")
 }

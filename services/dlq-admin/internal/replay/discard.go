@@ -2,14 +2,86 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
+
+// ErrHoldsMoney means a letter to discard is about a payout that still
+// holds money: unfinished, its hold neither settled nor released. Nothing
+// was discarded (409, code holds_money).
+var ErrHoldsMoney = errors.New("dead letter's payout still holds money")
+
+// HeldLetter is a letter whose payout still holds money.
+type HeldLetter struct {
+	LetterID int64
+	PayoutID string
+	Status   string
+}
+
+// HoldsMoneyError names the letters a discard refused and their payouts.
+type HoldsMoneyError struct{ Letters []HeldLetter }
+
+// maxNamed is how many letters a HoldsMoneyError's message names.
+const maxNamed = 5
+
+func (e *HoldsMoneyError) Error() string {
+	var named []string
+	for i, l := range e.Letters {
+		if i == maxNamed {
+			named = append(named, fmt.Sprintf("and %d more", len(e.Letters)-maxNamed))
+			break
+		}
+		named = append(named, fmt.Sprintf("letter %d: payout %s is %s", l.LetterID, l.PayoutID, l.Status))
+	}
+	return fmt.Sprintf("refused: %s with its hold neither settled nor released (%s); "+
+		"discarding would leave the money held with nobody asked: replay the letter, or resolve the payout "+
+		"(POST /v1/payouts/{id}/resolve) first", plural(len(e.Letters)), strings.Join(named, "; "))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return "the dead letter's payout is unfinished"
+	}
+	return fmt.Sprintf("%d dead letters' payouts are unfinished", n)
+}
+
+// Is makes errors.Is(err, ErrHoldsMoney) true.
+func (e *HoldsMoneyError) Is(target error) bool { return target == ErrHoldsMoney }
+
+// refuseHeld answers a *HoldsMoneyError when any of the letters ids is
+// about a payout that still holds money. A discard closes a letter for
+// good: the payout command or PSP outcome it carried would never be
+// applied, and the hold would stay with nothing watching it. Once the
+// payout is resolved (settled or released), or before it held anything,
+// its letters may be discarded. The payout is read without a lock: a
+// refusal is never wrong for long (a settlement committing meanwhile only
+// makes the operator ask again), and a hold posted just after a discard
+// was allowed comes from a payout command still alive elsewhere, which
+// this letter's discard does not strand.
+func refuseHeld(ctx context.Context, q *sqlcdb.Queries, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.LettersHoldingMoney(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("look up the payouts of dead letters: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	held := make([]HeldLetter, len(rows))
+	for i, r := range rows {
+		held[i] = HeldLetter{LetterID: r.DeadLetterID, PayoutID: r.PayoutID, Status: r.Status}
+	}
+	return &HoldsMoneyError{Letters: held}
+}
 
 // BulkDiscardRequest selects open letters to close without a replay: those
 // matching Match (its status may only be open or empty) and, when IDs is
@@ -77,7 +149,8 @@ type BulkDiscarded struct {
 // transaction: they are locked, marked discarded with the reason, and each
 // gets its own audit_log row, plus one row for the bulk action. A letter
 // resolved by someone else meanwhile is left as it is. A dry run changes
-// nothing.
+// nothing. The whole request is refused (*HoldsMoneyError) when a letter
+// it would discard is about a payout that still holds money.
 func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscardRequest) (BulkDiscarded, error) {
 	req = req.withDefaults()
 	if err := req.Validate(); err != nil {
@@ -98,6 +171,9 @@ func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscard
 		}
 		ids, err := store.LockOpen(ctx, tx, sel, req.Max)
 		if err != nil {
+			return err
+		}
+		if err := refuseHeld(ctx, s.q.WithTx(tx), ids); err != nil {
 			return err
 		}
 		now := s.now()
@@ -131,6 +207,9 @@ func (s *Service) previewDiscard(ctx context.Context, req BulkDiscardRequest) (B
 	}
 	ids, err := s.store.OpenIDs(ctx, sel, min(req.Max, PreviewIDs))
 	if err != nil {
+		return BulkDiscarded{}, err
+	}
+	if err := refuseHeld(ctx, s.q, ids); err != nil {
 		return BulkDiscarded{}, err
 	}
 	if ids == nil {

@@ -47,6 +47,14 @@
 // becomes a new letter carrying the replay_of header, which the replayed
 // letter's detail lists (store.DeadLetter.FailedAgainAs).
 //
+// A discard (one letter, or in bulk; the REST API, the console and
+// aegisctl all come here) is refused, discarding nothing, while a letter it
+// would close is about a payout that still holds money: not SUCCEEDED or
+// FINALIZED, its hold posted and neither settled nor released
+// (ErrHoldsMoney, 409 holds_money). A discarded payout command is never
+// applied, so its hold would wait with nobody asked; once the payout is
+// resolved (or if it never held anything) its letters may go.
+//
 // Bulk replay creates a replay_jobs row (the operator's record: progress,
 // counts, cancel) and, in the same transaction, the River job that works it
 // (JobArgs, queue "replay"; package jobs runs the River client). Worker does

@@ -255,7 +255,8 @@ func replaySpan(ctx context.Context, id int64, headers map[string]string) (conte
 
 // Discard closes letter id for good on behalf of actor, with a mandatory
 // reason, in one transaction. Errors: a *store.InvalidError for the reason,
-// store.ErrNotFound, ErrNotOpen.
+// store.ErrNotFound, ErrNotOpen, ErrHoldsMoney (its payout still holds
+// money: resolve the payout first).
 func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (store.Summary, error) {
 	reason = strings.TrimSpace(reason)
 	if err := checkReason(reason, true); err != nil {
@@ -269,6 +270,9 @@ func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (
 		}
 		if d.Status != store.StatusOpen {
 			return &NotOpenError{ID: id, Status: d.Status}
+		}
+		if err := refuseHeld(ctx, s.q.WithTx(tx), []int64{id}); err != nil {
+			return err
 		}
 		now := s.now()
 		if out, err = store.MarkDiscarded(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}); err != nil {

@@ -72,7 +72,7 @@ func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.B
 		summary := fmt.Sprintf("bulk replay of %d dead letters (threshold %d)", p.WouldReplay, s.cfg.Threshold)
 		q := s.q.WithTx(tx)
 		id, err := q.InsertApproval(ctx, sqlcdb.InsertApprovalParams{Kind: KindBulkReplay, TargetID: "",
-			Request: body, Summary: summary, RequestedBy: actor, CreatedAt: now})
+			Request: body, Summary: summary, RequestedBy: actor, RequestedPerson: s.persons.Of(actor), CreatedAt: now})
 		if err != nil {
 			return fmt.Errorf("record approval of a bulk replay: %w", err)
 		}
@@ -164,8 +164,14 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 		if a.Status != ApprovalPending {
 			return fmt.Errorf("%w: approval %d is %s", ErrApprovalDecided, id, a.Status)
 		}
-		if approve && a.RequestedBy == actor {
-			return ErrSameOperator
+		if approve {
+			same, err := s.samePerson(ctx, q, a, actor)
+			if err != nil {
+				return err
+			}
+			if same {
+				return ErrSameOperator
+			}
 		}
 		now := s.now()
 		status, result := ApprovalRejected, ""
@@ -203,12 +209,12 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 			status, result = ApprovalApproved, strconv.FormatInt(j.ID, 10)
 			detail["replay_job_id"] = j.ID
 		}
-		row, err = q.DecideApproval(ctx, sqlcdb.DecideApprovalParams{ID: id, Status: status, DecidedBy: actor,
-			DecisionReason: reason, ResultID: result, DecidedAt: now})
+		decided, err := q.DecideApproval(ctx, sqlcdb.DecideApprovalParams{ID: id, Status: status, DecidedBy: actor,
+			DecisionReason: reason, ResultID: result, DecidedAt: now, DecidedPerson: s.persons.Of(actor)})
 		if err != nil {
 			return fmt.Errorf("decide approval %d: %w", id, err)
 		}
-		out = Approval(row)
+		out = Approval(decided)
 		action := ActionReject
 		if approve {
 			action = ActionApprove
@@ -224,4 +230,19 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 	}
 	s.logger.InfoContext(ctx, "approval decided", "approval_id", id, "status", out.Status, "actor", actor)
 	return out, nil
+}
+
+// samePerson reports whether actor is the person who asked for approval a:
+// the person recorded with the request (normalised), or, for a request
+// from before persons were recorded, the person its token names now. Two
+// tokens of one person, or two spellings of one name, are one person.
+func (s *Service) samePerson(ctx context.Context, q *sqlcdb.Queries, a Approval, actor string) (bool, error) {
+	if s.persons.Same(a.RequestedBy, actor) {
+		return true, nil
+	}
+	requester, err := q.ApprovalRequester(ctx, a.ID)
+	if err != nil {
+		return false, fmt.Errorf("approval %d: its requester: %w", a.ID, err)
+	}
+	return requester != "" && requester == s.persons.Of(actor), nil
 }

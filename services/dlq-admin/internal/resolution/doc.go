@@ -15,9 +15,13 @@
 // /v1/resolutions/{id} shows.
 //
 // With a second approver required, nothing is sent until a different
-// operator approves: the resolution waits as awaiting_approval with an
-// approvals row, and a bulk replay of more than SECOND_APPROVER_THRESHOLD
-// letters waits as an approval holding its request; the approval creates
-// the job in the same transaction. The requester may not approve their own
-// request (403; the table refuses it too).
+// person approves: a resolution of a payout of more than
+// SECOND_APPROVER_RESOLUTION_AMOUNT (0: every one) waits as
+// awaiting_approval with an approvals row, and a bulk replay of more than
+// SECOND_APPROVER_THRESHOLD letters waits as an approval holding its
+// request; the approval creates the job in the same transaction. The
+// requester may not approve their own request, through this token or
+// another token of theirs, under any spelling of their name (403; package
+// person says who holds a token; the table refuses it too: each approval
+// records the requester's and the approver's person).
 package resolution

@@ -4,7 +4,7 @@
 -- text on the Go side (::text::uuid).
 
 -- name: PayoutForResolution :one
-SELECT user_id, status FROM payouts WHERE id = (@payout_id::text)::uuid;
+SELECT user_id, status, amount FROM payouts WHERE id = (@payout_id::text)::uuid;
 
 -- name: PayoutCorrelation :one
 SELECT correlation_id FROM payouts WHERE id = (@payout_id::text)::uuid;
@@ -47,9 +47,14 @@ ORDER BY r.created_at DESC
 LIMIT 100;
 
 -- name: InsertApproval :one
-INSERT INTO approvals (kind, target_id, request, summary, requested_by, created_at)
-VALUES (@kind, @target_id, @request, @summary, @requested_by, @created_at)
+INSERT INTO approvals (kind, target_id, request, summary, requested_by, requested_person, created_at)
+VALUES (@kind, @target_id, @request, @summary, @requested_by, @requested_person::text, @created_at)
 RETURNING id;
+
+-- name: ApprovalRequester :one
+-- The requester's person as recorded when the approval was asked for; ''
+-- for an approval from before persons were recorded.
+SELECT coalesce(requested_person, '')::text AS requested_person FROM approvals WHERE id = @id;
 
 -- name: GetApproval :one
 SELECT id, kind, target_id, request, summary, requested_by, status, decided_by, decision_reason, result_id, created_at, decided_at
@@ -69,6 +74,6 @@ LIMIT @max_rows;
 
 -- name: DecideApproval :one
 UPDATE approvals SET status = @status, decided_by = @decided_by::text, decision_reason = nullif(@decision_reason::text, ''),
-    result_id = nullif(@result_id::text, ''), decided_at = @decided_at::timestamptz
+    result_id = nullif(@result_id::text, ''), decided_at = @decided_at::timestamptz, decided_person = @decided_person::text
 WHERE id = @id AND status = 'pending'
 RETURNING id, kind, target_id, request, summary, requested_by, status, decided_by, decision_reason, result_id, created_at, decided_at;

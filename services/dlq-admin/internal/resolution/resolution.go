@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -65,12 +66,17 @@ var (
 // objectIDPattern is a PSP object id: po_…, tr_…, TRF_…, a reference.
 var objectIDPattern = regexp.MustCompile(`^[A-Za-z0-9_\-.:]+$`)
 
-// Config is REQUIRE_SECOND_APPROVER and SECOND_APPROVER_THRESHOLD.
+// Config is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
+// SECOND_APPROVER_RESOLUTION_AMOUNT.
 type Config struct {
 	RequireSecondApprover bool
 	// Threshold: a bulk replay of more letters than this needs a second
 	// operator (with RequireSecondApprover).
 	Threshold int
+	// ResolutionAmount: a resolution of a payout of more than this (in the
+	// currency's minor units) needs a second operator (with
+	// RequireSecondApprover); 0, the default, is every resolution.
+	ResolutionAmount int64
 }
 
 // Service records resolutions and approvals.
@@ -82,6 +88,9 @@ type Service struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	notifier interface{ Notify() }
+	// persons says which person holds each token (four-eyes compares
+	// persons); nil: every token is a person of its own name.
+	persons *person.Directory
 }
 
 // New returns a Service; replays creates the bulk replay jobs approvals
@@ -89,6 +98,12 @@ type Service struct {
 func New(pool *pgxpool.Pool, replays *replay.Service, cfg Config, deps lifecycle.Deps) *Service {
 	deps = deps.WithDefaults()
 	return &Service{pool: pool, q: sqlcdb.New(pool), replays: replays, cfg: cfg, logger: deps.Logger.With("component", "resolution"), now: deps.Clock}
+}
+
+// WithPersons sets who holds each token (DLQ_ADMIN_TOKEN_PERSONS).
+func (s *Service) WithPersons(d *person.Directory) *Service {
+	s.persons = d
+	return s
 }
 
 // WithNotifier wakes the relays after a commit that wrote a command.
@@ -187,7 +202,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 		}
 		now := s.now()
 		st := StatusPending
-		if s.cfg.RequireSecondApprover {
+		if s.cfg.RequireSecondApprover && p.Amount > s.cfg.ResolutionAmount {
 			st = StatusAwaitingApproval
 		}
 		id := uuid.Must(uuid.NewV7()).String()
@@ -207,7 +222,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 		} else {
 			summary := fmt.Sprintf("resolve payout %s as %s (evidence %s)", payoutID, req.Outcome, req.PSPObjectID)
 			aid, err := q.InsertApproval(ctx, sqlcdb.InsertApprovalParams{Kind: KindPayoutResolution, TargetID: id,
-				Request: []byte("{}"), Summary: summary, RequestedBy: actor, CreatedAt: now})
+				Request: []byte("{}"), Summary: summary, RequestedBy: actor, RequestedPerson: s.persons.Of(actor), CreatedAt: now})
 			if err != nil {
 				return fmt.Errorf("record approval of resolution %s: %w", id, err)
 			}

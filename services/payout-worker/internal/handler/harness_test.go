@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,7 +89,16 @@ type pspProxy struct {
 	// failLookups makes lookups answer 500, after the first passLookups.
 	failLookups atomic.Bool
 	passLookups atomic.Int64
-	url         string
+	// rewriteLookups, when set, rewrites the body of every lookup answer
+	// (a PSP whose record differs from the stand-in's).
+	rewriteLookups atomic.Pointer[func([]byte) []byte]
+	url            string
+}
+
+// isLookup reports whether r looks a payout up at the PSP.
+func isLookup(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
+		strings.HasPrefix(r.URL.Path, "/transfer/verify/"))
 }
 
 func newPSPProxy(t *testing.T, target string) *pspProxy {
@@ -95,10 +106,23 @@ func newPSPProxy(t *testing.T, target string) *pspProxy {
 	require.NoError(t, err)
 	p := &pspProxy{}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		rewrite := p.rewriteLookups.Load()
+		if rewrite == nil || !isLookup(resp.Request) {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		body = (*rewrite)(body)
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lookup := r.Method == http.MethodGet && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
-			strings.HasPrefix(r.URL.Path, "/transfer/verify/"))
-		if lookup && p.failLookups.Load() && p.passLookups.Add(-1) < 0 {
+		if isLookup(r) && p.failLookups.Load() && p.passLookups.Add(-1) < 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"lookups are down (test proxy)"}}`))
@@ -125,6 +149,8 @@ type options struct {
 	settlementDelay time.Duration
 	// creditWait is MONEY_BACK_CREDIT_WAIT (default 0: at once).
 	creditWait time.Duration
+	// withoutPSP is a provider the worker has no client for.
+	withoutPSP string
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -179,6 +205,9 @@ func setup(t *testing.T, o options) *world {
 		"stripe":   psp.NewStripe("sk_test_aegis", w.pspProxy.url, httpClient),
 		"paystack": psp.NewPaystack("sk_test_paystack", w.pspProxy.url, httpClient),
 	} {
+		if name == o.withoutPSP {
+			continue
+		}
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)

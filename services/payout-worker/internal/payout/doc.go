@@ -75,8 +75,10 @@
 // resolution of a NEEDS_REVIEW payout (paid or failed, with a reason and
 // the PSP object id as evidence) as a payout.resolution command on
 // aegis.transactions. The worker checks it against the PSP's own record
-// (a lookup) and refuses it when the PSP contradicts it, never giving a
-// hold back while the PSP paid; otherwise it settles or releases the hold
+// (a lookup) and applies it only on that record: paid on the named object,
+// paid, with the payout's amount, currency and id; failed when the PSP has
+// no live object. Otherwise it refuses it, never giving a hold back while
+// the PSP may pay; otherwise it settles or releases the hold
 // in one transaction with the verdict on payout_resolutions, idempotent by
 // resolution id.
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,17 +80,21 @@ type pspAnswer struct {
 //
 // The operator's word is evidence, checked against the PSP's own record
 // first (a lookup by the payout's id, as the sweeper does, outside any
-// transaction). The resolution is refused, and nothing moves, when the PSP
-// contradicts it: it has the object paid and the operator says failed (the
-// money must not come back while the PSP paid), or failed and the operator
-// says paid; the object is still pending there; it is another object than
-// the evidence names or does not match the payout; the PSP could not be
-// asked (a lookup error proves nothing: resolve again); or it has no object
-// but a request whose outcome is unknown may still be executing (the settle
-// window). When the PSP answers it has no object for the payout (often why
-// it is in review), or no client for its provider is configured, the
-// operator's evidence decides. A paid resolution of a payout whose hold was
-// already released is refused: there is no hold left to settle.
+// transaction); see judge. The resolution is refused, and nothing moves,
+// when the PSP contradicts it: it has the object paid and the operator says
+// failed (the money must not come back while the PSP paid), or failed and
+// the operator says paid; the object is still pending there; it is another
+// object than the evidence names, or its amount, currency or payout id
+// (metadata payout_id, Paystack reference) are not the payout's; the PSP
+// has no object for the payout and the operator says paid; the PSP could
+// not be asked (a lookup error, or no client for the provider: resolve
+// again); or it has no object but a request whose outcome is unknown may
+// still be executing (the settle window). A failed resolution of a payout
+// the PSP has no object for, past the settle window, is applied: the PSP
+// itself says nothing is live. A paid resolution of a payout whose hold
+// was already released is refused: there is no hold left to settle. The
+// verdict and its reason are on payout_resolutions (status, psp_answer),
+// which dlq-admin shows the operator.
 //
 // Idempotent by resolution id: the resolution row is locked and decided
 // once; a replayed or redelivered command finds it decided and changes
@@ -214,17 +219,29 @@ func (pr *Processor) lookUpForResolution(ctx context.Context, p *Payout) pspAnsw
 }
 
 // judge says what the PSP answered (for the record) and why the resolution
-// must be refused, or "" when it may be applied.
+// must be refused, or "" when it may be applied. The operator's word moves
+// money only on the PSP's own record: paid needs the PSP's object for this
+// payout, the very object the operator names, paid, for the payout's
+// amount and currency and carrying its id; failed needs the PSP to say
+// there is no live object (none at all once the settle window has passed,
+// or the object the operator names, failed). Without an answer from the
+// PSP (no client, a failed lookup) nothing is decided.
 func (pr *Processor) judge(ctx context.Context, tx pgx.Tx, p *Payout, r *resolution, ans pspAnswer) (answer, refusal string, err error) {
 	if p.Status != NeedsReview {
 		return "not asked", fmt.Sprintf("the payout is %s, not NEEDS_REVIEW", p.Status), nil
 	}
 	switch {
 	case !ans.asked:
-		answer = fmt.Sprintf("no client for provider %s is configured: the operator's evidence decides", p.Provider)
+		answer = fmt.Sprintf("no client for provider %s is configured", p.Provider)
+		return answer, fmt.Sprintf("the PSP's record cannot be checked (no %s client is configured): "+
+			"a resolution moves money only on the PSP's own record", p.Provider), nil
 	case errors.Is(ans.err, psp.ErrNotFound):
-		answer = "the PSP has no object for the payout: the operator's evidence decides"
-		if r.outcome == event.ResolutionFailed && !pr.settled(p) {
+		answer = "the PSP has no object for the payout"
+		if r.outcome == event.ResolutionPaid {
+			return answer, fmt.Sprintf("the PSP has no object carrying this payout's id, so %s cannot be its payment: "+
+				"nothing is settled on an object the PSP does not tie to the payout", r.pspObjectID), nil
+		}
+		if !pr.settled(p) {
 			return answer, fmt.Sprintf("a request whose outcome is unknown may still be executing at the PSP until %s; "+
 				"resolve again after that", pr.settleAt(p).UTC().Format(time.RFC3339)), nil
 		}
@@ -234,11 +251,13 @@ func (pr *Processor) judge(ctx context.Context, tx pgx.Tx, p *Payout, r *resolut
 	default:
 		answer = fmt.Sprintf("object %s is %q", ans.res.Reference, ans.res.Status)
 		switch {
-		case ans.res.Reference != "" && ans.res.Reference != r.pspObjectID:
+		case ans.res.Reference == "":
+			return answer, "the PSP's answer names no object id, so the evidence could not be checked", nil
+		case ans.res.Reference != r.pspObjectID:
 			return answer, fmt.Sprintf("the PSP's object for this payout is %s, not %s as the evidence says",
 				ans.res.Reference, r.pspObjectID), nil
-		case lookupMismatch(p, ans.res) != "":
-			return answer, "the PSP's object does not match the payout: " + lookupMismatch(p, ans.res), nil
+		case evidenceMismatch(p, ans.res) != "":
+			return answer, "the PSP's object does not match the payout: " + evidenceMismatch(p, ans.res), nil
 		case ans.res.Failed && r.outcome == event.ResolutionPaid:
 			return answer, "the PSP says the payout failed, the operator says paid", nil
 		case ans.res.Final && !ans.res.Failed && r.outcome == event.ResolutionFailed:
@@ -253,10 +272,31 @@ func (pr *Processor) judge(ctx context.Context, tx pgx.Tx, p *Payout, r *resolut
 			return "", "", err
 		}
 		if released {
-			return answer, "the payout's hold was already released: there is no hold to settle; recover the money by hand", nil
+			return answer, "the payout's hold was already released: there is no hold left to settle; recover the money by hand", nil
 		}
 	}
 	return answer, "", nil
+}
+
+// evidenceMismatch says how the looked-up object differs from the payout,
+// strictly: unlike the sweeper's lookupMismatch, an object that does not
+// state its amount, currency or payout id does not match (a resolution
+// settles or releases a hold on it).
+func evidenceMismatch(p *Payout, res psp.Result) string {
+	var why []string
+	if res.Amount != p.Amount {
+		why = append(why, fmt.Sprintf("amount %d, payout's %d", res.Amount, p.Amount))
+	}
+	if !strings.EqualFold(res.Currency, p.Currency) {
+		why = append(why, fmt.Sprintf("currency %q, payout's %q", res.Currency, p.Currency))
+	}
+	if res.PayoutID != p.ID.String() {
+		why = append(why, fmt.Sprintf("it carries payout id %q (metadata payout_id / reference), not this payout's", res.PayoutID))
+	}
+	if p.PSPReference != "" && res.Reference != p.PSPReference {
+		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", res.Reference, p.PSPReference))
+	}
+	return strings.Join(why, "; ")
 }
 
 func decide(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, answer string, at time.Time) error {

@@ -110,7 +110,7 @@ func result(ans paystackAnswer) Result {
 	}
 	return Result{Reference: ref, Status: ans.Data.Status, Final: ans.Data.Status == "success",
 		Failed: ans.Data.Status == "failed" || ans.Data.Status == "reversed", Amount: ans.Data.Amount,
-		Currency: strings.ToLower(ans.Data.Currency)}
+		Currency: strings.ToLower(ans.Data.Currency), PayoutID: ans.Data.Reference}
 }
 
 func (p *Paystack) do(ctx context.Context, method, path string, body []byte, idemKey string) (paystackAnswer, int, http.Header, error) {

@@ -77,6 +77,12 @@ type Result struct {
 	// Amount and Currency are the object's, when the PSP says (lookups).
 	Amount   int64
 	Currency string
+	// PayoutID is our payout id as the looked-up object carries it: Stripe
+	// metadata[payout_id] on the Payout or Transfer, the Paystack
+	// transfer's reference (we create it with the payout id as reference).
+	// An operator's resolution is applied only on an object that carries
+	// its payout's id.
+	PayoutID string
 }
 
 // Client sends payouts to one provider.

@@ -80,10 +80,15 @@ const maxLookupObjects = 10_000
 
 // FindPayout finds the Payout or Transfer whose metadata[payout_id] is the
 // payout id. Transfers are listed by their transfer_group (the payout id);
-// payouts by creation time, from a minute before l.Since.
+// payouts by creation time, from a minute before l.Since. Stripe lists
+// newest first (its list endpoints' documented order); a failed object
+// answers only once the listing has no live one for the payout.
 func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 	since := stripe.Int64(l.Since.Add(-time.Minute).Unix())
 	seen := 0
+	// found is the best object so far: a live one ends the listing, a
+	// failed one is kept while the listing looks for a live one.
+	var found *Result
 	if strings.HasPrefix(l.Destination, "acct_") {
 		params := &stripe.TransferListParams{TransferGroup: stripe.String(l.PayoutID),
 			CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
@@ -93,11 +98,14 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 		for it.Next() {
 			tr := it.Transfer()
 			if tr.Metadata["payout_id"] == l.PayoutID {
-				res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency)}
+				res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency),
+					PayoutID: tr.Metadata["payout_id"]}
 				if tr.Reversed {
-					res = Result{Reference: tr.ID, Status: "reversed", Failed: true, Amount: tr.Amount, Currency: string(tr.Currency)}
+					res.Status, res.Final, res.Failed = "reversed", false, true
 				}
-				return res, nil
+				if found = prefer(found, res); !found.Failed {
+					return *found, nil
+				}
 			}
 			if seen++; seen >= maxLookupObjects {
 				return Result{}, unknownOutcome("stripe", "transfer lookup listed too many transfers", nil)
@@ -106,7 +114,7 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 		if err := it.Err(); err != nil {
 			return Result{}, lookupFailed(err)
 		}
-		return Result{}, ErrNotFound
+		return foundOrNot(found)
 	}
 	params := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
 	if l.Destination != "" {
@@ -118,14 +126,17 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 	for it.Next() {
 		po := it.Payout()
 		if po.Metadata["payout_id"] == l.PayoutID {
-			res := Result{Reference: po.ID, Status: string(po.Status), Amount: po.Amount, Currency: string(po.Currency)}
+			res := Result{Reference: po.ID, Status: string(po.Status), Amount: po.Amount, Currency: string(po.Currency),
+				PayoutID: po.Metadata["payout_id"]}
 			switch po.Status {
 			case stripe.PayoutStatusPaid:
 				res.Final = true
 			case stripe.PayoutStatusFailed, stripe.PayoutStatusCanceled:
 				res.Failed = true
 			}
-			return res, nil
+			if found = prefer(found, res); !found.Failed {
+				return *found, nil
+			}
 		}
 		if seen++; seen >= maxLookupObjects {
 			return Result{}, unknownOutcome("stripe", "payout lookup listed too many payouts", nil)
@@ -134,7 +145,26 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 	if err := it.Err(); err != nil {
 		return Result{}, lookupFailed(err)
 	}
-	return Result{}, ErrNotFound
+	return foundOrNot(found)
+}
+
+// prefer keeps the first object found unless it failed and next did not:
+// a payout sent again under a new key can have a failed object and a live
+// one, and the live one is what the payout's money follows (a lookup that
+// answered the failed one would let the hold be released while the PSP
+// pays the other).
+func prefer(found *Result, next Result) *Result {
+	if found == nil || (found.Failed && !next.Failed) {
+		return &next
+	}
+	return found
+}
+
+func foundOrNot(found *Result) (Result, error) {
+	if found == nil {
+		return Result{}, ErrNotFound
+	}
+	return *found, nil
 }
 
 // lookupFailed classifies a failed lookup: whatever the PSP said, the

@@ -10,6 +10,74 @@ import (
 	"time"
 )
 
+const accountTotals = `-- name: AccountTotals :many
+WITH actual AS (
+    SELECT w.owner, w.currency, coalesce(sum(e.amount), 0)::bigint AS balance
+    FROM wallets w
+    LEFT JOIN ledger_entries e ON e.wallet_id = w.id
+    WHERE w.kind = 'system' AND w.owner IN ('receivables', 'disputes', 'payout_holds')
+    GROUP BY w.owner, w.currency
+), expected AS (
+    SELECT 'receivables'::text AS owner, currency, -sum(owed)::bigint AS balance
+    FROM wallets WHERE kind = 'user' GROUP BY currency
+    UNION ALL
+    SELECT 'disputes', currency, sum(amount)::bigint
+    FROM payment_returns WHERE kind = 'dispute' AND state = 'open' GROUP BY currency
+    UNION ALL
+    SELECT 'payout_holds', p.currency, sum(p.amount)::bigint
+    FROM payouts p
+    WHERE p.status IN ('SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING')
+       OR (p.status = 'NEEDS_REVIEW' AND NOT EXISTS (
+           SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_release' AND t.reference = p.id::text))
+    GROUP BY p.currency
+), totals AS (
+    SELECT owner, currency, sum(balance)::bigint AS balance FROM expected GROUP BY owner, currency
+)
+SELECT coalesce(a.owner, x.owner)::text AS owner, coalesce(a.currency, x.currency)::text AS currency,
+       coalesce(x.balance, 0)::bigint AS expected, coalesce(a.balance, 0)::bigint AS actual
+FROM actual a
+FULL JOIN totals x ON x.owner = a.owner AND x.currency = a.currency
+WHERE coalesce(a.balance, 0) <> coalesce(x.balance, 0)
+ORDER BY 1, 2
+`
+
+type AccountTotalsRow struct {
+	Owner    string
+	Currency string
+	Expected int64
+	Actual   int64
+}
+
+// The system accounts whose balance is not what the rest of the database
+// says it must be (docs/accounting.md): receivables = −Σ owed of the
+// wallets, disputes = Σ open disputes, payout holds = Σ of the payouts
+// holding money (as UnfinishedHolds judges each). Per currency; an entry
+// that belongs to no user, dispute or payout shows here.
+func (q *Queries) AccountTotals(ctx context.Context) ([]AccountTotalsRow, error) {
+	rows, err := q.db.Query(ctx, accountTotals)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AccountTotalsRow
+	for rows.Next() {
+		var i AccountTotalsRow
+		if err := rows.Scan(
+			&i.Owner,
+			&i.Currency,
+			&i.Expected,
+			&i.Actual,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const counts = `-- name: Counts :one
 
 SELECT (SELECT count(*) FROM ledger_transactions)::bigint AS transactions,
@@ -88,6 +156,72 @@ func (q *Queries) LatestRun(ctx context.Context) (ReconciliationRun, error) {
 		&i.Summary,
 	)
 	return i, err
+}
+
+const openDisputes = `-- name: OpenDisputes :many
+WITH shares AS (
+    SELECT r.provider, r.object_id, r.user_id, r.currency, r.state, r.amount,
+           coalesce(sum(e.amount) FILTER (WHERE w.id IS NOT NULL), 0)::bigint AS actual
+    FROM payment_returns r
+    LEFT JOIN ledger_transactions t ON t.reference = r.provider || ':' || r.object_id
+         AND t.kind IN ('dispute_hold', 'dispute_release', 'dispute_loss')
+    LEFT JOIN ledger_entries e ON e.transaction_id = t.id
+    LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'disputes'
+         AND w.currency = r.currency
+    WHERE r.kind = 'dispute'
+    GROUP BY r.provider, r.object_id, r.user_id, r.currency, r.state, r.amount
+), judged AS (
+    SELECT provider, object_id, user_id, currency, state, actual,
+           (CASE WHEN state = 'open' THEN amount ELSE 0 END)::bigint AS expected
+    FROM shares
+)
+SELECT (provider || ':' || object_id)::text AS dispute, user_id, currency, state, expected, actual,
+       count(*) OVER () AS total
+FROM judged
+WHERE actual <> expected
+ORDER BY provider, object_id
+LIMIT $1
+`
+
+type OpenDisputesRow struct {
+	Dispute  string
+	UserID   string
+	Currency string
+	State    string
+	Expected int64
+	Actual   int64
+	Total    int64
+}
+
+// Disputes whose share of the disputes account is not what their state
+// says: the disputed amount while open, nothing once won or lost. total is
+// the count before LIMIT.
+func (q *Queries) OpenDisputes(ctx context.Context, maxRows int) ([]OpenDisputesRow, error) {
+	rows, err := q.db.Query(ctx, openDisputes, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenDisputesRow
+	for rows.Next() {
+		var i OpenDisputesRow
+		if err := rows.Scan(
+			&i.Dispute,
+			&i.UserID,
+			&i.Currency,
+			&i.State,
+			&i.Expected,
+			&i.Actual,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const openHolds = `-- name: OpenHolds :many
@@ -232,6 +366,156 @@ func (q *Queries) Unbalanced(ctx context.Context, maxRows int) ([]UnbalancedRow,
 			&i.TransactionID,
 			&i.Currency,
 			&i.Sum,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const unfinishedHolds = `-- name: UnfinishedHolds :many
+WITH shares AS (
+    SELECT p.id, p.user_id, p.status, p.currency, p.amount,
+           coalesce(sum(e.amount) FILTER (WHERE w.id IS NOT NULL), 0)::bigint AS actual,
+           bool_or(t.kind = 'payout_release') AS released
+    FROM payouts p
+    LEFT JOIN ledger_transactions t ON t.reference = p.id::text
+         AND t.kind IN ('payout_hold', 'payout_settle', 'payout_release')
+    LEFT JOIN ledger_entries e ON e.transaction_id = t.id
+    LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
+         AND w.currency = p.currency
+    -- Every state but SUCCEEDED and FINALIZED, listed so that the
+    -- payouts_status_created_idx serves it.
+    WHERE p.status IN ('INITIALIZED', 'SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING',
+                       'FAILED', 'NEEDS_REVIEW')
+    GROUP BY p.id, p.user_id, p.status, p.currency, p.amount
+), judged AS (
+    SELECT id, user_id, status, currency, actual,
+           (CASE WHEN status IN ('INITIALIZED', 'FAILED') THEN 0
+                 WHEN status = 'NEEDS_REVIEW' AND coalesce(released, false) THEN 0
+                 ELSE amount END)::bigint AS expected
+    FROM shares
+)
+SELECT id::text AS payout_id, user_id, status, currency, expected, actual, count(*) OVER () AS total
+FROM judged
+WHERE actual <> expected
+ORDER BY id
+LIMIT $1
+`
+
+type UnfinishedHoldsRow struct {
+	PayoutID string
+	UserID   string
+	Status   string
+	Currency string
+	Expected int64
+	Actual   int64
+	Total    int64
+}
+
+// Payouts not finished whose share of the payout holds account (in the
+// payout's currency) is not what their state says: the whole amount from
+// the hold (posted with the move to SENDING_TO_GATEWAY) until it is settled
+// or released, except a NEEDS_REVIEW payout the PSP paid after its hold was
+// released (nothing left to hold); nothing before the hold (INITIALIZED) or
+// once the payout failed (FAILED: released, or settled and then returned).
+// total is the count before LIMIT.
+func (q *Queries) UnfinishedHolds(ctx context.Context, maxRows int) ([]UnfinishedHoldsRow, error) {
+	rows, err := q.db.Query(ctx, unfinishedHolds, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UnfinishedHoldsRow
+	for rows.Next() {
+		var i UnfinishedHoldsRow
+		if err := rows.Scan(
+			&i.PayoutID,
+			&i.UserID,
+			&i.Status,
+			&i.Currency,
+			&i.Expected,
+			&i.Actual,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const userReceivables = `-- name: UserReceivables :many
+WITH rec AS (
+    SELECT e.transaction_id, e.amount, e.currency, t.kind, t.reference
+    FROM ledger_entries e
+    JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'receivables'
+    JOIN ledger_transactions t ON t.id = e.transaction_id
+), owned AS (
+    SELECT coalesce(
+               (SELECT uw.owner FROM ledger_entries ue
+                JOIN wallets uw ON uw.id = ue.wallet_id AND uw.kind = 'user'
+                WHERE ue.transaction_id = rec.transaction_id LIMIT 1),
+               (SELECT r.user_id FROM payment_returns r
+                WHERE r.provider || ':' || r.object_id = rec.reference
+                  AND r.kind = CASE rec.kind WHEN 'refund' THEN 'refund' ELSE 'dispute' END
+                LIMIT 1)) AS user_id,
+           rec.currency, rec.amount
+    FROM rec
+), per_user AS (
+    SELECT user_id, currency, -sum(amount)::bigint AS ledger_owed
+    FROM owned WHERE user_id IS NOT NULL
+    GROUP BY user_id, currency
+), checked AS (
+    SELECT coalesce(w.owner, p.user_id) AS user_id, coalesce(w.currency, p.currency) AS currency,
+           coalesce(w.owed, 0)::bigint AS owed, coalesce(p.ledger_owed, 0)::bigint AS ledger_owed
+    FROM (SELECT owner, currency, owed FROM wallets WHERE kind = 'user') w
+    FULL JOIN per_user p ON p.user_id = w.owner AND p.currency = w.currency
+)
+SELECT user_id::text AS user_id, currency::text AS currency, owed, ledger_owed, count(*) OVER () AS total
+FROM checked
+WHERE owed <> ledger_owed
+ORDER BY user_id, currency
+LIMIT $1
+`
+
+type UserReceivablesRow struct {
+	UserID     string
+	Currency   string
+	Owed       int64
+	LedgerOwed int64
+	Total      int64
+}
+
+// Users whose owed (on their wallet row) is not their share of the
+// receivables account. A receivables entry belongs to the user whose
+// wallet is in the same transaction (a repayment; a refund or dispute the
+// wallet covered in part) or, when the wallet covered nothing, to the user
+// of the refund or dispute the transaction is named after
+// (payment_returns). Entries that belong to no user are reported by
+// AccountTotals. total is the count before LIMIT.
+func (q *Queries) UserReceivables(ctx context.Context, maxRows int) ([]UserReceivablesRow, error) {
+	rows, err := q.db.Query(ctx, userReceivables, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UserReceivablesRow
+	for rows.Next() {
+		var i UserReceivablesRow
+		if err := rows.Scan(
+			&i.UserID,
+			&i.Currency,
+			&i.Owed,
+			&i.LedgerOwed,
 			&i.Total,
 		); err != nil {
 			return nil, err

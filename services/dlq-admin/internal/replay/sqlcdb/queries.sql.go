@@ -434,6 +434,50 @@ func (q *Queries) JobLetters(ctx context.Context, arg JobLettersParams) ([]JobLe
 	return items, nil
 }
 
+const lettersHoldingMoney = `-- name: LettersHoldingMoney :many
+SELECT d.id AS dead_letter_id, p.id::text AS payout_id, p.status
+FROM dead_letters d
+JOIN payouts p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                              THEN (d.subject->>'payout_id')::uuid END
+WHERE d.id = ANY($1::bigint[])
+  AND p.status NOT IN ('SUCCEEDED', 'FINALIZED')
+  AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
+  AND NOT EXISTS (SELECT 1 FROM ledger_transactions t
+                  WHERE t.kind IN ('payout_settle', 'payout_release') AND t.reference = p.id::text)
+ORDER BY d.id
+`
+
+type LettersHoldingMoneyRow struct {
+	DeadLetterID int64
+	PayoutID     string
+	Status       string
+}
+
+// Of the letters @ids, those about a payout that still holds money: not
+// finished (SUCCEEDED, FINALIZED), its hold posted and neither settled nor
+// released. Discarding such a letter would strand the hold with nobody
+// asked (discard.go). The payout id is cast only when it is a UUID, so a
+// letter whose payload names a malformed one is not an error.
+func (q *Queries) LettersHoldingMoney(ctx context.Context, ids []int64) ([]LettersHoldingMoneyRow, error) {
+	rows, err := q.db.Query(ctx, lettersHoldingMoney, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LettersHoldingMoneyRow
+	for rows.Next() {
+		var i LettersHoldingMoneyRow
+		if err := rows.Scan(&i.DeadLetterID, &i.PayoutID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listJobs = `-- name: ListJobs :many
 SELECT id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at

@@ -3,23 +3,3 @@
 //   sqlc v1.31.1
 
 package sqlcdb
-
-import (
-	"encoding/json"
-	"time"
-)
-
-type Approval struct {
-	ID             int64
-	Kind           string
-	TargetID       string
-	Request        json.RawMessage
-	Summary        string
-	RequestedBy    string
-	Status         string
-	DecidedBy      *string
-	DecisionReason *string
-	ResultID       *string
-	CreatedAt      time.Time
-	DecidedAt      *time.Time
-}

@@ -11,10 +11,23 @@ import (
 	"time"
 )
 
+const approvalRequester = `-- name: ApprovalRequester :one
+SELECT coalesce(requested_person, '')::text AS requested_person FROM approvals WHERE id = $1
+`
+
+// The requester's person as recorded when the approval was asked for; ”
+// for an approval from before persons were recorded.
+func (q *Queries) ApprovalRequester(ctx context.Context, id int64) (string, error) {
+	row := q.db.QueryRow(ctx, approvalRequester, id)
+	var requested_person string
+	err := row.Scan(&requested_person)
+	return requested_person, err
+}
+
 const decideApproval = `-- name: DecideApproval :one
 UPDATE approvals SET status = $1, decided_by = $2::text, decision_reason = nullif($3::text, ''),
-    result_id = nullif($4::text, ''), decided_at = $5::timestamptz
-WHERE id = $6 AND status = 'pending'
+    result_id = nullif($4::text, ''), decided_at = $5::timestamptz, decided_person = $6::text
+WHERE id = $7 AND status = 'pending'
 RETURNING id, kind, target_id, request, summary, requested_by, status, decided_by, decision_reason, result_id, created_at, decided_at
 `
 
@@ -24,19 +37,36 @@ type DecideApprovalParams struct {
 	DecisionReason string
 	ResultID       string
 	DecidedAt      time.Time
+	DecidedPerson  string
 	ID             int64
 }
 
-func (q *Queries) DecideApproval(ctx context.Context, arg DecideApprovalParams) (Approval, error) {
+type DecideApprovalRow struct {
+	ID             int64
+	Kind           string
+	TargetID       string
+	Request        json.RawMessage
+	Summary        string
+	RequestedBy    string
+	Status         string
+	DecidedBy      *string
+	DecisionReason *string
+	ResultID       *string
+	CreatedAt      time.Time
+	DecidedAt      *time.Time
+}
+
+func (q *Queries) DecideApproval(ctx context.Context, arg DecideApprovalParams) (DecideApprovalRow, error) {
 	row := q.db.QueryRow(ctx, decideApproval,
 		arg.Status,
 		arg.DecidedBy,
 		arg.DecisionReason,
 		arg.ResultID,
 		arg.DecidedAt,
+		arg.DecidedPerson,
 		arg.ID,
 	)
-	var i Approval
+	var i DecideApprovalRow
 	err := row.Scan(
 		&i.ID,
 		&i.Kind,
@@ -59,9 +89,24 @@ SELECT id, kind, target_id, request, summary, requested_by, status, decided_by, 
 FROM approvals WHERE id = $1
 `
 
-func (q *Queries) GetApproval(ctx context.Context, id int64) (Approval, error) {
+type GetApprovalRow struct {
+	ID             int64
+	Kind           string
+	TargetID       string
+	Request        json.RawMessage
+	Summary        string
+	RequestedBy    string
+	Status         string
+	DecidedBy      *string
+	DecisionReason *string
+	ResultID       *string
+	CreatedAt      time.Time
+	DecidedAt      *time.Time
+}
+
+func (q *Queries) GetApproval(ctx context.Context, id int64) (GetApprovalRow, error) {
 	row := q.db.QueryRow(ctx, getApproval, id)
-	var i Approval
+	var i GetApprovalRow
 	err := row.Scan(
 		&i.ID,
 		&i.Kind,
@@ -130,18 +175,19 @@ func (q *Queries) GetResolution(ctx context.Context, id string) (GetResolutionRo
 }
 
 const insertApproval = `-- name: InsertApproval :one
-INSERT INTO approvals (kind, target_id, request, summary, requested_by, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO approvals (kind, target_id, request, summary, requested_by, requested_person, created_at)
+VALUES ($1, $2, $3, $4, $5, $6::text, $7)
 RETURNING id
 `
 
 type InsertApprovalParams struct {
-	Kind        string
-	TargetID    string
-	Request     json.RawMessage
-	Summary     string
-	RequestedBy string
-	CreatedAt   time.Time
+	Kind            string
+	TargetID        string
+	Request         json.RawMessage
+	Summary         string
+	RequestedBy     string
+	RequestedPerson string
+	CreatedAt       time.Time
 }
 
 func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) (int64, error) {
@@ -151,6 +197,7 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 		arg.Request,
 		arg.Summary,
 		arg.RequestedBy,
+		arg.RequestedPerson,
 		arg.CreatedAt,
 	)
 	var id int64
@@ -203,16 +250,31 @@ type ListApprovalsParams struct {
 	MaxRows int
 }
 
+type ListApprovalsRow struct {
+	ID             int64
+	Kind           string
+	TargetID       string
+	Request        json.RawMessage
+	Summary        string
+	RequestedBy    string
+	Status         string
+	DecidedBy      *string
+	DecisionReason *string
+	ResultID       *string
+	CreatedAt      time.Time
+	DecidedAt      *time.Time
+}
+
 // An empty status lists every status; newest first.
-func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]Approval, error) {
+func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]ListApprovalsRow, error) {
 	rows, err := q.db.Query(ctx, listApprovals, arg.Status, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Approval
+	var items []ListApprovalsRow
 	for rows.Next() {
-		var i Approval
+		var i ListApprovalsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Kind,
@@ -242,9 +304,24 @@ SELECT id, kind, target_id, request, summary, requested_by, status, decided_by, 
 FROM approvals WHERE id = $1 FOR UPDATE
 `
 
-func (q *Queries) LockApproval(ctx context.Context, id int64) (Approval, error) {
+type LockApprovalRow struct {
+	ID             int64
+	Kind           string
+	TargetID       string
+	Request        json.RawMessage
+	Summary        string
+	RequestedBy    string
+	Status         string
+	DecidedBy      *string
+	DecisionReason *string
+	ResultID       *string
+	CreatedAt      time.Time
+	DecidedAt      *time.Time
+}
+
+func (q *Queries) LockApproval(ctx context.Context, id int64) (LockApprovalRow, error) {
 	row := q.db.QueryRow(ctx, lockApproval, id)
-	var i Approval
+	var i LockApprovalRow
 	err := row.Scan(
 		&i.ID,
 		&i.Kind,
@@ -291,12 +368,13 @@ func (q *Queries) PayoutCorrelation(ctx context.Context, payoutID string) (strin
 
 const payoutForResolution = `-- name: PayoutForResolution :one
 
-SELECT user_id, status FROM payouts WHERE id = ($1::text)::uuid
+SELECT user_id, status, amount FROM payouts WHERE id = ($1::text)::uuid
 `
 
 type PayoutForResolutionRow struct {
 	UserID string
 	Status string
+	Amount int64
 }
 
 // All SQL on payout_resolutions and approvals dlq-admin runs, compiled by
@@ -306,7 +384,7 @@ type PayoutForResolutionRow struct {
 func (q *Queries) PayoutForResolution(ctx context.Context, payoutID string) (PayoutForResolutionRow, error) {
 	row := q.db.QueryRow(ctx, payoutForResolution, payoutID)
 	var i PayoutForResolutionRow
-	err := row.Scan(&i.UserID, &i.Status)
+	err := row.Scan(&i.UserID, &i.Status, &i.Amount)
 	return i, err
 }
 

@@ -281,3 +281,49 @@ func TestPendingAtThePSPPastItsDeadlineIsEscalatedAndAnOverdueReviewShows(t *tes
 	require.Equal(t, payout.NeedsReview, w.payout(pid).Status)
 	require.EqualValues(t, 3500, w.balance())
 }
+
+// An INITIALIZED payout is published again once: lost a second time, it is
+// left to the age alert (it holds no money; the client may cancel it)
+// rather than published at every deadline.
+func TestInitializedPayoutIsPublishedAgainOnlyOnce(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(700, "ba_123", "stripe")
+	w.clock.advance(testDeadlines.Initialized + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineRepublished: 1}, w.sweep())
+	require.Equal(t, 1, w.loseCommands())
+
+	w.clock.advance(testDeadlines.Initialized + time.Minute)
+	require.Empty(t, w.sweep())
+	require.Zero(t, w.pendingCommands())
+	require.Equal(t, payout.Initialized, w.payout(pid).Status)
+	require.EqualValues(t, 1, w.gauge("aegis_payout_overdue", payout.Initialized), "visible as overdue")
+	require.Greater(t, w.gauge("aegis_payout_oldest_age_seconds", payout.Initialized), 2*testDeadlines.Initialized.Seconds())
+	require.EqualValues(t, 5000, w.balance(), "nothing held")
+}
+
+// A SENDING_TO_GATEWAY payout resumed once whose retry is lost as well
+// goes to a person: NEEDS_REVIEW, the hold kept, its outcome still unknown
+// (a replay or resolution must look it up at the PSP).
+func TestSendingPayoutThatStallsAgainAfterItsResumeNeedsReview(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	pid := w.sendingWithoutDelivery(900)
+	w.clock.advance(testDeadlines.Sending + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineResumed: 1}, w.sweep())
+	require.Equal(t, 1, w.loseCommands())
+
+	w.clock.advance(testDeadlines.Retrying + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineEscalated: 1}, w.sweep())
+	p := w.payout(pid)
+	require.Equal(t, payout.NeedsReview, p.Status)
+	require.Equal(t, string(payout.ClassDeadline), p.Class)
+	require.EqualValues(t, 4100, w.balance(), "the hold stays")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM payouts WHERE id = $1 AND outcome_unknown AND lookup_needed`, pid))
+	letters := w.deadLetters(kafkax.TopicTransactions)
+	require.Len(t, letters, 1)
+	require.Equal(t, string(payout.ClassDeadline), letters[0]["error_class"])
+	require.Empty(t, w.psp.Objects(t, pid), "nothing sent on a guess")
+	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE reference = $1 AND kind = 'payout_release'`, pid))
+}

@@ -272,6 +272,9 @@ func (pr *Processor) overdue(ctx context.Context, cfg SweepConfig, want Status, 
 		}
 		lock, err := pr.locks.Acquire(ctx, user)
 		if err != nil {
+			// A delivery may be at work on it (or Redis is away): looked at
+			// again next sweep; the age alert covers one that stays.
+			pr.logger.InfoContext(ctx, "payout deadline: wallet lock not taken; next sweep", "payout_id", id, "error", err)
 			return DeadlineBusy, nil //nolint:nilerr // a busy wallet is looked at next sweep
 		}
 		defer lock.Release()

@@ -327,3 +327,33 @@ func TestSendingPayoutThatStallsAgainAfterItsResumeNeedsReview(t *testing.T) {
 	require.Empty(t, w.psp.Objects(t, pid), "nothing sent on a guess")
 	require.Zero(t, w.count(`SELECT count(*) FROM ledger_transactions WHERE reference = $1 AND kind = 'payout_release'`, pid))
 }
+
+// A PSP may ask for longer than the deadline (Retry-After): that retry is
+// not published again before it was due and then had the same grace as any
+// other, so a rate-limited payout is not sent early.
+func TestRetryingPayoutOnALongRetryAfterIsNotPublishedAgainBeforeItIsDue(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	w.psp.SetFaults(t, psptest.Faults{Provider: "stripe", RetryAfterSeconds: 3600, Next: []psptest.Fault{{Kind: "429", Count: 1}}})
+	pid := w.createPayout(800, "ba_123", "stripe")
+	w.requestPayout(pid, 800, "stripe")
+	w.waitStatus(pid, payout.Retrying)
+	w.waitProcessed("payout:" + pid + ":request")
+
+	w.clock.advance(testDeadlines.Retrying + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineNotDue: 1}, w.sweep())
+	require.Equal(t, 1, w.pendingCommands(), "only its own scheduled retry")
+
+	// Due at 60m; the grace after it is the deadline less the longest
+	// wait we schedule ourselves (1m: the harness's backoff cap and settle
+	// window), so it is acted on from 89m. Its retry row is lost.
+	require.Equal(t, 1, w.loseCommands())
+	w.clock.advance(57 * time.Minute) // 88m
+	require.Equal(t, map[string]int{payout.DeadlineNotDue: 1}, w.sweep())
+	w.clock.advance(2 * time.Minute) // 90m
+	require.Equal(t, map[string]int{payout.DeadlineRepublished: 1}, w.sweep())
+	require.Equal(t, 1, w.relay(kafkax.TopicTransactions))
+	w.waitStatus(pid, payout.Awaiting)
+	require.Len(t, w.psp.Objects(t, pid), 1)
+}

@@ -131,15 +131,25 @@ func readConfig(getenv func(string) string) (Config, error) {
 		After: env.Duration("PAYOUT_CHECK_AFTER", 30*time.Minute),
 		Every: env.Duration("PAYOUT_SWEEP_INTERVAL", time.Minute),
 		Batch: env.Int("PAYOUT_SWEEP_BATCH", 200),
-	}
-	if c.Sweep.After <= 0 {
-		env.Errorf("PAYOUT_CHECK_AFTER must be positive")
-	}
-	if c.Sweep.Every <= 0 {
-		env.Errorf("PAYOUT_SWEEP_INTERVAL must be positive")
-	}
-	if c.Sweep.Batch < 1 {
-		env.Errorf("PAYOUT_SWEEP_BATCH must be at least 1")
+		// Every unfinished state's longest wait (payout.Deadlines says what
+		// each bounds and what happens past it; the age alerts in
+		// services/dlq-admin/alerts/prometheus-rules.yml use these values).
+		// Each default exceeds what it waits for, with the defaults above:
+		Deadlines: payout.Deadlines{
+			// the command's way to the worker, in-place retries (1m) included;
+			Initialized: env.Duration("PAYOUT_DEADLINE_INITIALIZED", 30*time.Minute),
+			// in-place retries (1m) plus two deliveries of three 30s calls (3m);
+			Sending: env.Duration("PAYOUT_DEADLINE_SENDING", 15*time.Minute),
+			// the longest defer we schedule (the 2m settle window; backoff
+			// cap 60s, breaker 30s) plus in-place retries (1m);
+			Retrying: env.Duration("PAYOUT_DEADLINE_RETRYING", 30*time.Minute),
+			// Stripe: paid, failed or canceled within 5 business days, so
+			// ten calendar days (weekend, bank holidays), far above
+			// PAYOUT_CHECK_AFTER;
+			Pending: env.Duration("PAYOUT_PENDING_ESCALATE_AFTER", 240*time.Hour),
+			// a person's answer within a day.
+			Review: env.Duration("PAYOUT_REVIEW_DEADLINE", 24*time.Hour),
+		},
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
@@ -202,6 +212,21 @@ func readConfig(getenv func(string) string) (Config, error) {
 		"CallTimeout":         "PSP_CALL_TIMEOUT",
 		"IdempotencyWindow":   "PSP_IDEMPOTENCY_WINDOW",
 		"SettleWindow":        "PSP_SETTLE_WINDOW",
+	})
+	env.Check(c.Sweep.Validate(c.Payout, c.RetryFor), map[string]string{
+		"After":                 "PAYOUT_CHECK_AFTER",
+		"Every":                 "PAYOUT_SWEEP_INTERVAL",
+		"Batch":                 "PAYOUT_SWEEP_BATCH",
+		"Deadlines.Initialized": "PAYOUT_DEADLINE_INITIALIZED",
+		"Deadlines.Sending":     "PAYOUT_DEADLINE_SENDING",
+		"Deadlines.Retrying":    "PAYOUT_DEADLINE_RETRYING",
+		"Deadlines.Pending":     "PAYOUT_PENDING_ESCALATE_AFTER",
+		"Deadlines.Review":      "PAYOUT_REVIEW_DEADLINE",
+		"InPlace":               "WORKER_RETRY_IN_PLACE_FOR",
+		"CallTimeout":           "PSP_CALL_TIMEOUT",
+		"Backoff.Max":           "PSP_BACKOFF_MAX",
+		"BreakerDefer":          "PSP_BREAKER_DEFER",
+		"SettleWindow":          "PSP_SETTLE_WINDOW",
 	})
 	env.Check(c.Breaker.Validate(), map[string]string{
 		"ConsecutiveFailures": "BREAKER_FAILURES",

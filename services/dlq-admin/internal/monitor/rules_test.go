@@ -67,6 +67,9 @@ func exported() map[string]string {
 		"aegis_consumer_retry_exhausted_total":           "payout-worker",
 		"aegis_consumer_last_progress_timestamp_seconds": "payout-worker",
 		"aegis_consumer_lag":                             "payout-worker",
+		"aegis_payout_oldest_age_seconds":                "payout-worker",
+		"aegis_payout_overdue":                           "payout-worker",
+		"aegis_payout_deadline_escalations_total":        "payout-worker",
 	}
 }
 
@@ -135,6 +138,7 @@ func TestPrometheusRulesUseExportedMetrics(t *testing.T) {
 		`aegis_breaker_state\) == 2`,
 		`aegis_consumer_group_stalled\) == 1`,
 		`aegis_panics_total`,
+		`aegis_payout_oldest_age_seconds\{state="NEEDS_REVIEW"\}`,
 	} {
 		require.True(t, covered(want), "no rule matches %s", want)
 	}

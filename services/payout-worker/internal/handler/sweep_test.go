@@ -12,7 +12,11 @@ import (
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
 
-var sweepCfg = payout.SweepConfig{After: 10 * time.Minute, Every: time.Minute, Batch: 50}
+// testDeadlines are the production defaults (run.go).
+var testDeadlines = payout.Deadlines{Initialized: 30 * time.Minute, Sending: 15 * time.Minute, Retrying: 30 * time.Minute,
+	Pending: 240 * time.Hour, Review: 24 * time.Hour}
+
+var sweepCfg = payout.SweepConfig{After: 10 * time.Minute, Every: time.Minute, Batch: 50, Deadlines: testDeadlines}
 
 // awaiting takes a funded wallet's payout of 1500 to AWAITING_RESPONSE,
 // where the PSP holds it pending.

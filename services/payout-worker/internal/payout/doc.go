@@ -4,6 +4,7 @@
 //	                    ↘ RETRYING(n) → SENDING_TO_GATEWAY …
 //	                    ↘ FAILED → FINALIZED            (definite failure: hold released)
 //	                    ↘ NEEDS_REVIEW                  (outcome at the PSP unknown)
+//	RETRYING, AWAITING_RESPONSE → NEEDS_REVIEW             (past the state's deadline)
 //
 // Processing a payout command takes the wallet lock, then in one transaction
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
@@ -70,6 +71,33 @@
 // it accepted, or an object that does not match the payout, parks it in
 // NEEDS_REVIEW with the hold kept and a dead letter (one page, from dlq-admin). One replica sweeps at a
 // time (an advisory lock).
+//
+// Deadlines (deadline.go): every unfinished state has a maximum age,
+// counted from when the payout entered it (payouts.status_since, kept by a
+// trigger for every writer), so nothing waits silently. The sweeper acts
+// past it, never paying or releasing on a guess:
+//
+//   - INITIALIZED: no hold, nothing sent; the command is published again,
+//     once (a duplicate finds the payout moved on). Then the age alert.
+//   - SENDING_TO_GATEWAY: a delivery died after the hold and may have
+//     reached the PSP. Under the wallet lock (no delivery at work), the
+//     payout is marked as having an unknown outcome sent now and moved to
+//     RETRYING (class payout_deadline): its retry runs the lookup and settle
+//     window machinery above, adopting what the PSP has, sending again or
+//     releasing only on the PSP's confirmed absence after the window.
+//   - RETRYING: the retry row was lost; published again, once (a PSP's
+//     Retry-After longer than the deadline gets the same grace after it is
+//     due).
+//   - SENT_TO_GATEWAY, AWAITING_RESPONSE: still pending at the PSP past
+//     Deadlines.Pending (Stripe settles a payout within 5 business days)
+//     → NEEDS_REVIEW instead of being looked up for ever.
+//   - NEEDS_REVIEW: overdue past Deadlines.Review; a person decides.
+//
+// One automatic resume per payout: a SENDING or RETRYING payout that
+// stalls again goes to NEEDS_REVIEW, hold kept, with a dead letter of class
+// payout_deadline. Every sweep sets the age of the oldest payout in each
+// state and the count past the deadline (one index probe and range scan
+// per state), which the alert rules watch at the default deadlines.
 //
 // Operator resolutions (resolve.go): dlq-admin sends an operator's
 // resolution of a NEEDS_REVIEW payout (paid or failed, with a reason and

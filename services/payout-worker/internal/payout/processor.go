@@ -405,33 +405,41 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 	if err != nil {
 		return err
 	}
-	cmd, err := json.Marshal(event.PayoutRequested{PayoutID: p.ID.String(), UserID: p.UserID, Amount: p.Amount,
-		Currency: p.Currency, Provider: p.Provider, Attempt: p.Attempts})
-	if err != nil {
-		return fmt.Errorf("encode payout retry: %w", err)
-	}
-	corr := p.CorrelationID
-	// Keyed by the payout, not the user: a row not yet due holds back every
-	// later row of its key (outbox), and the user's credits and new payouts
-	// must not wait for this one's backoff (order.go says why nothing needs
-	// them ordered). Its dead letter is still filed under the user.
-	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: RetryKey(p.ID.String()),
-		Payload: cmd, CorrelationID: corr, NotBefore: at,
-		Headers: map[string]string{
-			kafkax.HeaderCorrelationID: corr,
-			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
-			kafkax.HeaderMessageID:     event.PayoutRetryID(p.ID.String(), tid),
-			kafkax.HeaderUserKey:       p.UserID,
-		},
-	})
-	if err != nil {
+	if err := pr.publishCommand(ctx, tx, p, event.PayoutRetryID(p.ID.String(), tid), at); err != nil {
 		return err
 	}
 	pr.metrics.retries.WithLabelValues(p.Provider, string(class)).Inc()
 	pr.logger.WarnContext(ctx, "payout attempt failed; retry scheduled", "payout_id", p.ID, "attempts", p.Attempts,
 		"error_class", string(class), "next_attempt_at", at.UTC(), "error", cause.Error())
 	return nil
+}
+
+// publishCommand writes the payout's command (a retry, or the sweeper's
+// re-publication of a lost one) through the outbox in tx, under message id
+// messageID, not to be published before at.
+func (pr *Processor) publishCommand(ctx context.Context, tx pgx.Tx, p *Payout, messageID string, at time.Time) error {
+	cmd, err := json.Marshal(event.PayoutRequested{PayoutID: p.ID.String(), UserID: p.UserID, Amount: p.Amount,
+		Currency: p.Currency, Provider: p.Provider, Attempt: p.Attempts})
+	if err != nil {
+		return fmt.Errorf("encode payout command: %w", err)
+	}
+	corr := p.CorrelationID
+	// Keyed by the payout, not the user: a row not yet due holds back every
+	// later row of its key (outbox), and the user's credits and new payouts
+	// must not wait for this one's backoff (order.go says why nothing needs
+	// them ordered; a re-published command is handled by the payout's state,
+	// like any duplicate). Its dead letter is still filed under the user.
+	_, err = outbox.Insert(ctx, tx, outbox.Message{
+		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: RetryKey(p.ID.String()),
+		Payload: cmd, CorrelationID: corr, NotBefore: at,
+		Headers: map[string]string{
+			kafkax.HeaderCorrelationID: corr,
+			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
+			kafkax.HeaderMessageID:     messageID,
+			kafkax.HeaderUserKey:       p.UserID,
+		},
+	})
+	return err
 }
 
 // deadLetter writes the message's dead letter through the outbox in tx,
@@ -471,6 +479,8 @@ type Metrics struct {
 	retries  *prometheus.CounterVec
 	finished *prometheus.CounterVec
 	swept    *prometheus.CounterVec
+	// deadlines: the age of each state's oldest payout, deadline actions.
+	deadlines *deadlineMetrics
 }
 
 // newMetrics registers them on reg.
@@ -491,5 +501,6 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.calls, m.retries, m.finished, m.swept)
+	m.deadlines = newDeadlineMetrics(reg)
 	return m
 }

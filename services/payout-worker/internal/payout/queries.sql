@@ -50,10 +50,52 @@ SELECT pg_advisory_unlock(hashtext(@name::text));
 
 -- name: SweepCandidates :many
 -- The payouts that have waited at the PSP since before @since without a
--- step or a lookup that got an answer, oldest first (payouts_status_idx).
+-- step or a lookup that got an answer, and those pending there since
+-- before @escalate_before (past their deadline: looked up at once, and
+-- escalated if still pending), oldest first (payouts_status_idx).
 SELECT p.id FROM payouts p
-WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE') AND p.updated_at < @since
-  AND NOT EXISTS (SELECT 1 FROM payout_attempts a
-                  WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= @since)
+WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE')
+  AND (p.status_since < @escalate_before
+       OR p.updated_at < @since
+          AND NOT EXISTS (SELECT 1 FROM payout_attempts a
+                          WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= @since))
 ORDER BY p.updated_at
 LIMIT @max;
+
+-- name: Overdue :many
+-- The payouts in @status since before @before (past the state's deadline)
+-- that were not resumed since then either (a payout whose command was
+-- published again waits a deadline more) and were resumed fewer than
+-- @resumes_below times, oldest first (payouts_status_since_idx).
+SELECT id FROM payouts
+WHERE status = @status AND status_since < @before
+  AND (deadline_resumed_at IS NULL OR deadline_resumed_at < @before)
+  AND deadline_resumes < @resumes_below
+ORDER BY status_since
+LIMIT @max;
+
+-- name: DeadlineState :one
+-- When the payout entered its state, and how often the sweeper resumed it.
+SELECT status_since, deadline_resumes FROM payouts WHERE id = @id;
+
+-- name: CountResume :exec
+-- The sweeper published the payout's command again (deadline.go).
+UPDATE payouts SET deadline_resumes = deadline_resumes + 1, deadline_resumed_at = @at, updated_at = now()
+WHERE id = @id;
+
+-- name: RetryDue :one
+-- When the payout's latest scheduled retry was due (its RETRYING
+-- transition's next_attempt_at; the transition's time if it has none).
+SELECT coalesce((detail->>'next_attempt_at')::timestamptz, at)::timestamptz AS due
+FROM payout_transitions
+WHERE payout_id = @payout_id AND to_status = 'RETRYING'
+ORDER BY id DESC
+LIMIT 1;
+
+-- name: OldestInState :one
+-- When the oldest payout in @status entered it (@now: none), and how many
+-- entered it before @before (past its deadline): an index probe and a
+-- range scan of the overdue ones (payouts_status_since_idx). Run per state
+-- once per sweep.
+SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = @status), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = @status AND p.status_since < @before)::bigint AS overdue;

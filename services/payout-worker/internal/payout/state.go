@@ -42,7 +42,9 @@ func next(from Status) []Status {
 	case Awaiting:
 		return []Status{Succeeded, Failed, NeedsReview}
 	case Retrying:
-		return []Status{Sending, Succeeded, Failed}
+		// NeedsReview: the sweeper's escalation of a payout whose retry
+		// stalled past its deadline twice (deadline.go).
+		return []Status{Sending, Succeeded, Failed, NeedsReview}
 	case Failed:
 		return []Status{Finalized}
 	case NeedsReview:

@@ -15,7 +15,7 @@ func allowed() map[Status][]Status {
 		Sending:     {Sent, Retrying, Failed, NeedsReview, Succeeded},
 		Sent:        {Awaiting, Succeeded, Failed},
 		Awaiting:    {Succeeded, Failed, NeedsReview},
-		Retrying:    {Sending, Succeeded, Failed},
+		Retrying:    {Sending, Succeeded, Failed, NeedsReview},
 		Failed:      {Finalized},
 		NeedsReview: {Sending, Succeeded, Failed},
 		Succeeded:   {Failed},

@@ -29,8 +29,11 @@ type SweepConfig struct {
 	After time.Duration
 	// Every is how often the sweeper looks for such payouts.
 	Every time.Duration
-	// Batch bounds the payouts looked up in one sweep (oldest first).
+	// Batch bounds the payouts looked up in one sweep (oldest first), and
+	// those handled per state past its deadline.
 	Batch int
+	// Deadlines is each unfinished state's longest wait (deadline.go).
+	Deadlines Deadlines
 }
 
 // ClassPSPMissing is the class of a payout the PSP had accepted and now
@@ -83,7 +86,9 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 		}
 	}()
 
-	ids, err := q.SweepCandidates(ctx, sqlcdb.SweepCandidatesParams{Since: pr.now().Add(-cfg.After), Max: cfg.Batch})
+	now := pr.now()
+	ids, err := q.SweepCandidates(ctx, sqlcdb.SweepCandidatesParams{Since: now.Add(-cfg.After),
+		EscalateBefore: now.Add(-cfg.Deadlines.Pending), Max: cfg.Batch})
 	if err != nil {
 		return nil, fmt.Errorf("sweep: find waiting payouts: %w", err)
 	}
@@ -92,7 +97,7 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 		if ctx.Err() != nil {
 			break
 		}
-		verdict, err := pr.check(ctx, id)
+		verdict, err := pr.check(ctx, id, cfg.Deadlines.Pending)
 		if err != nil {
 			// One payout that cannot be checked does not stop the others.
 			pr.logger.WarnContext(ctx, "payout sweep: check failed", "payout_id", id, "error", err)
@@ -100,6 +105,21 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 		}
 		done[verdict]++
 		pr.metrics.swept.WithLabelValues(verdict).Inc()
+		if verdict == DeadlineEscalated {
+			pr.metrics.deadlines.actions.WithLabelValues(string(Awaiting), DeadlineEscalated).Inc()
+		}
+	}
+	if err := pr.sweepDeadlines(ctx, q, cfg, done); err != nil {
+		return done, err
+	}
+	// Measured last: what this sweep moved on no longer counts.
+	if err := pr.observeAges(ctx, q, cfg.Deadlines); err != nil {
+		return done, err
+	}
+	for k, n := range done {
+		if n == 0 {
+			delete(done, k)
+		}
 	}
 	return done, nil
 }
@@ -124,8 +144,10 @@ func (pr *Processor) RunSweeper(ctx context.Context, cfg SweepConfig) {
 	}
 }
 
-// check looks one waiting payout up and applies what the PSP says.
-func (pr *Processor) check(ctx context.Context, id uuid.UUID) (string, error) {
+// check looks one waiting payout up and applies what the PSP says; a
+// payout still pending there after escalateAfter in its state goes to
+// NEEDS_REVIEW.
+func (pr *Processor) check(ctx context.Context, id uuid.UUID, escalateAfter time.Duration) (string, error) {
 	var p *Payout
 	if err := database.InTx(ctx, pr.pool, func(tx pgx.Tx) (err error) {
 		p, err = load(ctx, tx, id.String())
@@ -229,6 +251,18 @@ func (pr *Processor) check(ctx context.Context, id uuid.UUID) (string, error) {
 		if err := recordEvidence(ctx, tx, p, ev); err != nil {
 			return err
 		}
+		ds, err := sqlcdb.New(tx).DeadlineState(ctx, p.ID)
+		if err != nil {
+			return fmt.Errorf("load payout %s deadline state: %w", p.ID, err)
+		}
+		if pending := at.Sub(ds.StatusSince); pending >= escalateAfter {
+			// Not looked up for ever: the PSP's documented time to settle
+			// has passed (Deadlines.Pending). Nothing moves; a person looks.
+			verdict = DeadlineEscalated
+			return pr.sweptToReview(ctx, tx, p, fmt.Sprintf("%s: payout %s is still %q at the PSP after %s, past its "+
+				"deadline (%s); the hold is kept until a person resolves it", ClassDeadline, p.ID, res.Status,
+				pending.Round(time.Second), escalateAfter), ClassDeadline)
+		}
 		var steps []step
 		if p.Status == Sent {
 			steps = append(steps, step{to: Awaiting, detail: detail})
@@ -280,7 +314,7 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 	if len(l.RetryHistory) > 0 {
 		l.FirstFailureAt = l.RetryHistory[0].At
 	}
-	pr.logger.ErrorContext(ctx, "payout needs review after a PSP lookup", "payout_id", p.ID, "error_class", string(class), "error", msg)
+	pr.logger.ErrorContext(ctx, "payout needs review (sweeper)", "payout_id", p.ID, "error_class", string(class), "error", msg)
 	// One page for the stuck payout: dlq-admin's, when it stores this
 	// letter (alert.DeadLetterKey). The sweeper used to page as well.
 	return pr.letters.Stage(ctx, tx, l)

@@ -44,6 +44,39 @@ func (q *Queries) Attempts(ctx context.Context, payoutID uuid.UUID) ([]AttemptsR
 	return items, nil
 }
 
+const countResume = `-- name: CountResume :exec
+UPDATE payouts SET deadline_resumes = deadline_resumes + 1, deadline_resumed_at = $1, updated_at = now()
+WHERE id = $2
+`
+
+type CountResumeParams struct {
+	At *time.Time
+	ID uuid.UUID
+}
+
+// The sweeper published the payout's command again (deadline.go).
+func (q *Queries) CountResume(ctx context.Context, arg CountResumeParams) error {
+	_, err := q.db.Exec(ctx, countResume, arg.At, arg.ID)
+	return err
+}
+
+const deadlineState = `-- name: DeadlineState :one
+SELECT status_since, deadline_resumes FROM payouts WHERE id = $1
+`
+
+type DeadlineStateRow struct {
+	StatusSince     time.Time
+	DeadlineResumes int
+}
+
+// When the payout entered its state, and how often the sweeper resumed it.
+func (q *Queries) DeadlineState(ctx context.Context, id uuid.UUID) (DeadlineStateRow, error) {
+	row := q.db.QueryRow(ctx, deadlineState, id)
+	var i DeadlineStateRow
+	err := row.Scan(&i.StatusSince, &i.DeadlineResumes)
+	return i, err
+}
+
 const load = `-- name: Load :one
 
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
@@ -101,6 +134,78 @@ func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const oldestInState = `-- name: OldestInState :one
+SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = $1), $2::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = $1 AND p.status_since < $3)::bigint AS overdue
+`
+
+type OldestInStateParams struct {
+	Status string
+	Now    time.Time
+	Before time.Time
+}
+
+type OldestInStateRow struct {
+	Oldest  time.Time
+	Overdue int64
+}
+
+// When the oldest payout in @status entered it (@now: none), and how many
+// entered it before @before (past its deadline): an index probe and a
+// range scan of the overdue ones (payouts_status_since_idx). Run per state
+// once per sweep.
+func (q *Queries) OldestInState(ctx context.Context, arg OldestInStateParams) (OldestInStateRow, error) {
+	row := q.db.QueryRow(ctx, oldestInState, arg.Status, arg.Now, arg.Before)
+	var i OldestInStateRow
+	err := row.Scan(&i.Oldest, &i.Overdue)
+	return i, err
+}
+
+const overdue = `-- name: Overdue :many
+SELECT id FROM payouts
+WHERE status = $1 AND status_since < $2
+  AND (deadline_resumed_at IS NULL OR deadline_resumed_at < $2)
+  AND deadline_resumes < $3
+ORDER BY status_since
+LIMIT $4
+`
+
+type OverdueParams struct {
+	Status       string
+	Before       time.Time
+	ResumesBelow int
+	Max          int
+}
+
+// The payouts in @status since before @before (past the state's deadline)
+// that were not resumed since then either (a payout whose command was
+// published again waits a deadline more) and were resumed fewer than
+// @resumes_below times, oldest first (payouts_status_since_idx).
+func (q *Queries) Overdue(ctx context.Context, arg OverdueParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, overdue,
+		arg.Status,
+		arg.Before,
+		arg.ResumesBelow,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const recordAttempt = `-- name: RecordAttempt :exec
@@ -167,24 +272,46 @@ func (q *Queries) RecordEvidence(ctx context.Context, arg RecordEvidenceParams) 
 	return err
 }
 
+const retryDue = `-- name: RetryDue :one
+SELECT coalesce((detail->>'next_attempt_at')::timestamptz, at)::timestamptz AS due
+FROM payout_transitions
+WHERE payout_id = $1 AND to_status = 'RETRYING'
+ORDER BY id DESC
+LIMIT 1
+`
+
+// When the payout's latest scheduled retry was due (its RETRYING
+// transition's next_attempt_at; the transition's time if it has none).
+func (q *Queries) RetryDue(ctx context.Context, payoutID uuid.UUID) (time.Time, error) {
+	row := q.db.QueryRow(ctx, retryDue, payoutID)
+	var due time.Time
+	err := row.Scan(&due)
+	return due, err
+}
+
 const sweepCandidates = `-- name: SweepCandidates :many
 SELECT p.id FROM payouts p
-WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE') AND p.updated_at < $1
-  AND NOT EXISTS (SELECT 1 FROM payout_attempts a
-                  WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= $1)
+WHERE p.status IN ('SENT_TO_GATEWAY', 'AWAITING_RESPONSE')
+  AND (p.status_since < $1
+       OR p.updated_at < $2
+          AND NOT EXISTS (SELECT 1 FROM payout_attempts a
+                          WHERE a.payout_id = p.id AND a.kind = 'lookup' AND a.outcome <> 'unknown' AND a.at >= $2))
 ORDER BY p.updated_at
-LIMIT $2
+LIMIT $3
 `
 
 type SweepCandidatesParams struct {
-	Since time.Time
-	Max   int
+	EscalateBefore time.Time
+	Since          time.Time
+	Max            int
 }
 
 // The payouts that have waited at the PSP since before @since without a
-// step or a lookup that got an answer, oldest first (payouts_status_idx).
+// step or a lookup that got an answer, and those pending there since
+// before @escalate_before (past their deadline: looked up at once, and
+// escalated if still pending), oldest first (payouts_status_idx).
 func (q *Queries) SweepCandidates(ctx context.Context, arg SweepCandidatesParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, sweepCandidates, arg.Since, arg.Max)
+	rows, err := q.db.Query(ctx, sweepCandidates, arg.EscalateBefore, arg.Since, arg.Max)
 	if err != nil {
 		return nil, err
 	}

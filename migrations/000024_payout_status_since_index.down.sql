@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS payouts_status_since_idx;

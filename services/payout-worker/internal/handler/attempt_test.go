@@ -118,3 +118,37 @@ func TestPaystackTransferWaitingForAnOTPKeepsTheHoldAndAsksAPersonOnce(t *testin
 	require.Equal(t, []string{"create:accepted", "lookup:found"}, w.attempts(pid))
 	require.EqualValues(t, 4100, w.balance())
 }
+
+// A Paystack transfer the sweeper finds waiting for an OTP (or in a status
+// Paystack does not document) is not left pending for ever: NEEDS_REVIEW
+// with its class, hold kept, one dead letter; the next sweep leaves it to
+// the person.
+func TestSweptPaystackTransferWaitingForAPersonNeedsReview(t *testing.T) {
+	t.Parallel()
+	for status, class := range map[string]string{"otp": "psp_otp_required", "queued_for_review": "psp_status_unmapped"} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			w := setup(t, options{})
+			w.fundWallet(5000)
+			pid := w.createPayout(1500, "RCP_ok", "paystack")
+			w.requestPayout(pid, 1500, "paystack")
+			w.waitStatus(pid, payout.Awaiting)
+			w.waitProcessed("payout:" + pid + ":request")
+
+			w.pspProxy.paystackLookupStatus.Store(&status)
+			w.clock.advance(sweepCfg.After + time.Second)
+			require.Equal(t, map[string]int{payout.SweptReview: 1}, w.sweep())
+			p := w.payout(pid)
+			require.Equal(t, payout.NeedsReview, p.Status)
+			require.Equal(t, class, p.Class)
+			require.EqualValues(t, 3500, w.balance(), "the hold is kept")
+			letters := w.deadLetters(kafkax.TopicTransactions)
+			require.Len(t, letters, 1)
+			require.Equal(t, class, letters[0][dlq.HeaderErrorClass])
+
+			w.clock.advance(sweepCfg.After + time.Second)
+			require.Empty(t, w.sweep(), "one page: NEEDS_REVIEW is the person's")
+			require.Len(t, w.deadLetters(kafkax.TopicTransactions), 1)
+		})
+	}
+}

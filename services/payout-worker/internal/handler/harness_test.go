@@ -99,9 +99,11 @@ type pspProxy struct {
 	swallowCreates atomic.Int64
 	swallowed      chan struct{}
 	// paystackStatus, when set, replaces data.status in Paystack's answers
-	// to creates (POST /transfer).
-	paystackStatus atomic.Pointer[string]
-	url            string
+	// to creates (POST /transfer); paystackLookupStatus in its answers to
+	// lookups (GET /transfer/verify/…).
+	paystackStatus       atomic.Pointer[string]
+	paystackLookupStatus atomic.Pointer[string]
+	url                  string
 }
 
 func newPSPProxy(t *testing.T, target string) *pspProxy {
@@ -112,7 +114,10 @@ func newPSPProxy(t *testing.T, target string) *pspProxy {
 	rewriting := httputil.NewSingleHostReverseProxy(u)
 	rewriting.ModifyResponse = func(resp *http.Response) error {
 		status := p.paystackStatus.Load()
-		if status == nil {
+		if resp.Request.Method == http.MethodGet {
+			status = p.paystackLookupStatus.Load()
+		}
+		if status == nil || resp.StatusCode/100 != 2 {
 			return nil
 		}
 		var body map[string]any
@@ -142,16 +147,16 @@ func newPSPProxy(t *testing.T, target string) *pspProxy {
 			<-r.Context().Done()
 			return
 		}
-		if create && r.URL.Path == "/transfer" {
-			rewriting.ServeHTTP(w, r)
-			return
-		}
 		lookup := r.Method == http.MethodGet && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
 			strings.HasPrefix(r.URL.Path, "/transfer/verify/"))
 		if lookup && p.failLookups.Load() && p.passLookups.Add(-1) < 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"lookups are down (test proxy)"}}`))
+			return
+		}
+		if create && r.URL.Path == "/transfer" || r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/transfer/verify/") {
+			rewriting.ServeHTTP(w, r)
 			return
 		}
 		rp.ServeHTTP(w, r)

@@ -18,11 +18,15 @@
 // (the worker stopped during it, Postgres away past the in-place retries so
 // the command is dead-lettered, the wallet lock lost) leaves the payout in
 // SENDING_TO_GATEWAY with sending_at set. Whatever delivers its command
-// next (the redelivery, an operator's replay, a sweep) resumes it as an
+// next (the redelivery, an operator's replay of its dead letter, a command
+// published again) resumes it as an
 // unknown outcome from that send time (outcome_unknown, last_unknown_at; the
 // "sending" row becomes "unknown"): within the PSP's idempotency window the
 // same key gets the PSP's own answer back; past it the payout is looked up
-// first, as below, because the PSP has forgotten the key.
+// first, as below, because the PSP has forgotten the key. A payout moved
+// out of SENDING_TO_GATEWAY by anything but the create's recorded answer
+// (an outcome event, an escalation) keeps that create as an unknown
+// outcome too (move).
 //
 // A test-only build (-tags chaos, AEGIS_PLANT_LATE_FIRST_ATTEMPT=1) plants
 // the opposite ordering, the create recorded only with its answer, so the

@@ -157,9 +157,17 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 		}
 	}
 	// A create's send time only means something while the payout is being
-	// sent: whatever moves it on (its answer, an outcome event) ends it.
+	// sent: whatever moves it on (its answer, an outcome event, an
+	// escalation) ends it. Leaving SENDING_TO_GATEWAY without the create's
+	// answer (its recording clears SendingAt first) leaves that create's
+	// outcome unknown: it may have executed.
 	sendingAt := p.SendingAt
-	if from != Sending {
+	if from != Sending && sendingAt != nil {
+		p.OutcomeUnknown = true
+		if p.LastUnknownAt == nil || sendingAt.After(*p.LastUnknownAt) {
+			t := *sendingAt
+			p.LastUnknownAt = &t
+		}
 		sendingAt = nil
 	}
 	sqlcdb.QueueUpdate(b, sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,

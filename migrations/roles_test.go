@@ -31,7 +31,7 @@ var wantGrants = map[string]map[string]string{
 	"psp_disagreements":          {RoleWebhookAPI: "SIU", RoleDLQAdmin: "S"},
 	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU", RoleDLQAdmin: "S"},
 	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
-	"payout_attempts":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"payout_attempts":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIu", RoleDLQAdmin: "S"},
 	"payout_evidence":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
 	"wallets":                    {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
 	"ledger_transactions":        {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},

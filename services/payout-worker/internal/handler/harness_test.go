@@ -67,6 +67,8 @@ type world struct {
 	// PSP_SETTLE_WINDOW.
 	clock        *clock
 	settleWindow time.Duration
+	// stops stops each consumer startConsumer ran.
+	stops []func()
 }
 
 // clock is the time the processor sees: the wall clock, moved forward by
@@ -84,7 +86,9 @@ func (c *clock) offset() time.Duration { return time.Duration(c.ahead.Load()) }
 func (w *world) passSettleWindow() { w.clock.advance(w.settleWindow + time.Second) }
 
 // pspProxy stands between the worker and the PSP stand-in and can make the
-// PSP unable to answer lookups (list payouts/transfers, Paystack verify).
+// PSP unable to answer lookups (list payouts/transfers, Paystack verify),
+// swallow the answer to a create that the PSP executed, or answer creates
+// with another Paystack transfer status.
 type pspProxy struct {
 	// failLookups makes lookups answer 500, after the first passLookups.
 	failLookups atomic.Bool
@@ -92,7 +96,17 @@ type pspProxy struct {
 	// rewriteLookups, when set, rewrites the body of every lookup answer
 	// (a PSP whose record differs from the stand-in's).
 	rewriteLookups atomic.Pointer[func([]byte) []byte]
-	url            string
+	// swallowCreates is how many creates the PSP executes and whose answer
+	// never comes back: the proxy holds the request until the worker gives
+	// up on it. swallowed gets one value per create so held.
+	swallowCreates atomic.Int64
+	swallowed      chan struct{}
+	// paystackStatus, when set, replaces data.status in Paystack's answers
+	// to creates (POST /transfer); paystackLookupStatus in its answers to
+	// lookups (GET /transfer/verify/…).
+	paystackStatus       atomic.Pointer[string]
+	paystackLookupStatus atomic.Pointer[string]
+	url                  string
 }
 
 // isLookup reports whether r looks a payout up at the PSP.
@@ -101,31 +115,76 @@ func isLookup(r *http.Request) bool {
 		strings.HasPrefix(r.URL.Path, "/transfer/verify/"))
 }
 
+// rewriteLookup applies rewriteLookups to resp when it answers a lookup.
+func (p *pspProxy) rewriteLookup(resp *http.Response) error {
+	rewrite := p.rewriteLookups.Load()
+	if rewrite == nil || !isLookup(resp.Request) {
+		return nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	body = (*rewrite)(body)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
 func newPSPProxy(t *testing.T, target string) *pspProxy {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
-	p := &pspProxy{}
+	p := &pspProxy{swallowed: make(chan struct{}, 16)}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ModifyResponse = func(resp *http.Response) error {
-		rewrite := p.rewriteLookups.Load()
-		if rewrite == nil || !isLookup(resp.Request) {
+	rp.ModifyResponse = p.rewriteLookup
+	rewriting := httputil.NewSingleHostReverseProxy(u)
+	rewriting.ModifyResponse = func(resp *http.Response) error {
+		if err := p.rewriteLookup(resp); err != nil {
+			return err
+		}
+		status := p.paystackStatus.Load()
+		if resp.Request.Method == http.MethodGet {
+			status = p.paystackLookupStatus.Load()
+		}
+		if status == nil || resp.StatusCode/100 != 2 {
 			return nil
 		}
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 			return err
 		}
 		_ = resp.Body.Close()
-		body = (*rewrite)(body)
-		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		if data, ok := body["data"].(map[string]any); ok {
+			data["status"] = *status
+		}
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 		return nil
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
+			r.URL.Path == "/transfer")
+		if create && p.swallowCreates.Add(-1) >= 0 {
+			// The PSP executes it; its answer is lost with the worker.
+			rp.ServeHTTP(httptest.NewRecorder(), r.Clone(context.WithoutCancel(r.Context())))
+			p.swallowed <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
 		if isLookup(r) && p.failLookups.Load() && p.passLookups.Add(-1) < 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"lookups are down (test proxy)"}}`))
+			return
+		}
+		if create && r.URL.Path == "/transfer" || r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/transfer/verify/") {
+			rewriting.ServeHTTP(w, r)
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -151,6 +210,10 @@ type options struct {
 	creditWait time.Duration
 	// withoutPSP is a provider the worker has no client for.
 	withoutPSP string
+	// pspEnv is the PSP stand-in's environment (PSP_IDEMPOTENCY_WINDOW …).
+	pspEnv map[string]string
+	// grace is the consumer's shutdown grace (default 5s).
+	grace time.Duration
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -176,7 +239,10 @@ func setup(t *testing.T, o options) *world {
 	if o.settleWindow == 0 {
 		o.settleWindow = time.Minute
 	}
-	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, nil),
+	if o.grace == 0 {
+		o.grace = 5 * time.Second
+	}
+	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, o.pspEnv),
 		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow}
 	w.producer = kafkatest.NewClient(t, w.kafka)
 	w.pspProxy = newPSPProxy(t, w.psp.URL)
@@ -238,7 +304,7 @@ func setup(t *testing.T, o options) *world {
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
-		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: 5 * time.Second,
+		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: o.grace,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
 			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts, Letters: letters}), cl
 	}
@@ -275,7 +341,16 @@ func (w *world) startConsumer() (stop func()) {
 		cl.LeaveGroup()
 	}
 	w.t.Cleanup(stop)
+	w.stops = append(w.stops, stop)
 	return stop
+}
+
+// stopConsumers stops every consumer: the worker is down. A call in flight
+// ends when Grace runs out, its answer unrecorded.
+func (w *world) stopConsumers() {
+	for _, stop := range w.stops {
+		stop()
+	}
 }
 
 func (w *world) produce(topic, key, messageID string, value []byte) {

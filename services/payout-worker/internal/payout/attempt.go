@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout/sqlcdb"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
@@ -41,9 +45,19 @@ type attemptResult struct {
 	// still be executing it, so the absence is not confirmed yet.
 	unsettled bool
 	// sentAt is when the create was sent.
-	sentAt   time.Time
-	requests []pspRequest
+	sentAt time.Time
+	// createRow is the payout_attempts row of the create, written before
+	// it was sent (BeginCreate); 0 when none was (the planted defect).
+	createRow int64
+	// notSending: the payout left SENDING_TO_GATEWAY (an outcome event)
+	// before the create was recorded, so it was not sent.
+	notSending bool
+	requests   []pspRequest
 }
+
+// errNotSending means the payout is no longer SENDING_TO_GATEWAY when a
+// create was about to be recorded.
+var errNotSending = errors.New("payout no longer SENDING_TO_GATEWAY")
 
 // ClassSettling is the class of a payout deferred because the PSP may
 // still be executing a request whose outcome is unknown.
@@ -81,7 +95,12 @@ func (pr *Processor) needsLookup(p *Payout, wasReview bool) bool {
 // what exists; a new key only when the PSP confirms there is nothing), the
 // create, and, when a definite failure follows an earlier unknown outcome,
 // a lookup that decides whether the hold may be released.
-func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool) attemptResult {
+//
+// The create is on disk before it is on the wire: its key, attempt number
+// and send time are committed first (beginCreate), so that a call whose
+// answer is never recorded is known to have been made. The error is only
+// a failure to commit that record: then nothing was sent.
+func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool) (attemptResult, error) {
 	var a attemptResult
 	id := p.ID.String()
 	key := p.PSPKey
@@ -93,27 +112,38 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 		switch {
 		case err == nil:
 			a.res, a.adopted = res, true
-			return a
+			return a, nil
 		case errors.Is(err, psp.ErrNotFound) && !pr.settled(p):
 			// A slow create whose answer we lost may not have executed
 			// yet: a new key now could make a second object.
 			a.unsettled = true
-			return a
+			return a, nil
 		case errors.Is(err, psp.ErrNotFound):
 			key = psp.AttemptKey(id, psp.KeyGeneration(id, key)+1)
 			a.newKey = key
 		default:
 			a.err = err
-			return a
+			return a, nil
 		}
 	}
 	a.sentAt = pr.now()
+	if !plantedLateFirstAttempt() {
+		row, err := pr.beginCreate(ctx, p, key, a.newKey, a.sentAt, a.requests)
+		if errors.Is(err, errNotSending) {
+			a.notSending = true
+			return a, nil
+		}
+		if err != nil {
+			return a, err
+		}
+		a.createRow, a.requests = row, nil // the lookups before it are recorded with it
+	}
 	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
 	res, err := client.CreatePayout(callCtx, psp.Request{PayoutID: id, Amount: p.Amount, Currency: p.Currency,
 		Destination: p.Destination, IdempotencyKey: key})
 	cancel()
 	a.res, a.err, a.created = res, err, true
-	r := pspRequest{kind: "create", key: key, at: pr.now(), outcome: requestOutcome(err), ref: res.Reference}
+	r := pspRequest{kind: "create", key: key, at: pr.now(), outcome: requestOutcome(err), ref: res.Reference, row: a.createRow}
 	if err != nil {
 		r.err = err.Error()
 	}
@@ -133,7 +163,72 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 			a.unsettled = true
 		}
 	}
-	return a
+	return a, nil
+}
+
+// beginCreate commits, before the create is sent, what a resume needs to
+// know that it may have been: the key (and a new key generation), the
+// attempt number and the send time, on the payout (first_attempt_at,
+// sending_at) and as a payout_attempts row with outcome "sending", whose
+// id it returns; with it, the lookups made before it (earlier), so the
+// history reads in the order the requests were made. errNotSending when
+// the payout has left SENDING_TO_GATEWAY (nothing is written; the create
+// must not be sent).
+func (pr *Processor) beginCreate(ctx context.Context, p *Payout, key, newKey string, at time.Time, before []pspRequest) (int64, error) {
+	var row int64
+	err := database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
+		if err := recordRequests(ctx, tx, p, before); err != nil {
+			return err
+		}
+		var err error
+		row, err = sqlcdb.New(tx).BeginCreate(ctx, sqlcdb.BeginCreateParams{PayoutID: p.ID, At: at,
+			NewPspKey: newKey, Attempt: p.Attempts, IdempotencyKey: key})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, errNotSending
+	}
+	if err != nil {
+		return 0, fmt.Errorf("record payout %s create before sending it: %w", p.ID, err)
+	}
+	if p.FirstAttemptAt == nil {
+		p.FirstAttemptAt = &at
+	}
+	p.SendingAt = &at
+	if newKey != "" {
+		p.PSPKey = newKey
+	}
+	return row, nil
+}
+
+// resumeUnknown is what a payout found in SENDING_TO_GATEWAY with a create
+// whose answer was never recorded (sending_at) learns: the create may have
+// executed at the PSP. Its outcome is unknown from the time it was sent,
+// so the settle window runs from then, a later definite failure releases
+// nothing unless a lookup confirms there is no object, and once the first
+// attempt is older than the idempotency window the payout is looked up
+// before anything is sent again (needsLookup). The create's row is marked
+// unknown. It reports whether there was such a create.
+func (pr *Processor) resumeUnknown(ctx context.Context, tx pgx.Tx, p *Payout) (bool, error) {
+	if p.SendingAt == nil {
+		return false, nil
+	}
+	sent := *p.SendingAt
+	p.OutcomeUnknown = true
+	if p.LastUnknownAt == nil || sent.After(*p.LastUnknownAt) {
+		p.LastUnknownAt = &sent
+	}
+	if p.FirstAttemptAt == nil {
+		p.FirstAttemptAt = &sent
+	}
+	p.SendingAt = nil
+	if err := sqlcdb.New(tx).AbandonCreates(ctx, sqlcdb.AbandonCreatesParams{PayoutID: p.ID,
+		Error: "the answer was never recorded (the worker stopped during the call); it may have executed"}); err != nil {
+		return false, fmt.Errorf("mark payout %s unanswered creates unknown: %w", p.ID, err)
+	}
+	pr.logger.WarnContext(ctx, "payout resumed after a PSP call whose answer was never recorded; treated as unknown",
+		"payout_id", p.ID, "sent_at", sent.UTC())
+	return true, nil
 }
 
 // find looks the payout up and records the request.
@@ -188,7 +283,10 @@ func (a attemptResult) learn(p *Payout, now time.Time) {
 		p.PSPKey = a.newKey
 	}
 	if a.created {
+		p.SendingAt = nil // the answer is recorded now
 		if p.FirstAttemptAt == nil {
+			// Only when the create was not recorded before it was sent
+			// (the planted defect): first_attempt_at is set by beginCreate.
 			t := now
 			p.FirstAttemptAt = &t
 		}

@@ -9,13 +9,30 @@
 // Processing a payout command takes the wallet lock, then in one transaction
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
 // only then is the PSP called, with an Idempotency-Key derived from the payout
-// id. The answer is recorded in a second transaction with the
-// processed_events row, the next retry (an outbox row with next_retry_at,
-// keyed by the payout so that it holds back none of the user's other
-// records: order.go) or the dead letter (an outbox row for <topic>.dlq), so
-// nothing decided is lost to a crash. A crash between the call and the second transaction leaves the
-// payout in SENDING_TO_GATEWAY and the message uncommitted; the redelivery
-// calls the PSP again with the same key and gets the same payout back.
+// id. A create is on disk before it is on the wire: just before it is sent,
+// its key, attempt number and send time are committed (payouts.sending_at,
+// first_attempt_at, psp_key, and a payout_attempts row with outcome
+// "sending"). The answer is recorded in a second transaction with the
+// create's outcome, the processed_events row, the next retry (an outbox row
+// with next_retry_at, keyed by the payout so that it holds back none of the
+// user's other records: order.go) or the dead letter (an outbox row for <topic>.dlq), so
+// nothing decided is lost to a crash. A call whose answer is never recorded
+// (the worker stopped during it, Postgres away past the in-place retries so
+// the command is dead-lettered, the wallet lock lost) leaves the payout in
+// SENDING_TO_GATEWAY with sending_at set. Whatever delivers its command
+// next (the redelivery, an operator's replay of its dead letter, a command
+// published again) resumes it as an
+// unknown outcome from that send time (outcome_unknown, last_unknown_at; the
+// "sending" row becomes "unknown"): within the PSP's idempotency window the
+// same key gets the PSP's own answer back; past it the payout is looked up
+// first, as below, because the PSP has forgotten the key. A payout moved
+// out of SENDING_TO_GATEWAY by anything but the create's recorded answer
+// (an outcome event, an escalation) keeps that create as an unknown
+// outcome too (move).
+//
+// A test-only build (-tags chaos, AEGIS_PLANT_LATE_FIRST_ATTEMPT=1) plants
+// the opposite ordering, the create recorded only with its answer, so the
+// chaos suite can show it catches the double payment it causes (plant.go).
 //
 // Money is never returned on a guess: a definite failure (the PSP rejected
 // it, or never got it) releases the hold exactly once (ledger kind
@@ -27,7 +44,9 @@
 // attempt may still have paid. A 429's Retry-After and an open breaker
 // defer the payout without spending an attempt.
 //
-// Lookups and keys (attempt.go): after an unknown outcome or a 5xx (Stripe
+// Lookups and keys (attempt.go): after an unknown outcome (every 5xx,
+// timeout or reset: the psp package says which answers the PSPs document as
+// not executed) or a 5xx (Stripe
 // saves the first answer under an Idempotency-Key, 500s included, and
 // replays it for every retry with the key), on an operator's replay of a
 // NEEDS_REVIEW payout, and once the first attempt is older than the PSP's
@@ -61,6 +80,15 @@
 // after its hold was released waits in NEEDS_REVIEW for a person: neither
 // a replay nor another paid event settles a hold that is gone.
 // Every transition and attempt is appended to payout_transitions.
+//
+// PSP objects waiting for something other than the PSP (psp.Attention): a
+// Paystack transfer in status otp waits for a one-time password only a
+// person can give, and a status the PSP does not document means nothing we
+// may settle on. Either sends the payout to NEEDS_REVIEW with the hold kept
+// and one dead letter of class psp_otp_required or psp_status_unmapped (one
+// page; the sweeper does not look at NEEDS_REVIEW payouts, so it does not
+// page again). A matching outcome event still settles it; an operator's
+// replay looks the object up again.
 //
 // Payouts whose outcome webhook never comes (sweep.go): a payout waiting
 // at the PSP (SENT_TO_GATEWAY, AWAITING_RESPONSE) longer than

@@ -105,6 +105,10 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		return nil, err
 	}
 	common := deps.WithDefaults()
+	if plantedLateFirstAttempt() {
+		common.Logger.Warn("chaos build: planted defect on; creates are recorded only after their answer, "+
+			"so a resume past the PSP's idempotency window can pay twice", "env", envPlantLateFirstAttempt)
+	}
 	return &Processor{pool: deps.Pool, ledger: deps.Ledger, psps: deps.PSPs, locks: deps.Locks, cfg: cfg,
 		logger: common.Logger, now: common.Clock, metrics: newMetrics(common.Registerer), letters: deps.Letters}, nil
 }
@@ -195,10 +199,19 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 			_, err := move(ctx, tx, po, step{to: Sending})
 			return err
 		case Sending:
-			// A previous delivery crashed after (or during) its PSP call:
-			// call again with the same key; the PSP answers with what it did.
+			// A previous delivery stopped before (or during, or after) its
+			// PSP call without recording the answer. A create recorded as
+			// sent (sending_at) may have executed: its outcome is unknown
+			// from its send time. Within the idempotency window the same
+			// key gets the PSP's answer back; past it the payout is looked
+			// up first (needsLookup).
 			call = true
-			return nil
+			resumed, err := pr.resumeUnknown(ctx, tx, po)
+			if err != nil || !resumed {
+				return err
+			}
+			_, err = move(ctx, tx, po)
+			return err
 		default:
 			// Already sent or finished: a stale or duplicate command.
 			_, err := inbox.Claim(ctx, tx, m)
@@ -213,7 +226,10 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	client, err := pr.psps.Get(po.Provider)
 	var a attemptResult
 	if err == nil {
-		a = pr.attempt(ctx, client, po, pr.needsLookup(po, wasReview))
+		if a, err = pr.attempt(ctx, client, po, pr.needsLookup(po, wasReview)); err != nil {
+			// Nothing was sent: the redelivery resumes from SENDING_TO_GATEWAY.
+			return err
+		}
 	} else {
 		a.err, a.created = errclass.AsPermanent(err), false
 	}
@@ -237,6 +253,9 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 			// A webhook settled it while we were calling.
 			_, err := inbox.Claim(ctx, tx, m)
 			return err
+		}
+		if a.notSending {
+			return fmt.Errorf("payout %s: back in SENDING_TO_GATEWAY after it left it; not sent", cur.ID)
 		}
 		if err := pr.record(ctx, tx, cur, m, a); err != nil {
 			return err
@@ -297,6 +316,20 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.M
 		msg := fmt.Sprintf("the PSP's object %s for this payout is %d %s, not %d %s", a.res.Reference,
 			a.res.Amount, a.res.Currency, p.Amount, p.Currency)
 		return pr.needsReview(ctx, tx, p, m, msg, errclass.Permanent)
+
+	case callErr == nil && a.res.Attention != "":
+		// The PSP's object waits for a person (a Paystack transfer that
+		// needs an OTP) or has a status the PSP does not document: neither
+		// paid nor failed. The hold is kept and a person is asked once
+		// (NEEDS_REVIEW, a dead letter of this class). The sweeper does
+		// not look at NEEDS_REVIEW payouts, so it does not page again; a
+		// matching outcome event (the OTP entered, the transfer paid)
+		// still settles it, and a replay looks it up again.
+		if !a.adopted {
+			p.Attempts++
+		}
+		p.PSPReference, p.PSPStatus = a.res.Reference, a.res.Status
+		return pr.needsReview(ctx, tx, p, m, attentionMessage(p, a.res), errclass.Class(a.res.Attention))
 
 	case callErr == nil && a.adopted && a.res.Failed:
 		// The PSP itself says its object for the payout failed.
@@ -365,6 +398,20 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.M
 		}
 		return pr.fail(ctx, tx, p, m, callErr.Error(), errclass.Permanent)
 	}
+}
+
+// attentionMessage says what a person must do about a PSP object that
+// waits for something other than the PSP.
+func attentionMessage(p *Payout, res psp.Result) string {
+	if res.Attention == psp.AttentionOTP {
+		return fmt.Sprintf("%s: %s transfer %s for payout %s waits for an OTP that only a person can give "+
+			"(Paystack abandons it after 30 minutes without one); the hold is kept. Enter the OTP (or disable OTP for "+
+			"transfers, README), then replay the dead letter; a paid transfer's event also settles it",
+			res.Attention, p.Provider, res.Reference, p.ID)
+	}
+	return fmt.Sprintf("%s: %s object %s for payout %s has status %q, which the PSP does not document; "+
+		"neither paid nor failed, the hold is kept until a person checks it at the PSP", res.Attention, p.Provider,
+		res.Reference, p.ID, res.Status)
 }
 
 // needsReview parks a payout that may have been paid: the hold is kept, a

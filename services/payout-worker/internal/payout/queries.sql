@@ -7,7 +7,8 @@
 -- name: Load :one
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
        coalesce(psp_reference, '')::text AS psp_reference, psp_updated_at, correlation_id,
-       outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at
+       outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at,
+       sending_at
 FROM payouts WHERE id = @id
 FOR UPDATE;
 
@@ -18,7 +19,7 @@ SET status = @status, attempts = @attempts, psp_reference = nullif(@psp_referenc
     psp_updated_at = @psp_updated_at, last_error = nullif(@last_error::text, ''),
     error_class = nullif(@error_class::text, ''), updated_at = now(),
     outcome_unknown = @outcome_unknown, lookup_needed = @lookup_needed, psp_key = nullif(@psp_key::text, ''),
-    first_attempt_at = @first_attempt_at, last_unknown_at = @last_unknown_at
+    first_attempt_at = @first_attempt_at, last_unknown_at = @last_unknown_at, sending_at = @sending_at
 WHERE id = @id;
 
 -- name: Transition :one
@@ -35,6 +36,36 @@ WHERE payout_id = @payout_id AND error IS NOT NULL ORDER BY id;
 INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
 VALUES (@payout_id, @attempt, @kind, nullif(@idempotency_key::text, ''), @outcome, nullif(@psp_reference::text, ''),
         nullif(@error::text, ''), @at);
+
+-- name: BeginCreate :one
+-- A create is about to be sent (attempt.go): its key, attempt number and
+-- send time are committed first, on the payout (first_attempt_at,
+-- sending_at, and psp_key when a new key generation was taken) and as a
+-- payout_attempts row with outcome 'sending'. Nothing is written, and no
+-- row returned, when the payout is no longer SENDING_TO_GATEWAY (an
+-- outcome event moved it meanwhile): the create is then not sent.
+WITH sending AS (
+    UPDATE payouts
+    SET first_attempt_at = coalesce(payouts.first_attempt_at, @at::timestamptz), sending_at = @at::timestamptz,
+        psp_key = coalesce(nullif(@new_psp_key::text, ''), payouts.psp_key)
+    WHERE payouts.id = @payout_id::uuid AND payouts.status = 'SENDING_TO_GATEWAY'
+    RETURNING payouts.id AS sending_id
+)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
+SELECT sending.sending_id, @attempt::integer, 'create', @idempotency_key::text, 'sending', @at::timestamptz FROM sending
+RETURNING payout_attempts.id;
+
+-- name: FinishCreate :exec
+-- The answer to a create written by BeginCreate.
+UPDATE payout_attempts
+SET outcome = @outcome, psp_reference = nullif(@psp_reference::text, ''), error = nullif(@error::text, '')
+WHERE id = @id AND outcome = 'sending';
+
+-- name: AbandonCreates :exec
+-- A resume found the payout's creates whose answers were never recorded:
+-- they may have executed.
+UPDATE payout_attempts SET outcome = 'unknown', error = @error::text
+WHERE payout_id = @payout_id AND outcome = 'sending';
 
 -- name: RecordEvidence :exec
 INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)

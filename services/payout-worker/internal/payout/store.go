@@ -48,7 +48,11 @@ type Payout struct {
 	// LastUnknownAt is when the latest create whose outcome is unknown was
 	// sent: the settle window runs from it.
 	LastUnknownAt *time.Time
-	CreatedAt     time.Time
+	// SendingAt is when the create whose answer is not recorded yet was
+	// sent (written before the call, cleared with its answer; always nil
+	// outside SENDING_TO_GATEWAY).
+	SendingAt *time.Time
+	CreatedAt time.Time
 }
 
 func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
@@ -96,7 +100,7 @@ func fromRow(r sqlcdb.LoadRow) *Payout {
 		Provider: r.Provider, Status: Status(r.Status), Attempts: r.Attempts, PSPReference: r.PSPReference,
 		PSPUpdatedAt: r.PspUpdatedAt, CorrelationID: r.CorrelationID, OutcomeUnknown: r.OutcomeUnknown,
 		LookupNeeded: r.LookupNeeded, PSPKey: r.PspKey, FirstAttemptAt: r.FirstAttemptAt,
-		LastUnknownAt: r.LastUnknownAt, CreatedAt: r.CreatedAt}
+		LastUnknownAt: r.LastUnknownAt, SendingAt: r.SendingAt, CreatedAt: r.CreatedAt}
 }
 
 func loaded(id string, p *Payout, err error) (*Payout, error) {
@@ -152,10 +156,24 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 			lastErr, lastClass = s.err, s.class
 		}
 	}
+	// A create's send time only means something while the payout is being
+	// sent: whatever moves it on (its answer, an outcome event, an
+	// escalation) ends it. Leaving SENDING_TO_GATEWAY without the create's
+	// answer (its recording clears SendingAt first) leaves that create's
+	// outcome unknown: it may have executed.
+	sendingAt := p.SendingAt
+	if from != Sending && sendingAt != nil {
+		p.OutcomeUnknown = true
+		if p.LastUnknownAt == nil || sendingAt.After(*p.LastUnknownAt) {
+			t := *sendingAt
+			p.LastUnknownAt = &t
+		}
+		sendingAt = nil
+	}
 	sqlcdb.QueueUpdate(b, sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
 		PSPReference: p.PSPReference, PspStatus: p.PSPStatus, PspUpdatedAt: p.PSPUpdatedAt, LastError: lastErr,
 		ErrorClass: lastClass, OutcomeUnknown: p.OutcomeUnknown, LookupNeeded: p.LookupNeeded, PspKey: p.PSPKey,
-		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt})
+		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("move payout %s: %w", p.ID, err)
 	}
@@ -167,7 +185,7 @@ func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, erro
 			attribute.String("aegis.payout_id", p.ID.String()), attribute.String("aegis.payout.from", string(p.Status))))
 		p.Status = s.to
 	}
-	p.LastError, p.ErrorClass = lastErr, lastClass
+	p.LastError, p.ErrorClass, p.SendingAt = lastErr, lastClass, sendingAt
 	return last, nil
 }
 
@@ -199,11 +217,21 @@ type pspRequest struct {
 	ref     string
 	err     string
 	at      time.Time
+	// row is the create's payout_attempts row written before it was sent
+	// (outcome "sending"): its outcome is set there; 0 inserts a row.
+	row int64
 }
 
 func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest) error {
 	q := sqlcdb.New(tx)
 	for _, r := range reqs {
+		if r.row != 0 {
+			if err := q.FinishCreate(ctx, sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref,
+				Error: r.err}); err != nil {
+				return fmt.Errorf("record payout %s create's answer: %w", p.ID, err)
+			}
+			continue
+		}
 		if err := q.RecordAttempt(ctx, sqlcdb.RecordAttemptParams{PayoutID: p.ID, Attempt: p.Attempts, Kind: r.kind,
 			IdempotencyKey: r.key, Outcome: r.outcome, PSPReference: r.ref, Error: r.err, At: r.at}); err != nil {
 			return fmt.Errorf("record payout %s %s: %w", p.ID, r.kind, err)

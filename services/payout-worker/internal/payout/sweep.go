@@ -211,6 +211,17 @@ func (pr *Processor) check(ctx context.Context, id uuid.UUID, escalateAfter time
 			return pr.sweptToReview(ctx, tx, p, fmt.Sprintf("%s: the PSP's object for payout %s does not match it: %s",
 				ClassOutcomeMismatch, p.ID, why), ClassOutcomeMismatch)
 		}
+		if res.Attention != "" {
+			// Waiting for a person at the PSP (a Paystack OTP) or a status
+			// the PSP does not document: not settled on; one page.
+			verdict = SweptReview
+			ev.verdict, ev.reason = verdictRecorded, string(res.Attention)
+			if err := recordEvidence(ctx, tx, p, ev); err != nil {
+				return err
+			}
+			p.PSPStatus = res.Status
+			return pr.sweptToReview(ctx, tx, p, attentionMessage(p, res), errclass.Class(res.Attention))
+		}
 		if p.PSPReference == "" {
 			p.PSPReference = res.Reference
 		}

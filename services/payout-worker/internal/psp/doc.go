@@ -21,9 +21,23 @@
 // timeouts, connection failures, 409 key-in-use and 5xx are transient; a 429
 // is transient and carries its Retry-After; invalid accounts, invalid
 // requests and insufficient PSP balance are permanent. Each error also says
-// whether the PSP may have executed the request (Unknown): a timeout after
-// sending or a 500/502/504 may have paid; a refused connection, 429 or 503 did
-// not. Only a known non-execution may ever reverse a hold.
+// whether the PSP may have executed the request (Unknown). Only what the
+// PSP documents as not executed is "not executed": a connection refused
+// before anything was sent (a dial error), a Stripe 429 (rate limiters run
+// before the idempotency layer; Paystack documents no 429, so its 429 is
+// unknown), a 401/403 (authentication fails before anything runs) and a 4xx
+// refusal. Every 5xx (503 included), every timeout after sending and every
+// connection reset is an unknown outcome: Stripe saves a request's answer
+// under its key once execution began, 5xx included, and neither PSP
+// documents any 5xx as safe. Only a
+// known non-execution may ever reverse a hold. docs/psp-outcomes.md has the
+// table per PSP and status with its sources.
+//
+// Object statuses are mapped explicitly (Result.Final, Failed, Attention):
+// Paystack's documented transfer statuses each mean paid, not paid, still
+// moving, or waiting for a person (otp: Attention psp_otp_required); a
+// status a PSP does not document is never settled on (Attention
+// psp_status_unmapped). See PaystackStatus.
 //
 // Each provider has its own gobreaker breaker (pkg/breaker); an open breaker
 // answers at once with class BreakerOpen and the call is not made.

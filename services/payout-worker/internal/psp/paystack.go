@@ -72,8 +72,15 @@ func (p *Paystack) CreatePayout(ctx context.Context, req Request) (Result, error
 		return res, err
 	}
 	if status/100 != 2 || !ans.Status {
-		return Result{}, classifyHTTP(&Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message},
-			parseRetryAfter(hdr.Get("Retry-After")))
+		e := &Error{Provider: "paystack", Status: status, Code: ans.Code, Message: ans.Message}
+		err := classifyHTTP(e, parseRetryAfter(hdr.Get("Retry-After")))
+		if status == http.StatusTooManyRequests {
+			// Paystack's error reference documents 400 (not fulfilled), 401,
+			// 404 and 5xx, and no 429: a rate limit answer is not documented
+			// as "not executed" there. Its Retry-After is still honoured.
+			e.Unknown = true
+		}
+		return Result{}, err
 	}
 	return result(ans), nil
 }
@@ -108,9 +115,39 @@ func result(ans paystackAnswer) Result {
 	if ref == "" {
 		ref = ans.Data.Reference
 	}
-	return Result{Reference: ref, Status: ans.Data.Status, Final: ans.Data.Status == "success",
-		Failed: ans.Data.Status == "failed" || ans.Data.Status == "reversed", Amount: ans.Data.Amount,
+	res := Result{Reference: ref, Status: ans.Data.Status, Amount: ans.Data.Amount,
 		Currency: strings.ToLower(ans.Data.Currency), PayoutID: ans.Data.Reference}
+	res.Final, res.Failed, res.Attention = PaystackStatus(ans.Data.Status)
+	return res
+}
+
+// PaystackStatus maps every transfer status Paystack documents ("How
+// transfers work": the statuses of data.status, and which are conclusive)
+// to what it means for the payout:
+//
+//	success                               paid (conclusive; the bank may credit later)
+//	failed, reversed                      not paid: the money did not leave or was returned (conclusive)
+//	abandoned                             not paid: no OTP within 30 minutes, never processed (conclusive)
+//	blocked, rejected                     not paid: a transfer-approval server did not approve it (conclusive)
+//	pending, received                     still moving at Paystack (not conclusive); a webhook or lookup finishes it
+//	otp                                   waits for a person to enter an OTP (AttentionOTP)
+//	anything else                         undocumented: never settled on (AttentionUnmapped)
+//
+// Paystack asks for a conclusive status before a transfer is retried, and
+// a retry to reuse the reference: nothing here but the conclusive failures
+// lets a payout be failed.
+func PaystackStatus(status string) (paid, failed bool, attention Attention) {
+	switch strings.ToLower(strings.TrimSpace(status)) {
+	case "success":
+		return true, false, ""
+	case "failed", "reversed", "abandoned", "blocked", "rejected":
+		return false, true, ""
+	case "pending", "received":
+		return false, false, ""
+	case "otp":
+		return false, false, AttentionOTP
+	}
+	return false, false, AttentionUnmapped
 }
 
 func (p *Paystack) do(ctx context.Context, method, path string, body []byte, idemKey string) (paystackAnswer, int, http.Header, error) {

@@ -74,6 +74,11 @@ type Result struct {
 	// Stripe payout failed or canceled, a Paystack transfer failed or
 	// reversed): the PSP itself says the money did not leave.
 	Failed bool
+	// Attention is set when the object is neither paid, failed nor simply
+	// in progress: a person must act (AttentionOTP), or the PSP answered a
+	// status it does not document (AttentionUnmapped). Such an object is
+	// never settled on: not paid, not failed. "" otherwise.
+	Attention Attention
 	// Amount and Currency are the object's, when the PSP says (lookups).
 	Amount   int64
 	Currency string
@@ -84,6 +89,21 @@ type Result struct {
 	// its payout's id.
 	PayoutID string
 }
+
+// Attention says why a PSP object waits for something other than the PSP.
+// Its value is the error class of the payout's dead letter.
+type Attention string
+
+// What a PSP object may need besides time.
+const (
+	// AttentionOTP: a Paystack transfer in status otp waits for a one-time
+	// password that Paystack sent to the business's phone or email; only a
+	// person can enter it (Dashboard, or POST /transfer/finalize_transfer).
+	// Paystack abandons it when none is given within 30 minutes.
+	AttentionOTP Attention = "psp_otp_required"
+	// AttentionUnmapped: a status the PSP's documentation does not list.
+	AttentionUnmapped Attention = "psp_status_unmapped"
+)
 
 // Client sends payouts to one provider.
 type Client interface {
@@ -166,12 +186,19 @@ func classifyHTTP(e *Error, retryAfter time.Duration) error {
 		return errclass.AsTransient(e)
 	case e.Status == 401 || e.Status == 403:
 		// Our key is wrong or revoked: an operator must fix configuration;
-		// the payout was certainly not made. Keep retrying (and trip the
-		// breaker) rather than failing every payout while the key is fixed.
-		return errclass.AsTransient(e)
-	case e.Status == 503:
+		// the payout was certainly not made (Stripe: authentication runs
+		// before the idempotency layer and executes nothing). Keep retrying
+		// (and trip the breaker) rather than failing every payout while the
+		// key is fixed.
 		return errclass.AsTransient(e)
 	case e.Status >= 500:
+		// Every 5xx, 503 included: neither Stripe nor Paystack documents
+		// any 5xx as "not executed". Stripe saves the answer of a request
+		// that began executing under its key, 500s included (so a 5xx may
+		// follow execution); Paystack's error reference says only that the
+		// request could not be fulfilled because of an error on its end,
+		// and asks for a conclusive transfer status before any retry. The
+		// payout may have been made (docs/psp-outcomes.md).
 		e.Unknown = true
 		return errclass.AsTransient(e)
 	case e.Status >= 400:

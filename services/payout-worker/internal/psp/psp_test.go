@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,13 +85,16 @@ func TestStripe(t *testing.T) {
 			require.Equal(t, tc.class, errclass.Of(err), "%s: %v", tc.kind, err)
 			require.Equal(t, tc.unknown, psp.OutcomeUnknown(err), tc.kind)
 		}
-		s.SetFaults(t, psptest.Faults{ErrorStatus: 503, Next: []psptest.Fault{{Kind: "5xx", Count: 1}}})
-		_, err := c.CreatePayout(ctx, req("p-503", "ba_1"))
-		require.Equal(t, errclass.Transient, errclass.Of(err))
-		require.False(t, psp.OutcomeUnknown(err), "a 503 was not executed")
+		// Every 5xx may have executed: neither PSP documents one as not.
+		for _, status := range []int{500, 502, 503, 504} {
+			s.SetFaults(t, psptest.Faults{ErrorStatus: status, Next: []psptest.Fault{{Kind: "5xx", Count: 1}}})
+			_, err := c.CreatePayout(ctx, req(fmt.Sprintf("p-%d", status), "ba_1"))
+			require.Equal(t, errclass.Transient, errclass.Of(err), "%d", status)
+			require.True(t, psp.OutcomeUnknown(err), "a %d may have executed", status)
+		}
 
 		s.SetFaults(t, psptest.Faults{RetryAfterSeconds: 7, Next: []psptest.Fault{{Kind: "429", Count: 1}}})
-		_, err = c.CreatePayout(ctx, req("p-429", "ba_1"))
+		_, err := c.CreatePayout(ctx, req("p-429", "ba_1"))
 		d, ok := errclass.RetryAfterOf(err)
 		require.True(t, ok, "%v", err)
 		require.Equal(t, 7*time.Second, d)
@@ -136,6 +141,20 @@ func TestPaystack(t *testing.T) {
 
 	_, err = c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000002", Amount: 1, Currency: "ngn", Destination: "RCP_invalid_1"})
 	require.Equal(t, errclass.Permanent, errclass.Of(err), "%v", err)
+	require.False(t, psp.OutcomeUnknown(err), "a 400 was not fulfilled")
+
+	// Paystack documents neither a 429 nor any 5xx as "not executed".
+	s.SetFaults(t, psptest.Faults{Provider: "paystack", RetryAfterSeconds: 3, Next: []psptest.Fault{{Kind: "429", Count: 1}}})
+	_, err = c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000003", Amount: 1, Currency: "ngn", Destination: "RCP_abc"})
+	d, ok := errclass.RetryAfterOf(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, 3*time.Second, d)
+	require.True(t, psp.OutcomeUnknown(err), "an undocumented 429 may have executed")
+	s.SetFaults(t, psptest.Faults{Provider: "paystack", ErrorStatus: 503, Next: []psptest.Fault{{Kind: "5xx", Count: 1}}})
+	_, err = c.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-000000000004", Amount: 1, Currency: "ngn", Destination: "RCP_abc"})
+	require.Equal(t, errclass.Transient, errclass.Of(err), "%v", err)
+	require.True(t, psp.OutcomeUnknown(err), "a 503 may have executed")
+	s.ClearFaults(t)
 }
 
 func TestBreakerOpensAndRefusesWithoutCalling(t *testing.T) {
@@ -226,4 +245,48 @@ func TestAttemptKeys(t *testing.T) {
 		require.Equal(t, n, psp.KeyGeneration("p", psp.AttemptKey("p", n)))
 	}
 	require.NotEqual(t, psp.AttemptKey("p", 1), psp.AttemptKey("p", 2))
+}
+
+// Every transfer status Paystack documents is mapped on purpose; an
+// undocumented one is never settled on (neither paid nor failed) and asks
+// for a person, as does otp.
+func TestPaystackStatusesAreMappedExplicitly(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		paid, failed bool
+		attention    psp.Attention
+	}
+	cases := map[string]want{
+		"success":   {paid: true},
+		"failed":    {failed: true},
+		"reversed":  {failed: true},
+		"abandoned": {failed: true},
+		"blocked":   {failed: true},
+		"rejected":  {failed: true},
+		"pending":   {},
+		"received":  {},
+		"otp":       {attention: psp.AttentionOTP},
+		"queued":    {attention: psp.AttentionUnmapped},
+		"":          {attention: psp.AttentionUnmapped},
+	}
+	for status, w := range cases {
+		// Through the client, as Paystack answers a create and a verify.
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(rw, `{"status":true,"message":"ok","data":{"reference":"p-%[1]s","transfer_code":"TRF_%[1]s",`+
+				`"status":%[2]q,"amount":100,"currency":"NGN"}}`, strings.ReplaceAll(status, " ", "_"), status)
+		}))
+		c := psp.NewPaystack("sk_test_paystack", srv.URL, srv.Client())
+		created, err := c.CreatePayout(context.Background(), req("p-"+status, "RCP_1"))
+		require.NoError(t, err, status)
+		found, err := c.FindPayout(context.Background(), psp.Lookup{PayoutID: "p-" + status})
+		require.NoError(t, err, status)
+		srv.Close()
+		for _, res := range []psp.Result{created, found} {
+			require.Equal(t, w.paid, res.Final, "%q paid", status)
+			require.Equal(t, w.failed, res.Failed, "%q failed", status)
+			require.Equal(t, w.attention, res.Attention, "%q attention", status)
+			require.Equal(t, status, res.Status)
+		}
+	}
 }

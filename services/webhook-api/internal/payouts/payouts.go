@@ -120,8 +120,8 @@ type Payout struct {
 	History       []Transition `json:"history"`
 	// PSPRequests is every request made to the PSP for the payout: each
 	// create with the Idempotency-Key it carried, each lookup, and what
-	// came of it (accepted, refused, not_executed, unknown, found,
-	// not_found).
+	// came of it (sending until a create's answer is recorded; accepted,
+	// refused, not_executed, unknown, found, not_found).
 	PSPRequests []PSPRequest `json:"psp_requests"`
 	// Evidence is every PSP outcome event that named the payout and its
 	// verdict (applied, outcome_mismatch, stale, recorded).

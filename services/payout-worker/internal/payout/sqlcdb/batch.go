@@ -19,7 +19,7 @@ func QueueLoad(b *pgx.Batch, id uuid.UUID, fn func(LoadRow, error) error) {
 		var i LoadRow
 		err := row.Scan(&i.ID, &i.UserID, &i.Amount, &i.Currency, &i.Destination, &i.Provider, &i.Status,
 			&i.Attempts, &i.PSPReference, &i.PspUpdatedAt, &i.CorrelationID, &i.OutcomeUnknown, &i.LookupNeeded,
-			&i.PspKey, &i.FirstAttemptAt, &i.LastUnknownAt, &i.CreatedAt)
+			&i.PspKey, &i.FirstAttemptAt, &i.LastUnknownAt, &i.CreatedAt, &i.SendingAt)
 		return fn(i, err)
 	})
 }
@@ -39,5 +39,5 @@ func QueueTransition(b *pgx.Batch, arg TransitionParams, fn func(int64, error) e
 func QueueUpdate(b *pgx.Batch, arg UpdateParams) {
 	b.Queue(update, arg.Status, arg.Attempts, arg.PSPReference, arg.PspStatus, arg.PspUpdatedAt, arg.LastError,
 		arg.ErrorClass, arg.OutcomeUnknown, arg.LookupNeeded, arg.PspKey, arg.FirstAttemptAt, arg.LastUnknownAt,
-		arg.ID)
+		arg.SendingAt, arg.ID)
 }

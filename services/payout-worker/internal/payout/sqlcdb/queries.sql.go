@@ -12,6 +12,23 @@ import (
 	"github.com/google/uuid"
 )
 
+const abandonCreates = `-- name: AbandonCreates :exec
+UPDATE payout_attempts SET outcome = 'unknown', error = $1::text
+WHERE payout_id = $2 AND outcome = 'sending'
+`
+
+type AbandonCreatesParams struct {
+	Error    string
+	PayoutID uuid.UUID
+}
+
+// A resume found the payout's creates whose answers were never recorded:
+// they may have executed.
+func (q *Queries) AbandonCreates(ctx context.Context, arg AbandonCreatesParams) error {
+	_, err := q.db.Exec(ctx, abandonCreates, arg.Error, arg.PayoutID)
+	return err
+}
+
 const attempts = `-- name: Attempts :many
 SELECT at, coalesce(error, '')::text AS error, coalesce(error_class, '')::text AS error_class FROM payout_transitions
 WHERE payout_id = $1 AND error IS NOT NULL ORDER BY id
@@ -42,6 +59,46 @@ func (q *Queries) Attempts(ctx context.Context, payoutID uuid.UUID) ([]AttemptsR
 		return nil, err
 	}
 	return items, nil
+}
+
+const beginCreate = `-- name: BeginCreate :one
+WITH sending AS (
+    UPDATE payouts
+    SET first_attempt_at = coalesce(payouts.first_attempt_at, $3::timestamptz), sending_at = $3::timestamptz,
+        psp_key = coalesce(nullif($4::text, ''), payouts.psp_key)
+    WHERE payouts.id = $5::uuid AND payouts.status = 'SENDING_TO_GATEWAY'
+    RETURNING payouts.id AS sending_id
+)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
+SELECT sending.sending_id, $1::integer, 'create', $2::text, 'sending', $3::timestamptz FROM sending
+RETURNING payout_attempts.id
+`
+
+type BeginCreateParams struct {
+	Attempt        int
+	IdempotencyKey string
+	At             time.Time
+	NewPspKey      string
+	PayoutID       uuid.UUID
+}
+
+// A create is about to be sent (attempt.go): its key, attempt number and
+// send time are committed first, on the payout (first_attempt_at,
+// sending_at, and psp_key when a new key generation was taken) and as a
+// payout_attempts row with outcome 'sending'. Nothing is written, and no
+// row returned, when the payout is no longer SENDING_TO_GATEWAY (an
+// outcome event moved it meanwhile): the create is then not sent.
+func (q *Queries) BeginCreate(ctx context.Context, arg BeginCreateParams) (int64, error) {
+	row := q.db.QueryRow(ctx, beginCreate,
+		arg.Attempt,
+		arg.IdempotencyKey,
+		arg.At,
+		arg.NewPspKey,
+		arg.PayoutID,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const countResume = `-- name: CountResume :exec
@@ -77,11 +134,36 @@ func (q *Queries) DeadlineState(ctx context.Context, id uuid.UUID) (DeadlineStat
 	return i, err
 }
 
+const finishCreate = `-- name: FinishCreate :exec
+UPDATE payout_attempts
+SET outcome = $1, psp_reference = nullif($2::text, ''), error = nullif($3::text, '')
+WHERE id = $4 AND outcome = 'sending'
+`
+
+type FinishCreateParams struct {
+	Outcome      string
+	PSPReference string
+	Error        string
+	ID           int64
+}
+
+// The answer to a create written by BeginCreate.
+func (q *Queries) FinishCreate(ctx context.Context, arg FinishCreateParams) error {
+	_, err := q.db.Exec(ctx, finishCreate,
+		arg.Outcome,
+		arg.PSPReference,
+		arg.Error,
+		arg.ID,
+	)
+	return err
+}
+
 const load = `-- name: Load :one
 
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
        coalesce(psp_reference, '')::text AS psp_reference, psp_updated_at, correlation_id,
-       outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at
+       outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at,
+       sending_at
 FROM payouts WHERE id = $1
 FOR UPDATE
 `
@@ -104,6 +186,7 @@ type LoadRow struct {
 	FirstAttemptAt *time.Time
 	LastUnknownAt  *time.Time
 	CreatedAt      time.Time
+	SendingAt      *time.Time
 }
 
 // The SQL on payouts, payout_transitions, payout_attempts and
@@ -132,6 +215,7 @@ func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 		&i.FirstAttemptAt,
 		&i.LastUnknownAt,
 		&i.CreatedAt,
+		&i.SendingAt,
 	)
 	return i, err
 }
@@ -389,8 +473,8 @@ SET status = $1, attempts = $2, psp_reference = nullif($3::text, ''),
     psp_updated_at = $5, last_error = nullif($6::text, ''),
     error_class = nullif($7::text, ''), updated_at = now(),
     outcome_unknown = $8, lookup_needed = $9, psp_key = nullif($10::text, ''),
-    first_attempt_at = $11, last_unknown_at = $12
-WHERE id = $13
+    first_attempt_at = $11, last_unknown_at = $12, sending_at = $13
+WHERE id = $14
 `
 
 type UpdateParams struct {
@@ -406,6 +490,7 @@ type UpdateParams struct {
 	PspKey         string
 	FirstAttemptAt *time.Time
 	LastUnknownAt  *time.Time
+	SendingAt      *time.Time
 	ID             uuid.UUID
 }
 
@@ -423,6 +508,7 @@ func (q *Queries) Update(ctx context.Context, arg UpdateParams) error {
 		arg.PspKey,
 		arg.FirstAttemptAt,
 		arg.LastUnknownAt,
+		arg.SendingAt,
 		arg.ID,
 	)
 	return err

@@ -293,7 +293,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
-		CreditWait: cfg.CreditWait})
+		CreditWait: cfg.CreditWait, StripeLivemode: cfg.Payout.StripeLivemode})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
@@ -350,7 +350,8 @@ func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Regis
 	if cfg.StripeSecretKey != "" {
 		clients["stripe"] = psp.NewStripe(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
 	} else {
-		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released")
+		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released, " +
+			"and live-mode Stripe credits, refunds and disputes are refused (evidence_mismatch): the key sets the mode")
 	}
 	if cfg.PaystackKey != "" {
 		clients["paystack"] = psp.NewPaystack(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient)

@@ -70,7 +70,8 @@ type Config struct {
 	SettlementDelay time.Duration
 	// CreditWait is MONEY_BACK_CREDIT_WAIT: how long a refund or dispute
 	// that arrives before its payment's credit waits for it before it is
-	// dead-lettered (0: at once).
+	// dead-lettered (0: at once; never shorter than the PSP reconciliation
+	// needs to recover the payment, config.MoneyBackTiming).
 	CreditWait time.Duration
 	Breaker    breaker.Config
 	Lock       walletlock.Config
@@ -91,7 +92,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		SettlementDelay: env.Duration("CREDIT_SETTLEMENT_DELAY", 0),
-		CreditWait:      env.Duration("MONEY_BACK_CREDIT_WAIT", 30*time.Second),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
@@ -106,6 +106,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Wait:   env.Duration("WALLET_LOCK_WAIT", 5*time.Second),
 		},
 	}
+	// The wait outlasts the PSP reconciliation that recovers a lost payment
+	// (config.MoneyBackTiming: derived from PSP_RECONCILE_INTERVAL, which
+	// the deploy manifests set once for every service).
+	_, c.CreditWait = env.MoneyBackTiming()
 	c.Membership = kafkax.ReadMembership(env)
 	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
@@ -143,9 +147,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
-	}
-	if c.CreditWait < 0 {
-		env.Errorf("MONEY_BACK_CREDIT_WAIT must not be negative")
 	}
 	if c.SettlementDelay < 0 {
 		env.Errorf("CREDIT_SETTLEMENT_DELAY must not be negative")

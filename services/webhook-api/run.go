@@ -114,14 +114,14 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Overlap: env.Duration("PSP_RECONCILE_OVERLAP", 10*time.Minute),
 			Grace:   env.Duration("PSP_RECONCILE_GRACE", 15*time.Minute),
 		},
-		Interval:        env.Duration("PSP_RECONCILE_INTERVAL", 15*time.Minute),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackAPIBase: env.String("PAYSTACK_API_BASE", ""),
 	}
-	if c.Reconcile.Interval < 0 {
-		env.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
-	}
+	// PSP_RECONCILE_INTERVAL with the payout worker's MONEY_BACK_CREDIT_WAIT
+	// (when this service is given it too): a refund waits for its payment's
+	// credit at least as long as a run needs to recover the payment.
+	c.Reconcile.Interval, _ = env.MoneyBackTiming()
 	if c.Reconcile.Window <= 0 {
 		env.Errorf("PSP_RECONCILE_WINDOW must be positive")
 	}

@@ -25,7 +25,13 @@ func TestMoneyBackTiming(t *testing.T) {
 		{name: "on request only", env: map[string]string{"PSP_RECONCILE_INTERVAL": "0"}, wait: 30 * time.Second},
 		{name: "on request only, at once", env: map[string]string{"PSP_RECONCILE_INTERVAL": "0", "MONEY_BACK_CREDIT_WAIT": "0"}},
 		{name: "the old pair", env: map[string]string{"MONEY_BACK_CREDIT_WAIT": "30s"},
-			err: "MONEY_BACK_CREDIT_WAIT 30s is shorter than PSP_RECONCILE_INTERVAL 15m0s"},
+			err: "MONEY_BACK_CREDIT_WAIT 30s is shorter than PSP_RECONCILE_INTERVAL 15m0s plus PSP_RECONCILE_RUN_TIMEOUT 30m0s"},
+		{name: "a shorter run timeout, scaled down", env: map[string]string{"PSP_RECONCILE_INTERVAL": "2s",
+			"PSP_RECONCILE_RUN_TIMEOUT": "5s", "MONEY_BACK_CREDIT_WAIT": "68s"}, interval: 2 * time.Second, wait: 68 * time.Second},
+		{name: "derived from a shorter run timeout", env: map[string]string{"PSP_RECONCILE_RUN_TIMEOUT": "5m"},
+			interval: 15 * time.Minute, wait: 21 * time.Minute},
+		{name: "run timeout too short", env: map[string]string{"PSP_RECONCILE_RUN_TIMEOUT": "10ms"},
+			err: "PSP_RECONCILE_RUN_TIMEOUT must be at least 1s"},
 		{name: "at once with a schedule", env: map[string]string{"MONEY_BACK_CREDIT_WAIT": "0"},
 			err: "set it to at least 46m0s"},
 		{name: "negative wait", env: map[string]string{"PSP_RECONCILE_INTERVAL": "0", "MONEY_BACK_CREDIT_WAIT": "-1s"},
@@ -35,7 +41,8 @@ func TestMoneyBackTiming(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := config.New(func(k string) string { return c.env[k] })
-			interval, wait := env.MoneyBackTiming()
+			got := env.MoneyBackTiming()
+			interval, wait := got.ReconcileInterval, got.CreditWait
 			if c.err != "" {
 				require.ErrorContains(t, env.Err(), c.err)
 				return

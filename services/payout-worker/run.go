@@ -109,7 +109,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 	// The wait outlasts the PSP reconciliation that recovers a lost payment
 	// (config.MoneyBackTiming: derived from PSP_RECONCILE_INTERVAL, which
 	// the deploy manifests set once for every service).
-	_, c.CreditWait = env.MoneyBackTiming()
+	c.CreditWait = env.MoneyBackTiming().CreditWait
 	c.Membership = kafkax.ReadMembership(env)
 	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")

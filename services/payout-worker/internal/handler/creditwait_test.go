@@ -24,11 +24,12 @@ import (
 func TestRefundOfAPaymentTheReconciliationRecoversIsAppliedAfterItsCredit(t *testing.T) {
 	t.Parallel()
 	env := config.New(func(string) string { return "" })
-	interval, wait := env.MoneyBackTiming()
+	timing := env.MoneyBackTiming()
 	require.NoError(t, env.Err())
+	wait := timing.CreditWait
 	w := setup(t, options{creditWait: wait})
 	// The latest the recovered payment's credit can arrive.
-	recoveredAt := interval + config.PSPReconcileRunLimit
+	recoveredAt := timing.ReconcileInterval + timing.ReconcileRunTimeout
 
 	first := w.moneyBackKeyed("stripe:pi_lost", "evt_refund_early", event.ActionRefund, "pi_lost",
 		ret("re_early", 400, event.OutcomeRefunded))

@@ -28,8 +28,9 @@ import (
 // live attempt that outlasts it is cancelled, and its report would be
 // refused anyway (ErrNotHeld).
 //
-// The payout worker's MONEY_BACK_CREDIT_WAIT counts on this bound
-// (config.MinMoneyBackCreditWait), so it is that shared value.
+// PSP_RECONCILE_RUN_TIMEOUT sets it (RunnerConfig.RescueAfter); the payout
+// worker's MONEY_BACK_CREDIT_WAIT counts on this bound
+// (config.MinMoneyBackCreditWait), so its default is that shared value.
 const DefaultRescueAfter = config.PSPReconcileRunLimit
 
 // RunnerConfig is webhook-api's River client for the reconciliation.

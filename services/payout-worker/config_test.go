@@ -83,3 +83,24 @@ func TestDeadlineAlertsAgreeWithTheDefaults(t *testing.T) {
 		}
 	}
 }
+
+// A refund waits for its payment's credit at least as long as the PSP
+// reconciliation needs to recover the payment: the default follows
+// PSP_RECONCILE_INTERVAL, and a shorter pair is refused, naming both.
+func TestMoneyBackCreditWaitOutlastsThePSPReconciliation(t *testing.T) {
+	c, err := readConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CreditWait < 15*time.Minute+30*time.Minute {
+		t.Errorf("default MONEY_BACK_CREDIT_WAIT %s ends before a reconciliation every 15m, running up to 30m, recovers the payment", c.CreditWait)
+	}
+	c, err = readConfig(func(k string) string { return map[string]string{"PSP_RECONCILE_INTERVAL": "1h"}[k] })
+	if err != nil || c.CreditWait <= time.Hour+30*time.Minute {
+		t.Errorf("with PSP_RECONCILE_INTERVAL 1h: wait %s, error %v", c.CreditWait, err)
+	}
+	_, err = readConfig(func(k string) string { return map[string]string{"MONEY_BACK_CREDIT_WAIT": "30s"}[k] })
+	if err == nil || !strings.Contains(err.Error(), "MONEY_BACK_CREDIT_WAIT 30s is shorter than PSP_RECONCILE_INTERVAL 15m0s") {
+		t.Errorf("the old pair: error %v", err)
+	}
+}

@@ -70,7 +70,8 @@ type Config struct {
 	SettlementDelay time.Duration
 	// CreditWait is MONEY_BACK_CREDIT_WAIT: how long a refund or dispute
 	// that arrives before its payment's credit waits for it before it is
-	// dead-lettered (0: at once).
+	// dead-lettered (0: at once; never shorter than the PSP reconciliation
+	// needs to recover the payment, config.MoneyBackTiming).
 	CreditWait time.Duration
 	Breaker    breaker.Config
 	Lock       walletlock.Config
@@ -91,7 +92,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		SettlementDelay: env.Duration("CREDIT_SETTLEMENT_DELAY", 0),
-		CreditWait:      env.Duration("MONEY_BACK_CREDIT_WAIT", 30*time.Second),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackKey:     env.String("PAYSTACK_SECRET_KEY", ""),
@@ -106,6 +106,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Wait:   env.Duration("WALLET_LOCK_WAIT", 5*time.Second),
 		},
 	}
+	// The wait outlasts the PSP reconciliation that recovers a lost payment
+	// (config.MoneyBackTiming: derived from PSP_RECONCILE_INTERVAL, which
+	// the deploy manifests set once for every service).
+	c.CreditWait = env.MoneyBackTiming().CreditWait
 	c.Membership = kafkax.ReadMembership(env)
 	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
@@ -153,9 +157,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if len(c.KafkaBrokers) == 0 {
 		c.KafkaBrokers = []string{"127.0.0.1:9092"}
-	}
-	if c.CreditWait < 0 {
-		env.Errorf("MONEY_BACK_CREDIT_WAIT must not be negative")
 	}
 	if c.SettlementDelay < 0 {
 		env.Errorf("CREDIT_SETTLEMENT_DELAY must not be negative")
@@ -318,7 +319,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
-		CreditWait: cfg.CreditWait})
+		CreditWait: cfg.CreditWait, StripeLivemode: cfg.Payout.StripeLivemode})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
@@ -375,7 +376,8 @@ func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Regis
 	if cfg.StripeSecretKey != "" {
 		clients["stripe"] = psp.NewStripe(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
 	} else {
-		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released")
+		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released, " +
+			"and live-mode Stripe credits, refunds and disputes are refused (evidence_mismatch): the key sets the mode")
 	}
 	if cfg.PaystackKey != "" {
 		clients["paystack"] = psp.NewPaystack(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient)

@@ -24,6 +24,11 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"PSP_RECONCILE_WINDOW": "0s"}, "PSP_RECONCILE_WINDOW must be positive"},
 		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
 		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},
+		{map[string]string{"PSP_RECONCILE_RUN_TIMEOUT": "0s"}, "PSP_RECONCILE_RUN_TIMEOUT must be at least 1s"},
+		// Given the worker's wait too (the shared configuration), a wait
+		// that ends before a run could recover the payment is refused here too.
+		{map[string]string{"PSP_RECONCILE_INTERVAL": "1h", "MONEY_BACK_CREDIT_WAIT": "1h"},
+			"MONEY_BACK_CREDIT_WAIT 1h0m0s is shorter than PSP_RECONCILE_INTERVAL 1h0m0s"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

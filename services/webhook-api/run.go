@@ -56,7 +56,10 @@ type Config struct {
 type ReconcileConfig struct {
 	pspsync.Config
 	// Interval between scheduled runs; 0: only on demand.
-	Interval        time.Duration
+	Interval time.Duration
+	// RunTimeout bounds one run (PSP_RECONCILE_RUN_TIMEOUT; River's job
+	// timeout and rescue delay, pspsync.RunnerConfig.RescueAfter).
+	RunTimeout      time.Duration
 	StripeSecretKey string
 	StripeAPIBase   string
 	PaystackAPIBase string
@@ -114,14 +117,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 			Overlap: env.Duration("PSP_RECONCILE_OVERLAP", 10*time.Minute),
 			Grace:   env.Duration("PSP_RECONCILE_GRACE", 15*time.Minute),
 		},
-		Interval:        env.Duration("PSP_RECONCILE_INTERVAL", 15*time.Minute),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
 		PaystackAPIBase: env.String("PAYSTACK_API_BASE", ""),
 	}
-	if c.Reconcile.Interval < 0 {
-		env.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
-	}
+	// PSP_RECONCILE_INTERVAL with the payout worker's MONEY_BACK_CREDIT_WAIT
+	// (when this service is given it too): a refund waits for its payment's
+	// credit at least as long as a run needs to recover the payment.
+	timing := env.MoneyBackTiming()
+	c.Reconcile.Interval, c.Reconcile.RunTimeout = timing.ReconcileInterval, timing.ReconcileRunTimeout
 	if c.Reconcile.Window <= 0 {
 		env.Errorf("PSP_RECONCILE_WINDOW must be positive")
 	}
@@ -272,11 +276,11 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, dep
 	// /v1/psp-reconciliation and this service's schedule queue them, this
 	// service works them.
 	runner, _, err := pspsync.NewRunner(pool, runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps),
-		pspsync.RunnerConfig{Interval: rc.Interval}, deps)
+		pspsync.RunnerConfig{Interval: rc.Interval, RescueAfter: rc.RunTimeout}, deps)
 	if err != nil {
 		return nil, err
 	}
-	deps.Logger.Info("psp reconciliation", "providers", len(sources), "interval", rc.Interval.String(),
+	deps.Logger.Info("psp reconciliation", "providers", len(sources), "interval", rc.Interval.String(), "run_timeout", rc.RunTimeout.String(),
 		"window", rc.Window.String(), "overlap", rc.Overlap.String(), "grace", rc.Grace.String())
 	return []lifecycle.Component{runner}, nil
 }

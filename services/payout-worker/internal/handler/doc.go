@@ -2,6 +2,13 @@
 // from aegis.webhook.pending (credits, payout outcomes) and payout commands
 // from aegis.transactions.
 //
+// Every money event is evidence checked before it moves money: a credit,
+// refund or dispute that is not about our own money in our key's mode
+// (origin.Foreign: a Stripe event of the other livemode or of a connected
+// account) is claimed and dead-lettered with class evidence_mismatch in one
+// transaction, before a credit is queued for its group (foreign.go); payout
+// outcomes pass the same check in payout.Processor.Finalize.
+//
 // A credit is committed by ledger.CreditCommitter with the other credits
 // waiting at that moment (group commit: one pipelined transaction, one
 // WAL flush): its processed_events row, ledger posting and balance. The

@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/origin"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
 
@@ -41,6 +42,8 @@ type Handler struct {
 	// creditWait: a refund or dispute whose payment's credit is not in
 	// yet waits for it (awaitCredit).
 	creditWait time.Duration
+	// stripeLivemode is our Stripe key's mode (foreign.go).
+	stripeLivemode bool
 }
 
 // Deps is what a Handler works with, next to the logger, clock and
@@ -62,6 +65,9 @@ type Deps struct {
 	// of a payment not credited yet is published again, delayed, waiting
 	// for the credit, before it is dead-lettered (0: at once).
 	CreditWait time.Duration
+	// StripeLivemode is true for a live Stripe key: Stripe money events of
+	// the other mode, or from a connected account, move no money (foreign.go).
+	StripeLivemode bool
 }
 
 // New returns a Handler.
@@ -70,6 +76,7 @@ func New(deps Deps) *Handler {
 	reg := common.Registerer
 	h := &Handler{pool: deps.Pool, ledger: deps.Ledger, credits: deps.Credits, payouts: deps.Payouts, logger: common.Logger, now: common.Clock,
 		alerts: deps.Alerts, letters: deps.Letters, notify: deps.Notify, creditWait: deps.CreditWait,
+		stripeLivemode: deps.StripeLivemode,
 		creditCount: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_wallet_credits_total", Help: "Wallet credits by provider and result (applied, duplicate).",
 		}, []string{"provider", "result"}),
@@ -114,6 +121,11 @@ func (h *Handler) pspEvent(ctx context.Context, m inbox.Message) error {
 	}
 	if e.EventID == "" || e.Provider == "" {
 		return errclass.AsPoison(errors.New("PSP event is not decodable: no event_id or provider"))
+	}
+	if moneyEvent(e.Action) {
+		if foreign := origin.Foreign(&e, h.stripeLivemode); foreign != "" {
+			return h.refuseForeign(ctx, m, e, foreign)
+		}
 	}
 	switch e.Action {
 	case event.ActionCredit:

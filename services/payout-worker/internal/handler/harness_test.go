@@ -69,6 +69,9 @@ type world struct {
 	settleWindow time.Duration
 	// stops stops each consumer startConsumer ran.
 	stops []func()
+	// live is the mode of the worker's Stripe key (options.liveKey): the
+	// Stripe events the test publishes say it.
+	live bool
 }
 
 // clock is the time the processor sees: the wall clock, moved forward by
@@ -214,6 +217,8 @@ type options struct {
 	pspEnv map[string]string
 	// grace is the consumer's shutdown grace (default 5s).
 	grace time.Duration
+	// liveKey: the worker's Stripe key is live (sk_live_); default test.
+	liveKey bool
 }
 
 // setup starts the worker's consumer over real Postgres, Redis, kfake and the
@@ -243,7 +248,7 @@ func setup(t *testing.T, o options) *world {
 		o.grace = 5 * time.Second
 	}
 	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, o.pspEnv),
-		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow}
+		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow, live: o.liveKey}
 	w.producer = kafkatest.NewClient(t, w.kafka)
 	w.pspProxy = newPSPProxy(t, w.psp.URL)
 
@@ -289,7 +294,7 @@ func setup(t *testing.T, o options) *world {
 	proc, err := payout.New(payout.Config{
 		Backoff:      backoff.Policy{Base: 5 * time.Second, Multiplier: 2, Max: 60 * time.Second, MaxAttempts: o.maxAttempts},
 		BreakerDefer: 30 * time.Second, CallTimeout: o.callTimeout, IdempotencyWindow: o.idempotencyWindow,
-		SettleWindow: o.settleWindow,
+		SettleWindow: o.settleWindow, StripeLivemode: o.liveKey,
 	}, payout.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
 		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Letters: letters})
 	require.NoError(t, err)
@@ -299,8 +304,9 @@ func setup(t *testing.T, o options) *world {
 		lifecycle.Deps{Logger: logger, Registerer: reg})
 	require.NoError(t, err)
 	require.NoError(t, credits.Start(context.Background()))
-	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now},
-		Pool: w.db.Pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait})
+	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
+		Pool: w.db.Pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait,
+		StripeLivemode: o.liveKey})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
@@ -365,10 +371,16 @@ func (w *world) produce(topic, key, messageID string, value []byte) {
 // credit publishes a verified payment event, as webhook-api and the relay would.
 func (w *world) credit(eventID, reference string, amount int64) {
 	w.t.Helper()
-	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: "payment_intent.succeeded", Action: event.ActionCredit,
-		UserID: w.user, Amount: amount, Currency: "usd", Reference: reference, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	e := w.creditEvent(eventID, reference, amount)
 	b, _ := json.Marshal(e)
 	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
+}
+
+// creditEvent is the event credit publishes, for a test to alter.
+func (w *world) creditEvent(eventID, reference string, amount int64) event.PSPEvent {
+	live := w.live
+	return event.PSPEvent{Provider: "stripe", EventID: eventID, Type: "payment_intent.succeeded", Action: event.ActionCredit,
+		UserID: w.user, Amount: amount, Currency: "usd", Reference: reference, Livemode: &live, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 }
 
 // createPayout inserts the payout as webhook-api does and returns its id.
@@ -404,7 +416,7 @@ func (w *world) outcomeEvent(eventID, payoutID string, action event.Action, at t
 	var currency, ref string
 	require.NoError(w.t, w.db.Pool.QueryRow(context.Background(),
 		`SELECT amount, currency, coalesce(psp_reference, 'po_x') FROM payouts WHERE id = $1`, payoutID).Scan(&amount, &currency, &ref))
-	live := false
+	live := w.live
 	return event.PSPEvent{Provider: "stripe", EventID: eventID, Type: typ, Action: action, PayoutID: payoutID,
 		Amount: amount, Currency: currency, Reference: ref, Livemode: &live, OccurredAt: at, Raw: json.RawMessage(`{}`)}
 }

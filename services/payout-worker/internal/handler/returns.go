@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -195,7 +196,12 @@ func (h *Handler) awaitCredit(ctx context.Context, m inbox.Message, e event.PSPE
 	if eventType == "" {
 		eventType = e.Type
 	}
-	delay := min(h.creditWait-waited, max(time.Second, h.creditWait/10))
+	// The credit of a payment in flight comes within seconds; one the PSP
+	// reconciliation recovers, within the wait (config.MoneyBackTiming):
+	// tried again after 1s, 2s, 4s … up to a tenth of the wait, so the
+	// first is applied at once and a long wait costs a few copies.
+	delay := min(h.creditWait-waited, backoff.Policy{Base: time.Second, Multiplier: 2,
+		Max: max(time.Second, h.creditWait/10)}.Ceiling(attempt))
 	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
 		fresh, err := inbox.Claim(ctx, tx, m)
 		if err != nil || !fresh {

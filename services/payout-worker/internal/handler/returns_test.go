@@ -21,11 +21,17 @@ import (
 // moneyBack publishes a refund or dispute event as webhook-api would.
 func (w *world) moneyBack(eventID string, action event.Action, payment string, returns ...event.Return) string {
 	w.t.Helper()
-	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: string(action), Action: action,
-		Reference: payment, Returns: returns, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	e := w.moneyBackEvent(eventID, action, payment, returns...)
 	b, _ := json.Marshal(e)
 	w.produce(kafkax.TopicWebhookPending, w.user, e.MessageID(), b)
 	return e.MessageID()
+}
+
+// moneyBackEvent is the event moneyBack publishes, for a test to alter.
+func (w *world) moneyBackEvent(eventID string, action event.Action, payment string, returns ...event.Return) event.PSPEvent {
+	live := w.live
+	return event.PSPEvent{Provider: "stripe", EventID: eventID, Type: string(action), Action: action,
+		Reference: payment, Returns: returns, Livemode: &live, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 }
 
 func ret(id string, amount int64, outcome string) event.Return {
@@ -130,8 +136,7 @@ func TestPayoutOfCreditsInsideTheSettlementDelayIsRefused(t *testing.T) {
 // one whose payment is not credited yet by the payment (it has no wallet).
 func (w *world) moneyBackKeyed(key, eventID string, action event.Action, payment string, returns ...event.Return) string {
 	w.t.Helper()
-	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: string(action), Action: action,
-		Reference: payment, Returns: returns, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
+	e := w.moneyBackEvent(eventID, action, payment, returns...)
 	b, _ := json.Marshal(e)
 	w.produce(kafkax.TopicWebhookPending, key, e.MessageID(), b)
 	return e.MessageID()

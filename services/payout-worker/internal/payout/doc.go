@@ -67,8 +67,10 @@
 //
 // PSP outcome webhooks (payout.paid/failed, transfer.success/failed/reversed)
 // are evidence, not commands (finalize.go): one changes its payout only when
-// provider, amount, currency, the PSP's object id (once known), and for
-// Stripe the account (no Connect) and livemode (our key's) match. A mismatch
+// provider, amount, currency, the PSP's object id (once known) match, and
+// the event is about our own money in our key's mode (origin.Foreign, the
+// check every money event passes: for Stripe no Connect account, livemode
+// our key's). A mismatch
 // changes nothing: it is recorded in payout_evidence, dead-lettered with
 // class outcome_mismatch (dlq-admin pages for it). Every outcome event about a payout
 // is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each

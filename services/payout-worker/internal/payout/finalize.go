@@ -11,9 +11,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
-	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/origin"
 )
 
 // Finalize applies a PSP outcome event (payout.paid, payout.failed,
@@ -180,8 +180,9 @@ const (
 
 // mismatch says why a PSP outcome event is no evidence about p, or "".
 // Provider, amount and currency must be the payout's, and the PSP's id once
-// we know it; a Stripe event from a connected account (Connect) or from the
-// other mode than our key's (livemode) is about somebody else's money.
+// we know it; and the event must be about our own account's money in our
+// key's mode (origin.Foreign: Stripe's Connect account and livemode), the
+// check every money event passes.
 func (pr *Processor) mismatch(p *Payout, e event.PSPEvent) string {
 	var why []string
 	if e.Provider != p.Provider {
@@ -196,13 +197,8 @@ func (pr *Processor) mismatch(p *Payout, e event.PSPEvent) string {
 	if p.PSPReference != "" && e.Reference != p.PSPReference {
 		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", e.Reference, p.PSPReference))
 	}
-	if e.Provider == string(provider.Stripe) {
-		if e.Account != "" {
-			why = append(why, fmt.Sprintf("sent for connected account %q", e.Account))
-		}
-		if e.Livemode != nil && *e.Livemode != pr.cfg.StripeLivemode {
-			why = append(why, fmt.Sprintf("livemode %t, our key's %t", *e.Livemode, pr.cfg.StripeLivemode))
-		}
+	if foreign := origin.Foreign(&e, pr.cfg.StripeLivemode); foreign != "" {
+		why = append(why, foreign)
 	}
 	return strings.Join(why, "; ")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
+	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
@@ -26,7 +27,11 @@ import (
 // of each PSP's record; half an hour is well above what that takes, and a
 // live attempt that outlasts it is cancelled, and its report would be
 // refused anyway (ErrNotHeld).
-const DefaultRescueAfter = 30 * time.Minute
+//
+// PSP_RECONCILE_RUN_TIMEOUT sets it (RunnerConfig.RescueAfter); the payout
+// worker's MONEY_BACK_CREDIT_WAIT counts on this bound
+// (config.MinMoneyBackCreditWait), so its default is that shared value.
+const DefaultRescueAfter = config.PSPReconcileRunLimit
 
 // RunnerConfig is webhook-api's River client for the reconciliation.
 type RunnerConfig struct {

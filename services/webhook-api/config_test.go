@@ -24,6 +24,8 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"PSP_RECONCILE_WINDOW": "0s"}, "PSP_RECONCILE_WINDOW must be positive"},
 		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
 		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},
+		{map[string]string{"WEBHOOK_READING_MAX_MIB": "1"}, "WEBHOOK_READING_MAX_MIB must be at least 2"},
+		{map[string]string{"WEBHOOK_READING_MAX_MIB": "lots"}, "WEBHOOK_READING_MAX_MIB must be an integer"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

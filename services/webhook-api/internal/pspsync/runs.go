@@ -223,7 +223,12 @@ func (r *Runs) Known(ctx context.Context, provider string, ids []string) (map[st
 type payoutRow struct {
 	Status string
 	// Settled: unchanged for longer than the grace.
-	Settled bool
+	Settled     bool
+	Amount      int64
+	Currency    string
+	Destination string
+	// PSPReference is the PSP object recorded for it ("" before one is).
+	PSPReference string
 }
 
 func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (map[string]payoutRow, error) {
@@ -233,7 +238,8 @@ func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (
 	}
 	out := make(map[string]payoutRow, len(rows))
 	for _, p := range rows {
-		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled}
+		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled, Amount: p.Amount, Currency: p.Currency,
+			Destination: p.Destination, PSPReference: p.PSPReference}
 	}
 	return out, nil
 }

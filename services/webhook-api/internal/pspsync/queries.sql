@@ -56,7 +56,7 @@ FROM payouts WHERE id = ANY((@ids::text[])::uuid[]);
 -- name: SucceededPayouts :many
 -- This provider's payouts SUCCEEDED here since @since: each must be paid at
 -- the PSP.
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
 WHERE provider = @provider AND status = 'SUCCEEDED' AND updated_at >= @since
 ORDER BY updated_at LIMIT @max_rows;
 

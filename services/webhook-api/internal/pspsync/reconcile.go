@@ -372,6 +372,11 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 		case o.Verdict != PSPPaid:
 			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: o.ID,
 				PSPStatus: o.Status, LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP's object is " + o.Status})
+			dis = append(dis, compareMoney(p, s.ID, []Object{o}, s.Row)...)
+		default:
+			// Paid: looked up by the object recorded here, so only its
+			// money can disagree (a second object is for the listing).
+			dis = append(dis, compareMoney(p, s.ID, []Object{o}, s.Row)...)
 		}
 	}
 
@@ -480,7 +485,10 @@ func compareMoney(p, payoutID string, group []Object, ours payoutRow) []Disagree
 	}
 	// The reference is recorded with the outcome: before the payout has
 	// settled it may still be on its way.
-	if len(live) == 1 && ours.Settled && ours.PSPReference != "" && live[0].ID != ours.PSPReference {
+	// A Paystack payout may record its reference (our payout id) when the
+	// PSP's answer carried no transfer code: that names no other object.
+	recorded := ours.PSPReference != "" && ours.PSPReference != payoutID
+	if len(live) == 1 && ours.Settled && recorded && live[0].ID != ours.PSPReference {
 		add(ObjectMismatch, fmt.Sprintf("the PSP's live object is %s; %s is recorded here", describe(live), ours.PSPReference), live)
 	}
 	return dis

@@ -244,7 +244,11 @@ func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (
 	return out, nil
 }
 
-type succeededPayout struct{ ID, PSPReference string }
+type succeededPayout struct {
+	ID, PSPReference string
+	// Row is the payout as compareMoney needs it.
+	Row payoutRow
+}
 
 func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, limit int) ([]succeededPayout, error) {
 	rows, err := r.q.SucceededPayouts(ctx, sqlcdb.SucceededPayoutsParams{Provider: provider, Since: since, MaxRows: limit})
@@ -253,7 +257,8 @@ func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, 
 	}
 	out := make([]succeededPayout, len(rows))
 	for i, p := range rows {
-		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference}
+		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference, Row: payoutRow{Status: statusSucceeded, Settled: true,
+			Amount: p.Amount, Currency: p.Currency, Destination: p.Destination}}
 	}
 	return out, nil
 }

@@ -426,7 +426,7 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 }
 
 const succeededPayouts = `-- name: SucceededPayouts :many
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
 WHERE provider = $1 AND status = 'SUCCEEDED' AND updated_at >= $2
 ORDER BY updated_at LIMIT $3
 `
@@ -440,6 +440,9 @@ type SucceededPayoutsParams struct {
 type SucceededPayoutsRow struct {
 	ID           string
 	PSPReference string
+	Amount       int64
+	Currency     string
+	Destination  string
 }
 
 // This provider's payouts SUCCEEDED here since @since: each must be paid at
@@ -453,7 +456,13 @@ func (q *Queries) SucceededPayouts(ctx context.Context, arg SucceededPayoutsPara
 	var items []SucceededPayoutsRow
 	for rows.Next() {
 		var i SucceededPayoutsRow
-		if err := rows.Scan(&i.ID, &i.PSPReference); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.PSPReference,
+			&i.Amount,
+			&i.Currency,
+			&i.Destination,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

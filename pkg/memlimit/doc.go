@@ -7,8 +7,9 @@
 // the kernel (OOMKilled) before the collector has tried to keep it below.
 // With one, the collector works harder as the heap nears it. The limit
 // given is a share (Ratio) of the container's, leaving room for what the
-// runtime does not count against it (memory outside the Go heap and its
-// metadata, such as the kernel's page cache charged to the container).
+// kernel charges to the container besides the Go runtime's own memory
+// (the page cache of files read, socket buffers, memory allocated outside
+// Go).
 //
 // The container's limit is read from the cgroup files a container sees at
 // /sys/fs/cgroup: cgroup v2's memory.max, else cgroup v1's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/memlimit"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
@@ -43,6 +45,10 @@ type Base struct {
 	// /healthz and a /readyz without detail: the public port can then be
 	// exposed alone.
 	AdminAddr string
+	// GoMemLimitSet: the operator set GOMEMLIMIT (the runtime read it);
+	// otherwise Run gives the runtime a soft limit from the container's
+	// memory limit (package memlimit).
+	GoMemLimitSet bool
 }
 
 // ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
@@ -55,6 +61,7 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 		ShutdownGrace: env.Duration("SHUTDOWN_GRACE", 20*time.Second),
 		PprofAddr:     env.String("PPROF_ADDR", ""),
 		AdminAddr:     env.String("ADMIN_ADDR", ""),
+		GoMemLimitSet: env.String("GOMEMLIMIT", "") != "",
 	}
 	if _, _, err := net.SplitHostPort(b.HTTPAddr); err != nil {
 		env.Errorf("HTTP_ADDR must be host:port or :port, got %q", b.HTTPAddr)
@@ -135,6 +142,8 @@ func (b Base) Listeners(router, admin http.Handler, logger *slog.Logger) []lifec
 // see lifecycle.Run. The first stage is Listeners; the run.go closes its
 // pools and clients after Run returns.
 func (b Base) Run(ctx context.Context, logger *slog.Logger, stages ...lifecycle.Stage) error {
+	restore := b.limitMemory(logger, os.DirFS("/"))
+	defer restore() // for a run inside a test
 	err := lifecycle.Run(ctx, logger, b.ShutdownGrace, stages...)
 	if err != nil {
 		logger.Error(b.Name+" stopped", "error", err.Error())
@@ -142,6 +151,23 @@ func (b Base) Run(ctx context.Context, logger *slog.Logger, stages ...lifecycle.
 	}
 	logger.Info(b.Name + " stopped")
 	return nil
+}
+
+// limitMemory gives the Go runtime a soft memory limit of memlimit.Ratio
+// of the container's memory limit found under root, unless GOMEMLIMIT is
+// set: the heap is then collected harder as it nears the limit instead of
+// the container being killed for it. A limit that cannot be read is
+// logged and the service runs without one, as it did before.
+func (b Base) limitMemory(logger *slog.Logger, root fs.FS) (restore func()) {
+	applied, restore, err := memlimit.Apply(b.GoMemLimitSet, root)
+	switch {
+	case err != nil:
+		logger.Warn("GOMEMLIMIT not set: the container's memory limit could not be read (set GOMEMLIMIT)", "error", err.Error())
+	case applied.Limit > 0:
+		logger.Info("GOMEMLIMIT chosen from the container's memory limit (set GOMEMLIMIT to choose)",
+			"gomemlimit_bytes", applied.Limit, "container_limit_bytes", applied.Container)
+	}
+	return restore
 }
 
 // Logger returns the service's JSON logger on w.

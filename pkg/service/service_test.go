@@ -8,12 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/memlimit"
 )
 
 func TestReadBase(t *testing.T) {
@@ -141,5 +144,30 @@ func TestAdminAddrSeparatesTheOperationalEndpoints(t *testing.T) {
 	defer srv.Close()
 	if code, _ := get(srv.URL + "/metrics"); code != http.StatusOK {
 		t.Errorf("/metrics without ADMIN_ADDR answered %d", code)
+	}
+}
+
+// Not parallel: the soft memory limit is the process's. Without GOMEMLIMIT
+// a service takes 90% of its container's limit and says so; with it, the
+// operator's stands.
+func TestRunLimitsMemoryToTheContainersUnlessGOMEMLIMITIsSet(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	root := fstest.MapFS{"sys/fs/cgroup/memory.max": {Data: []byte("268435456\n")}}
+	var logs strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+
+	restore := Base{}.limitMemory(logger, root)
+	container := int64(256 << 20)
+	if got, want := debug.SetMemoryLimit(-1), int64(float64(container)*memlimit.Ratio); got != want {
+		t.Errorf("soft limit %d, want %d", got, want)
+	}
+	restore()
+	if !strings.Contains(logs.String(), `"container_limit_bytes":268435456`) {
+		t.Errorf("the chosen limit is not logged: %s", logs.String())
+	}
+	restore = Base{GoMemLimitSet: true}.limitMemory(logger, root)
+	restore()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("GOMEMLIMIT set: the limit moved to %d", got)
 	}
 }

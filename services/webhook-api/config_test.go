@@ -29,6 +29,8 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		// that ends before a run could recover the payment is refused here too.
 		{map[string]string{"PSP_RECONCILE_INTERVAL": "1h", "MONEY_BACK_CREDIT_WAIT": "1h"},
 			"MONEY_BACK_CREDIT_WAIT 1h0m0s is shorter than PSP_RECONCILE_INTERVAL 1h0m0s"},
+		{map[string]string{"WEBHOOK_READING_MAX_MIB": "1"}, "WEBHOOK_READING_MAX_MIB must be at least 2"},
+		{map[string]string{"WEBHOOK_READING_MAX_MIB": "lots"}, "WEBHOOK_READING_MAX_MIB must be an integer"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -47,6 +47,9 @@ type Config struct {
 	// GCPercent is the GC target webhook-api sets for itself
 	// (defaultGCPercent), 0 to leave the runtime's.
 	GCPercent int
+	// ReadingMax bounds the bytes webhook bodies hold while they are read
+	// and verified (WEBHOOK_READING_MAX_MIB; api.Reading).
+	ReadingMax int64
 	// Reconcile is the PSP reconciliation (PSP_RECONCILE_*,
 	// STRIPE_SECRET_KEY, STRIPE_API_BASE, PAYSTACK_API_BASE).
 	Reconcile ReconcileConfig
@@ -90,6 +93,13 @@ func smallHostProcs(env string, cores int) int {
 // times the live one (tens of MiB) and the collector runs a quarter as
 // often: CPU per webhook fell from 161 to 152 µs at 8 clients and from 97
 // to 84 µs at 64 (docs/benchmarks.md). A GOGC set by the operator wins.
+//
+// Five times the live heap is safe because both are bounded: the bodies
+// read before verification by WEBHOOK_READING_MAX_MIB (api.Reading), the
+// verified ones by the commit line, and the heap as a whole by the soft
+// memory limit every service takes from its container (pkg/memlimit), past
+// which the collector runs as often as it must whatever GOGC says. GOGC
+// then only sets how often it runs while memory is plentiful.
 const ingestGCPercent = 400
 
 func defaultGCPercent(env string) int {
@@ -110,6 +120,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 		CommitGroup:          env.Int("INGEST_COMMIT_GROUP", 64),
 		Procs:                smallHostProcs(getenv("GOMAXPROCS"), runtime.NumCPU()),
 		GCPercent:            defaultGCPercent(getenv("GOGC")),
+		ReadingMax:           int64(env.Int("WEBHOOK_READING_MAX_MIB", api.DefaultReadingMax>>20)) << 20,
+	}
+	if c.ReadingMax < 2*api.MaxWebhookBody {
+		env.Errorf("WEBHOOK_READING_MAX_MIB must be at least 2 (room for the largest webhook body, 1 MiB, while it is read)")
 	}
 	c.Reconcile = ReconcileConfig{
 		Config: pspsync.Config{
@@ -236,6 +250,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Webhooks:     api.NewWebhookMetric(reg),
 		Refused:      api.NewRefusalLog(logger, reg, time.Minute, time.Now),
 		Shed:         api.NewShedLog(logger, reg, time.Minute, time.Now),
+		Reading:      api.NewReading(cfg.ReadingMax, reg),
 		ProviderEnabled: func(p string) bool {
 			return p == ingest.Stripe || (p == ingest.Paystack && cfg.PaystackSecretKey != "")
 		},

@@ -298,14 +298,26 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 const alertListed = 10
 
 type disagreement struct {
-	Provider     string `json:"provider"`
-	Kind         string `json:"kind"`
-	PayoutID     string `json:"payout_id"`
-	PSPObjectID  string `json:"psp_object_id"`
-	PSPStatus    string `json:"psp_status"`
-	LedgerStatus string `json:"ledger_status"`
-	Detail       string `json:"detail"`
-	State        string `json:"state"`
+	Provider    string `json:"provider"`
+	Kind        string `json:"kind"`
+	PayoutID    string `json:"payout_id"`
+	PSPObjectID string `json:"psp_object_id"`
+	// PSPObjectIDs: every object when there are several (a double
+	// payment); absent from runs stored before it existed.
+	PSPObjectIDs []string `json:"psp_object_ids"`
+	PSPStatus    string   `json:"psp_status"`
+	LedgerStatus string   `json:"ledger_status"`
+	Detail       string   `json:"detail"`
+	State        string   `json:"state"`
+}
+
+// objects names the disagreement's PSP objects: all of them when there
+// are several.
+func (d disagreement) objects() string {
+	if len(d.PSPObjectIDs) > 0 {
+		return strings.Join(d.PSPObjectIDs, ",")
+	}
+	return d.PSPObjectID
 }
 
 // runAlerts are a run's alerts: a page (critical) naming the
@@ -327,7 +339,7 @@ func runAlerts(run Run, cleared []OpenDisagreement) []alert.Alert {
 			if len(named) == alertListed {
 				break
 			}
-			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.PSPObjectID, d.PSPStatus, d.Detail))
+			named = append(named, fmt.Sprintf("%s %s payout=%s psp=%s (%s): %s", d.Provider, d.Kind, d.PayoutID, d.objects(), d.PSPStatus, d.Detail))
 		}
 		out = append(out, alert.Alert{
 			Key:      AlertKey,

@@ -208,3 +208,23 @@ func TestRequestEndsARunWhoseRiverJobIsGone(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND (args->>'run_id')::bigint = $1`, next.ID).Scan(&live))
 	require.Equal(t, 1, live, "the new run's job is queued")
 }
+
+// A double payment found by a run pages critical naming every object the
+// PSP holds for the payout, not only the first.
+func TestWatcherPagesADoublePaymentNamingBothObjects(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
+		VALUES ('succeeded', 'scheduled', now(), now(), 1, 1,
+		        '[{"provider":"stripe","kind":"double_payment_at_psp","payout_id":"p-2","psp_object_id":"po_a","psp_object_ids":["po_a","po_b"],"psp_status":"paid","ledger_status":"SUCCEEDED","detail":"2 live objects at the PSP for one payout","state":"new"}]')`)
+	require.NoError(t, err)
+	r := &raised{}
+	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, r.alerts, 1)
+	require.Equal(t, alert.Critical, r.alerts[0].Severity)
+	require.Contains(t, r.alerts[0].Summary, "double_payment_at_psp payout=p-2 psp=po_a,po_b")
+}

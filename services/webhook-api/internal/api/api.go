@@ -60,6 +60,9 @@ type Deps struct {
 	Refused *RefusalLog
 	// Shed counts and logs webhooks shed for overload (nil: counted nowhere).
 	Shed *ShedLog
+	// Reading bounds the memory of webhook bodies being read and verified
+	// (NewReading; nil: unbounded, for tests that do not need it).
+	Reading *Reading
 	// ProviderEnabled reports whether payouts through a provider are accepted.
 	ProviderEnabled func(provider string) bool
 	Now             func() time.Time
@@ -109,12 +112,24 @@ func (a *api) webhook(provider, sigHeader string, verifyBody verifyFunc, normali
 			a.shed(w, r, provider)
 			return
 		}
-		body, err := readBody(w, r, MaxWebhookBody)
+		body, release, err := a.Reading.read(w, r, MaxWebhookBody)
+		if errors.Is(err, errReadingFull) {
+			a.Reading.refused.WithLabelValues(provider).Inc()
+			// The answer goes out at once and the connection is closed:
+			// the rest of a slow upload is not waited for.
+			w.Header().Set("Connection", "close")
+			a.fail(w, r, err)
+			return
+		}
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		if err := verifyBody(body, r.Header.Get(sigHeader)); err != nil {
+		err = verifyBody(body, r.Header.Get(sigHeader))
+		// Verified, the body is the PSP's and goes on to the commit line
+		// (bounded by its admission); refused, it is garbage.
+		release()
+		if err != nil {
 			a.refused(w, r, provider, err)
 			return
 		}

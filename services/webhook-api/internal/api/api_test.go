@@ -85,6 +85,7 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
 		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),
 		Shed:            api.NewShedLog(logger, reg, time.Minute, o.now),
+		Reading:         api.NewReading(api.DefaultReadingMax, reg),
 		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
 	})
 	srv := httptest.NewServer(r)
@@ -586,4 +587,29 @@ func TestConcurrentWebhooksCommitInGroupsWithTheirOwnOutcomes(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT error FROM dead_letters d JOIN webhook_events e
 		ON e.correlation_id = d.correlation_id WHERE e.event_id = 'evt_huge'`).Scan(&reason))
 	require.Contains(t, reason, "postgres refused it (22003")
+}
+
+// A body of unknown length (chunked) is read as it arrives, within the
+// same limits as one that declares its length: a large signed one is
+// accepted, one over 1 MiB is refused with 413.
+func TestChunkedWebhookBodiesAreReadWithinTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	chunked := func(body []byte, headers map[string]string) answer {
+		req, err := http.NewRequest(http.MethodPost, b.url+"/webhooks/stripe", io.MultiReader(bytes.NewReader(body)))
+		require.NoError(t, err)
+		req.ContentLength = -1 // sent chunked
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		return do(t, req)
+	}
+	pad := strings.Repeat("x", 200<<10)
+	large := []byte(strings.Replace(string(paymentIntent("evt_chunked", "user-1", 100)), `"metadata":{`, `"metadata":{"pad":"`+pad+`",`, 1))
+	a := chunked(large, stripeHeaders(large, stripeSecret, time.Now()))
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	huge := append(large, bytes.Repeat([]byte(" "), api.MaxWebhookBody)...)
+	a = chunked(huge, stripeHeaders(huge, stripeSecret, time.Now()))
+	require.Equal(t, http.StatusRequestEntityTooLarge, a.status, a.body)
+	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM webhook_events"))
 }

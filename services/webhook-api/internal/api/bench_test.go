@@ -36,7 +36,7 @@ func BenchmarkStripeWebhookPath(b *testing.B) {
 	set, _ := clients.Parse(testClients)
 	api.Mount(r, api.Deps{Logger: logger, Ingest: acceptAll{}, Stripe: verify.NewStripe([]string{stripeSecret}),
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
-		Refused: api.NewRefusalLog(logger, reg, time.Minute, time.Now), Now: time.Now})
+		Refused: api.NewRefusalLog(logger, reg, time.Minute, time.Now), Reading: api.NewReading(api.DefaultReadingMax, reg), Now: time.Now})
 	bodies := make([][]byte, 1024)
 	sigs := make([]string, len(bodies))
 	for i := range bodies {

@@ -4,7 +4,10 @@
 //
 // Webhooks are verified before they are parsed and answered 200 only after
 // their transaction commits. Bodies over 1 MiB are refused with 413 without
-// being read further. Webhooks refused for their signature are counted and
+// being read further. The bodies being read and verified hold at most a
+// configured number of bytes together (Reading), each buffer growing only
+// as its bytes arrive: beyond it a webhook is answered 503 overloaded with
+// Retry-After, so slow or large unverified uploads cannot exhaust memory. Webhooks refused for their signature are counted and
 // logged at most once a minute per provider (RefusalLog).
 //
 // Every /v1 request is authenticated to an API client (package clients) and

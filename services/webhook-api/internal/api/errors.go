@@ -24,8 +24,8 @@ var (
 // place status codes are chosen.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := classify(err)
-	if errors.Is(err, ingest.ErrOverloaded) {
-		// Counted and logged by ShedLog: a line per request would cost
+	if errors.Is(err, ingest.ErrOverloaded) || errors.Is(err, errReadingFull) {
+		// Counted (and the commit line's logged by ShedLog): a line per request would cost
 		// the most exactly when the service has no CPU to spare.
 		w.Header().Set("Retry-After", RetryAfter)
 		httpserver.WriteError(w, status, code, msg)
@@ -46,6 +46,8 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
 	case errors.Is(err, ingest.ErrOverloaded):
 		return http.StatusServiceUnavailable, "overloaded", "more webhooks arrive than can be committed; nothing was stored, retry after the Retry-After delay"
+	case errors.Is(err, errReadingFull):
+		return http.StatusServiceUnavailable, "overloaded", errReadingFull.Error()
 	case errors.Is(err, verify.ErrNotConfigured):
 		return http.StatusServiceUnavailable, "provider_not_configured", "webhooks from this provider are not configured"
 	case errors.Is(err, verify.ErrMissingSignature):

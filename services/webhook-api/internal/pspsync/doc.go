@@ -28,7 +28,11 @@
 //   - Moves the cursor to the run's start, only when the events were read
 //     and stored in full: a failed run is read again by the next.
 //   - Compares payouts: the PSP's payouts/transfers (by metadata[payout_id]
-//     or reference) against ours, and our SUCCEEDED payouts against the PSP
+//     or reference) against ours, per payout: their status, how many are
+//     live (two paid or pending objects for one payout is a double
+//     payment, naming every object), each one's amount, currency and
+//     destination against the payout's, and the live one against the
+//     object recorded for it; and our SUCCEEDED payouts against the PSP
 //     (looked up by id when the listing did not show them); and stored
 //     refund/dispute events against their ledger posting (payment_returns).
 //     What may still be in flight (an outcome webhook on its way, a posting

@@ -334,6 +334,8 @@ func TestPaystackTransferOutcomeIsRecoveredUnderTheWebhooksIdentity(t *testing.T
 	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
 	id := uuid.NewString()
 	insertPayout(t, e.db, id, "AWAITING_RESPONSE", "paystack")
+	_, err := e.db.Pool.Exec(context.Background(), `UPDATE payouts SET currency = 'ngn', destination = 'RCP_ok' WHERE id = $1`, id)
+	require.NoError(t, err)
 	body := `{"source":"balance","amount":1500,"currency":"NGN","recipient":"RCP_ok","reference":"` + id + `"}`
 	req, err := http.NewRequest(http.MethodPost, e.psp.URL+"/transfer", strings.NewReader(body))
 	require.NoError(t, err)
@@ -511,4 +513,120 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 	fourth := e.runOnce()
 	require.Equal(t, [3]int{1, 0, 0}, counts(fourth.ID))
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1`, failedHere))
+}
+
+// stripePayoutAt creates a Stripe payout at the stand-in for our payout id
+// under key, settles it paid, and returns its id.
+func stripePayoutAt(t *testing.T, e *env, payoutID, key string, amount int64, currency, destination string) string {
+	t.Helper()
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
+		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
+	pc := payout.Client{B: b, Key: stripeKey}
+	params := &stripe.PayoutParams{Amount: stripe.Int64(amount), Currency: stripe.String(currency), Destination: stripe.String(destination)}
+	params.AddMetadata("payout_id", payoutID)
+	params.SetIdempotencyKey(key)
+	po, err := pc.New(params)
+	require.NoError(t, err)
+	e.psp.Settle(t, po.ID, "paid")
+	return po.ID
+}
+
+// The reconciliation compares money, not only status. Each of these
+// payouts is SUCCEEDED here and paid at the PSP, so status alone agrees;
+// each disagrees on one thing, and each is flagged with its own kind:
+// two paid objects for one payout (a double payment, with both ids), a
+// different amount, currency or destination (Stripe, and a Paystack
+// transfer to another recipient), and a live object that is not the one
+// recorded here. The payout that agrees in everything is not flagged.
+func TestRunFlagsEveryMoneyDisagreement(t *testing.T) {
+	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: 0})
+	ctx := context.Background()
+	payouts := map[string]string{}
+	for _, name := range []string{"double", "amount", "currency", "destination", "object", "agreed", "paystack"} {
+		payouts[name] = uuid.NewString()
+		provider := "stripe"
+		if name == "paystack" {
+			provider = "paystack"
+		}
+		insertPayout(t, e.db, payouts[name], "SUCCEEDED", provider) // 1500 usd to ba_dave
+	}
+	reference := func(name, pspID string) {
+		_, err := e.db.Pool.Exec(ctx, `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, payouts[name], pspID)
+		require.NoError(t, err)
+	}
+	first := stripePayoutAt(t, e, payouts["double"], "double-1", 1500, "usd", "ba_dave")
+	second := stripePayoutAt(t, e, payouts["double"], "double-2", 1500, "usd", "ba_dave")
+	reference("double", first)
+	reference("amount", stripePayoutAt(t, e, payouts["amount"], "amount", 1600, "usd", "ba_dave"))
+	reference("currency", stripePayoutAt(t, e, payouts["currency"], "currency", 1500, "eur", "ba_dave"))
+	reference("destination", stripePayoutAt(t, e, payouts["destination"], "destination", 1500, "usd", "ba_mallory"))
+	stripePayoutAt(t, e, payouts["object"], "object", 1500, "usd", "ba_dave")
+	reference("object", "po_recorded_elsewhere")
+	reference("agreed", stripePayoutAt(t, e, payouts["agreed"], "agreed", 1500, "usd", "ba_dave"))
+	_, err := e.db.Pool.Exec(ctx, `UPDATE payouts SET currency = 'ngn', destination = 'RCP_dave' WHERE id = $1`, payouts["paystack"])
+	require.NoError(t, err)
+	code := paystackTransferAt(t, e, payouts["paystack"], 1500, "RCP_mallory")
+	e.psp.Settle(t, code, "paid")
+	reference("paystack", code)
+
+	r := e.runOnce()
+	got := map[string][]pspsync.Disagreement{}
+	for _, d := range r.Disagreements {
+		got[d.PayoutID] = append(got[d.PayoutID], d)
+	}
+	only := func(name, kind string) pspsync.Disagreement {
+		t.Helper()
+		require.Len(t, got[payouts[name]], 1, "%s: %+v", name, got[payouts[name]])
+		d := got[payouts[name]][0]
+		require.Equal(t, kind, d.Kind, "%s: %+v", name, d)
+		require.Equal(t, "SUCCEEDED", d.LedgerStatus)
+		return d
+	}
+	double := only("double", pspsync.DoublePayment)
+	require.ElementsMatch(t, []string{first, second}, double.PSPObjectIDs, "both objects are named")
+	require.Contains(t, double.Detail, first)
+	require.Contains(t, double.Detail, second)
+	require.Equal(t, pspsync.DoublePayment, r.Disagreements[0].Kind, "a double payment is listed first")
+	require.Contains(t, only("amount", pspsync.AmountMismatch).Detail, "1600")
+	require.Contains(t, only("currency", pspsync.CurrencyMismatch).Detail, "eur")
+	require.Contains(t, only("destination", pspsync.DestinationMismatch).Detail, "ba_mallory")
+	require.Contains(t, only("object", pspsync.ObjectMismatch).Detail, "po_recorded_elsewhere")
+	ps := only("paystack", pspsync.DestinationMismatch)
+	require.Equal(t, "paystack", ps.Provider)
+	require.Equal(t, code, ps.PSPObjectID)
+	require.Empty(t, got[payouts["agreed"]], "the payout that agrees is not flagged")
+	require.Len(t, r.Disagreements, 6)
+
+	// Stored where the run's disagreements are, each new (dlq-admin pages).
+	for _, kind := range []string{pspsync.DoublePayment, pspsync.AmountMismatch, pspsync.CurrencyMismatch,
+		pspsync.DestinationMismatch, pspsync.ObjectMismatch} {
+		require.GreaterOrEqual(t, e.count(`SELECT count(*) FROM psp_disagreements WHERE kind = $1 AND cleared_at IS NULL`, kind), 1, kind)
+	}
+	require.Equal(t, 6, e.count(`SELECT disagreements_new FROM psp_reconciliation_runs WHERE id = $1`, r.ID))
+}
+
+// paystackTransferAt initiates a Paystack transfer at the stand-in for our
+// payout id (its reference) and returns its transfer code.
+func paystackTransferAt(t *testing.T, e *env, payoutID string, amount int64, recipient string) string {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"source": "balance", "amount": amount, "recipient": recipient,
+		"reference": payoutID, "reason": "test", "currency": "NGN"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, e.psp.URL+"/transfer", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+paystackKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Status bool `json:"status"`
+		Data   struct {
+			TransferCode string `json:"transfer_code"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.True(t, out.Status)
+	require.NotEmpty(t, out.Data.TransferCode)
+	return out.Data.TransferCode
 }

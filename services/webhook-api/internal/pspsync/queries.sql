@@ -47,14 +47,16 @@ SET synced_until = greatest(psp_reconciliation_cursors.synced_until, EXCLUDED.sy
 SELECT event_id FROM webhook_events WHERE provider = @provider AND event_id = ANY(@event_ids::text[]);
 
 -- name: Payouts :many
--- settled: unchanged for longer than the grace.
-SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled
+-- settled: unchanged for longer than the grace. Amount, currency,
+-- destination and the PSP object recorded are compared with the PSP's.
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
 FROM payouts WHERE id = ANY((@ids::text[])::uuid[]);
 
 -- name: SucceededPayouts :many
 -- This provider's payouts SUCCEEDED here since @since: each must be paid at
 -- the PSP.
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
 WHERE provider = @provider AND status = 'SUCCEEDED' AND updated_at >= @since
 ORDER BY updated_at LIMIT @max_rows;
 

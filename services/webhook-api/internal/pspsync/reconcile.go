@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,23 +33,41 @@ const (
 	// ReturnNotPosted: a refund or dispute stored longer than the grace
 	// has no ledger posting (payment_returns).
 	ReturnNotPosted = "return_not_posted"
+	// DoublePayment: the PSP holds more than one live (paid or pending)
+	// object for one payout: the money leaves, or left, twice. Every
+	// object's id is listed (PSPObjectIDs).
+	DoublePayment = "double_payment_at_psp"
+	// AmountMismatch, CurrencyMismatch, DestinationMismatch: a PSP object
+	// for the payout moves a different amount, in a different currency, or
+	// to a different destination than the payout asked.
+	AmountMismatch      = "amount_mismatch"
+	CurrencyMismatch    = "currency_mismatch"
+	DestinationMismatch = "destination_mismatch"
+	// ObjectMismatch: the payout's one live PSP object is not the object
+	// recorded for it here (psp_reference): our record names another.
+	ObjectMismatch = "psp_object_mismatch"
 )
 
 // Kinds are every disagreement kind.
 func Kinds() []string {
-	return []string{PaidNotSucceeded, SucceededNotPaid, PendingFailedHere, UnknownPayout, ReturnNotPosted}
+	return []string{PaidNotSucceeded, SucceededNotPaid, PendingFailedHere, UnknownPayout, ReturnNotPosted,
+		DoublePayment, AmountMismatch, CurrencyMismatch, DestinationMismatch, ObjectMismatch}
 }
 
 // Disagreement is one thing the PSP and the ledger disagree on.
 type Disagreement struct {
-	Provider     string `json:"provider"`
-	Kind         string `json:"kind"`
-	PayoutID     string `json:"payout_id,omitempty"`
-	PSPObjectID  string `json:"psp_object_id,omitempty"`
-	PSPStatus    string `json:"psp_status,omitempty"`
-	LedgerStatus string `json:"ledger_status,omitempty"`
-	EventID      string `json:"event_id,omitempty"`
-	Detail       string `json:"detail"`
+	Provider    string `json:"provider"`
+	Kind        string `json:"kind"`
+	PayoutID    string `json:"payout_id,omitempty"`
+	PSPObjectID string `json:"psp_object_id,omitempty"`
+	// PSPObjectIDs are every PSP object the disagreement is about when
+	// there is more than one (a double payment: all of the payout's live
+	// objects); PSPObjectID is the first of them.
+	PSPObjectIDs []string `json:"psp_object_ids,omitempty"`
+	PSPStatus    string   `json:"psp_status,omitempty"`
+	LedgerStatus string   `json:"ledger_status,omitempty"`
+	EventID      string   `json:"event_id,omitempty"`
+	Detail       string   `json:"detail"`
 	// State is StateNew (first seen by this run: dlq-admin pages) or
 	// StateStillOpen (seen by an earlier run and not cleared since); set
 	// when the run is stored, with FirstSeenAt.
@@ -297,31 +317,42 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 	pr.ObjectsChecked = len(objects)
 	seen := map[string]bool{}
 	ids := make([]string, 0, len(objects))
-	for _, o := range objects {
-		// Our payout ids are UUIDs; anything else cannot be ours (judged
-		// unknown below).
-		if u, err := uuid.Parse(o.PayoutID); err == nil {
-			ids = append(ids, u.String())
-		}
-	}
-	ours, err := r.runs.payouts(ctx, ids, r.cfg.Grace)
-	if err != nil {
-		return dis, errors.Join(append(errs, err)...)
-	}
+	// The PSP's objects per payout, in the order listed: a payout may have
+	// several (an attempt that failed and the one after it; or a double
+	// payment).
+	byPayout := map[string][]Object{}
+	var keys []string
 	for _, o := range objects {
 		if o.PayoutID == "" {
 			continue
 		}
 		key := o.PayoutID
+		// Our payout ids are UUIDs; anything else cannot be ours (judged
+		// unknown below).
 		if u, err := uuid.Parse(o.PayoutID); err == nil {
 			key = u.String()
+			ids = append(ids, key)
 		}
+		if _, ok := byPayout[key]; !ok {
+			keys = append(keys, key)
+		}
+		byPayout[key] = append(byPayout[key], o)
+	}
+	ours, err := r.runs.payouts(ctx, ids, r.cfg.Grace)
+	if err != nil {
+		return dis, errors.Join(append(errs, err)...)
+	}
+	for _, key := range keys {
 		seen[key] = true
-		if d, ok := judge(p, o, ours[key], ours[key].Status != ""); ok {
+		group := byPayout[key]
+		row, exists := ours[key]
+		if d, ok := judge(p, decisive(group), row, exists); ok {
 			dis = append(dis, d)
 		}
+		if exists {
+			dis = append(dis, compareMoney(p, key, group, row)...)
+		}
 	}
-
 	succeeded, err := r.runs.succeeded(ctx, p, since, maxChecked)
 	if err != nil {
 		return dis, errors.Join(append(errs, err)...)
@@ -341,8 +372,16 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 		case o.Verdict != PSPPaid:
 			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: o.ID,
 				PSPStatus: o.Status, LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP's object is " + o.Status})
+			dis = append(dis, compareMoney(p, s.ID, []Object{o}, s.Row)...)
+		default:
+			// Paid: looked up by the object recorded here, so only its
+			// money can disagree (a second object is for the listing).
+			dis = append(dis, compareMoney(p, s.ID, []Object{o}, s.Row)...)
 		}
 	}
+
+	// Double payments first: an alert names only the first few.
+	sort.SliceStable(dis, func(i, j int) bool { return dis[i].Kind == DoublePayment && dis[j].Kind != DoublePayment })
 
 	stored, err := r.runs.storedReturns(ctx, p, since, r.cfg.Grace, maxChecked)
 	if err != nil {
@@ -381,6 +420,91 @@ const (
 	statusFailed    = "FAILED"
 	statusFinalized = "FINALIZED"
 )
+
+// decisive is the object whose status stands for the payout at the PSP: a
+// paid one, else a pending one, else the last listed (all failed).
+func decisive(group []Object) Object {
+	best := group[len(group)-1]
+	for _, o := range group {
+		switch {
+		case o.Verdict == PSPPaid:
+			return o
+		case o.Verdict == PSPPending && best.Verdict == PSPFailed:
+			best = o
+		}
+	}
+	return best
+}
+
+// compareMoney compares the payout's PSP objects with what the payout
+// asked: more than one live object is a double payment; each object's
+// amount, currency and destination must be the payout's (an object that
+// failed moved nothing, but one sent with the wrong amount or to the wrong
+// account is a defect all the same); and its one live object must be the
+// one recorded here once the payout has settled. One disagreement per kind
+// per payout, naming every object concerned.
+func compareMoney(p, payoutID string, group []Object, ours payoutRow) []Disagreement {
+	var dis []Disagreement
+	add := func(kind, detail string, objs []Object) {
+		d := Disagreement{Provider: p, Kind: kind, PayoutID: payoutID, PSPObjectID: objs[0].ID, PSPStatus: objs[0].Status,
+			LedgerStatus: ours.Status, Detail: detail}
+		if len(objs) > 1 {
+			for _, o := range objs {
+				d.PSPObjectIDs = append(d.PSPObjectIDs, o.ID)
+			}
+		}
+		dis = append(dis, d)
+	}
+	var live, amount, currency, destination []Object
+	for _, o := range group {
+		if o.Verdict != PSPFailed {
+			live = append(live, o)
+		}
+		if o.Amount != ours.Amount {
+			amount = append(amount, o)
+		}
+		if !strings.EqualFold(o.Currency, ours.Currency) {
+			currency = append(currency, o)
+		}
+		if o.Destination != "" && o.Destination != ours.Destination {
+			destination = append(destination, o)
+		}
+	}
+	if len(live) > 1 {
+		add(DoublePayment, fmt.Sprintf("%d live objects at the PSP for one payout (%s); %s here",
+			len(live), describe(live), ours.Status), live)
+	}
+	if len(amount) > 0 {
+		add(AmountMismatch, fmt.Sprintf("the payout is %d %s; at the PSP %s", ours.Amount, ours.Currency, describe(amount)), amount)
+	}
+	if len(currency) > 0 {
+		add(CurrencyMismatch, fmt.Sprintf("the payout is in %s; at the PSP %s", ours.Currency, describe(currency)), currency)
+	}
+	if len(destination) > 0 {
+		add(DestinationMismatch, fmt.Sprintf("the payout goes to %s; at the PSP %s", ours.Destination, describe(destination)), destination)
+	}
+	// The reference is recorded with the outcome: before the payout has
+	// settled it may still be on its way.
+	// A Paystack payout may record its reference (our payout id) when the
+	// PSP's answer carried no transfer code: that names no other object.
+	recorded := ours.PSPReference != "" && ours.PSPReference != payoutID
+	if len(live) == 1 && ours.Settled && recorded && live[0].ID != ours.PSPReference {
+		add(ObjectMismatch, fmt.Sprintf("the PSP's live object is %s; %s is recorded here", describe(live), ours.PSPReference), live)
+	}
+	return dis
+}
+
+// describe names objects for a disagreement's detail.
+func describe(objs []Object) string {
+	parts := make([]string, len(objs))
+	for i, o := range objs {
+		parts[i] = fmt.Sprintf("%s %s %d %s", o.ID, o.Status, o.Amount, o.Currency)
+		if o.Destination != "" {
+			parts[i] += " to " + o.Destination
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 
 // judge compares one PSP object with our payout (exists false: none).
 func judge(p string, o Object, ours payoutRow, exists bool) (Disagreement, bool) {

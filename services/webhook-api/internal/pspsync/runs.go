@@ -223,7 +223,12 @@ func (r *Runs) Known(ctx context.Context, provider string, ids []string) (map[st
 type payoutRow struct {
 	Status string
 	// Settled: unchanged for longer than the grace.
-	Settled bool
+	Settled     bool
+	Amount      int64
+	Currency    string
+	Destination string
+	// PSPReference is the PSP object recorded for it ("" before one is).
+	PSPReference string
 }
 
 func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (map[string]payoutRow, error) {
@@ -233,12 +238,17 @@ func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (
 	}
 	out := make(map[string]payoutRow, len(rows))
 	for _, p := range rows {
-		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled}
+		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled, Amount: p.Amount, Currency: p.Currency,
+			Destination: p.Destination, PSPReference: p.PSPReference}
 	}
 	return out, nil
 }
 
-type succeededPayout struct{ ID, PSPReference string }
+type succeededPayout struct {
+	ID, PSPReference string
+	// Row is the payout as compareMoney needs it.
+	Row payoutRow
+}
 
 func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, limit int) ([]succeededPayout, error) {
 	rows, err := r.q.SucceededPayouts(ctx, sqlcdb.SucceededPayoutsParams{Provider: provider, Since: since, MaxRows: limit})
@@ -247,7 +257,8 @@ func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, 
 	}
 	out := make([]succeededPayout, len(rows))
 	for i, p := range rows {
-		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference}
+		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference, Row: payoutRow{Status: statusSucceeded, Settled: true,
+			Amount: p.Amount, Currency: p.Currency, Destination: p.Destination}}
 	}
 	return out, nil
 }

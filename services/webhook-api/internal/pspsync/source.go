@@ -51,6 +51,10 @@ type Object struct {
 	Verdict  string
 	Amount   int64
 	Currency string
+	// Destination is where it pays: the bank account or card (Stripe
+	// payout), connected account (Stripe transfer) or transfer recipient
+	// code (Paystack); "" when the PSP's record does not say.
+	Destination string
 }
 
 // ErrNotFound means the PSP does not know the object.
@@ -157,6 +161,9 @@ func (s *Stripe) Events(ctx context.Context, since time.Time) ([]Pulled, error) 
 func stripePayoutObject(po *stripe.Payout) Object {
 	o := Object{Kind: KindPayout, ID: po.ID, PayoutID: po.Metadata["payout_id"], Status: string(po.Status),
 		Verdict: PSPPending, Amount: po.Amount, Currency: string(po.Currency)}
+	if po.Destination != nil {
+		o.Destination = po.Destination.ID
+	}
 	switch po.Status {
 	case stripe.PayoutStatusPaid:
 		o.Verdict = PSPPaid
@@ -171,6 +178,9 @@ func stripePayoutObject(po *stripe.Payout) Object {
 func stripeTransferObject(tr *stripe.Transfer) Object {
 	o := Object{Kind: KindTransfer, ID: tr.ID, PayoutID: tr.Metadata["payout_id"], Status: "paid",
 		Verdict: PSPPaid, Amount: tr.Amount, Currency: string(tr.Currency)}
+	if tr.Destination != nil {
+		o.Destination = tr.Destination.ID
+	}
 	if tr.Reversed {
 		o.Status, o.Verdict = "reversed", PSPFailed
 	}
@@ -354,17 +364,36 @@ func (p *Paystack) list(ctx context.Context, path string, since time.Time) ([]js
 }
 
 type paystackTransfer struct {
-	ID           json.Number `json:"id"`
-	Reference    string      `json:"reference"`
-	TransferCode string      `json:"transfer_code"`
-	Status       string      `json:"status"`
-	Amount       int64       `json:"amount"`
-	Currency     string      `json:"currency"`
+	ID           json.Number     `json:"id"`
+	Reference    string          `json:"reference"`
+	TransferCode string          `json:"transfer_code"`
+	Status       string          `json:"status"`
+	Amount       int64           `json:"amount"`
+	Currency     string          `json:"currency"`
+	Recipient    json.RawMessage `json:"recipient"`
+}
+
+// recipientCode is the transfer's recipient code (RCP_…, what a payout
+// sends): Paystack's API reference shows the list and fetch answers with
+// the recipient object (its recipient_code) and the initiate answer with
+// the recipient's numeric id, which says nothing comparable ("").
+func (t paystackTransfer) recipientCode() string {
+	var code string
+	if json.Unmarshal(t.Recipient, &code) == nil {
+		return code
+	}
+	var obj struct {
+		RecipientCode string `json:"recipient_code"`
+	}
+	if json.Unmarshal(t.Recipient, &obj) == nil {
+		return obj.RecipientCode
+	}
+	return ""
 }
 
 func (t paystackTransfer) object() Object {
 	o := Object{Kind: KindTransfer, ID: t.TransferCode, PayoutID: t.Reference, Status: t.Status, Verdict: PSPPending,
-		Amount: t.Amount, Currency: strings.ToLower(t.Currency)}
+		Amount: t.Amount, Currency: strings.ToLower(t.Currency), Destination: t.recipientCode()}
 	switch t.Status {
 	case "success":
 		o.Verdict = PSPPaid

@@ -192,7 +192,8 @@ func (q *Queries) OpenDisagreements(ctx context.Context) ([]OpenDisagreementsRow
 }
 
 const payouts = `-- name: Payouts :many
-SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
 FROM payouts WHERE id = ANY(($2::text[])::uuid[])
 `
 
@@ -202,12 +203,17 @@ type PayoutsParams struct {
 }
 
 type PayoutsRow struct {
-	ID      string
-	Status  string
-	Settled bool
+	ID           string
+	Status       string
+	Settled      bool
+	Amount       int64
+	Currency     string
+	Destination  string
+	PSPReference string
 }
 
-// settled: unchanged for longer than the grace.
+// settled: unchanged for longer than the grace. Amount, currency,
+// destination and the PSP object recorded are compared with the PSP's.
 func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow, error) {
 	rows, err := q.db.Query(ctx, payouts, arg.GraceSeconds, arg.IDs)
 	if err != nil {
@@ -217,7 +223,15 @@ func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow,
 	var items []PayoutsRow
 	for rows.Next() {
 		var i PayoutsRow
-		if err := rows.Scan(&i.ID, &i.Status, &i.Settled); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Settled,
+			&i.Amount,
+			&i.Currency,
+			&i.Destination,
+			&i.PSPReference,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -412,7 +426,7 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 }
 
 const succeededPayouts = `-- name: SucceededPayouts :many
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
 WHERE provider = $1 AND status = 'SUCCEEDED' AND updated_at >= $2
 ORDER BY updated_at LIMIT $3
 `
@@ -426,6 +440,9 @@ type SucceededPayoutsParams struct {
 type SucceededPayoutsRow struct {
 	ID           string
 	PSPReference string
+	Amount       int64
+	Currency     string
+	Destination  string
 }
 
 // This provider's payouts SUCCEEDED here since @since: each must be paid at
@@ -439,7 +456,13 @@ func (q *Queries) SucceededPayouts(ctx context.Context, arg SucceededPayoutsPara
 	var items []SucceededPayoutsRow
 	for rows.Next() {
 		var i SucceededPayoutsRow
-		if err := rows.Scan(&i.ID, &i.PSPReference); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.PSPReference,
+			&i.Amount,
+			&i.Currency,
+			&i.Destination,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -27,7 +27,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"WALLET_LOCK_EXPIRY": "10ms"}, "WALLET_LOCK_EXPIRY must be at least 1s"},
 		{map[string]string{"WORKER_CONCURRENCY": "0"}, "WORKER_CONCURRENCY must be at least 1"},
 	} {
-		_, err := readConfig(func(k string) string { return tc.env[k] })
+		_, err := readConfig(withEventKey(func(k string) string { return tc.env[k] }))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
 			continue

@@ -25,12 +25,12 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
 		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},
 	} {
-		_, err := readConfig(func(k string) string { return tc.env[k] })
+		_, err := readConfig(withEventKey(func(k string) string { return tc.env[k] }))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
 		}
 	}
-	if _, err := readConfig(func(string) string { return "" }); err != nil {
+	if _, err := readConfig(withEventKey(func(string) string { return "" })); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
@@ -47,6 +48,9 @@ type Config struct {
 	// GCPercent is the GC target webhook-api sets for itself
 	// (defaultGCPercent), 0 to leave the runtime's.
 	GCPercent int
+	// EventProof signs each money event for payout-worker
+	// (AEGIS_EVENT_SIGNING_KEY, AEGIS_EVENT_SIGNING_KEY_PREVIOUS).
+	EventProof *eventproof.Keys
 	// Reconcile is the PSP reconciliation (PSP_RECONCILE_*,
 	// STRIPE_SECRET_KEY, STRIPE_API_BASE, PAYSTACK_API_BASE).
 	Reconcile ReconcileConfig
@@ -145,6 +149,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		env.Errorf("API_TOKENS: %v", err)
 	}
 	c.Clients = set
+	c.EventProof = eventproof.Read(env)
 	if c.Limits.PerPayout, err = payouts.ParseLimit(env.String("PAYOUT_MAX_AMOUNT", "")); err != nil {
 		env.Errorf("PAYOUT_MAX_AMOUNT: %v", err)
 	}
@@ -196,6 +201,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		logger.Info("payout limits", "per_payout", cfg.Limits.PerPayout, "daily", cfg.Limits.Daily)
 	}
 
+	logger.Info("money events signed for payout-worker", "event_key_id", cfg.EventProof.CurrentKeyID())
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
 	if err != nil {
 		return err
@@ -209,7 +215,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	store := ingest.NewStore(pool, notifier, time.Now).WithLetters(letters)
+	store := ingest.NewStore(pool, notifier, time.Now).WithLetters(letters).WithProof(cfg.EventProof)
 	committer, err := ingest.NewCommitter(store,
 		ingest.CommitterConfig{Workers: cfg.CommitWorkers, MaxGroup: cfg.CommitGroup}, deps)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
@@ -41,6 +42,9 @@ type Handler struct {
 	// creditWait: a refund or dispute whose payment's credit is not in
 	// yet waits for it (awaitCredit).
 	creditWait time.Duration
+	// proof verifies that webhook-api signed a money event (proof.go).
+	proof         *eventproof.Keys
+	unprovenCount *prometheus.CounterVec
 }
 
 // Deps is what a Handler works with, next to the logger, clock and
@@ -62,6 +66,9 @@ type Deps struct {
 	// of a payment not credited yet is published again, delayed, waiting
 	// for the credit, before it is dead-lettered (0: at once).
 	CreditWait time.Duration
+	// Proof verifies that webhook-api verified each money event
+	// (AEGIS_EVENT_SIGNING_KEY); nil refuses them all.
+	Proof *eventproof.Keys
 }
 
 // New returns a Handler.
@@ -77,7 +84,11 @@ func New(deps Deps) *Handler {
 	h.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aegis_money_back_total", Help: "Refund and dispute objects by provider, kind and result (posted, unchanged, dead_lettered).",
 	}, []string{"provider", "kind", "result"})
-	reg.MustRegister(h.creditCount, h.returns)
+	h.proof = deps.Proof
+	h.unprovenCount = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aegis_unproven_events_total", Help: "Money events refused for want of a valid proof that webhook-api verified them, by provider and action.",
+	}, []string{"provider", "action"})
+	reg.MustRegister(h.creditCount, h.returns, h.unprovenCount)
 	return h
 }
 
@@ -114,6 +125,9 @@ func (h *Handler) pspEvent(ctx context.Context, m inbox.Message) error {
 	}
 	if e.EventID == "" || e.Provider == "" {
 		return errclass.AsPoison(errors.New("PSP event is not decodable: no event_id or provider"))
+	}
+	if refused, err := h.unproven(ctx, m, e); refused {
+		return err
 	}
 	switch e.Action {
 	case event.ActionCredit:

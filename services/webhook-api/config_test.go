@@ -18,6 +18,8 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"API_TOKENS": "no-colons"}, "API_TOKENS: "},
 		{map[string]string{"PAYOUT_MAX_AMOUNT": "lots"}, "PAYOUT_MAX_AMOUNT: "},
 		{map[string]string{"PAYOUT_DAILY_MAX": "lots"}, "PAYOUT_DAILY_MAX: "},
+		{map[string]string{"DESTINATION_NEW_MAX": "usd"}, "DESTINATION_NEW_MAX: "},
+		{map[string]string{"DESTINATION_COOLING_OFF": "-1h"}, "DESTINATION_COOLING_OFF must not be negative"},
 		{map[string]string{"SHUTDOWN_GRACE": "0s"}, "SHUTDOWN_GRACE must be positive"},
 		{map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR must be host:port"},
 		{map[string]string{"PSP_RECONCILE_INTERVAL": "-1m"}, "PSP_RECONCILE_INTERVAL must not be negative"},

@@ -156,6 +156,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.Limits.Daily, err = payouts.ParseLimit(env.String("PAYOUT_DAILY_MAX", "")); err != nil {
 		env.Errorf("PAYOUT_DAILY_MAX: %v", err)
 	}
+	if c.Limits.NewDestination, err = payouts.ParseLimit(env.String("DESTINATION_NEW_MAX", "")); err != nil {
+		env.Errorf("DESTINATION_NEW_MAX: %v", err)
+	}
+	// A day: long enough for the registration to be noticed (the user's own
+	// notice of a new payout account, an operator's review) before more
+	// than the cap leaves; 0 turns the cooling-off off.
+	if c.Limits.CoolingOff = env.Duration("DESTINATION_COOLING_OFF", 24*time.Hour); c.Limits.CoolingOff < 0 {
+		env.Errorf("DESTINATION_COOLING_OFF must not be negative (0 turns the cooling-off off)")
+	}
 	return c, env.Err()
 }
 
@@ -199,6 +208,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	if len(cfg.Limits.PerPayout)+len(cfg.Limits.Daily) > 0 {
 		logger.Info("payout limits", "per_payout", cfg.Limits.PerPayout, "daily", cfg.Limits.Daily)
+	}
+	if len(cfg.Limits.NewDestination) > 0 && cfg.Limits.CoolingOff > 0 {
+		logger.Info("new destinations cooling off", "max", cfg.Limits.NewDestination, "for", cfg.Limits.CoolingOff.String())
 	}
 
 	logger.Info("money events signed for payout-worker", "event_key_id", cfg.EventProof.CurrentKeyID())

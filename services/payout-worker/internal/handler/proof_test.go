@@ -70,7 +70,7 @@ func (w *world) waitLetters(n int) {
 
 // replay publishes l again as dlq-admin's replay does: its payload and
 // headers as stored, a replay message id (letter id n).
-func (w *world) replay(l letter, n int64) string { //nolint:unparam // the id is waited on by the genuine replay only
+func (w *world) replay(l letter, n int64) string {
 	w.t.Helper()
 	headers := map[string]string{}
 	for k, v := range l.headers {

@@ -27,8 +27,11 @@
 // letters signed with it are replayable while it is kept).
 //
 // Why an HMAC and not a look-up of the stored webhook_events row: the proof
-// costs about a microsecond per event on the worker's side and no database
-// round trip or grant (BenchmarkVerify next to BenchmarkStoredRowLookup),
-// and it also covers refund and dispute objects, which webhook_events does
-// not store as columns.
+// costs a few microseconds per event (BenchmarkSign, BenchmarkVerify: about
+// 2.5 and 1–2 µs on a 2-core machine, the keyed hash states reused through
+// hmacsig.Keyed) and no database round trip or grant, where the look-up
+// costs a round trip (BenchmarkStoredRowLookup: 95–170 µs on a local
+// Postgres) on a path the worker otherwise batches; and the proof also
+// covers refund and dispute objects, which webhook_events does not store
+// as columns.
 package eventproof

@@ -37,8 +37,8 @@ type Keys struct {
 }
 
 type key struct {
-	id     string
-	secret []byte
+	id  string
+	mac *hmacsig.Keyed
 }
 
 // New returns Keys signing with current and also accepting previous (""
@@ -58,7 +58,9 @@ func New(current, previous string) (*Keys, error) {
 	return k, nil
 }
 
-func newKey(secret string) key { return key{id: KeyID(secret), secret: []byte(secret)} }
+func newKey(secret string) key {
+	return key{id: KeyID(secret), mac: hmacsig.NewKeyed(sha256.New, []byte(secret))}
+}
 
 // KeyID names a key in proofs without revealing it: the first 8 hex digits
 // of SHA-256 over a fixed label and the key.
@@ -76,7 +78,7 @@ func Required(a event.Action) bool { return a != event.ActionNone }
 
 // Sign returns the proof of e under the current key: "v1:<key id>:<hex>".
 func (k *Keys) Sign(e event.PSPEvent) string {
-	return version + ":" + k.current.id + ":" + k.current.mac(e)
+	return version + ":" + k.current.id + ":" + k.current.sum(e)
 }
 
 // Verify returns nil if proof is a valid proof of e under the current or
@@ -99,13 +101,13 @@ func (k *Keys) Verify(e event.PSPEvent, proof string) error {
 	default:
 		return fmt.Errorf("%w: signed with key %q, which this service does not hold", ErrUnproven, id)
 	}
-	if !hmacsig.Equal(sig, kk.mac(e)) {
+	if !hmacsig.Equal(sig, kk.sum(e)) {
 		return fmt.Errorf("%w: the proof does not match the event (key %s)", ErrUnproven, id)
 	}
 	return nil
 }
 
-func (k key) mac(e event.PSPEvent) string { return hmacsig.Hex(sha256.New, k.secret, canonical(e)) }
+func (k key) sum(e event.PSPEvent) string { return k.mac.Hex(canonical(e)) }
 
 // canonical is the v1 encoding of every field of e the worker acts on, in
 // a fixed order, each length-prefixed so that no two events share one.
@@ -116,7 +118,13 @@ func canonical(e event.PSPEvent) []byte {
 		b = append(b, ':')
 		return append(b, s...)
 	}
-	num := func(n int64) []byte { return str(strconv.FormatInt(n, 10)) }
+	num := func(n int64) []byte {
+		var d [20]byte
+		digits := strconv.AppendInt(d[:0], n, 10)
+		b = strconv.AppendInt(b, int64(len(digits)), 10)
+		b = append(b, ':')
+		return append(b, digits...)
+	}
 	b = str("aegis.psp_event." + version)
 	b = str(e.Provider)
 	b = str(e.EventID)

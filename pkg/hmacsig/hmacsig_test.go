@@ -17,4 +17,10 @@ func TestHexMatchesTheRFCVector(t *testing.T) {
 	if !Equal(got, want) || Equal(got, want[:10]) || Equal(got, "") {
 		t.Fatal("Equal must accept only the same digest")
 	}
+	k := NewKeyed(sha256.New, []byte("Jefe"))
+	for range 3 { // a reused state gives the same digest
+		if got := k.Hex([]byte("what do ya want "), []byte("for nothing?")); got != want {
+			t.Fatalf("Keyed.Hex = %s, want %s", got, want)
+		}
+	}
 }

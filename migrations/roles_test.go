@@ -290,6 +290,49 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 	})
 }
 
+// dlq-admin's role may write a money event to the outbox only as the
+// replay of an open dead letter, unchanged (000027); its other outbox rows
+// (payout resolutions, replays on other topics) and the writers of money
+// events (webhook-api, payout-worker) are not held back.
+func TestDLQAdminWritesMoneyEventsOnlyAsReplays(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	ctx := context.Background()
+	owner := connect(t, dbURL)
+	const credit = `{"provider":"stripe","event_id":"evt_1","action":"credit","user_id":"alice","amount":500,"currency":"usd"}`
+	var open, replayed int64
+	letter := `INSERT INTO dead_letters (source, original_topic, partition_key, payload, headers, error, error_class, status, resolved_at)
+		VALUES ('consumer', 'aegis.webhook.pending', 'alice', convert_to($1, 'UTF8'), '{"aegis-event-proof":"v1:k:s"}', 'e', 'permanent', $2, $3) RETURNING id`
+	if err := owner.QueryRow(ctx, letter, credit, "open", nil).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.QueryRow(ctx, letter, credit, "replayed", time.Now()).Scan(&replayed); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO transaction_outbox (topic, event_type, partition_key, payload, headers)
+		VALUES ($1, 'payment_intent.succeeded', $2, $3::jsonb, $4::jsonb) RETURNING id`
+	hdr := func(replayOf int64, proof string) string {
+		return fmt.Sprintf(`{"replay_of":"%d","replay_count":"1","message_id":"m","aegis-event-proof":%q}`, replayOf, proof)
+	}
+	forged := `{"provider":"stripe","event_id":"evt_1","action":"credit","user_id":"alice","amount":900000,"currency":"usd"}`
+
+	c := asRole(t, dbURL, RoleDLQAdmin)
+	refused(t, c, "writing a money event", insert, "aegis.webhook.pending", "alice", credit, `{}`)
+	refused(t, c, "a replay of no letter", insert, "aegis.webhook.pending", "alice", credit, hdr(999999, "v1:k:s"))
+	refused(t, c, "a replay with another payload", insert, "aegis.webhook.pending", "alice", forged, hdr(open, "v1:k:s"))
+	refused(t, c, "a replay with another proof", insert, "aegis.webhook.pending", "alice", credit, hdr(open, "v1:k:other"))
+	refused(t, c, "a replay to another wallet's partition", insert, "aegis.webhook.pending", "mallory", credit, hdr(open, "v1:k:s"))
+	refused(t, c, "a replay of a letter already replayed", insert, "aegis.webhook.pending", "alice", credit, hdr(replayed, "v1:k:s"))
+	must(t, c, "replaying an open letter unchanged (jsonb equality, not bytes)", insert, "aegis.webhook.pending", "alice",
+		`{"currency":"usd", "amount":500,"user_id":"alice","action":"credit","event_id":"evt_1","provider":"stripe"}`, hdr(open, "v1:k:s"))
+	must(t, c, "sending a payout resolution", insert, "aegis.transactions", "alice", `{"resolution_id":"r"}`, `{}`)
+
+	for _, role := range []string{RoleWebhookAPI, RolePayoutWorker} {
+		must(t, asRole(t, dbURL, role), role+" writing a money event", insert, "aegis.webhook.pending", "alice", credit, `{}`)
+	}
+	must(t, owner, "the owner writing a money event", insert, "aegis.webhook.pending", "alice", credit, `{}`)
+}
+
 // EnableLogin with a password sets it, quoting whatever it holds; the
 // password is never in the error text.
 func TestEnableLoginQuotesThePassword(t *testing.T) {

@@ -37,7 +37,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"PAYOUT_PENDING_ESCALATE_AFTER": "30m"}, "PAYOUT_PENDING_ESCALATE_AFTER (30m0s) must exceed PAYOUT_CHECK_AFTER (30m0s)"},
 		{map[string]string{"PAYOUT_REVIEW_DEADLINE": "0s"}, "PAYOUT_REVIEW_DEADLINE must be positive"},
 	} {
-		_, err := readConfig(func(k string) string { return tc.env[k] })
+		_, err := readConfig(withEventKey(func(k string) string { return tc.env[k] }))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
 			continue

@@ -25,6 +25,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -76,6 +77,9 @@ type Config struct {
 	Breaker    breaker.Config
 	Lock       walletlock.Config
 	Alert      alert.Config
+	// EventProof verifies that webhook-api signed each money event
+	// (AEGIS_EVENT_SIGNING_KEY, AEGIS_EVENT_SIGNING_KEY_PREVIOUS).
+	EventProof *eventproof.Keys
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -113,6 +117,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 	c.Membership = kafkax.ReadMembership(env)
 	c.KafkaSecurity = kafkax.ReadSecurity(env)
 	c.Alert = alert.ReadConfig(env, "payout-worker")
+	c.EventProof = eventproof.Read(env)
 	c.Payout = payout.Config{
 		Backoff: backoff.Policy{
 			Base:        env.Duration("PSP_BACKOFF_BASE", 5*time.Second),
@@ -319,7 +324,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
-		CreditWait: cfg.CreditWait, StripeLivemode: cfg.Payout.StripeLivemode})
+		CreditWait: cfg.CreditWait, StripeLivemode: cfg.Payout.StripeLivemode, Proof: cfg.EventProof})
 	consumer := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},

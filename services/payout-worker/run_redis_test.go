@@ -43,7 +43,7 @@ func TestWorkerReachesRedisOverTLS(t *testing.T) {
 		logs := &proctest.Logs{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, func(k string) string { return base[k] }, logs) }()
+		go func() { done <- run(ctx, withEventKey(func(k string) string { return base[k] }), logs) }()
 		defer func() {
 			cancel()
 			require.NoError(t, <-done)
@@ -68,8 +68,8 @@ func TestWorkerReachesRedisOverTLS(t *testing.T) {
 	require.NotContains(t, body, `"redis":"ok"`, "a certificate from an unknown CA is refused")
 	require.Contains(t, body, "certificate")
 
-	_, err = readConfig(func(k string) string {
+	_, err = readConfig(withEventKey(func(k string) string {
 		return map[string]string{"REDIS_TLS_CA_FILE": pki.CAFile, "REDIS_URL": "redis://127.0.0.1:6379/0"}[k]
-	})
+	}))
 	require.ErrorContains(t, err, "REDIS_TLS_CA_FILE is set but REDIS_URL node 1 is not rediss://")
 }

@@ -26,7 +26,7 @@ func TestReadConfigEvidenceSettings(t *testing.T) {
 		{map[string]string{}, false, 23 * time.Hour},
 	}
 	for _, tc := range cases {
-		cfg, err := readConfig(func(k string) string { return tc.env[k] })
+		cfg, err := readConfig(withEventKey(func(k string) string { return tc.env[k] }))
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
@@ -35,9 +35,9 @@ func TestReadConfigEvidenceSettings(t *testing.T) {
 				cfg.Payout.IdempotencyWindow, tc.live, tc.win)
 		}
 	}
-	if _, err := readConfig(func(k string) string {
+	if _, err := readConfig(withEventKey(func(k string) string {
 		return map[string]string{"PSP_IDEMPOTENCY_WINDOW": "0s"}[k]
-	}); err == nil {
+	})); err == nil {
 		t.Error("a zero idempotency window must be refused")
 	}
 }
@@ -45,7 +45,7 @@ func TestReadConfigEvidenceSettings(t *testing.T) {
 // PSP_SETTLE_WINDOW defaults to 2m and must exceed PSP_CALL_TIMEOUT: a
 // request we stopped waiting for may still be executing at the PSP.
 func TestReadConfigSettleWindow(t *testing.T) {
-	cfg, err := readConfig(func(string) string { return "" })
+	cfg, err := readConfig(withEventKey(func(string) string { return "" }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func TestReadConfigSettleWindow(t *testing.T) {
 		{"PSP_SETTLE_WINDOW": "30s"},
 		{"PSP_SETTLE_WINDOW": "1m", "PSP_CALL_TIMEOUT": "90s"},
 	} {
-		_, err := readConfig(func(k string) string { return env[k] })
+		_, err := readConfig(withEventKey(func(k string) string { return env[k] }))
 		if err == nil || !strings.Contains(err.Error(), "PSP_SETTLE_WINDOW") {
 			t.Errorf("%v: want PSP_SETTLE_WINDOW refused, got %v", env, err)
 		}
 	}
-	cfg, err = readConfig(func(k string) string {
+	cfg, err = readConfig(withEventKey(func(k string) string {
 		return map[string]string{"PSP_SETTLE_WINDOW": "5s", "PSP_CALL_TIMEOUT": "1s"}[k]
-	})
+	}))
 	if err != nil || cfg.Payout.SettleWindow != 5*time.Second {
 		t.Errorf("settle window 5s: %v %v", cfg.Payout.SettleWindow, err)
 	}

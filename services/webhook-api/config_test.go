@@ -18,6 +18,8 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"API_TOKENS": "no-colons"}, "API_TOKENS: "},
 		{map[string]string{"PAYOUT_MAX_AMOUNT": "lots"}, "PAYOUT_MAX_AMOUNT: "},
 		{map[string]string{"PAYOUT_DAILY_MAX": "lots"}, "PAYOUT_DAILY_MAX: "},
+		{map[string]string{"DESTINATION_NEW_MAX": "usd"}, "DESTINATION_NEW_MAX: "},
+		{map[string]string{"DESTINATION_COOLING_OFF": "-1h"}, "DESTINATION_COOLING_OFF must not be negative"},
 		{map[string]string{"SHUTDOWN_GRACE": "0s"}, "SHUTDOWN_GRACE must be positive"},
 		{map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR must be host:port"},
 		{map[string]string{"PSP_RECONCILE_INTERVAL": "-1m"}, "PSP_RECONCILE_INTERVAL must not be negative"},
@@ -32,12 +34,12 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"WEBHOOK_READING_MAX_MIB": "1"}, "WEBHOOK_READING_MAX_MIB must be at least 2"},
 		{map[string]string{"WEBHOOK_READING_MAX_MIB": "lots"}, "WEBHOOK_READING_MAX_MIB must be an integer"},
 	} {
-		_, err := readConfig(func(k string) string { return tc.env[k] })
+		_, err := readConfig(withEventKey(func(k string) string { return tc.env[k] }))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
 		}
 	}
-	if _, err := readConfig(func(string) string { return "" }); err != nil {
+	if _, err := readConfig(withEventKey(func(string) string { return "" })); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
@@ -50,6 +51,9 @@ type Config struct {
 	// ReadingMax bounds the bytes webhook bodies hold while they are read
 	// and verified (WEBHOOK_READING_MAX_MIB; api.Reading).
 	ReadingMax int64
+	// EventProof signs each money event for payout-worker
+	// (AEGIS_EVENT_SIGNING_KEY, AEGIS_EVENT_SIGNING_KEY_PREVIOUS).
+	EventProof *eventproof.Keys
 	// Reconcile is the PSP reconciliation (PSP_RECONCILE_*,
 	// STRIPE_SECRET_KEY, STRIPE_API_BASE, PAYSTACK_API_BASE).
 	Reconcile ReconcileConfig
@@ -163,11 +167,21 @@ func readConfig(getenv func(string) string) (Config, error) {
 		env.Errorf("API_TOKENS: %v", err)
 	}
 	c.Clients = set
+	c.EventProof = eventproof.Read(env)
 	if c.Limits.PerPayout, err = payouts.ParseLimit(env.String("PAYOUT_MAX_AMOUNT", "")); err != nil {
 		env.Errorf("PAYOUT_MAX_AMOUNT: %v", err)
 	}
 	if c.Limits.Daily, err = payouts.ParseLimit(env.String("PAYOUT_DAILY_MAX", "")); err != nil {
 		env.Errorf("PAYOUT_DAILY_MAX: %v", err)
+	}
+	if c.Limits.NewDestination, err = payouts.ParseLimit(env.String("DESTINATION_NEW_MAX", "")); err != nil {
+		env.Errorf("DESTINATION_NEW_MAX: %v", err)
+	}
+	// A day: long enough for the registration to be noticed (the user's own
+	// notice of a new payout account, an operator's review) before more
+	// than the cap leaves; 0 turns the cooling-off off.
+	if c.Limits.CoolingOff = env.Duration("DESTINATION_COOLING_OFF", 24*time.Hour); c.Limits.CoolingOff < 0 {
+		env.Errorf("DESTINATION_COOLING_OFF must not be negative (0 turns the cooling-off off)")
 	}
 	return c, env.Err()
 }
@@ -213,7 +227,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if len(cfg.Limits.PerPayout)+len(cfg.Limits.Daily) > 0 {
 		logger.Info("payout limits", "per_payout", cfg.Limits.PerPayout, "daily", cfg.Limits.Daily)
 	}
+	if len(cfg.Limits.NewDestination) > 0 && cfg.Limits.CoolingOff > 0 {
+		logger.Info("new destinations cooling off", "max", cfg.Limits.NewDestination, "for", cfg.Limits.CoolingOff.String())
+	}
 
+	logger.Info("money events signed for payout-worker", "event_key_id", cfg.EventProof.CurrentKeyID())
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
 	if err != nil {
 		return err
@@ -227,7 +245,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	store := ingest.NewStore(pool, notifier, time.Now).WithLetters(letters)
+	store := ingest.NewStore(pool, notifier, time.Now).WithLetters(letters).WithProof(cfg.EventProof)
 	committer, err := ingest.NewCommitter(store,
 		ingest.CommitterConfig{Workers: cfg.CommitWorkers, MaxGroup: cfg.CommitGroup}, deps)
 	if err != nil {

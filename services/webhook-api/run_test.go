@@ -20,7 +20,9 @@ import (
 // running (issue 12).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func env(m map[string]string) func(string) string {
+	return withEventKey(func(k string) string { return m[k] })
+}
 
 func TestRunServesAndStopsWithinGrace(t *testing.T) {
 	t.Parallel()

@@ -20,7 +20,7 @@ func root(t *testing.T) string {
 
 // secretVars are the variables docker-compose.yml must refuse to start
 // without; dev.env sets them for local use.
-var secretVars = []string{"POSTGRES_PASSWORD", "STRIPE_WEBHOOK_SECRET", "STRIPE_SECRET_KEY", "PAYSTACK_SECRET_KEY", "API_TOKENS", "DLQ_ADMIN_TOKENS"}
+var secretVars = []string{"POSTGRES_PASSWORD", "STRIPE_WEBHOOK_SECRET", "STRIPE_SECRET_KEY", "PAYSTACK_SECRET_KEY", "AEGIS_EVENT_SIGNING_KEY", "API_TOKENS", "DLQ_ADMIN_TOKENS"}
 
 // compose runs docker-compose config on docker-compose.yml in an
 // environment without any of secretVars, from a directory without a .env.

@@ -1,14 +1,14 @@
 package deliver
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/hmacsig"
 )
 
 // Header names of an outbound settlement webhook.
@@ -26,11 +26,7 @@ func Sign(secret string, t time.Time, body []byte) string {
 }
 
 func mac(secret, ts string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
+	return hmacsig.Hex(sha256.New, []byte(secret), []byte(ts), []byte{'.'}, body)
 }
 
 // ErrSignature is a signature that does not prove the body came from Aegis
@@ -60,9 +56,9 @@ func Verify(secret, header string, body []byte, tolerance time.Duration, now tim
 	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
 		return fmt.Errorf("%w: timestamp %d is %s from now, beyond the %s tolerance", ErrSignature, sec, d.Round(time.Second), tolerance)
 	}
-	want := []byte(mac(secret, ts, body))
+	want := mac(secret, ts, body)
 	for _, s := range sigs {
-		if hmac.Equal([]byte(s), want) {
+		if hmacsig.Equal(s, want) {
 			return nil
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -180,9 +181,16 @@ func LetterAlert(l store.Summary) alert.Alert {
 	if len(errText) > maxErrorText {
 		errText = errText[:maxErrorText] + "…"
 	}
+	severity := alert.Error
+	if l.ErrorClass == string(eventproof.Class) {
+		// A money event nobody proved webhook-api verified: someone who
+		// can produce to the topic tried to move money. It moved nothing,
+		// but the credential it used must be found and revoked.
+		severity = alert.Critical
+	}
 	return alert.Alert{
 		Key:      alert.DeadLetterKey(l.OriginalTopic, l.ErrorClass),
-		Severity: alert.Error,
+		Severity: severity,
 		Summary:  fmt.Sprintf("dead letter on %s (%s): an operator must replay or discard it", l.OriginalTopic, l.ErrorClass),
 		Details: map[string]any{
 			"dead_letter_id": l.ID, "topic": l.OriginalTopic, "error_class": l.ErrorClass, "error": errText,

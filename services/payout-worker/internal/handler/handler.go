@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
@@ -44,6 +45,9 @@ type Handler struct {
 	creditWait time.Duration
 	// stripeLivemode is our Stripe key's mode (foreign.go).
 	stripeLivemode bool
+	// proof verifies that webhook-api signed a money event (proof.go).
+	proof         *eventproof.Keys
+	unprovenCount *prometheus.CounterVec
 }
 
 // Deps is what a Handler works with, next to the logger, clock and
@@ -68,6 +72,9 @@ type Deps struct {
 	// StripeLivemode is true for a live Stripe key: Stripe money events of
 	// the other mode, or from a connected account, move no money (foreign.go).
 	StripeLivemode bool
+	// Proof verifies that webhook-api verified each money event
+	// (AEGIS_EVENT_SIGNING_KEY); nil refuses them all.
+	Proof *eventproof.Keys
 }
 
 // New returns a Handler.
@@ -84,7 +91,11 @@ func New(deps Deps) *Handler {
 	h.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aegis_money_back_total", Help: "Refund and dispute objects by provider, kind and result (posted, unchanged, dead_lettered).",
 	}, []string{"provider", "kind", "result"})
-	reg.MustRegister(h.creditCount, h.returns)
+	h.proof = deps.Proof
+	h.unprovenCount = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aegis_unproven_events_total", Help: "Money events refused for want of a valid proof that webhook-api verified them, by provider and action.",
+	}, []string{"provider", "action"})
+	reg.MustRegister(h.creditCount, h.returns, h.unprovenCount)
 	return h
 }
 
@@ -121,6 +132,9 @@ func (h *Handler) pspEvent(ctx context.Context, m inbox.Message) error {
 	}
 	if e.EventID == "" || e.Provider == "" {
 		return errclass.AsPoison(errors.New("PSP event is not decodable: no event_id or provider"))
+	}
+	if refused, err := h.unproven(ctx, m, e); refused {
+		return err
 	}
 	if moneyEvent(e.Action) {
 		if foreign := origin.Foreign(&e, h.stripeLivemode); foreign != "" {

@@ -32,6 +32,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -72,7 +73,13 @@ type world struct {
 	// live is the mode of the worker's Stripe key (options.liveKey): the
 	// Stripe events the test publishes say it.
 	live bool
+	// proof is webhook-api's signing key: produce signs money events with
+	// it, as webhook-api does; produceUnsigned does not.
+	proof *eventproof.Keys
 }
+
+// testEventKey is AEGIS_EVENT_SIGNING_KEY of the tests' webhook-api and worker.
+const testEventKey = "test-event-signing-key-0123456789abcdef"
 
 // clock is the time the processor sees: the wall clock, moved forward by
 // the test (to pass the settle window without waiting for it).
@@ -249,6 +256,9 @@ func setup(t *testing.T, o options) *world {
 	}
 	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, o.pspEnv),
 		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow, live: o.liveKey}
+	proof, err := eventproof.New(testEventKey, "")
+	require.NoError(t, err)
+	w.proof = proof
 	w.producer = kafkatest.NewClient(t, w.kafka)
 	w.pspProxy = newPSPProxy(t, w.psp.URL)
 
@@ -306,7 +316,7 @@ func setup(t *testing.T, o options) *world {
 	require.NoError(t, credits.Start(context.Background()))
 	h := handler.New(handler.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
 		Pool: w.db.Pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: noNotify{}, CreditWait: o.creditWait,
-		StripeLivemode: o.liveKey})
+		StripeLivemode: o.liveKey, Proof: w.proof})
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
@@ -365,7 +375,23 @@ func (w *world) produce(topic, key, messageID string, value []byte) {
 		{Key: kafkax.HeaderMessageID, Value: []byte(messageID)},
 		{Key: kafkax.HeaderCorrelationID, Value: []byte("corr-" + messageID)},
 	}}
+	w.sign(rec)
 	require.NoError(w.t, w.producer.ProduceSync(context.Background(), rec).FirstErr())
+}
+
+// sign adds webhook-api's proof to a money event on aegis.webhook.pending
+// that has none, as webhook-api does when it writes the event's outbox row.
+func (w *world) sign(rec *kgo.Record) {
+	var e event.PSPEvent
+	if rec.Topic != kafkax.TopicWebhookPending || json.Unmarshal(rec.Value, &e) != nil || !eventproof.Required(e.Action) {
+		return
+	}
+	for _, h := range rec.Headers {
+		if h.Key == eventproof.Header {
+			return
+		}
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: eventproof.Header, Value: []byte(w.proof.Sign(e))})
 }
 
 // credit publishes a verified payment event, as webhook-api and the relay would.

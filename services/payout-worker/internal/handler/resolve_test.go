@@ -162,5 +162,6 @@ func (w *world) produceWith(topic, key, messageID string, value []byte, headers 
 	for k, v := range headers {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
+	w.sign(rec)
 	require.NoError(w.t, w.producer.ProduceSync(context.Background(), rec).FirstErr())
 }

@@ -215,6 +215,7 @@ func (w *world) produceRecord(topic, key string, value []byte, headers map[strin
 	for k, v := range headers {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
+	w.sign(rec)
 	require.NoError(w.t, w.producer.ProduceSync(context.Background(), rec).FirstErr())
 }
 

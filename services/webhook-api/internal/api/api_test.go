@@ -80,7 +80,7 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 	r := httpserver.NewRouter(logger, reg)
 	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: committer(t, pool, notify, o.commit), Payouts: payouts.NewStore(pool, notify, o.limits),
+		Logger: logger, Ingest: committer(t, pool, notify, o.commit), Payouts: payouts.NewStore(pool, notify, o.limits).WithClock(o.now),
 		Destinations: destinations.NewStore(pool), Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
 		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),

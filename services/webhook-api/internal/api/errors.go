@@ -41,6 +41,7 @@ func classify(err error) (status int, code, message string) {
 	var tooBig *http.MaxBytesError
 	var invalid *validation.Error
 	var limit *payouts.LimitError
+	var coolingOff *payouts.CoolingOffError
 	switch {
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
@@ -75,6 +76,8 @@ func classify(err error) (status int, code, message string) {
 			"the destination is not an active destination registered for this user and provider (POST /v1/users/{user_id}/destinations)"
 	case errors.As(err, &limit):
 		return http.StatusUnprocessableEntity, "limit_exceeded", limit.Error()
+	case errors.As(err, &coolingOff):
+		return http.StatusUnprocessableEntity, "destination_cooling_off", coolingOff.Error()
 	case errors.Is(err, destinations.ErrNotFound):
 		return http.StatusNotFound, "destination_not_found", "no destination with this id for this user"
 	case errors.Is(err, payouts.ErrKeyReused):

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest/sqlcdb"
@@ -54,6 +55,8 @@ type Store struct {
 	now     func() time.Time
 	notify  Notifier
 	letters *dlq.Writer
+	// proof signs each money event's outbox row (eventproof.Header).
+	proof *eventproof.Keys
 }
 
 // NewStore returns a Store on pool that tells notify after each commit.
@@ -67,6 +70,16 @@ func NewStore(pool *pgxpool.Pool, notify Notifier, now func() time.Time) *Store 
 func (s *Store) WithLetters(w *dlq.Writer) *Store {
 	c := *s
 	c.letters = w
+	return &c
+}
+
+// WithProof returns the store signing every money event it writes to the
+// outbox with k, the proof payout-worker requires before it moves money
+// (pkg/eventproof). Without it no proof is written and the worker refuses
+// the store's money events.
+func (s *Store) WithProof(k *eventproof.Keys) *Store {
+	c := *s
+	c.proof = k
 	return &c
 }
 
@@ -224,7 +237,7 @@ func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
 		providers[i], eventIDs[i], types[i], objects[i] = e.Provider, e.EventID, e.Type, e.Reference
 		users[i], currencies[i], corrIDs[i], states[i] = e.UserID, e.Currency, j.CorrelationID, e.ObjectStatus
 		amounts[i], occurred[i], bodies[i] = e.Amount, e.OccurredAt, j.Body
-		if err := j.prepare(""); err != nil {
+		if err := j.prepare("", s.proof); err != nil {
 			return err
 		}
 	}
@@ -291,8 +304,9 @@ func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, wa
 	return nil
 }
 
-// prepare computes the job's partition key, outbox payload and headers.
-func (j *job) prepare(owner string) error {
+// prepare computes the job's partition key, outbox payload and headers,
+// with the event's proof when it moves money and proof is set.
+func (j *job) prepare(owner string, proof *eventproof.Keys) error {
 	e := j.Event.Event
 	j.key = partitionKey(e, owner)
 	var err error
@@ -307,6 +321,9 @@ func (j *job) prepare(owner string) error {
 	}
 	for k, v := range j.TraceHeaders {
 		j.headers[k] = v
+	}
+	if proof != nil && eventproof.Required(e.Action) {
+		j.headers[eventproof.Header] = proof.Sign(e)
 	}
 	return nil
 }
@@ -431,7 +448,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 		if e.Reference != "" && j.fresh == 0 && !payoutOutcome(*e) {
 			e.Stale, j.out = true, Stale
 		}
-		if err := j.prepare(j.owner); err != nil {
+		if err := j.prepare(j.owner, s.proof); err != nil {
 			return s.fail(ctx, conn, err)
 		}
 		if j.Event.Problem == "" {

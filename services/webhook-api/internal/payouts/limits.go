@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrLimitExceeded is a payout over a configured limit (422 limit_exceeded).
@@ -38,7 +39,37 @@ type Limits struct {
 	// hours: accepted payouts that did not fail count, so money on its way
 	// out counts before the PSP confirms it.
 	Daily map[string]int64
+	// NewDestination caps, per currency, what a destination registered less
+	// than CoolingOff ago may be paid in all (payouts that did not fail
+	// count). A stolen API token can register a destination and pay to it
+	// at once; the cap bounds what it takes before someone notices and
+	// disables the destination. A currency without an entry, or a zero
+	// CoolingOff, is not held back (the off-switch).
+	NewDestination map[string]int64
+	CoolingOff     time.Duration
 }
+
+// ErrCoolingOff is a payout over a new destination's cap (422
+// destination_cooling_off).
+var ErrCoolingOff = errors.New("destination in its cooling-off period")
+
+// CoolingOffError says what a new destination may still receive, and when
+// its cooling-off ends.
+type CoolingOffError struct {
+	Currency string
+	Max      int64
+	// Paid is what its payouts that did not fail already add up to.
+	Paid  int64
+	Until time.Time
+}
+
+func (e *CoolingOffError) Error() string {
+	return fmt.Sprintf("the destination was registered recently: until %s it may be paid at most %d %s in all (already %d)",
+		e.Until.UTC().Format(time.RFC3339), e.Max, e.Currency, e.Paid)
+}
+
+// Is makes errors.Is(err, ErrCoolingOff) true.
+func (e *CoolingOffError) Is(target error) bool { return target == ErrCoolingOff }
 
 // ParseLimit reads "usd:500000,ngn:100000000" (currency:amount in minor
 // units). Errors name the entry; the caller names the variable.

@@ -63,3 +63,20 @@ WHERE id = @id AND status = 'INITIALIZED';
 -- name: CancelTransitions :exec
 INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
 VALUES (@payout_id, 'INITIALIZED', 'FAILED', 0, @reason::text, 'canceled'), (@payout_id, 'FAILED', 'FINALIZED', 0, NULL, NULL);
+
+-- name: LockNewDestination :exec
+-- Serializes the cooling-off check of one destination: two concurrent
+-- payouts to a new destination cannot both fit under its cap by not seeing
+-- each other. Transaction-scoped, released at commit. (Not a row lock:
+-- Resolve holds the destination FOR SHARE, and two payouts upgrading their
+-- shares would deadlock.)
+SELECT pg_advisory_xact_lock(hashtextextended('payout-new-destination:' || @destination_id::text, 0));
+
+-- name: NewDestinationPaid :one
+-- When the destination was registered, and what its payouts in the currency
+-- that did not fail add up to (payouts_user_idx: a destination has one user).
+SELECT d.created_at,
+       (SELECT coalesce(sum(p.amount), 0) FROM payouts p
+        WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = @currency
+          AND p.status NOT IN ('FAILED', 'FINALIZED'))::bigint AS paid
+FROM destinations d WHERE d.id = @destination_id;

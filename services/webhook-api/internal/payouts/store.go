@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -26,12 +27,20 @@ type Store struct {
 	pool   *pgxpool.Pool
 	notify interface{ Notify() }
 	limits Limits
+	now    func() time.Time
 }
 
 // NewStore returns a Store on pool that tells notify (an outbox.Notifier)
 // after each committed payout request and enforces limits.
 func NewStore(pool *pgxpool.Pool, notify interface{ Notify() }, limits Limits) *Store {
-	return &Store{pool: pool, notify: notify, limits: limits}
+	return &Store{pool: pool, notify: notify, limits: limits, now: time.Now}
+}
+
+// WithClock returns the store judging destinations' cooling-off by now.
+func (s *Store) WithClock(now func() time.Time) *Store {
+	c := *s
+	c.now = now
+	return &c
 }
 
 // Create commits a new payout for (clientID, key) or returns the payout the
@@ -58,6 +67,9 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return err
 		}
 		if err := s.checkLimits(ctx, tx, req); err != nil {
+			return err
+		}
+		if err := s.checkCoolingOff(ctx, tx, destID, req); err != nil {
 			return err
 		}
 		q := sqlcdb.New(tx)
@@ -149,6 +161,28 @@ func (s *Store) checkLimits(ctx context.Context, tx pgx.Tx, req Request) error {
 		return &LimitError{Limit: "daily", Currency: req.Currency, Max: max, Used: used}
 	}
 	return nil
+}
+
+// checkCoolingOff refuses req when its destination is still in its
+// cooling-off period and req would take its payouts over the cap.
+func (s *Store) checkCoolingOff(ctx context.Context, tx pgx.Tx, destID uuid.UUID, req Request) error {
+	max, ok := s.limits.NewDestination[req.Currency]
+	if !ok || s.limits.CoolingOff <= 0 {
+		return nil
+	}
+	q := sqlcdb.New(tx)
+	if err := q.LockNewDestination(ctx, destID.String()); err != nil {
+		return fmt.Errorf("lock new destination: %w", err)
+	}
+	d, err := q.NewDestinationPaid(ctx, sqlcdb.NewDestinationPaidParams{Currency: req.Currency, DestinationID: destID})
+	if err != nil {
+		return fmt.Errorf("sum payouts to destination %s: %w", destID, err)
+	}
+	until := d.CreatedAt.Add(s.limits.CoolingOff)
+	if !s.now().Before(until) || d.Paid+req.Amount <= max {
+		return nil
+	}
+	return &CoolingOffError{Currency: req.Currency, Max: max, Paid: d.Paid, Until: until}
 }
 
 // Get returns a payout with its history.

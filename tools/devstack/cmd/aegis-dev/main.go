@@ -72,6 +72,7 @@ func run(logger *slog.Logger) error {
 	secrets.StripeSecretKey = env("STRIPE_SECRET_KEY", secrets.StripeSecretKey)
 	secrets.PaystackSecretKey = env("PAYSTACK_SECRET_KEY", secrets.PaystackSecretKey)
 	secrets.APITokens = env("API_TOKENS", secrets.APITokens)
+	secrets.EventSigningKey = env("AEGIS_EVENT_SIGNING_KEY", secrets.EventSigningKey)
 	secrets.DLQAdminTokens = env("DLQ_ADMIN_TOKENS", secrets.DLQAdminTokens)
 	cfg := stack.Config{
 		BinDir:      env("BIN_DIR", "bin"),

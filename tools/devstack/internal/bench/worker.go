@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
@@ -75,6 +76,11 @@ func (r *Runner) worker(ctx context.Context) error {
 	}
 
 	r.progress("worker: producing %d credit events for %d wallets", benchCredits, benchUsers)
+	// Signed as webhook-api signs them: the worker credits nothing else.
+	keys, err := eventproof.New(stack.DevEventSigningKey, "")
+	if err != nil {
+		return err
+	}
 	for i := range benchCredits {
 		user := fmt.Sprintf("user-%d", i%benchUsers)
 		e := event.PSPEvent{Provider: "stripe", EventID: fmt.Sprintf("evt_c_%d", i), Type: "payment_intent.succeeded",
@@ -82,7 +88,8 @@ func (r *Runner) worker(ctx context.Context) error {
 			OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 		b, _ := json.Marshal(e)
 		producer.Produce(ctx, &kgo.Record{Topic: kafkax.TopicWebhookPending, Key: []byte(user), Value: b,
-			Headers: []kgo.RecordHeader{{Key: kafkax.HeaderMessageID, Value: []byte(e.MessageID())}}}, nil)
+			Headers: []kgo.RecordHeader{{Key: kafkax.HeaderMessageID, Value: []byte(e.MessageID())},
+				{Key: eventproof.Header, Value: []byte(keys.Sign(e))}}}, nil)
 	}
 	if err := producer.Flush(ctx); err != nil {
 		return err
@@ -92,7 +99,7 @@ func (r *Runner) worker(ctx context.Context) error {
 	env := map[string]string{
 		"DATABASE_URL": url, "KAFKA_BROKERS": brokers, "REDIS_URL": r.cfg.RedisURL, "LOG_LEVEL": "warn",
 		"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", wport), "STRIPE_SECRET_KEY": "sk_test_bench", "STRIPE_API_BASE": stack.URL(pspPort),
-		"CONSUMER_GROUP": "payout-worker-bench",
+		"CONSUMER_GROUP": "payout-worker-bench", eventproof.EnvKey: stack.DevEventSigningKey,
 	}
 	for _, k := range []string{"WORKER_CONCURRENCY", "WORKER_MAX_POLL_RECORDS", "DB_MAX_CONNS", "GOMAXPROCS", "PPROF_ADDR"} {
 		if v := os.Getenv(k); v != "" {

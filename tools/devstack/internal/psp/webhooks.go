@@ -3,10 +3,8 @@ package psp
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/hmacsig"
 )
 
 // Run drives auto-settlement and webhook delivery until ctx ends. It
@@ -293,18 +293,12 @@ func (s *Server) scheduleLocked(st *state, d *delivery, now time.Time) {
 // StripeSignature returns the Stripe-Signature header value for payload.
 func StripeSignature(secret string, t time.Time, payload []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte("."))
-	mac.Write(payload)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+	return "t=" + ts + ",v1=" + hmacsig.Hex(sha256.New, []byte(secret), []byte(ts), []byte("."), payload)
 }
 
 // PaystackSignature returns the x-paystack-signature header value for payload.
 func PaystackSignature(secretKey string, payload []byte) string {
-	mac := hmac.New(sha512.New, []byte(secretKey))
-	mac.Write(payload)
-	return hex.EncodeToString(mac.Sum(nil))
+	return hmacsig.Hex(sha512.New, []byte(secretKey), payload)
 }
 
 // attempt makes one delivery attempt and schedules the next on failure.

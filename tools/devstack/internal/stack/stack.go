@@ -41,7 +41,16 @@ type Secrets struct {
 	PaystackSecretKey   string
 	APITokens           string
 	DLQAdminTokens      string
+	// EventSigningKey is AEGIS_EVENT_SIGNING_KEY: webhook-api signs money
+	// events with it, payout-worker verifies them (pkg/eventproof); dev
+	// tools that produce money events straight to Kafka sign with it too.
+	EventSigningKey string
 }
+
+// DevEventSigningKey is the development AEGIS_EVENT_SIGNING_KEY (dev.env
+// has the same): the key the dev tools, e2e tests, chaos and bench sign the
+// money events they produce straight to Kafka with.
+const DevEventSigningKey = "aegis-dev-event-signing-key-0123456789"
 
 // DevSecrets are the values `make dev` uses unless the environment sets them.
 func DevSecrets() Secrets {
@@ -50,6 +59,7 @@ func DevSecrets() Secrets {
 		StripeSecretKey:     "sk_test_aegis_local_dev",
 		PaystackSecretKey:   "sk_test_paystack_local_dev",
 		APITokens:           "dev:dev-api-token-0123456789",
+		EventSigningKey:     DevEventSigningKey,
 		// Two operators, so that four eyes (REQUIRE_SECOND_APPROVER) can be
 		// tried: sam approves what ops asked for.
 		DLQAdminTokens: "ops:operator:dev-ops-token-0123456789,night:viewer:dev-viewer-token-0123456789," +
@@ -184,9 +194,10 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		replicas  int
 	}{
 		{"webhook-api", "webhook-api", p.WebhookAPI, map[string]string{
-			"STRIPE_WEBHOOK_SECRET": cfg.Secrets.StripeWebhookSecret,
-			"PAYSTACK_SECRET_KEY":   cfg.Secrets.PaystackSecretKey,
-			"API_TOKENS":            cfg.Secrets.APITokens,
+			"STRIPE_WEBHOOK_SECRET":   cfg.Secrets.StripeWebhookSecret,
+			"PAYSTACK_SECRET_KEY":     cfg.Secrets.PaystackSecretKey,
+			"API_TOKENS":              cfg.Secrets.APITokens,
+			"AEGIS_EVENT_SIGNING_KEY": cfg.Secrets.EventSigningKey,
 			// The PSP reconciliation reads the stand-in's record.
 			"STRIPE_SECRET_KEY": cfg.Secrets.StripeSecretKey,
 			"STRIPE_API_BASE":   URL(p.PSP),
@@ -194,10 +205,11 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		}, 1},
 		{"outbox-relay", "outbox-relay", p.OutboxRelay, nil, max(1, cfg.RelayReplicas)},
 		{"payout-worker", "payout-worker", p.PayoutWorker, map[string]string{
-			"STRIPE_SECRET_KEY":   cfg.Secrets.StripeSecretKey,
-			"STRIPE_API_BASE":     URL(p.PSP),
-			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey,
-			"PAYSTACK_API_BASE":   URL(p.PSP),
+			"STRIPE_SECRET_KEY":       cfg.Secrets.StripeSecretKey,
+			"STRIPE_API_BASE":         URL(p.PSP),
+			"PAYSTACK_SECRET_KEY":     cfg.Secrets.PaystackSecretKey,
+			"PAYSTACK_API_BASE":       URL(p.PSP),
+			"AEGIS_EVENT_SIGNING_KEY": cfg.Secrets.EventSigningKey,
 		}, max(1, cfg.WorkerReplicas)},
 		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens}, 1},
 	}

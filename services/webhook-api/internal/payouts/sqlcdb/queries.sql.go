@@ -303,6 +303,47 @@ func (q *Queries) LockForCancel(ctx context.Context, id uuid.UUID) (LockForCance
 	return i, err
 }
 
+const lockNewDestination = `-- name: LockNewDestination :exec
+SELECT pg_advisory_xact_lock(hashtextextended('payout-new-destination:' || $1::text, 0))
+`
+
+// Serializes the cooling-off check of one destination: two concurrent
+// payouts to a new destination cannot both fit under its cap by not seeing
+// each other. Transaction-scoped, released at commit. (Not a row lock:
+// Resolve holds the destination FOR SHARE, and two payouts upgrading their
+// shares would deadlock.)
+func (q *Queries) LockNewDestination(ctx context.Context, destinationID string) error {
+	_, err := q.db.Exec(ctx, lockNewDestination, destinationID)
+	return err
+}
+
+const newDestinationPaid = `-- name: NewDestinationPaid :one
+SELECT d.created_at,
+       (SELECT coalesce(sum(p.amount), 0) FROM payouts p
+        WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = $1
+          AND p.status NOT IN ('FAILED', 'FINALIZED'))::bigint AS paid
+FROM destinations d WHERE d.id = $2
+`
+
+type NewDestinationPaidParams struct {
+	Currency      string
+	DestinationID uuid.UUID
+}
+
+type NewDestinationPaidRow struct {
+	CreatedAt time.Time
+	Paid      int64
+}
+
+// When the destination was registered, and what its payouts in the currency
+// that did not fail add up to (payouts_user_idx: a destination has one user).
+func (q *Queries) NewDestinationPaid(ctx context.Context, arg NewDestinationPaidParams) (NewDestinationPaidRow, error) {
+	row := q.db.QueryRow(ctx, newDestinationPaid, arg.Currency, arg.DestinationID)
+	var i NewDestinationPaidRow
+	err := row.Scan(&i.CreatedAt, &i.Paid)
+	return i, err
+}
+
 const pSPRequests = `-- name: PSPRequests :many
 SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
        coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at

@@ -1,0 +1,2 @@
+DROP TRIGGER IF EXISTS transaction_outbox_money_guard ON transaction_outbox;
+DROP FUNCTION IF EXISTS transaction_outbox_money_guard();

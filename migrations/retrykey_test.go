@@ -70,7 +70,7 @@ func TestWaitingPayoutRetriesMoveToTheirPayoutsKey(t *testing.T) {
 		}
 	}
 
-	run("000033_outbox_payout_retry_key.up.sql")
+	run("000026_outbox_payout_retry_key.up.sql")
 	want := map[string][2]string{
 		"payout:p1:retry:7": {"payout-retry:p1", "u1"},
 		"payout:p2:retry:9": {"payout-retry:p2", "u1"},
@@ -82,12 +82,12 @@ func TestWaitingPayoutRetriesMoveToTheirPayoutsKey(t *testing.T) {
 	if got := keys(); !maps.Equal(got, want) {
 		t.Fatalf("after up: %v, want %v", got, want)
 	}
-	run("000033_outbox_payout_retry_key.up.sql")
+	run("000026_outbox_payout_retry_key.up.sql")
 	if got := keys(); !maps.Equal(got, want) {
 		t.Fatalf("a second up changed %v, want %v", got, want)
 	}
 
-	run("000033_outbox_payout_retry_key.down.sql")
+	run("000026_outbox_payout_retry_key.down.sql")
 	for id, kv := range want {
 		if kv[0] != "u1" {
 			want[id] = [2]string{"u1", kv[1]}

@@ -291,7 +291,7 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 }
 
 // dlq-admin's role may write a money event to the outbox only as the
-// replay of an open dead letter, unchanged (000027); its other outbox rows
+// replay of an open dead letter, unchanged (000024); its other outbox rows
 // (payout resolutions, replays on other topics) and the writers of money
 // events (webhook-api, payout-worker) are not held back.
 func TestDLQAdminWritesMoneyEventsOnlyAsReplays(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/psptest"
@@ -88,7 +89,7 @@ func TestPayoutRetryDeadLetterIsFiledUnderItsUser(t *testing.T) {
 }
 
 // outboxCredit writes a verified payment event to the outbox as webhook-api
-// does (the user's key) and returns the row's id.
+// does (the user's key, webhook-api's proof) and returns the row's id.
 func (w *world) outboxCredit(eventID, reference string, amount int64) int64 {
 	w.t.Helper()
 	e := event.PSPEvent{Provider: "stripe", EventID: eventID, Type: "payment_intent.succeeded", Action: event.ActionCredit,
@@ -96,7 +97,8 @@ func (w *world) outboxCredit(eventID, reference string, amount int64) int64 {
 	b, err := json.Marshal(e)
 	require.NoError(w.t, err)
 	return w.outboxInsert(outbox.Message{Topic: kafkax.TopicWebhookPending, EventType: e.Type, PartitionKey: w.user, Payload: b,
-		Headers: map[string]string{kafkax.HeaderMessageID: e.MessageID(), kafkax.HeaderEventType: e.Type}})
+		Headers: map[string]string{kafkax.HeaderMessageID: e.MessageID(), kafkax.HeaderEventType: e.Type,
+			eventproof.Header: w.proof.Sign(e)}})
 }
 
 // outboxPayout writes a payout's command to the outbox as webhook-api does

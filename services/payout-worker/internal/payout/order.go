@@ -53,7 +53,7 @@ package payout
 // would hold back the outcome of its own payout.
 //
 // Rolling upgrade: retries written on the user's key before this one and
-// still waiting are moved to their payout's key by migration 000033 (the
+// still waiting are moved to their payout's key by migration 000026 (the
 // user kept in the header). One a worker of the previous release writes
 // during the rollout holds its user's rows back until it is due, as it
 // always did: at most its own delay. A worker of either release handles a

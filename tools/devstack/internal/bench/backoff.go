@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/proctest"
@@ -78,7 +79,7 @@ func (r *Runner) backoff(ctx context.Context) error {
 	if err := s.Launch("payout-worker", "payout-worker", map[string]string{
 		"DATABASE_URL": url, "KAFKA_BROKERS": brokers, "REDIS_URL": r.cfg.RedisURL, "LOG_LEVEL": "warn",
 		"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", wport), "STRIPE_SECRET_KEY": "sk_test_bench", "STRIPE_API_BASE": pspURL,
-		"CONSUMER_GROUP": "payout-worker-bench-backoff",
+		"CONSUMER_GROUP": "payout-worker-bench-backoff", eventproof.EnvKey: stack.DevEventSigningKey,
 		// The 429s must defer the payouts by the PSP's Retry-After, not
 		// open the breaker (whose shorter defer would end the backoff
 		// during the phase).
@@ -87,9 +88,13 @@ func (r *Runner) backoff(ctx context.Context) error {
 		return err
 	}
 
+	keys, err := eventproof.New(stack.DevEventSigningKey, "")
+	if err != nil {
+		return err
+	}
 	r.progress("backoff: funding %d wallets through the outbox", backoffUsers)
 	for u := range backoffUsers {
-		if err := backoffCredit(ctx, pool, u, "pi_seed_"+strconv.Itoa(u), 10_000); err != nil {
+		if err := backoffCredit(ctx, pool, keys, u, "pi_seed_"+strconv.Itoa(u), 10_000); err != nil {
 			return err
 		}
 	}
@@ -130,7 +135,7 @@ func (r *Runner) backoff(ctx context.Context) error {
 			case <-time.After(d):
 			}
 		}
-		if err := backoffCredit(ctx, pool, n%backoffUsers, "pi_b_"+strconv.Itoa(n), 100); err != nil {
+		if err := backoffCredit(ctx, pool, keys, n%backoffUsers, "pi_b_"+strconv.Itoa(n), 100); err != nil {
 			return err
 		}
 	}
@@ -233,7 +238,9 @@ func backoffUser(u int) string { return "bench-user-" + strconv.Itoa(u) }
 
 // backoffCredit writes a verified Stripe payment for wallet u to the outbox
 // as webhook-api does: on the user's key, with a NOTIFY for the relay.
-func backoffCredit(ctx context.Context, pool *pgxpool.Pool, u int, ref string, amount int64) error {
+// The event carries webhook-api's proof (keys), without which the worker
+// moves no money.
+func backoffCredit(ctx context.Context, pool *pgxpool.Pool, keys *eventproof.Keys, u int, ref string, amount int64) error {
 	user := backoffUser(u)
 	e := event.PSPEvent{Provider: "stripe", EventID: "evt_" + ref, Type: "payment_intent.succeeded", Action: event.ActionCredit,
 		UserID: user, Amount: amount, Currency: "usd", Reference: ref, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
@@ -242,7 +249,8 @@ func backoffCredit(ctx context.Context, pool *pgxpool.Pool, u int, ref string, a
 		return err
 	}
 	return backoffWrite(ctx, pool, nil, outbox.Message{Topic: kafkax.TopicWebhookPending, EventType: e.Type, PartitionKey: user, Payload: b,
-		Headers: map[string]string{kafkax.HeaderMessageID: e.MessageID(), kafkax.HeaderEventType: e.Type}})
+		Headers: map[string]string{kafkax.HeaderMessageID: e.MessageID(), kafkax.HeaderEventType: e.Type,
+			eventproof.Header: keys.Sign(e)}})
 }
 
 // backoffPayout creates a payout of wallet u and writes its command to the

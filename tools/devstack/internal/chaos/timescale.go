@@ -74,8 +74,7 @@ func (v ScaledVar) Scaled() bool { return v.Fixed == 0 && !v.NotAVariable }
 // one place: the week profile scales each by one factor, except where a
 // floor or a fixed value is argued. Durations that measure wall-clock work
 // (a call, a lease, a session) keep the values the other profiles use.
-// State deadlines: none exist in the services' config readers on this
-// branch; one added there belongs here as a row.
+// A duration added to a config reader belongs here as a row.
 func ScaledVars() []ScaledVar {
 	const (
 		floorPoll = "a loop that queries Postgres; below this it would spend the run's two shared cores polling"
@@ -107,10 +106,23 @@ func ScaledVars() []ScaledVar {
 		{Env: "PSP_RECONCILE_WINDOW", Reader: ReadWebhook, Real: 24 * time.Hour},
 		{Env: "PSP_RECONCILE_OVERLAP", Reader: ReadWebhook, Real: 10 * time.Minute},
 		{Env: "PSP_RECONCILE_GRACE", Reader: ReadWebhook, Real: 15 * time.Minute},
+		{Env: "PSP_RECONCILE_RUN_TIMEOUT", Reader: ReadAll, Real: 30 * time.Minute, Floor: time.Second,
+			Why: "one run's limit (webhook-api's River job, and the worker's MONEY_BACK_CREDIT_WAIT rule); the readers' minimum is 1 s"},
 		{Env: "RECONCILE_INTERVAL", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
 			Why: "the ledger integrity check; its reader's minimum is 1 s"},
 		// Waiting for money.
-		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 30 * time.Second},
+		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 46 * time.Minute, Floor: 64 * time.Second,
+			Why: "its readers refuse less than PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + a minute for the " +
+				"recovered credit to reach the worker (outbox, relay, Kafka: wall time, config.CreditPropagation)"},
+		// Each unfinished payout state's deadline (the sweeper acts past it).
+		{Env: "PAYOUT_DEADLINE_INITIALIZED", Reader: ReadWorker, Real: 30 * time.Minute, Floor: 2 * time.Second,
+			Why: "its reader refuses less than WORKER_RETRY_IN_PLACE_FOR (floored at 1 s)"},
+		{Env: "PAYOUT_DEADLINE_SENDING", Reader: ReadWorker, Real: 15 * time.Minute, Floor: 8 * time.Second,
+			Why: "its reader refuses less than WORKER_RETRY_IN_PLACE_FOR plus six PSP_CALL_TIMEOUTs (1 s + 6 × 1 s, wall time)"},
+		{Env: "PAYOUT_DEADLINE_RETRYING", Reader: ReadWorker, Real: 30 * time.Minute, Floor: 5 * time.Second,
+			Why: "its reader refuses less than the longest scheduled wait (PSP_SETTLE_WINDOW, 3 s fixed) plus WORKER_RETRY_IN_PLACE_FOR"},
+		{Env: "PAYOUT_PENDING_ESCALATE_AFTER", Reader: ReadWorker, Real: 240 * time.Hour},
+		{Env: "PAYOUT_REVIEW_DEADLINE", Reader: ReadWorker, Real: 24 * time.Hour},
 		{Env: "CREDIT_SETTLEMENT_DELAY", Reader: ReadWorker, Real: 0, Why: "0 by default: scaled it stays 0"},
 		// Retrying in place before a dead letter.
 		{Env: "WORKER_RETRY_IN_PLACE_FOR", Reader: ReadWorker, Real: time.Minute, Floor: time.Second,

@@ -56,7 +56,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 // The age alerts (services/dlq-admin/alerts/prometheus-rules.yml) fire at
 // each state's default deadline: the two must not drift apart.
 func TestDeadlineAlertsAgreeWithTheDefaults(t *testing.T) {
-	cfg, err := readConfig(func(string) string { return "" })
+	cfg, err := readConfig(withEventKey(func(string) string { return "" }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +88,14 @@ func TestDeadlineAlertsAgreeWithTheDefaults(t *testing.T) {
 // reconciliation needs to recover the payment: the default follows
 // PSP_RECONCILE_INTERVAL, and a shorter pair is refused, naming both.
 func TestMoneyBackCreditWaitOutlastsThePSPReconciliation(t *testing.T) {
-	c, err := readConfig(func(string) string { return "" })
+	c, err := readConfig(withEventKey(func(string) string { return "" }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.CreditWait < 15*time.Minute+30*time.Minute {
 		t.Errorf("default MONEY_BACK_CREDIT_WAIT %s ends before a reconciliation every 15m, running up to 30m, recovers the payment", c.CreditWait)
 	}
-	c, err = readConfig(func(k string) string { return map[string]string{"PSP_RECONCILE_INTERVAL": "1h"}[k] })
+	c, err = readConfig(withEventKey(func(k string) string { return map[string]string{"PSP_RECONCILE_INTERVAL": "1h"}[k] }))
 	if err != nil || c.CreditWait <= time.Hour+30*time.Minute {
 		t.Errorf("with PSP_RECONCILE_INTERVAL 1h: wait %s, error %v", c.CreditWait, err)
 	}

@@ -37,7 +37,7 @@ var wantGrants = map[string]map[string]string{
 	"ledger_transactions":        {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
 	"ledger_entries":             {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
 	"credit_availability":        {RolePayoutWorker: "SI"},
-	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU"},
+	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
 	"processed_events":           {RolePayoutWorker: "SI"},
 	"payout_resolutions":         {RolePayoutWorker: "SU", RoleDLQAdmin: "SIU"},
 	"approvals":                  {RoleDLQAdmin: "SIU"},

@@ -1,0 +1,1 @@
+REVOKE SELECT ON payment_returns FROM aegis_dlq_admin;

@@ -406,3 +406,35 @@ func TestInitializedPayoutPublishedAgainWaitsBehindItsUsersEarlierCredit(t *test
 	require.EqualValues(t, 3_000-700, w.balance())
 	require.Len(t, w.psp.Objects(t, pid), 1)
 }
+
+// A SENDING_TO_GATEWAY payout whose create was recorded as sent and whose
+// worker died inside the call: the sweeper's resume past the deadline
+// marks that create unknown in the payout's history (as a redelivery
+// would), not "sending" for ever, and the retry adopts the PSP's object.
+func TestSendingPayoutResumedBySweeperRecordsItsUnansweredCreateAsUnknown(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{callTimeout: 30 * time.Second, grace: 100 * time.Millisecond})
+	w.fundWallet(5000)
+	w.pspProxy.swallowCreates.Store(1)
+	pid := w.createPayout(700, "ba_1", "stripe")
+	w.requestPayout(pid, 700, "stripe")
+	<-w.pspProxy.swallowed
+	w.stopConsumers() // killed inside the call: its answer is never recorded
+	require.Equal(t, payout.Sending, w.payout(pid).Status)
+	require.Equal(t, []string{"create:sending"}, w.attempts(pid))
+
+	w.clock.advance(testDeadlines.Sending + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineResumed: 1}, w.sweep())
+	require.Equal(t, payout.Retrying, w.payout(pid).Status)
+	require.Equal(t, []string{"create:unknown"}, w.attempts(pid), "the unanswered create may have executed")
+
+	require.Equal(t, 1, w.relay(kafkax.TopicTransactions))
+	w.startConsumer()
+	p := w.waitStatus(pid, payout.Awaiting, payout.NeedsReview, payout.Finalized)
+	require.Equal(t, payout.Awaiting, p.Status, "%+v", p)
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1, "adopted, not sent again")
+	require.Equal(t, objs[0].ID, p.Reference)
+	require.Equal(t, []string{"create:unknown", "lookup:found"}, w.attempts(pid))
+	require.EqualValues(t, 4300, w.balance())
+}

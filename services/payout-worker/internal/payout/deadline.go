@@ -323,6 +323,12 @@ func (pr *Processor) overdue(ctx context.Context, cfg SweepConfig, want Status, 
 			}
 			return q.CountResume(ctx, sqlcdb.CountResumeParams{ID: p.ID, At: &now})
 		case want == Sending:
+			// A create recorded as sent (sending_at) whose answer never came
+			// is an unknown outcome, as a redelivery would find it: its
+			// "sending" row becomes "unknown" (resumeUnknown).
+			if _, err := pr.resumeUnknown(ctx, tx, p); err != nil {
+				return err
+			}
 			// A delivery's call may have executed at the PSP: from now on
 			// an absence counts only after the settle window, and a refusal
 			// releases the hold only on a lookup that finds nothing.

@@ -74,8 +74,10 @@ func (v ScaledVar) Scaled() bool { return v.Fixed == 0 && !v.NotAVariable }
 // one place: the week profile scales each by one factor, except where a
 // floor or a fixed value is argued. Durations that measure wall-clock work
 // (a call, a lease, a session) keep the values the other profiles use.
-// State deadlines: none exist in the services' config readers on this
-// branch; one added there belongs here as a row.
+// The payout-worker's state deadlines (PAYOUT_DEADLINE_*,
+// PAYOUT_PENDING_ESCALATE_AFTER, PAYOUT_REVIEW_DEADLINE) are not listed:
+// the services run them at their real values in this profile, and
+// Deadlines below is what invariant 15 holds the run to.
 func ScaledVars() []ScaledVar {
 	const (
 		floorPoll = "a loop that queries Postgres; below this it would spend the run's two shared cores polling"
@@ -107,10 +109,16 @@ func ScaledVars() []ScaledVar {
 		{Env: "PSP_RECONCILE_WINDOW", Reader: ReadWebhook, Real: 24 * time.Hour},
 		{Env: "PSP_RECONCILE_OVERLAP", Reader: ReadWebhook, Real: 10 * time.Minute},
 		{Env: "PSP_RECONCILE_GRACE", Reader: ReadWebhook, Real: 15 * time.Minute},
+		{Env: "PSP_RECONCILE_RUN_TIMEOUT", Reader: ReadWebhook, Real: 30 * time.Minute, Fixed: 20 * time.Second,
+			Why: "the longest one reconciliation run may take (its River timeout): paging through the stand-in's lists " +
+				"is " + wall + "; payout-worker reads it too, for MONEY_BACK_CREDIT_WAIT's rule"},
 		{Env: "RECONCILE_INTERVAL", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
 			Why: "the ledger integrity check; its reader's minimum is 1 s"},
 		// Waiting for money.
-		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 30 * time.Second},
+		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 46 * time.Minute, Fixed: 90 * time.Second,
+			Why: "its default is PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + 1 min for the recovered credit's way " +
+				"(pkg/config MinMoneyBackCreditWait), and payout-worker and webhook-api refuse less: with those two at this " +
+				"profile's values (2 s, 20 s) and the minute, which no variable scales, that is 82 s"},
 		{Env: "CREDIT_SETTLEMENT_DELAY", Reader: ReadWorker, Real: 0, Why: "0 by default: scaled it stays 0"},
 		// Retrying in place before a dead letter.
 		{Env: "WORKER_RETRY_IN_PLACE_FOR", Reader: ReadWorker, Real: time.Minute, Floor: time.Second,

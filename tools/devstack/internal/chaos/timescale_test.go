@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/config"
 )
 
 // Every duration the week profile scales is its real default divided by
@@ -100,7 +102,9 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 		{"PAYOUT_CHECK_AFTER > 0", d(svc, "PAYOUT_CHECK_AFTER") > 0},
 		{"PAYOUT_SWEEP_INTERVAL > 0", d(svc, "PAYOUT_SWEEP_INTERVAL") > 0},
 		{"WORKER_RETRY_IN_PLACE_FOR > 0", d(svc, "WORKER_RETRY_IN_PLACE_FOR") > 0},
-		{"MONEY_BACK_CREDIT_WAIT >= 0", d(svc, "MONEY_BACK_CREDIT_WAIT") >= 0},
+		{"MONEY_BACK_CREDIT_WAIT >= PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + the credit's way (config.MoneyBackTiming)",
+			d(svc, "MONEY_BACK_CREDIT_WAIT") >= config.MinMoneyBackCreditWait(d(svc, "PSP_RECONCILE_INTERVAL"), d(svc, "PSP_RECONCILE_RUN_TIMEOUT"))},
+		{"PSP_RECONCILE_RUN_TIMEOUT >= 1s (webhook-api)", d(svc, "PSP_RECONCILE_RUN_TIMEOUT") >= time.Second},
 		{"CREDIT_SETTLEMENT_DELAY >= 0", d(svc, "CREDIT_SETTLEMENT_DELAY") >= 0},
 		{"WALLET_LOCK_EXPIRY >= 1s", d(svc, "WALLET_LOCK_EXPIRY") >= time.Second},
 		{"RELAY_LEASE >= 2 × RELAY_PUBLISH_TIMEOUT (relay.Config)", d(svc, "RELAY_LEASE") >= 2*d(svc, "RELAY_PUBLISH_TIMEOUT")},

@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/psptest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
@@ -356,4 +359,82 @@ func TestRetryingPayoutOnALongRetryAfterIsNotPublishedAgainBeforeItIsDue(t *test
 	require.Equal(t, 1, w.relay(kafkax.TopicTransactions))
 	w.waitStatus(pid, payout.Awaiting)
 	require.Len(t, w.psp.Objects(t, pid), 1)
+}
+
+// A lost INITIALIZED payout's command, published again by the sweeper, is
+// the payout's first attempt (it takes the hold): it goes on the user's key
+// like the original, behind a credit of the user accepted before it, and
+// so finds that credit in the wallet. On the payout's own key it went out
+// ahead of the credit and the payout failed for want of funds.
+func TestInitializedPayoutPublishedAgainWaitsBehindItsUsersEarlierCredit(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	ctx := context.Background()
+
+	// The user's credit, accepted and on its way, not published yet (the
+	// relay cannot publish it before due).
+	e := w.creditEvent("evt_before", "pi_before", 3_000)
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	due := time.Now().Add(testDeadlines.Initialized + time.Hour)
+	creditID := w.outboxInsert(outbox.Message{Topic: kafkax.TopicWebhookPending, EventType: e.Type, PartitionKey: w.user,
+		Payload: b, NotBefore: due, Headers: map[string]string{kafkax.HeaderMessageID: e.MessageID(),
+			kafkax.HeaderEventType: e.Type, eventproof.Header: w.proof.Sign(e)}})
+	pid := w.createPayout(700, "ba_123", "stripe") // its command is lost: never published
+
+	w.clock.advance(testDeadlines.Initialized + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineRepublished: 1}, w.sweep())
+	var cmdID int64
+	var key string
+	require.NoError(t, w.db.Pool.QueryRow(ctx, `SELECT id, partition_key FROM transaction_outbox
+		WHERE topic = $1 AND status = 'pending' AND payload->>'payout_id' = $2`, kafkax.TopicTransactions, pid).Scan(&cmdID, &key))
+	require.Equal(t, w.user, key, "the command that takes the hold is on the user's key")
+
+	claimed := w.claimAndPublish(w.clock.now())
+	require.NotContains(t, claimed, cmdID, "the command waits behind the user's earlier credit")
+	require.NotContains(t, claimed, creditID)
+
+	// The credit goes out (as the relay would once it can), and only then
+	// the command behind it.
+	_, err = w.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET status = 'processed', processed_at = now(), finished_at = now()
+		WHERE id = $1`, creditID)
+	require.NoError(t, err)
+	w.credit("evt_before", "pi_before", 3_000)
+	require.Eventually(t, func() bool { return w.balance() == 3_000 }, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, []int64{cmdID}, w.claimAndPublish(w.clock.now()))
+	w.waitStatus(pid, payout.Awaiting)
+	require.EqualValues(t, 3_000-700, w.balance())
+	require.Len(t, w.psp.Objects(t, pid), 1)
+}
+
+// A SENDING_TO_GATEWAY payout whose create was recorded as sent and whose
+// worker died inside the call: the sweeper's resume past the deadline
+// marks that create unknown in the payout's history (as a redelivery
+// would), not "sending" for ever, and the retry adopts the PSP's object.
+func TestSendingPayoutResumedBySweeperRecordsItsUnansweredCreateAsUnknown(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{callTimeout: 30 * time.Second, grace: 100 * time.Millisecond})
+	w.fundWallet(5000)
+	w.pspProxy.swallowCreates.Store(1)
+	pid := w.createPayout(700, "ba_1", "stripe")
+	w.requestPayout(pid, 700, "stripe")
+	<-w.pspProxy.swallowed
+	w.stopConsumers() // killed inside the call: its answer is never recorded
+	require.Equal(t, payout.Sending, w.payout(pid).Status)
+	require.Equal(t, []string{"create:sending"}, w.attempts(pid))
+
+	w.clock.advance(testDeadlines.Sending + time.Minute)
+	require.Equal(t, map[string]int{payout.DeadlineResumed: 1}, w.sweep())
+	require.Equal(t, payout.Retrying, w.payout(pid).Status)
+	require.Equal(t, []string{"create:unknown"}, w.attempts(pid), "the unanswered create may have executed")
+
+	require.Equal(t, 1, w.relay(kafkax.TopicTransactions))
+	w.startConsumer()
+	p := w.waitStatus(pid, payout.Awaiting, payout.NeedsReview, payout.Finalized)
+	require.Equal(t, payout.Awaiting, p.Status, "%+v", p)
+	objs := w.psp.Objects(t, pid)
+	require.Len(t, objs, 1, "adopted, not sent again")
+	require.Equal(t, objs[0].ID, p.Reference)
+	require.Equal(t, []string{"create:unknown", "lookup:found"}, w.attempts(pid))
+	require.EqualValues(t, 4300, w.balance())
 }

@@ -246,7 +246,8 @@ func (pr *Processor) sweepDeadlines(ctx context.Context, q *sqlcdb.Queries, cfg 
 //   - INITIALIZED: no hold was taken and nothing was sent, so publishing
 //     the command again cannot pay twice (a duplicate finds the payout
 //     moved on: the worker acts on the payout's state, not on the
-//     message). Once; after that the age alert asks a person.
+//     message). Once, on the user's key (it takes the hold: order.go);
+//     after that the age alert asks a person.
 //   - SENDING_TO_GATEWAY: a delivery may have reached the PSP and its
 //     outcome is not recorded. Under the payout's wallet lock (no delivery
 //     is at work on it), the payout is marked as having an unknown outcome
@@ -317,11 +318,17 @@ func (pr *Processor) overdue(ctx context.Context, cfg SweepConfig, want Status, 
 			action = DeadlineRepublished
 			pr.logger.WarnContext(ctx, "payout not taken up by its deadline; command published again", "payout_id", p.ID,
 				"status", string(p.Status), "since", since)
-			if err := pr.publishCommand(ctx, tx, p, event.PayoutSweepID(p.ID.String(), now.UnixNano()), now); err != nil {
+			if err := pr.publishCommand(ctx, tx, p, event.PayoutSweepID(p.ID.String(), now.UnixNano()), now, true); err != nil {
 				return err
 			}
 			return q.CountResume(ctx, sqlcdb.CountResumeParams{ID: p.ID, At: &now})
 		case want == Sending:
+			// A create recorded as sent (sending_at) whose answer never came
+			// is an unknown outcome, as a redelivery would find it: its
+			// "sending" row becomes "unknown" (resumeUnknown).
+			if _, err := pr.resumeUnknown(ctx, tx, p); err != nil {
+				return err
+			}
 			// A delivery's call may have executed at the PSP: from now on
 			// an absence counts only after the settle window, and a refusal
 			// releases the hold only on a lookup that finds nothing.
@@ -349,7 +356,7 @@ func (pr *Processor) overdue(ctx context.Context, cfg SweepConfig, want Status, 
 		action = DeadlineRepublished
 		pr.logger.WarnContext(ctx, "payout retry not taken up by its deadline; command published again", "payout_id", p.ID,
 			"since", since)
-		if err := pr.publishCommand(ctx, tx, p, event.PayoutSweepID(p.ID.String(), now.UnixNano()), now); err != nil {
+		if err := pr.publishCommand(ctx, tx, p, event.PayoutSweepID(p.ID.String(), now.UnixNano()), now, false); err != nil {
 			return err
 		}
 		return q.CountResume(ctx, sqlcdb.CountResumeParams{ID: p.ID, At: &now})

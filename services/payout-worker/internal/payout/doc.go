@@ -1,10 +1,12 @@
-// Package payout runs the payout state machine (ARCHITECTURE.md):
+// Package payout runs the payout state machine (docs/architecture.md):
 //
 //	INITIALIZED → SENDING_TO_GATEWAY → SENT_TO_GATEWAY → AWAITING_RESPONSE → SUCCEEDED
 //	                    ↘ RETRYING(n) → SENDING_TO_GATEWAY …
 //	                    ↘ FAILED → FINALIZED            (definite failure: hold released)
 //	                    ↘ NEEDS_REVIEW                  (outcome at the PSP unknown)
-//	RETRYING, AWAITING_RESPONSE → NEEDS_REVIEW             (past the state's deadline)
+//	SENDING_TO_GATEWAY → RETRYING                         (past its deadline: resumed by a lookup)
+//	SENDING_TO_GATEWAY, RETRYING, SENT_TO_GATEWAY, AWAITING_RESPONSE → NEEDS_REVIEW
+//	                                                      (past the state's deadline; Deadlines)
 //
 // Processing a payout command takes the wallet lock, then in one transaction
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
@@ -46,9 +48,9 @@
 //
 // Lookups and keys (attempt.go): after an unknown outcome (every 5xx,
 // timeout or reset: the psp package says which answers the PSPs document as
-// not executed) or a 5xx (Stripe
-// saves the first answer under an Idempotency-Key, 500s included, and
-// replays it for every retry with the key), on an operator's replay of a
+// not executed; after a 5xx a retry under the same key cannot succeed
+// either, as Stripe saves the first answer under an Idempotency-Key, 500s
+// included, and replays it for every retry with the key), on an operator's replay of a
 // NEEDS_REVIEW payout, and once the first attempt is older than the PSP's
 // idempotency window, an attempt first looks the payout up. What exists is
 // adopted (a failed object ends the payout as the PSP says); only when the
@@ -123,9 +125,11 @@
 //     → NEEDS_REVIEW instead of being looked up for ever.
 //   - NEEDS_REVIEW: overdue past Deadlines.Review; a person decides.
 //
-// One automatic resume per payout: a SENDING or RETRYING payout that
-// stalls again goes to NEEDS_REVIEW, hold kept, with a dead letter of class
-// payout_deadline. Every sweep sets the age of the oldest payout in each
+// One automatic resume per payout, over its whole life (payouts.
+// deadline_resumes is not reset when the state changes): a SENDING or
+// RETRYING payout that stalls after any earlier resume, even one in
+// another state, goes to NEEDS_REVIEW, hold kept, with a dead letter of
+// class payout_deadline. Every sweep sets the age of the oldest payout in each
 // state and the count past the deadline (one index probe and range scan
 // per state), which the alert rules watch at the default deadlines.
 //
@@ -136,8 +140,8 @@
 // (a lookup) and applies it only on that record: paid on the named object,
 // paid, with the payout's amount, currency and id; failed when the PSP has
 // no live object. Otherwise it refuses it, never giving a hold back while
-// the PSP may pay; otherwise it settles or releases the hold
-// in one transaction with the verdict on payout_resolutions, idempotent by
+// the PSP may pay. An applied resolution settles or releases the hold in
+// one transaction with the verdict on payout_resolutions, idempotent by
 // resolution id.
 //
 // Replays: dlq-admin replays a dead-lettered command under a new message id

@@ -44,6 +44,10 @@ package payout
 // (WALLET_LOCK_WAIT, then retried in place within WORKER_RETRY_IN_PLACE_FOR)
 // while the retry calls the PSP. Credits take no wallet lock.
 //
+// The sweeper's re-publication of a lost INITIALIZED payout's command is
+// not a retry: it takes the hold, so it is written on the user's key like
+// the command it replaces, behind the credits accepted before it.
+//
 // The retry's dead letter is still filed under the user (it carries the
 // user in kafkax.HeaderUserKey; kafkax.LetterKey), so dead letters list by
 // user as before, and a replay of it is keyed by the user.

@@ -452,7 +452,7 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 	if err != nil {
 		return err
 	}
-	if err := pr.publishCommand(ctx, tx, p, event.PayoutRetryID(p.ID.String(), tid), at); err != nil {
+	if err := pr.publishCommand(ctx, tx, p, event.PayoutRetryID(p.ID.String(), tid), at, false); err != nil {
 		return err
 	}
 	pr.metrics.retries.WithLabelValues(p.Provider, string(class)).Inc()
@@ -463,28 +463,37 @@ func (pr *Processor) retry(ctx context.Context, tx pgx.Tx, p *Payout, cause erro
 
 // publishCommand writes the payout's command (a retry, or the sweeper's
 // re-publication of a lost one) through the outbox in tx, under message id
-// messageID, not to be published before at.
-func (pr *Processor) publishCommand(ctx context.Context, tx pgx.Tx, p *Payout, messageID string, at time.Time) error {
+// messageID, not to be published before at. firstAttempt is set for a
+// command that has not taken the hold yet (an INITIALIZED payout's).
+func (pr *Processor) publishCommand(ctx context.Context, tx pgx.Tx, p *Payout, messageID string, at time.Time, firstAttempt bool) error {
 	cmd, err := json.Marshal(event.PayoutRequested{PayoutID: p.ID.String(), UserID: p.UserID, Amount: p.Amount,
 		Currency: p.Currency, Provider: p.Provider, Attempt: p.Attempts})
 	if err != nil {
 		return fmt.Errorf("encode payout command: %w", err)
 	}
 	corr := p.CorrelationID
-	// Keyed by the payout, not the user: a row not yet due holds back every
-	// later row of its key (outbox), and the user's credits and new payouts
-	// must not wait for this one's backoff (order.go says why nothing needs
-	// them ordered; a re-published command is handled by the payout's state,
-	// like any duplicate). Its dead letter is still filed under the user.
+	headers := map[string]string{
+		kafkax.HeaderCorrelationID: corr,
+		kafkax.HeaderEventType:     string(event.TypePayoutRequested),
+		kafkax.HeaderMessageID:     messageID,
+	}
+	// A command that will take the hold is the payout's first attempt: it
+	// stays on the user's key, behind the user's earlier credits, as
+	// webhook-api wrote the original (order.go: a payout accepted after a
+	// credit must find it in the wallet). Any later attempt is keyed by the
+	// payout, not the user: a row not yet due holds back every later row of
+	// its key (outbox), and the user's credits and new payouts must not wait
+	// for this one's backoff (order.go says why nothing needs them ordered; a
+	// re-published command is handled by the payout's state, like any
+	// duplicate). Its dead letter is still filed under the user.
+	key := p.UserID
+	if !firstAttempt {
+		key = RetryKey(p.ID.String())
+		headers[kafkax.HeaderUserKey] = p.UserID
+	}
 	_, err = outbox.Insert(ctx, tx, outbox.Message{
-		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: RetryKey(p.ID.String()),
-		Payload: cmd, CorrelationID: corr, NotBefore: at,
-		Headers: map[string]string{
-			kafkax.HeaderCorrelationID: corr,
-			kafkax.HeaderEventType:     string(event.TypePayoutRequested),
-			kafkax.HeaderMessageID:     messageID,
-			kafkax.HeaderUserKey:       p.UserID,
-		},
+		Topic: kafkax.TopicTransactions, EventType: string(event.TypePayoutRequested), PartitionKey: key,
+		Payload: cmd, CorrelationID: corr, NotBefore: at, Headers: headers,
 	})
 	return err
 }

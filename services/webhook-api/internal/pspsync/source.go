@@ -394,10 +394,15 @@ func (t paystackTransfer) recipientCode() string {
 func (t paystackTransfer) object() Object {
 	o := Object{Kind: KindTransfer, ID: t.TransferCode, PayoutID: t.Reference, Status: t.Status, Verdict: PSPPending,
 		Amount: t.Amount, Currency: strings.ToLower(t.Currency), Destination: t.recipientCode()}
+	// Paystack's transfer statuses ("How transfers work"): success is paid;
+	// failed, reversed, abandoned (no OTP within 30 minutes), blocked and
+	// rejected (the approval server did not approve it) are conclusive
+	// without the money leaving; pending, received and otp are not
+	// conclusive. payout-worker's psp.PaystackStatus maps them the same.
 	switch t.Status {
 	case "success":
 		o.Verdict = PSPPaid
-	case "failed", "reversed", "abandoned":
+	case "failed", "reversed", "abandoned", "blocked", "rejected":
 		o.Verdict = PSPFailed
 	}
 	return o

@@ -25,3 +25,20 @@ func TestPaystackTransferRecipientCode(t *testing.T) {
 		}
 	}
 }
+
+// Each transfer status Paystack documents has the verdict its table gives
+// it: only success paid; the conclusive failures (failed, reversed,
+// abandoned, blocked, rejected) failed, so that a payout failed here is not
+// flagged as pending at the PSP; the rest pending.
+func TestPaystackTransferVerdictFollowsPaystacksStatusTable(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[string]string{
+		"success": PSPPaid,
+		"failed":  PSPFailed, "reversed": PSPFailed, "abandoned": PSPFailed, "blocked": PSPFailed, "rejected": PSPFailed,
+		"pending": PSPPending, "received": PSPPending, "otp": PSPPending, "something_new": PSPPending,
+	} {
+		if got := (paystackTransfer{TransferCode: "TRF_1", Status: status}).object().Verdict; got != want {
+			t.Errorf("status %q: verdict %q, want %q", status, got, want)
+		}
+	}
+}

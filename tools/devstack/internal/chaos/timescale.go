@@ -106,14 +106,16 @@ func ScaledVars() []ScaledVar {
 		{Env: "PSP_RECONCILE_WINDOW", Reader: ReadWebhook, Real: 24 * time.Hour},
 		{Env: "PSP_RECONCILE_OVERLAP", Reader: ReadWebhook, Real: 10 * time.Minute},
 		{Env: "PSP_RECONCILE_GRACE", Reader: ReadWebhook, Real: 15 * time.Minute},
-		{Env: "PSP_RECONCILE_RUN_TIMEOUT", Reader: ReadAll, Real: 30 * time.Minute, Floor: time.Second,
-			Why: "one run's limit (webhook-api's River job, and the worker's MONEY_BACK_CREDIT_WAIT rule); the readers' minimum is 1 s"},
+		{Env: "PSP_RECONCILE_RUN_TIMEOUT", Reader: ReadWebhook, Real: 30 * time.Minute, Fixed: 20 * time.Second,
+			Why: "the longest one reconciliation run may take (its River timeout): paging through the stand-in's lists " +
+				"is " + wall + "; payout-worker reads it too, for MONEY_BACK_CREDIT_WAIT's rule"},
 		{Env: "RECONCILE_INTERVAL", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
 			Why: "the ledger integrity check; its reader's minimum is 1 s"},
 		// Waiting for money.
-		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 46 * time.Minute, Floor: 64 * time.Second,
-			Why: "its readers refuse less than PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + a minute for the " +
-				"recovered credit to reach the worker (outbox, relay, Kafka: wall time, config.CreditPropagation)"},
+		{Env: "MONEY_BACK_CREDIT_WAIT", Reader: ReadWorker, Real: 46 * time.Minute, Fixed: 90 * time.Second,
+			Why: "its default is PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + 1 min for the recovered credit's way " +
+				"(pkg/config MinMoneyBackCreditWait), and payout-worker and webhook-api refuse less: with those two at this " +
+				"profile's values (2 s, 20 s) and the minute, which no variable scales, that is 82 s"},
 		// Each unfinished payout state's deadline (the sweeper acts past it).
 		{Env: "PAYOUT_DEADLINE_INITIALIZED", Reader: ReadWorker, Real: 30 * time.Minute, Floor: 2 * time.Second,
 			Why: "its reader refuses less than WORKER_RETRY_IN_PLACE_FOR (floored at 1 s)"},

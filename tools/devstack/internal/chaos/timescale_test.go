@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/config"
 )
 
 // Every duration the week profile scales is its real default divided by
@@ -102,8 +104,9 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 		{"PAYOUT_CHECK_AFTER > 0", d(svc, "PAYOUT_CHECK_AFTER") > 0},
 		{"PAYOUT_SWEEP_INTERVAL > 0", d(svc, "PAYOUT_SWEEP_INTERVAL") > 0},
 		{"WORKER_RETRY_IN_PLACE_FOR > 0", d(svc, "WORKER_RETRY_IN_PLACE_FOR") > 0},
-		{"MONEY_BACK_CREDIT_WAIT >= PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + 1m (config.MoneyBackTiming)",
-			d(svc, "MONEY_BACK_CREDIT_WAIT") >= d(svc, "PSP_RECONCILE_INTERVAL")+d(svc, "PSP_RECONCILE_RUN_TIMEOUT")+time.Minute},
+		{"MONEY_BACK_CREDIT_WAIT >= PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + the credit's way (config.MoneyBackTiming)",
+			d(svc, "MONEY_BACK_CREDIT_WAIT") >= config.MinMoneyBackCreditWait(d(svc, "PSP_RECONCILE_INTERVAL"), d(svc, "PSP_RECONCILE_RUN_TIMEOUT"))},
+		{"PSP_RECONCILE_RUN_TIMEOUT >= 1s (webhook-api)", d(svc, "PSP_RECONCILE_RUN_TIMEOUT") >= time.Second},
 		{"PAYOUT_DEADLINE_INITIALIZED > WORKER_RETRY_IN_PLACE_FOR",
 			d(svc, "PAYOUT_DEADLINE_INITIALIZED") > d(svc, "WORKER_RETRY_IN_PLACE_FOR")},
 		{"PAYOUT_DEADLINE_SENDING > WORKER_RETRY_IN_PLACE_FOR + 6 × PSP_CALL_TIMEOUT",

@@ -19,6 +19,11 @@ const (
 	SourceIngest   = "ingest"
 	SourceRelay    = "relay"
 	SourceConsumer = "consumer"
+	// SourceSweeper is a payout the worker's sweeper parked for a person
+	// (a PSP record it cannot settle on, a deadline passed): no record
+	// failed, so the letter has no consumer group or offset; its payload is
+	// the payout's command, which a replay sends again.
+	SourceSweeper = "sweeper"
 )
 
 // Header names on <topic>.dlq records, after Spring Kafka's DLT headers.

@@ -24,4 +24,4 @@ func ValidStatus(s string) bool { return slices.Contains(Statuses(), Status(s)) 
 
 // Sources is every source of a dead letter (dead_letters.source), in the
 // order of the schema's CHECK constraint.
-func Sources() []string { return []string{SourceIngest, SourceRelay, SourceConsumer} }
+func Sources() []string { return []string{SourceIngest, SourceRelay, SourceConsumer, SourceSweeper} }

@@ -39,6 +39,13 @@ func PayoutSweepID(payoutID string, n int64) string {
 	return messageID("payout", payoutID, "sweep", strconv.FormatInt(n, 10))
 }
 
+// BusyDeferID is the copy of message orig that the payout worker deferred
+// at time n (Unix nanoseconds) because its wallet was busy:
+// <orig>:busy:<n>.
+func BusyDeferID(orig string, n int64) string {
+	return messageID(orig, "busy", strconv.FormatInt(n, 10))
+}
+
 // ReplayID is the count-th replay of dead letter letterID whose original
 // message id was orig: <orig>:replay:<letter id>:<count>.
 func ReplayID(orig string, letterID int64, count int) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -385,7 +386,7 @@ func (c *Consumer) storeEach(ctx context.Context, records []*kgo.Record, letters
 func rawLetter(r *kgo.Record, l dlq.Letter, refused error) dlq.Letter {
 	p, o := r.Partition, r.Offset
 	source := l.Source
-	if source != dlq.SourceIngest && source != dlq.SourceRelay && source != dlq.SourceConsumer {
+	if !slices.Contains(dlq.Sources(), source) {
 		source = dlq.SourceConsumer
 	}
 	at := r.Timestamp

@@ -218,7 +218,7 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 	count := d.ReplayCount + 1
 	headers[HeaderReplayOf] = store.ID(d.ID)
 	headers[HeaderReplayCount] = strconv.Itoa(count)
-	if d.Source == dlq.SourceConsumer {
+	if d.Source == dlq.SourceConsumer || d.Source == dlq.SourceSweeper {
 		orig := headers[kafkax.HeaderMessageID]
 		if orig == "" {
 			orig = "dl-" + store.ID(d.ID)

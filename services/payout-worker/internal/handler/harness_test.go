@@ -70,6 +70,8 @@ type world struct {
 	settleWindow time.Duration
 	// stops stops each consumer startConsumer ran.
 	stops []func()
+	// locks is the worker's wallet locker (a test holds a wallet with it).
+	locks *walletlock.Locker
 	// live is the mode of the worker's Stripe key (options.liveKey): the
 	// Stripe events the test publishes say it.
 	live bool
@@ -276,6 +278,7 @@ func setup(t *testing.T, o options) *world {
 	t.Cleanup(func() { _ = rdb.Close() })
 	locks, err := walletlock.New(walletlock.Config{Expiry: 10 * time.Second, Wait: 5 * time.Second}, logger, rdb)
 	require.NoError(t, err)
+	w.locks = locks
 
 	reg := prometheus.NewRegistry()
 	w.reg = reg

@@ -130,6 +130,9 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 		return err
 	}
 	lock, err := pr.locks.Acquire(ctx, cmd.UserID)
+	if errors.Is(err, walletlock.ErrBusy) {
+		return pr.deferBusy(ctx, m, cmd)
+	}
 	if err != nil {
 		return err
 	}
@@ -264,6 +267,52 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 		return claimErr
 	})
 }
+
+// busyDefer is how long a payout command whose wallet is busy waits before
+// it is delivered again: about one wallet-lock wait, so that a wallet held
+// through a slow PSP call is tried again a few times a call.
+const busyDefer = 5 * time.Second
+
+// deferBusy puts a payout command whose wallet another delivery holds
+// (a retry of another payout of the user calling the PSP, a resolution)
+// back through the outbox, due busyDefer from now, and marks m processed:
+// waiting for a wallet is not a failure, and retried in place it would end
+// in a dead letter that pages for nothing. The copy keeps m's key (a
+// user's first command stays behind the user's earlier credits), payload
+// and headers, under a new message id; the payout's state decides what it
+// does when it comes back, as for any command. A wallet held for ever is
+// not possible (the lock expires with its holder: WALLET_LOCK_EXPIRY), and
+// a payout that stays in a state past its deadline is the sweeper's.
+func (pr *Processor) deferBusy(ctx context.Context, m inbox.Message, cmd event.PayoutRequested) error {
+	now := pr.now()
+	headers := make(map[string]string, len(m.Headers)+1)
+	for k, v := range m.Headers {
+		headers[k] = v
+	}
+	headers[kafkax.HeaderMessageID] = event.BusyDeferID(m.ID(), now.UnixNano())
+	headers[kafkax.HeaderEventType] = string(event.TypePayoutRequested)
+	err := database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
+		fresh, err := inbox.Claim(ctx, tx, m)
+		if err != nil || !fresh {
+			return err
+		}
+		_, err = outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: string(event.TypePayoutRequested),
+			PartitionKey: string(m.Key), Payload: m.Value, CorrelationID: m.CorrelationID(), NotBefore: now.Add(busyDefer),
+			Headers: headers})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("defer payout %s while its wallet is busy: %w", cmd.PayoutID, err)
+	}
+	pr.metrics.retries.WithLabelValues(cmd.Provider, classWalletBusy).Inc()
+	pr.logger.InfoContext(ctx, "payout command deferred: its wallet is busy", "payout_id", cmd.PayoutID,
+		"next_attempt_at", now.Add(busyDefer).UTC())
+	return nil
+}
+
+// classWalletBusy is the retry metric's class of a command deferred
+// because its wallet was busy.
+const classWalletBusy = "wallet_busy"
 
 // unknownPayout turns "no such payout" into a dead letter: an operator must
 // look at a command for a payout that does not exist.

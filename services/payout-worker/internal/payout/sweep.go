@@ -311,7 +311,7 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 		return err
 	}
 	now := pr.now()
-	l := dlq.Letter{Source: dlq.SourceConsumer, OriginalTopic: kafkax.TopicTransactions, PartitionKey: p.UserID,
+	l := dlq.Letter{Source: dlq.SourceSweeper, OriginalTopic: kafkax.TopicTransactions, PartitionKey: p.UserID,
 		EventType: string(event.TypePayoutRequested), Payload: cmd, CorrelationID: p.CorrelationID,
 		Headers: map[string]string{
 			kafkax.HeaderCorrelationID: p.CorrelationID,

@@ -41,8 +41,9 @@ package payout
 // The cost: a retry and a payout command of the same wallet (a new payout,
 // a resolution) may now be handled at once by two of the worker's slots,
 // as they could by two replicas; the later one waits for the wallet lock
-// (WALLET_LOCK_WAIT, then retried in place within WORKER_RETRY_IN_PLACE_FOR)
-// while the retry calls the PSP. Credits take no wallet lock.
+// (WALLET_LOCK_WAIT) while the retry calls the PSP, and a payout command
+// still without it is deferred through the outbox (processor.go,
+// deferBusy), never dead-lettered for waiting. Credits take no wallet lock.
 //
 // The sweeper's re-publication of a lost INITIALIZED payout's command is
 // not a retry: it takes the hold, so it is written on the user's key like

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,12 +164,11 @@ func FromRecord(r *kgo.Record) (l Letter, problems []string) {
 	bad := func(header, v, want string) {
 		problems = append(problems, fmt.Sprintf("%s %s is not %s", header, short(v), want))
 	}
-	switch l.Source {
-	case "":
+	switch {
+	case l.Source == "":
 		l.Source = SourceConsumer
-	case SourceConsumer, SourceRelay, SourceIngest:
-	default:
-		bad(HeaderSource, l.Source, "one of consumer, relay, ingest")
+	case !slices.Contains(Sources(), l.Source):
+		bad(HeaderSource, l.Source, "one of "+strings.Join(Sources(), ", "))
 		l.Source = SourceConsumer
 	}
 	if l.OriginalTopic == "" {

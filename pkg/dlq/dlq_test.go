@@ -205,3 +205,19 @@ func TestInsertSanitizesTextAndDedupesByDLQRecord(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT payload FROM dead_letters").Scan(&payload))
 	require.Equal(t, []byte{0xff}, payload, "the payload is kept byte for byte")
 }
+
+// A letter the payout sweeper writes (no record failed: no group, no
+// offset) keeps its source through Kafka, so it is not taken for a
+// consumer letter that lost its origin.
+func TestFromRecordKeepsEverySource(t *testing.T) {
+	t.Parallel()
+	for _, source := range dlq.Sources() {
+		at := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+		r, err := dlq.Letter{Source: source, OriginalTopic: "aegis.transactions", Payload: []byte(`{}`),
+			Error: "parked", ErrorClass: "payout_deadline", FirstFailureAt: at, FailedAt: at}.Record()
+		require.NoError(t, err)
+		l, problems := dlq.FromRecord(r)
+		require.Empty(t, problems, source)
+		require.Equal(t, source, l.Source)
+	}
+}

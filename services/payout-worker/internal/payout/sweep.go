@@ -325,6 +325,11 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 	if len(l.RetryHistory) > 0 {
 		l.FirstFailureAt = l.RetryHistory[0].At
 	}
+	if last := len(l.RetryHistory) - 1; last < 0 || l.RetryHistory[last].Error != msg {
+		// The history ends with what parked the payout, even when nothing
+		// had failed before (a payout past its deadline).
+		l.RetryHistory = append(l.RetryHistory, dlq.Attempt{At: now, Error: msg, Class: string(class)})
+	}
 	pr.logger.ErrorContext(ctx, "payout needs review (sweeper)", "payout_id", p.ID, "error_class", string(class), "error", msg)
 	// One page for the stuck payout: dlq-admin's, when it stores this
 	// letter (alert.DeadLetterKey). The sweeper used to page as well.

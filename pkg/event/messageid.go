@@ -46,6 +46,10 @@ func BusyDeferID(orig string, n int64) string {
 	return messageID(orig, "busy", strconv.FormatInt(n, 10))
 }
 
+// IsReplayID reports whether message id id is an operator's replay of a
+// dead letter (ReplayID), or a copy of one (BusyDeferID keeps its origin).
+func IsReplayID(id string) bool { return strings.Contains(id, ":replay:") }
+
 // ReplayID is the count-th replay of dead letter letterID whose original
 // message id was orig: <orig>:replay:<letter id>:<count>.
 func ReplayID(orig string, letterID int64, count int) string {

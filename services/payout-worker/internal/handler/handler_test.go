@@ -306,8 +306,19 @@ func TestReplayOfANeedsReviewPayoutRetriesWithTheSameKey(t *testing.T) {
 	w.waitStatus(pid, payout.NeedsReview)
 	require.EqualValues(t, 4400, w.balance(), "the hold is kept")
 
-	// An operator replays the dead letter (dlq-admin gives it a new id).
+	// A copy of an older command that is not an operator's replay (a
+	// deferred or re-published one) leaves it waiting for a person: no call,
+	// no second dead letter.
 	b, _ := json.Marshal(event.PayoutRequested{PayoutID: pid, UserID: w.user, Amount: 600, Currency: "usd", Provider: "stripe"})
+	letters := w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = $1`, kafkax.DLQTopic(kafkax.TopicTransactions))
+	w.produce(kafkax.TopicTransactions, w.user, event.BusyDeferID("payout:"+pid+":request", 1), b)
+	require.Eventually(t, func() bool {
+		return w.count(`SELECT count(*) FROM processed_events WHERE event_id = $1`, event.BusyDeferID("payout:"+pid+":request", 1)) == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, payout.NeedsReview, w.payout(pid).Status)
+	require.Equal(t, letters, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = $1`, kafkax.DLQTopic(kafkax.TopicTransactions)))
+
+	// An operator replays the dead letter (dlq-admin gives it a new id).
 	w.produce(kafkax.TopicTransactions, w.user, "payout:"+pid+":request:replay:1:1", b)
 	p := w.waitStatus(pid, payout.Awaiting)
 	require.Len(t, w.psp.Objects(t, pid), 1, "the replay found the PSP's payout instead of paying again")

@@ -147,5 +147,9 @@
 // Replays: dlq-admin replays a dead-lettered command under a new message id
 // (the original is in processed_events). A FINALIZED payout ignores it — its
 // money is back in the wallet and the client must ask again; a NEEDS_REVIEW
-// payout is looked up at the PSP as above.
+// payout is looked up at the PSP as above. Only a replay resumes a
+// NEEDS_REVIEW payout: any other command that finds it parked (a copy
+// deferred while the wallet was busy, a re-published one) is claimed and
+// ignored, so a parked payout is never sent again, nor parked twice with
+// two dead letters, without a person.
 package payout

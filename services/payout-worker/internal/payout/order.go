@@ -30,8 +30,9 @@ package payout
 //     outcome webhooks, an operator's resolution or replay) the payout
 //     row's state, read under its row lock, and processed_events decide:
 //     a retry that finds the payout sent or finished is a stale command
-//     and changes nothing, one that finds it in NEEDS_REVIEW is handled as
-//     a replay is (looked up at the PSP before anything is sent), and a
+//     and changes nothing, so does one that finds it in NEEDS_REVIEW
+//     unless it is an operator's replay (event.IsReplayID: only a person
+//     resumes a parked payout, and it is looked up first), and a
 //     webhook that settles a payout waiting for its retry is applied as it
 //     would be at any time.
 //     There is one retry per payout at a time: each is written by the

@@ -182,6 +182,17 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 			// dead letter: the attempt looks the payout up at the PSP first,
 			// adopts what it finds and sends again (under a new key) only
 			// when the PSP confirms there is nothing.
+			if po.Status == NeedsReview && !event.IsReplayID(m.ID()) {
+				// Not an operator's replay: a copy of an older command (a
+				// deferred or re-published one) that came after the payout
+				// was parked. The payout waits for a person, who was told
+				// once by its dead letter; acting on the copy would send
+				// again and park it again with a second letter.
+				pr.logger.InfoContext(ctx, "command for a payout in NEEDS_REVIEW ignored: only an operator's replay resumes it",
+					"payout_id", po.ID, "message_id", m.ID())
+				_, err := inbox.Claim(ctx, tx, m)
+				return err
+			}
 			if po.Status == NeedsReview {
 				released, err := ledger.Posted(ctx, tx, ledger.KindPayoutRelease, po.ID.String())
 				if err != nil {

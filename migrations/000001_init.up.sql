@@ -1,4 +1,4 @@
--- Aegis schema, version 1. See ../shared/design/ARCHITECTURE.md ("Data").
+-- Aegis schema, version 1. See docs/architecture.md.
 -- Every constraint here protects money or an idempotency promise; the Go code
 -- relies on them rather than re-checking.
 

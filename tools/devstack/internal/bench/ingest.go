@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
@@ -200,7 +201,7 @@ func (r *Runner) ingest(ctx context.Context) error {
 	}
 	env := map[string]string{
 		"DATABASE_URL": url, "HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "STRIPE_WEBHOOK_SECRET": benchSecret,
-		"API_TOKENS": "bench:bench-token-0123456789", "LOG_LEVEL": "info",
+		"API_TOKENS": "bench:bench-token-0123456789", "LOG_LEVEL": "info", eventproof.EnvKey: stack.DevEventSigningKey,
 	}
 	// Experiments only (the rows are the defaults): make bench GOMAXPROCS=1 ...
 	for _, k := range []string{"INGEST_COMMIT_WORKERS", "INGEST_COMMIT_GROUP", "DB_MAX_CONNS", "GOGC", "GOMAXPROCS", "LOG_LEVEL", "PPROF_ADDR"} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -173,8 +174,8 @@ func filterFromQuery(q url.Values) (store.Filter, error) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			return f, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)}
+		if err != nil || n < 1 || n > input.MaxLimit {
+			return f, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)}
 		}
 		f.Limit = n
 	}
@@ -210,7 +211,7 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+		return time.Time{}, &input.Invalid{Param: name, Reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
 	}
 	return t, nil
 }
@@ -220,7 +221,7 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 func (a *api) idParam(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil || id < 1 {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a positive integer"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a positive integer"})
 		return 0, false
 	}
 	return id, true

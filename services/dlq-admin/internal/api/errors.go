@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -15,15 +16,6 @@ var (
 	errUnauthorized = errors.New("missing or invalid bearer token")
 	errForbidden    = errors.New("this action needs the operator role")
 )
-
-// paramError is a request parameter the API cannot read (a bad time, a
-// non-numeric id); the store reports bad filter values as *store.InvalidError.
-type paramError struct {
-	param  string
-	reason string
-}
-
-func (e *paramError) Error() string { return e.param + ": " + e.reason }
 
 // fail answers err with its status and the contract's error shape. It is the
 // one place status codes are chosen.
@@ -36,18 +28,17 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func classify(err error) (status int, code, message string) {
-	var badParam *paramError
-	var badFilter *store.InvalidError
+	var badInput *input.Invalid
 	var badBody *bodyError
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, "forbidden", err.Error()
-	case errors.As(err, &badParam):
-		return http.StatusBadRequest, "invalid_request", "invalid " + badParam.Error()
-	case errors.As(err, &badFilter):
-		return http.StatusBadRequest, "invalid_request", "invalid " + badFilter.Error()
+	case errors.As(err, &badInput):
+		// A parameter the API cannot read (a bad time, a non-numeric id) or
+		// a value an area refuses: the message names it.
+		return http.StatusBadRequest, "invalid_request", "invalid " + badInput.Error()
 	case errors.As(err, &badBody):
 		return http.StatusBadRequest, "invalid_request", "invalid " + badBody.Error()
 	case errors.Is(err, store.ErrNotFound):

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -78,7 +79,7 @@ func newPayoutView(p store.Payout) payoutView {
 func (a *api) payout(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if !uuidPattern.MatchString(id) {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a payout id (a UUID)"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a payout id (a UUID)"})
 		return
 	}
 	p, err := a.Store.Payout(r.Context(), id)

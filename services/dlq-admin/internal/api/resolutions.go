@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -57,8 +58,8 @@ func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) {
 	f := store.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)})
+		if err != nil || n < 1 || n > input.MaxLimit {
+			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)})
 			return
 		}
 		f.Limit = n
@@ -120,7 +121,7 @@ func newResolutionView(r resolution.Resolution) resolutionView {
 func (a *api) payoutIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
 	if !uuidPattern.MatchString(id) {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a payout id (a UUID)"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a payout id (a UUID)"})
 		return "", false
 	}
 	return id, true
@@ -214,8 +215,8 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)})
+		if err != nil || n < 1 || n > input.MaxLimit {
+			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)})
 			return
 		}
 		limit = n

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -189,7 +190,7 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > replay.MaxJobLetters {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
+			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
 			return
 		}
 		limit = n
@@ -197,7 +198,7 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			a.fail(w, r, &paramError{param: "after", reason: "must be a dead letter id"})
+			a.fail(w, r, &input.Invalid{Param: "after", Reason: "must be a dead letter id"})
 			return
 		}
 		after = n
@@ -220,7 +221,7 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > replay.MaxJobList {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobList)})
+			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobList)})
 			return
 		}
 		limit = n
@@ -312,7 +313,7 @@ func bodyTime(name, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+		return time.Time{}, &input.Invalid{Param: name, Reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
 	}
 	return t, nil
 }

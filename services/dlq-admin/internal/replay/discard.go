@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -94,31 +95,31 @@ type BulkDiscardRequest struct {
 	DryRun bool
 }
 
-// Validate returns a *store.InvalidError naming the first bad field. A
+// Validate returns a *input.Invalid naming the first bad field. A
 // reason is required unless it is a dry run.
 func (r BulkDiscardRequest) Validate() error {
 	if r.Match.Status != "" && r.Match.Status != store.StatusOpen {
-		return &store.InvalidError{Param: "status", Reason: "must be open or omitted: only open letters are discarded"}
+		return &input.Invalid{Param: "status", Reason: "must be open or omitted: only open letters are discarded"}
 	}
 	if err := r.Match.Validate(); err != nil {
 		return err
 	}
 	if len(r.IDs) > MaxBulk {
-		return &store.InvalidError{Param: "ids", Reason: fmt.Sprintf("must list at most %d letters", MaxBulk)}
+		return &input.Invalid{Param: "ids", Reason: fmt.Sprintf("must list at most %d letters", MaxBulk)}
 	}
 	for _, id := range r.IDs {
 		if id < 1 {
-			return &store.InvalidError{Param: "ids", Reason: "must be positive letter ids"}
+			return &input.Invalid{Param: "ids", Reason: "must be positive letter ids"}
 		}
 	}
 	if r.Max < 1 || r.Max > MaxBulk {
-		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required (unless ids are given): an integer between 1 and %d", MaxBulk)}
+		return &input.Invalid{Param: "max", Reason: fmt.Sprintf("is required (unless ids are given): an integer between 1 and %d", MaxBulk)}
 	}
 	if r.DryRun {
 		return checkReason(r.Reason, false)
 	}
 	if strings.TrimSpace(r.Reason) == "" {
-		return &store.InvalidError{Param: "reason", Reason: "is required: say why these letters are closed without a replay"}
+		return &input.Invalid{Param: "reason", Reason: "is required: say why these letters are closed without a replay"}
 	}
 	return checkReason(r.Reason, true)
 }

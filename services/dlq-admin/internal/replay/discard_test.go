@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -76,7 +77,7 @@ func TestBulkDiscardDryRunAndLimits(t *testing.T) {
 		{IDs: []int64{-1}, Reason: "x"},
 	} {
 		_, err := b.svc.BulkDiscard(ctx, "ops", req)
-		var invalid *store.InvalidError
+		var invalid *input.Invalid
 		require.ErrorAs(t, err, &invalid, "%+v", req)
 	}
 	require.Zero(t, b.count(t, `SELECT count(*) FROM audit_log`))

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -65,20 +66,20 @@ func (r BulkRequest) match() store.Match {
 		PayoutID: r.PayoutID, User: r.User, CorrelationID: r.CorrelationID, EventType: r.EventType}
 }
 
-// Validate returns a *store.InvalidError naming the first bad field.
+// Validate returns a *input.Invalid naming the first bad field.
 func (r BulkRequest) Validate() error {
 	if r.Status != "" && r.Status != store.StatusOpen {
-		return &store.InvalidError{Param: "status", Reason: "must be open or omitted: only open letters are replayed"}
+		return &input.Invalid{Param: "status", Reason: "must be open or omitted: only open letters are replayed"}
 	}
 	if r.Max < 1 || r.Max > MaxBulk {
-		return &store.InvalidError{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
+		return &input.Invalid{Param: "max", Reason: fmt.Sprintf("is required: an integer between 1 and %d", MaxBulk)}
 	}
 	if len(r.IDs) > MaxBulk {
-		return &store.InvalidError{Param: "ids", Reason: fmt.Sprintf("must list at most %d letters", MaxBulk)}
+		return &input.Invalid{Param: "ids", Reason: fmt.Sprintf("must list at most %d letters", MaxBulk)}
 	}
 	for _, id := range r.IDs {
 		if id < 1 {
-			return &store.InvalidError{Param: "ids", Reason: "must be positive letter ids"}
+			return &input.Invalid{Param: "ids", Reason: "must be positive letter ids"}
 		}
 	}
 	if err := r.match().Validate(); err != nil {

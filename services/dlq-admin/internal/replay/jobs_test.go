@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -105,7 +106,7 @@ func TestBulkRequestValidation(t *testing.T) {
 		"until":  {Max: 1, Since: t0, Until: t0},
 	} {
 		err := req.Validate()
-		var invalid *store.InvalidError
+		var invalid *input.Invalid
 		require.ErrorAs(t, err, &invalid, param)
 		require.Equal(t, param, invalid.Param)
 	}

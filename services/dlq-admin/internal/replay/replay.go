@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -254,7 +255,7 @@ func replaySpan(ctx context.Context, id int64, headers map[string]string) (conte
 }
 
 // Discard closes letter id for good on behalf of actor, with a mandatory
-// reason, in one transaction. Errors: a *store.InvalidError for the reason,
+// reason, in one transaction. Errors: a *input.Invalid for the reason,
 // store.ErrNotFound, ErrNotOpen, ErrHoldsMoney (its payout still holds
 // money: resolve the payout first).
 func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (store.Summary, error) {
@@ -290,10 +291,10 @@ func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (
 
 func checkReason(reason string, required bool) error {
 	if required && strings.TrimSpace(reason) == "" {
-		return &store.InvalidError{Param: "reason", Reason: "is required: say why this letter is closed without a replay"}
+		return &input.Invalid{Param: "reason", Reason: "is required: say why this letter is closed without a replay"}
 	}
 	if len(reason) > MaxReasonLength {
-		return &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", MaxReasonLength)}
+		return &input.Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", MaxReasonLength)}
 	}
 	return nil
 }

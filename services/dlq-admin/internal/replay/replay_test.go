@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -290,7 +291,7 @@ func TestDiscardNeedsAReason(t *testing.T) {
 	id := b.letter(t, nil)
 	for _, reason := range []string{"", "   \n"} {
 		_, err := b.svc.Discard(ctx, id, "bob", reason)
-		var invalid *store.InvalidError
+		var invalid *input.Invalid
 		require.ErrorAs(t, err, &invalid)
 		require.Equal(t, "reason", invalid.Param)
 	}

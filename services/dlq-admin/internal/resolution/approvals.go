@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -95,13 +96,11 @@ func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.B
 // Approvals lists approvals, newest first; status "" is every status.
 func (s *Service) Approvals(ctx context.Context, status string, limit int) ([]Approval, error) {
 	if status != "" && status != ApprovalPending && status != ApprovalApproved && status != ApprovalRejected {
-		return nil, &store.InvalidError{Param: "status", Reason: "must be pending, approved or rejected"}
+		return nil, &input.Invalid{Param: "status", Reason: "must be pending, approved or rejected"}
 	}
-	if limit == 0 {
-		limit = defaultApprovalMax
-	}
-	if limit < 1 || limit > store.MaxLimit {
-		return nil, &store.InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", store.MaxLimit)}
+	limit, err := input.Limit(limit, input.MaxLimit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.q.ListApprovals(ctx, sqlcdb.ListApprovalsParams{Status: status, MaxRows: limit})
 	if err != nil {
@@ -139,7 +138,7 @@ func (s *Service) Approve(ctx context.Context, id int64, actor, reason string) (
 // requester may withdraw their own request this way.
 func (s *Service) Reject(ctx context.Context, id int64, actor, reason string) (Approval, error) {
 	if strings.TrimSpace(reason) == "" {
-		return Approval{}, &store.InvalidError{Param: "reason", Reason: "is required: say why this is rejected"}
+		return Approval{}, &input.Invalid{Param: "reason", Reason: "is required: say why this is rejected"}
 	}
 	return s.decide(ctx, id, actor, reason, false)
 }
@@ -147,7 +146,7 @@ func (s *Service) Reject(ctx context.Context, id int64, actor, reason string) (A
 func (s *Service) decide(ctx context.Context, id int64, actor, reason string, approve bool) (Approval, error) {
 	reason = strings.TrimSpace(reason)
 	if len(reason) > replay.MaxReasonLength {
-		return Approval{}, &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
+		return Approval{}, &input.Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
 	}
 	var out Approval
 	sent := false

@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
@@ -36,14 +37,13 @@ const (
 
 // Audit actions and targets written here.
 const (
-	ActionResolve      = "payout_resolve"
-	ActionApprove      = "approve"
-	ActionReject       = "reject"
-	TargetPayout       = "payout"
-	TargetApproval     = "approval"
-	statusNeedsReview  = "NEEDS_REVIEW"
-	maxObjectIDLength  = 255
-	defaultApprovalMax = 50
+	ActionResolve     = "payout_resolve"
+	ActionApprove     = "approve"
+	ActionReject      = "reject"
+	TargetPayout      = "payout"
+	TargetApproval    = "approval"
+	statusNeedsReview = "NEEDS_REVIEW"
+	maxObjectIDLength = 255
 )
 
 // Errors the API maps to statuses.
@@ -128,22 +128,22 @@ type Request struct {
 	PSPObjectID string
 }
 
-// Validate returns a *store.InvalidError naming the first bad field.
+// Validate returns a *input.Invalid naming the first bad field.
 func (r Request) Validate() error {
 	if r.Outcome != event.ResolutionPaid && r.Outcome != event.ResolutionFailed {
-		return &store.InvalidError{Param: "outcome", Reason: `is required: "paid" or "failed"`}
+		return &input.Invalid{Param: "outcome", Reason: `is required: "paid" or "failed"`}
 	}
 	if strings.TrimSpace(r.Reason) == "" {
-		return &store.InvalidError{Param: "reason", Reason: "is required: say why you resolve this payout so"}
+		return &input.Invalid{Param: "reason", Reason: "is required: say why you resolve this payout so"}
 	}
 	if len(r.Reason) > replay.MaxReasonLength {
-		return &store.InvalidError{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
+		return &input.Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
 	}
 	if r.PSPObjectID == "" {
-		return &store.InvalidError{Param: "psp_object_id", Reason: "is required: the PSP's object (po_…, tr_…, TRF_…) you checked"}
+		return &input.Invalid{Param: "psp_object_id", Reason: "is required: the PSP's object (po_…, tr_…, TRF_…) you checked"}
 	}
 	if len(r.PSPObjectID) > maxObjectIDLength || !objectIDPattern.MatchString(r.PSPObjectID) {
-		return &store.InvalidError{Param: "psp_object_id", Reason: "must be a PSP object id such as po_1Abc (letters, digits, _ - . :)"}
+		return &input.Invalid{Param: "psp_object_id", Reason: "must be a PSP object id such as po_1Abc (letters, digits, _ - . :)"}
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (e *NotInReviewError) Is(target error) bool { return target == ErrNotInRevi
 
 // Resolve records actor's resolution of payout payoutID and, unless a second
 // approver is required, sends it to payout-worker, in one transaction with
-// its audit_log row. Errors: *store.InvalidError, store.ErrPayoutNotFound,
+// its audit_log row. Errors: *input.Invalid, store.ErrPayoutNotFound,
 // ErrNotInReview, ErrInFlight.
 func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Request) (Resolution, error) {
 	req.Reason = strings.TrimSpace(req.Reason)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
 
 // Statuses of a dead letter, as the store's queries and JSON carry them:
@@ -26,12 +27,6 @@ func Statuses() []string {
 	}
 	return out
 }
-
-// Page sizes.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
-)
 
 // Match selects dead letters: the filters of the list, the groups and the
 // bulk actions. Zero values mean "any".
@@ -56,7 +51,7 @@ type Match struct {
 // Filter is a Match and a page of it: the list endpoint's query.
 type Filter struct {
 	Match
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: input.DefaultLimit when 0, at most input.MaxLimit.
 	Limit int
 	// Cursor is the previous page's next cursor, "" for the first page.
 	Cursor string
@@ -66,44 +61,34 @@ type Filter struct {
 // nothing longer is worth an index lookup.
 const MaxFilterValue = 500
 
-// InvalidError is a filter value the store cannot use. Param is the name of
-// the filter (topic, status, error_class, since, until, payout_id, user,
-// correlation_id, event_type, limit, cursor) as the API spells it, so callers can say which one was wrong.
-type InvalidError struct {
-	Param  string
-	Reason string
-}
-
-func (e *InvalidError) Error() string { return e.Param + ": " + e.Reason }
-
-// Validate checks m and returns an *InvalidError naming the first bad value.
+// Validate checks m and returns an *input.Invalid naming the first bad value.
 func (m Match) Validate() error {
 	switch m.Status {
 	case "", StatusOpen, StatusReplayed, StatusDiscarded:
 	default:
-		return &InvalidError{Param: "status", Reason: "must be one of open, replayed, discarded"}
+		return &input.Invalid{Param: "status", Reason: "must be one of open, replayed, discarded"}
 	}
 	if !m.Since.IsZero() && !m.Until.IsZero() && !m.Since.Before(m.Until) {
-		return &InvalidError{Param: "until", Reason: "must be after since"}
+		return &input.Invalid{Param: "until", Reason: "must be after since"}
 	}
 	for _, v := range []struct{ param, value string }{
 		{"topic", m.Topic}, {"error_class", m.ErrorClass}, {"payout_id", m.PayoutID}, {"user", m.User},
 		{"correlation_id", m.CorrelationID}, {"event_type", m.EventType},
 	} {
 		if len(v.value) > MaxFilterValue {
-			return &InvalidError{Param: v.param, Reason: fmt.Sprintf("must be at most %d characters", MaxFilterValue)}
+			return &input.Invalid{Param: v.param, Reason: fmt.Sprintf("must be at most %d characters", MaxFilterValue)}
 		}
 	}
 	return nil
 }
 
-// Validate checks f and returns an *InvalidError naming the first bad value.
+// Validate checks f and returns an *input.Invalid naming the first bad value.
 func (f Filter) Validate() error {
 	if err := f.Match.Validate(); err != nil {
 		return err
 	}
-	if f.Limit < 0 || f.Limit > MaxLimit {
-		return &InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", MaxLimit)}
+	if f.Limit < 0 || f.Limit > input.MaxLimit {
+		return &input.Invalid{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", input.MaxLimit)}
 	}
 	if _, err := decodeCursor(f.Cursor); err != nil {
 		return err
@@ -113,7 +98,7 @@ func (f Filter) Validate() error {
 
 func (f Filter) limit() int {
 	if f.Limit == 0 {
-		return DefaultLimit
+		return input.DefaultLimit
 	}
 	return f.Limit
 }
@@ -128,7 +113,7 @@ func decodeCursor(c string) (int64, error) {
 	if c == "" {
 		return math.MaxInt64, nil
 	}
-	bad := &InvalidError{Param: "cursor", Reason: "is not a cursor returned by this API"}
+	bad := &input.Invalid{Param: "cursor", Reason: "is not a cursor returned by this API"}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, bad

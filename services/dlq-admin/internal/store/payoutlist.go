@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
 
 // PayoutStatuses are the payout states a list may filter on (payouts.status).
@@ -66,17 +68,16 @@ ORDER BY CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.
 LIMIT $6`
 
 // ListPayouts returns a page of payouts and the cursor of the next page
-// ("" on the last). Errors: *InvalidError for a bad status, limit or cursor.
+// ("" on the last). Errors: *input.Invalid for a bad status, limit or cursor.
 func (s *Store) ListPayouts(ctx context.Context, f PayoutFilter) ([]PayoutSummary, string, error) {
 	if f.Status != "" && !slices.Contains(PayoutStatuses(), f.Status) {
-		return nil, "", &InvalidError{Param: "status", Reason: "must be one of " + strings.Join(PayoutStatuses(), ", ")}
+		return nil, "", &input.Invalid{Param: "status", Reason: "must be one of " + strings.Join(PayoutStatuses(), ", ")}
 	}
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
+	limit, err := input.Limit(f.Limit, input.MaxLimit)
+	if err != nil {
+		return nil, "", err
 	}
-	if f.Limit < 1 || f.Limit > MaxLimit {
-		return nil, "", &InvalidError{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", MaxLimit)}
-	}
+	f.Limit = limit
 	var after bool
 	var rank int
 	var at time.Time
@@ -84,7 +85,7 @@ func (s *Store) ListPayouts(ctx context.Context, f PayoutFilter) ([]PayoutSummar
 	if f.Cursor != "" {
 		var err error
 		if rank, at, id, err = decodePayoutCursor(f.Cursor); err != nil {
-			return nil, "", &InvalidError{Param: "cursor", Reason: "is not a cursor this list returned"}
+			return nil, "", &input.Invalid{Param: "cursor", Reason: "is not a cursor this list returned"}
 		}
 		after = true
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -159,7 +160,7 @@ func TestListRejectsBadFilters(t *testing.T) {
 		param  string
 	}{
 		{store.Filter{Match: store.Match{Status: "pending"}}, "status"},
-		{store.Filter{Limit: store.MaxLimit + 1}, "limit"},
+		{store.Filter{Limit: input.MaxLimit + 1}, "limit"},
 		{store.Filter{Limit: -1}, "limit"},
 		{store.Filter{Cursor: "not a cursor"}, "cursor"},
 		{store.Filter{Cursor: "LTE"}, "cursor"}, // base64 of "-1"
@@ -167,7 +168,7 @@ func TestListRejectsBadFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, _, err := b.store.List(context.Background(), tc.filter)
-		var invalid *store.InvalidError
+		var invalid *input.Invalid
 		require.ErrorAs(t, err, &invalid, "%+v", tc.filter)
 		require.Equal(t, tc.param, invalid.Param)
 	}

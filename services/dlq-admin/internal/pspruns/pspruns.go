@@ -16,8 +16,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // Alert keys.
@@ -177,8 +177,8 @@ func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 		if _, err := s.jobs.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: run.ID}, nil); err != nil {
 			return fmt.Errorf("queue River job for psp reconciliation run %d: %w", run.ID, err)
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: ActionRequest, TargetType: TargetRun,
-			TargetID: store.ID(run.ID), At: run.RequestedAt})
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: ActionRequest, TargetType: TargetRun,
+			TargetID: audit.ID(run.ID), At: run.RequestedAt})
 	})
 	if err != nil {
 		return Run{}, err

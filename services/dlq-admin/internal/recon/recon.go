@@ -17,8 +17,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // Triggers of a run.
@@ -35,6 +35,12 @@ const MaxListed = 100
 
 // alertListed is how many of them the alert names.
 const alertListed = 10
+
+// The audit action and target type a check writes.
+const (
+	ActionReconcile      = "reconcile"
+	TargetReconciliation = "reconciliation"
+)
 
 // ErrNoRun means no check has run yet.
 var ErrNoRun = errors.New("no reconciliation has run yet")
@@ -272,8 +278,8 @@ func (r *Reconciler) run(ctx context.Context, trigger, actor string, exclusive b
 		if trigger != TriggerManual {
 			return nil
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReconcile, TargetType: store.TargetReconciliation,
-			TargetID: store.ID(run.ID), At: run.FinishedAt, Detail: map[string]any{"ok": run.OK, "discrepancies": sum.Discrepancies()}})
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: ActionReconcile, TargetType: TargetReconciliation,
+			TargetID: audit.ID(run.ID), At: run.FinishedAt, Detail: map[string]any{"ok": run.OK, "discrepancies": sum.Discrepancies()}})
 	})
 	if err != nil {
 		return Run{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -182,7 +183,7 @@ func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscard
 			return err
 		}
 		out.Discarded = int64(len(out.IDs))
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkDiscard, TargetType: store.TargetDeadLetters,
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionBulkDiscard, TargetType: store.TargetDeadLetters,
 			TargetID: fmt.Sprintf("%d letters", len(out.IDs)), Reason: req.Reason, At: now,
 			Detail: map[string]any{"filter": discardFilter(req), "max": req.Max, "matched": out.Matched, "discarded": len(out.IDs)}})
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -281,8 +282,8 @@ func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, e
 		if job, err = toJob(jobRow(row), err); err != nil {
 			return fmt.Errorf("cancel replay job %d: %w", id, err)
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReplayJobStop, TargetType: store.TargetReplayJob,
-			TargetID: store.ID(id), At: now, Detail: map[string]any{"replayed": job.Replayed, "was": status}})
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionReplayJobStop, TargetType: store.TargetReplayJob,
+			TargetID: audit.ID(id), At: now, Detail: map[string]any{"replayed": job.Replayed, "was": status}})
 	})
 	if err != nil {
 		return Job{}, err

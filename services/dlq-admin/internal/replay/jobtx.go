@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -46,7 +47,7 @@ func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req 
 	for k, v := range detail {
 		d[k] = v
 	}
-	err = store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
-		TargetID: store.ID(job.ID), Reason: req.Reason, At: now, Detail: d})
+	err = audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionBulkReplay, TargetType: store.TargetReplayJob,
+		TargetID: audit.ID(job.ID), Reason: req.Reason, At: now, Detail: d})
 	return job, err
 }

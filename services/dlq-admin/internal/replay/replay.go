@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
@@ -178,8 +179,8 @@ func (s *Service) replayTx(ctx context.Context, tx pgx.Tx, id int64, actor, reas
 	if jobID != 0 {
 		detail["replay_job_id"] = jobID
 	}
-	err = store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionReplay, TargetType: store.TargetDeadLetter,
-		TargetID: store.ID(id), Reason: reason, Detail: detail, At: now})
+	err = audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionReplay, TargetType: store.TargetDeadLetter,
+		TargetID: audit.ID(id), Reason: reason, Detail: detail, At: now})
 	if err != nil {
 		return Replayed{}, err
 	}
@@ -217,12 +218,12 @@ func Message(d store.DeadLetter) (outbox.Message, error) {
 			ErrNotReplayable)
 	}
 	count := d.ReplayCount + 1
-	headers[HeaderReplayOf] = store.ID(d.ID)
+	headers[HeaderReplayOf] = audit.ID(d.ID)
 	headers[HeaderReplayCount] = strconv.Itoa(count)
 	if d.Source == dlq.SourceConsumer || d.Source == dlq.SourceSweeper {
 		orig := headers[kafkax.HeaderMessageID]
 		if orig == "" {
-			orig = "dl-" + store.ID(d.ID)
+			orig = "dl-" + audit.ID(d.ID)
 		}
 		headers[kafkax.HeaderMessageID] = event.ReplayID(orig, d.ID, count)
 	}
@@ -279,8 +280,8 @@ func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (
 		if out, err = store.MarkDiscarded(ctx, tx, id, store.Resolution{By: actor, At: now, Reason: reason}); err != nil {
 			return err
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionDiscard, TargetType: store.TargetDeadLetter,
-			TargetID: store.ID(id), Reason: reason, Detail: map[string]any{"topic": d.OriginalTopic, "error_class": d.ErrorClass}, At: now})
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionDiscard, TargetType: store.TargetDeadLetter,
+			TargetID: audit.ID(id), Reason: reason, Detail: map[string]any{"topic": d.OriginalTopic, "error_class": d.ErrorClass}, At: now})
 	})
 	if err != nil {
 		return store.Summary{}, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
@@ -228,8 +229,8 @@ func (w *Worker) start(ctx context.Context, id int64, owner string) (Job, bool, 
 		if cur.Started && !takeover {
 			return nil
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: job.Actor, Action: store.ActionReplayJobRun,
-			TargetType: store.TargetReplayJob, TargetID: store.ID(job.ID), Reason: job.Reason, At: now,
+		return audit.Write(ctx, tx, audit.Entry{Actor: job.Actor, Action: store.ActionReplayJobRun,
+			TargetType: store.TargetReplayJob, TargetID: audit.ID(job.ID), Reason: job.Reason, At: now,
 			Detail: map[string]any{"runner": owner, "resumed": cur.Started, "cursor_id": job.CursorID, "matched": job.Matched}})
 	})
 	if err != nil {

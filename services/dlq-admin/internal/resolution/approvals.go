@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
@@ -77,7 +78,7 @@ func (s *Service) GateBulkReplay(ctx context.Context, actor string, req replay.B
 		if err != nil {
 			return fmt.Errorf("record approval of a bulk replay: %w", err)
 		}
-		if err := store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: store.ActionBulkReplay, TargetType: TargetApproval,
+		if err := audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: store.ActionBulkReplay, TargetType: TargetApproval,
 			TargetID: strconv.FormatInt(id, 10), Reason: req.Reason, At: now,
 			Detail: map[string]any{"awaiting_approval": true, "would_replay": p.WouldReplay}}); err != nil {
 			return err
@@ -218,7 +219,7 @@ func (s *Service) decide(ctx context.Context, id int64, actor, reason string, ap
 		if approve {
 			action = ActionApprove
 		}
-		return store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: action, TargetType: TargetApproval,
+		return audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: action, TargetType: TargetApproval,
 			TargetID: strconv.FormatInt(id, 10), Reason: reason, Detail: detail, At: now})
 	})
 	if err != nil {

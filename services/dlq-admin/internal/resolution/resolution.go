@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
@@ -228,7 +229,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			}
 			detail["approval_id"] = aid
 		}
-		if err := store.Audit(ctx, tx, store.AuditEntry{Actor: actor, Action: ActionResolve, TargetType: TargetPayout,
+		if err := audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: ActionResolve, TargetType: TargetPayout,
 			TargetID: payoutID, Reason: req.Reason, Detail: detail, At: now}); err != nil {
 			return err
 		}

@@ -5,10 +5,6 @@
 -- letter's summary columns (Get, Lock, MarkReplayed, MarkDiscarded,
 -- PendingAlerts), which share one column list and one scan.
 
--- name: InsertAudit :exec
-INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
-VALUES (@actor, @action, @target_type, @target_id, nullif(@reason::text, ''), @detail, @at);
-
 -- name: MaxID :one
 SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters;
 

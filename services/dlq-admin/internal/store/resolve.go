@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,18 +18,7 @@ type Resolution struct {
 	Reason string
 }
 
-// AuditEntry is one row of audit_log: an operator action.
-type AuditEntry struct {
-	Actor      string
-	Action     string
-	TargetType string
-	TargetID   string
-	Reason     string
-	Detail     map[string]any
-	At         time.Time
-}
-
-// Audit actions and target types written by dlq-admin.
+// Audit actions and target types of dead letters and their replay jobs.
 const (
 	ActionReplay        = "replay"
 	ActionDiscard       = "discard"
@@ -39,12 +26,10 @@ const (
 	ActionBulkDiscard   = "bulk_discard"
 	ActionReplayJobRun  = "replay_job_start"
 	ActionReplayJobStop = "replay_job_cancel"
-	ActionReconcile     = "reconcile"
 
-	TargetDeadLetter     = "dead_letter"
-	TargetDeadLetters    = "dead_letters"
-	TargetReplayJob      = "replay_job"
-	TargetReconciliation = "reconciliation"
+	TargetDeadLetter  = "dead_letter"
+	TargetDeadLetters = "dead_letters"
+	TargetReplayJob   = "replay_job"
 )
 
 // Lock returns letter id, whole, locked until tx ends; ErrNotFound if there
@@ -113,28 +98,6 @@ func resolve(ctx context.Context, tx pgx.Tx, what, sql string, args ...any) (Sum
 // ErrNotOpen is returned by the Mark functions when the letter is no longer
 // open.
 var ErrNotOpen = errors.New("dead letter is not open")
-
-// Audit writes e to audit_log within tx, so the record commits with the
-// action it describes.
-func Audit(ctx context.Context, tx pgx.Tx, e AuditEntry) error {
-	detail := e.Detail
-	if detail == nil {
-		detail = map[string]any{}
-	}
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("encode audit detail: %w", err)
-	}
-	err = sqlcdb.New(tx).InsertAudit(ctx, sqlcdb.InsertAuditParams{Actor: e.Actor, Action: e.Action, TargetType: e.TargetType,
-		TargetID: e.TargetID, Reason: e.Reason, Detail: b, At: e.At})
-	if err != nil {
-		return fmt.Errorf("write audit log (%s %s %s): %w", e.Action, e.TargetType, e.TargetID, err)
-	}
-	return nil
-}
-
-// ID formats a row id for audit_log.target_id.
-func ID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // Selection is what bulk replay and bulk discard act on: the open letters
 // with After < id <= Upto that match Match (its Status is ignored: only open

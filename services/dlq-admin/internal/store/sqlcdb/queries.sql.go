@@ -101,21 +101,10 @@ func (q *Queries) FailedAgain(ctx context.Context, id int64) ([]int64, error) {
 	return items, nil
 }
 
-const insertAudit = `-- name: InsertAudit :exec
+const maxID = `-- name: MaxID :one
 
-INSERT INTO audit_log (actor, action, target_type, target_id, reason, detail, at)
-VALUES ($1, $2, $3, $4, nullif($5::text, ''), $6, $7)
+SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters
 `
-
-type InsertAuditParams struct {
-	Actor      string
-	Action     string
-	TargetType string
-	TargetID   string
-	Reason     string
-	Detail     []byte
-	At         time.Time
-}
 
 // The static SQL of package store, compiled by sqlc into package sqlcdb.
 // Two kinds stay in queries.go (see there and pkg/database's doc): the
@@ -123,23 +112,6 @@ type InsertAuditParams struct {
 // (lists, groups, open-letter selections), and the five that return a
 // letter's summary columns (Get, Lock, MarkReplayed, MarkDiscarded,
 // PendingAlerts), which share one column list and one scan.
-func (q *Queries) InsertAudit(ctx context.Context, arg InsertAuditParams) error {
-	_, err := q.db.Exec(ctx, insertAudit,
-		arg.Actor,
-		arg.Action,
-		arg.TargetType,
-		arg.TargetID,
-		arg.Reason,
-		arg.Detail,
-		arg.At,
-	)
-	return err
-}
-
-const maxID = `-- name: MaxID :one
-SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters
-`
-
 func (q *Queries) MaxID(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, maxID)
 	var max_id int64

@@ -29,6 +29,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
@@ -288,7 +289,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
+	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
 		Resolutions: resolutions, Tokens: tokens, Now: time.Now})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -23,6 +24,8 @@ import (
 type Deps struct {
 	Logger *slog.Logger
 	Store  *store.Store
+	// Payouts reads the payouts a letter or a review is about.
+	Payouts *payouts.Reader
 	// Replay resolves letters and runs bulk replays (the write routes).
 	Replay *replay.Service
 	// Recon is the ledger integrity check.

@@ -31,6 +31,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -80,7 +81,7 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fo
 	queue, err := jobs.InsertOnly(db.Pool, logger)
 	require.NoError(t, err)
 	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock}).WithJobs(queue)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool, queue),
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(db.Pool), Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool, queue),
 		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}).WithPersons(persons),
 		Tokens:      tokens, Now: clock})
 	srv := httptest.NewServer(r)

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
@@ -43,7 +44,7 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", "invalid " + badBody.Error()
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no dead letter with this id"
-	case errors.Is(err, store.ErrPayoutNotFound):
+	case errors.Is(err, payouts.ErrPayoutNotFound):
 		return http.StatusNotFound, "not_found", "no payout with this id"
 	case errors.Is(err, replay.ErrJobNotFound):
 		return http.StatusNotFound, "not_found", "no replay job with this id"

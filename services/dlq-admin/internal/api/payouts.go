@@ -9,7 +9,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 )
 
 // uuidPattern is a payout id: payouts.id is a UUID.
@@ -56,7 +56,7 @@ type payoutAttemptView struct {
 	At           time.Time `json:"at"`
 }
 
-func newPayoutView(p store.Payout) payoutView {
+func newPayoutView(p payouts.Payout) payoutView {
 	v := payoutView{
 		ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, Provider: p.Provider,
 		Destination: p.Destination, DestinationID: p.DestinationID, Status: p.Status, Attempts: p.Attempts,
@@ -82,7 +82,7 @@ func (a *api) payout(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a payout id (a UUID)"})
 		return
 	}
-	p, err := a.Store.Payout(r.Context(), id)
+	p, err := a.Payouts.Get(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
 		return

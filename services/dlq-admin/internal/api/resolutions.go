@@ -11,7 +11,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 )
 
 // The payouts list, operator resolutions of NEEDS_REVIEW payouts and the
@@ -55,7 +55,7 @@ type payoutListView struct {
 
 func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor")}
+	f := payouts.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > input.MaxLimit {
@@ -64,7 +64,7 @@ func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	items, next, err := a.Store.ListPayouts(r.Context(), f)
+	items, next, err := a.Payouts.List(r.Context(), f)
 	if err != nil {
 		a.fail(w, r, err)
 		return

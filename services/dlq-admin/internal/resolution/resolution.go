@@ -24,7 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 )
 
 // Resolution statuses (payout_resolutions.status).
@@ -180,7 +180,7 @@ func (e *NotInReviewError) Is(target error) bool { return target == ErrNotInRevi
 
 // Resolve records actor's resolution of payout payoutID and, unless a second
 // approver is required, sends it to payout-worker, in one transaction with
-// its audit_log row. Errors: *input.Invalid, store.ErrPayoutNotFound,
+// its audit_log row. Errors: *input.Invalid, payouts.ErrPayoutNotFound,
 // ErrNotInReview, ErrInFlight.
 func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Request) (Resolution, error) {
 	req.Reason = strings.TrimSpace(req.Reason)
@@ -193,7 +193,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 		q := s.q.WithTx(tx)
 		p, err := q.PayoutForResolution(ctx, payoutID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrPayoutNotFound
+			return payouts.ErrPayoutNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("resolve payout %s: %w", payoutID, err)

@@ -1,4 +1,4 @@
-package store
+package payouts
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts/sqlcdb"
 )
 
 // PayoutStatuses are the payout states a list may filter on (payouts.status).
@@ -53,23 +54,10 @@ type PayoutFilter struct {
 	Cursor string
 }
 
-const sqlListPayouts = `
-SELECT p.id::text, p.user_id, p.amount, p.currency, p.provider, p.destination, p.status, p.psp_reference,
-       p.psp_status, p.last_error, p.error_class, p.created_at, p.updated_at,
-       (SELECT d.id FROM dead_letters d WHERE d.subject ? 'payout_id' AND d.subject->>'payout_id' = p.id::text
-        ORDER BY d.id DESC LIMIT 1),
-       r.id::text, r.status
-FROM payouts p
-LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
-                   ORDER BY created_at DESC LIMIT 1) r ON true
-WHERE ($1 = '' OR p.status = $1)
-  AND (NOT $2 OR (CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id) > ($3, $4, $5::uuid))
-ORDER BY CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id
-LIMIT $6`
-
-// ListPayouts returns a page of payouts and the cursor of the next page
-// ("" on the last). Errors: *input.Invalid for a bad status, limit or cursor.
-func (s *Store) ListPayouts(ctx context.Context, f PayoutFilter) ([]PayoutSummary, string, error) {
+// List returns a page of payouts and the cursor of the next page ("" on
+// the last). Errors: *input.Invalid for a bad status, limit or cursor.
+func (r *Reader) List(ctx context.Context, f PayoutFilter) (_ []PayoutSummary, _ string, err error) {
+	defer fault.Mark(&err, what)
 	if f.Status != "" && !slices.Contains(PayoutStatuses(), f.Status) {
 		return nil, "", &input.Invalid{Param: "status", Reason: "must be one of " + strings.Join(PayoutStatuses(), ", ")}
 	}
@@ -78,29 +66,23 @@ func (s *Store) ListPayouts(ctx context.Context, f PayoutFilter) ([]PayoutSummar
 		return nil, "", err
 	}
 	f.Limit = limit
-	var after bool
-	var rank int
-	var at time.Time
-	id := "00000000-0000-0000-0000-000000000000"
+	arg := sqlcdb.ListPayoutsParams{Status: f.Status, MaxRows: f.Limit + 1}
 	if f.Cursor != "" {
-		var err error
-		if rank, at, id, err = decodePayoutCursor(f.Cursor); err != nil {
+		if arg.Rank, arg.At, arg.AfterID, err = decodePayoutCursor(f.Cursor); err != nil {
 			return nil, "", &input.Invalid{Param: "cursor", Reason: "is not a cursor this list returned"}
 		}
-		after = true
+		arg.After = true
 	}
-	rows, err := s.pool.Query(ctx, sqlListPayouts, f.Status, after, rank, at, id, f.Limit+1)
+	rows, err := r.q.ListPayouts(ctx, arg)
 	if err != nil {
 		return nil, "", fmt.Errorf("list payouts: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PayoutSummary, error) {
-		var p PayoutSummary
-		return p, r.Scan(&p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Provider, &p.Destination, &p.Status,
-			&p.PSPReference, &p.PSPStatus, &p.LastError, &p.ErrorClass, &p.CreatedAt, &p.UpdatedAt, &p.DeadLetterID,
-			&p.ResolutionID, &p.ResolutionStatus)
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list payouts: %w", err)
+	items := make([]PayoutSummary, len(rows))
+	for i, p := range rows {
+		items[i] = PayoutSummary{ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, Provider: p.Provider,
+			Destination: p.Destination, Status: p.Status, PSPReference: p.PSPReference, PSPStatus: p.PspStatus,
+			LastError: p.LastError, ErrorClass: p.ErrorClass, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+			DeadLetterID: orNil(p.DeadLetterID), ResolutionID: orNil(p.ResolutionID), ResolutionStatus: orNil(p.ResolutionStatus)}
 	}
 	next := ""
 	if len(items) > f.Limit {
@@ -119,25 +101,26 @@ func encodePayoutCursor(rank int, at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d|%s|%s", rank, at.UTC().Format(time.RFC3339Nano), id))
 }
 
-func decodePayoutCursor(c string) (int, time.Time, string, error) {
+func decodePayoutCursor(c string) (int, time.Time, uuid.UUID, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return 0, time.Time{}, "", err
+		return 0, time.Time{}, uuid.Nil, err
 	}
 	parts := strings.Split(string(raw), "|")
 	if len(parts) != 3 || (parts[0] != "0" && parts[0] != "1") {
-		return 0, time.Time{}, "", errors.New("malformed payout cursor")
+		return 0, time.Time{}, uuid.Nil, errors.New("malformed payout cursor")
 	}
-	if _, err := uuid.Parse(parts[2]); err != nil {
-		return 0, time.Time{}, "", err
+	id, err := uuid.Parse(parts[2])
+	if err != nil {
+		return 0, time.Time{}, uuid.Nil, err
 	}
 	at, err := time.Parse(time.RFC3339Nano, parts[1])
 	if err != nil {
-		return 0, time.Time{}, "", err
+		return 0, time.Time{}, uuid.Nil, err
 	}
 	rank := 0
 	if parts[0] == "1" {
 		rank = 1
 	}
-	return rank, at, parts[2], nil
+	return rank, at, id, nil
 }

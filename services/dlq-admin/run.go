@@ -20,18 +20,18 @@ import (
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
 )
 
@@ -231,7 +231,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
+	consumer, err := intake.New(intake.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
 		Membership: cfg.Membership, Security: cfg.KafkaSecurity, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor,
 	}, pool, deps)
 	if err != nil {
@@ -264,7 +264,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
-	intake := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
+	inbound := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
 	if cfg.Settlements.URL != "" {
 		cfg.Settlements.OnDeadLetter = mon.Notify
 		deliverer, err := deliver.New(cfg.Settlements, pool, deps)
@@ -272,7 +272,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return err
 		}
 		defer deliverer.Close() // after Run, before pool.Close, like the consumer
-		intake = append(intake, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
+		inbound = append(inbound, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
 	} else {
 		logger.Info("SETTLEMENT_WEBHOOK_URL is not set: settlement events are not delivered as webhooks")
 	}
@@ -308,7 +308,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// Stop taking work: the HTTP server drains in-flight requests, the
 		// consumer commits what it stored, the settlement webhooks what
 		// they delivered;
-		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), intake...)},
+		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), inbound...)},
 		// the background jobs finish their step: a replay job is snoozed
 		// between two letters for River to resume on the next client;
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{

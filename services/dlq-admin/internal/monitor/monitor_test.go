@@ -18,8 +18,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

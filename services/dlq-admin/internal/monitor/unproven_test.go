@@ -8,8 +8,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // A money event without webhook-api's proof pages as critical, under its

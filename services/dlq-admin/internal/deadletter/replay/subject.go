@@ -12,8 +12,8 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
 
 // Subject states of a no-op replay that are not a payout's state.

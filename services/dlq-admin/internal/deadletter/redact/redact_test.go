@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/redact"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/redact"
 )
 
 func TestJSON(t *testing.T) {

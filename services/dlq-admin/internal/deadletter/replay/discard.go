@@ -10,9 +10,9 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // ErrHoldsMoney means a letter to discard is about a payout that still

@@ -25,9 +25,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // Headers added to a replayed message.
@@ -252,7 +252,7 @@ func replaySpan(ctx context.Context, id int64, headers map[string]string) (conte
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
 		}
 	}
-	return otel.Tracer("github.com/aegis-payments/aegis/services/dlq-admin/internal/replay").Start(parent, "dead letter replay", opts...)
+	return otel.Tracer("github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay").Start(parent, "dead letter replay", opts...)
 }
 
 // Discard closes letter id for good on behalf of actor, with a mandatory

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
 
 // Statuses and the dead_letters.status CHECK constraint name the same states.

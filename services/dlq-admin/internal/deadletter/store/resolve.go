@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
 )
 
 // Resolution is who resolves a letter, when and why.

@@ -1,4 +1,4 @@
-package consume_test
+package intake_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,15 +44,15 @@ type running struct {
 // test ends).
 func start(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool) running {
 	t.Helper()
-	return startWith(t, cluster, pool, consume.Config{}, nil)
+	return startWith(t, cluster, pool, intake.Config{}, nil)
 }
 
-func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg consume.Config, counter *panics.Counter) running {
+func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg intake.Config, counter *panics.Counter) running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Brokers, cfg.Group = cluster.ListenAddrs(), group
 	cfg.Backoff = backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1}
-	c, err := consume.New(cfg, pool, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Panics: counter})
+	c, err := intake.New(cfg, pool, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Panics: counter})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -143,7 +143,7 @@ func ends(t *testing.T, cluster *kfake.Cluster) map[string]map[int32]int64 {
 	adm := kadm.NewClient(kafkatest.NewClient(t, cluster))
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	listed, err := adm.ListEndOffsets(ctx, consume.Topics()...)
+	listed, err := adm.ListEndOffsets(ctx, intake.Topics()...)
 	require.NoError(t, err)
 	out := map[string]map[int32]int64{}
 	listed.Each(func(o kadm.ListedOffset) {

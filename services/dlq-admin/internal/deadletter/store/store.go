@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
 )
 
 // ErrNotFound is returned when no dead letter has the requested id.

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/event"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 )
 
 // resolutionState is noopState for a payout.resolution command (package

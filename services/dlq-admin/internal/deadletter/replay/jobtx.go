@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay/sqlcdb"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
 
 // CreateJobTx is CreateJob within the caller's tx, for a job a second

@@ -1,4 +1,4 @@
-// Package consume moves dead letters from the <topic>.dlq topics into the
+// Package intake moves dead letters from the <topic>.dlq topics into the
 // dead_letters table, where operators can see and replay them. It keeps the
 // third promise of ARCHITECTURE.md: a failure that reached a .dlq topic ends
 // in Postgres, and is never dropped on the way.
@@ -40,4 +40,4 @@
 //   - On shutdown the attempt in flight may finish (bounded by
 //     Config.AttemptTimeout) and what it stored is committed before Run
 //     returns; nothing new is polled.
-package consume
+package intake

@@ -1,4 +1,4 @@
-package consume_test
+package intake_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
 )
 
 // incompressible returns n random hex characters: Postgres cannot compress
@@ -84,7 +84,7 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	t.Cleanup(broken.Close)
 
 	produce(t, cluster, record(t, consumerLetter()))
-	c := startWith(t, cluster, broken, consume.Config{RetryFor: 100 * time.Millisecond}, nil)
+	c := startWith(t, cluster, broken, intake.Config{RetryFor: 100 * time.Millisecond}, nil)
 	require.Eventually(t, func() bool {
 		return counter(t, c.reg, "aegis_dlq_batches_released_total", nil) >= 2
 	}, waitFor, 10*time.Millisecond, "the batch is released and polled again, more than once")
@@ -107,7 +107,7 @@ func TestAPanicWhileStoringReleasesTheBatch(t *testing.T) {
 	counter := panics.NewCounter(prometheus.NewRegistry())
 	var calls atomic.Int32
 	produce(t, cluster, record(t, consumerLetter()))
-	c := startWith(t, cluster, db.Pool, consume.Config{OnStored: func() {
+	c := startWith(t, cluster, db.Pool, intake.Config{OnStored: func() {
 		if calls.Add(1) == 1 {
 			panic("monitor bug")
 		}

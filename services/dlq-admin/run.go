@@ -20,17 +20,18 @@ import (
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
 )
@@ -77,9 +78,21 @@ type Config struct {
 	Settlements deliver.Config
 	// FourEyes is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
 	// SECOND_APPROVER_RESOLUTION_AMOUNT.
-	FourEyes resolution.Config
+	FourEyes FourEyes
 	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
 	Persons *person.Directory
+}
+
+// FourEyes is when an action waits for a second operator.
+type FourEyes struct {
+	RequireSecondApprover bool
+	// Threshold: a bulk replay of more letters than this needs a second
+	// operator (with RequireSecondApprover).
+	Threshold int
+	// ResolutionAmount: a resolution of a payout of more than this (in the
+	// currency's minor units) needs a second operator (with
+	// RequireSecondApprover); 0, the default, is every resolution.
+	ResolutionAmount int64
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -99,7 +112,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
-		FourEyes: resolution.Config{
+		FourEyes: FourEyes{
 			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
 			Threshold:             env.Int("SECOND_APPROVER_THRESHOLD", defaultSecondApproverThreshold),
 			// 0: with four-eyes on, every resolution waits for a second
@@ -241,7 +254,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// left the group by the time Postgres goes.
 	defer consumer.Close()
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	replays := replay.New(pool, st, deps).WithNotifier(notifier)
+	// Four-eyes: the gate holds what its owners ask it to, and hands an
+	// approved request back to the owner of its kind.
+	gate := approval.New(pool, cfg.FourEyes.RequireSecondApprover, deps).WithPersons(cfg.Persons)
+	replays := replay.New(pool, st, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.Threshold)
+	resolutions := resolution.New(pool, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.ResolutionAmount)
+	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
 	reconciler, err := recon.New(pool, alerter, deps)
 	if err != nil {
 		return err
@@ -281,7 +299,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
-	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier).WithPersons(cfg.Persons)
 	// A requested PSP reconciliation is a River job that webhook-api works:
 	// queued with an insert-only client (this service's runner refuses
 	// kinds it has no worker for).
@@ -290,7 +307,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
-		Resolutions: resolutions, Tokens: tokens, Now: time.Now})
+		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {

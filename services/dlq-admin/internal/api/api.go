@@ -11,13 +11,14 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 // Deps is what the API needs.
@@ -33,9 +34,10 @@ type Deps struct {
 	// PSPRuns requests and reads PSP reconciliation runs (webhook-api
 	// works them).
 	PSPRuns *pspruns.Store
-	// Resolutions resolves NEEDS_REVIEW payouts and holds four-eyes
-	// approvals (resolutions.go).
+	// Resolutions resolves NEEDS_REVIEW payouts (resolutions.go).
 	Resolutions *resolution.Service
+	// Approvals lists and decides the requests held for a second operator.
+	Approvals *approval.Gate
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time

@@ -9,13 +9,14 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 // The payouts list, operator resolutions of NEEDS_REVIEW payouts and the
-// four-eyes approvals (package resolution).
+// four-eyes approvals (package approval).
 
 func mountResolutions(a *api, viewer, operator chi.Router) {
 	viewer.Get("/payouts", a.listPayouts)
@@ -191,7 +192,7 @@ type approvalView struct {
 	DecidedAt      *time.Time `json:"decided_at"`
 }
 
-func newApprovalView(ap resolution.Approval) approvalView {
+func newApprovalView(ap approval.Approval) approvalView {
 	v := approvalView{ID: ap.ID, Kind: ap.Kind, TargetID: nonEmpty(ap.TargetID), Summary: ap.Summary, RequestedBy: ap.RequestedBy,
 		Status: ap.Status, DecidedBy: ap.DecidedBy, DecisionReason: ap.DecisionReason, ResultID: ap.ResultID,
 		CreatedAt: ap.CreatedAt.UTC()}
@@ -210,7 +211,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
 	if !q.Has("status") {
-		status = resolution.ApprovalPending // what waits for someone
+		status = approval.StatusPending // what waits for someone
 	}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
@@ -221,7 +222,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := a.Resolutions.Approvals(r.Context(), status, limit)
+	list, err := a.Approvals.Approvals(r.Context(), status, limit)
 	if err != nil {
 		a.failResolution(w, r, err)
 		return
@@ -238,7 +239,7 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ap, err := a.Resolutions.Approval(r.Context(), id)
+	ap, err := a.Approvals.Approval(r.Context(), id)
 	if err != nil {
 		a.failResolution(w, r, err)
 		return
@@ -260,9 +261,9 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, approve boo
 		a.fail(w, r, err)
 		return
 	}
-	decide := a.Resolutions.Reject
+	decide := a.Approvals.Reject
 	if approve {
-		decide = a.Resolutions.Approve
+		decide = a.Approvals.Approve
 	}
 	ap, err := decide(r.Context(), id, actor(r), body.Reason)
 	if err != nil {
@@ -277,13 +278,13 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, approve boo
 func (a *api) failResolution(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, resolution.ErrNotInReview), errors.Is(err, resolution.ErrInFlight),
-		errors.Is(err, resolution.ErrApprovalDecided):
+		errors.Is(err, approval.ErrDecided):
 		httpserver.WriteError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, resolution.ErrSameOperator):
+	case errors.Is(err, approval.ErrSameOperator):
 		httpserver.WriteError(w, http.StatusForbidden, "forbidden", err.Error())
 	case errors.Is(err, resolution.ErrNotFound):
 		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no resolution with this id")
-	case errors.Is(err, resolution.ErrApprovalNotFound):
+	case errors.Is(err, approval.ErrNotFound):
 		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no approval with this id")
 	default:
 		a.fail(w, r, err)

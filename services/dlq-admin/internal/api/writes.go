@@ -119,18 +119,16 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteJSON(w, http.StatusOK, newPreviewView(p))
 		return
 	}
-	if a.Resolutions != nil {
-		// Four-eyes: a large replay waits for a second operator.
-		ap, held, err := a.Resolutions.GateBulkReplay(r.Context(), actor(r), req)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		if held {
-			w.Header().Set("Location", "/v1/approvals/"+strconv.FormatInt(ap.ID, 10))
-			httpserver.WriteJSON(w, http.StatusAccepted, heldView{Approval: newApprovalView(ap)})
-			return
-		}
+	// Four-eyes: a large replay waits for a second operator.
+	ap, held, err := a.Replay.HoldBulk(r.Context(), actor(r), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if held {
+		w.Header().Set("Location", "/v1/approvals/"+strconv.FormatInt(ap.ID, 10))
+		httpserver.WriteJSON(w, http.StatusAccepted, heldView{Approval: newApprovalView(ap)})
+		return
 	}
 	job, err := a.Replay.CreateJob(r.Context(), actor(r), req)
 	if err != nil {

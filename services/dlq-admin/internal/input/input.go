@@ -1,6 +1,9 @@
 package input
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Page sizes of every list.
 const (
@@ -28,4 +31,19 @@ func Limit(n, most int) (int, error) {
 		return 0, &Invalid{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", most)}
 	}
 	return n, nil
+}
+
+// MaxReasonLength bounds an operator's reason.
+const MaxReasonLength = 2000
+
+// CheckReason refuses an operator's reason that is too long or, when
+// required is not "" (what the reason must say: "say why ..."), blank.
+func CheckReason(reason, required string) error {
+	if required != "" && strings.TrimSpace(reason) == "" {
+		return &Invalid{Param: "reason", Reason: "is required: " + required}
+	}
+	if len(reason) > MaxReasonLength {
+		return &Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", MaxReasonLength)}
+	}
+	return nil
 }

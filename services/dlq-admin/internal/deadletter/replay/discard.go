@@ -117,12 +117,9 @@ func (r BulkDiscardRequest) Validate() error {
 		return &input.Invalid{Param: "max", Reason: fmt.Sprintf("is required (unless ids are given): an integer between 1 and %d", MaxBulk)}
 	}
 	if r.DryRun {
-		return checkReason(r.Reason, false)
+		return input.CheckReason(r.Reason, "")
 	}
-	if strings.TrimSpace(r.Reason) == "" {
-		return &input.Invalid{Param: "reason", Reason: "is required: say why these letters are closed without a replay"}
-	}
-	return checkReason(r.Reason, true)
+	return input.CheckReason(r.Reason, "say why these letters are closed without a replay")
 }
 
 // withDefaults makes Max the number of ids when only ids are given.

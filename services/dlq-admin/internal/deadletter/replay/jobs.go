@@ -86,7 +86,7 @@ func (r BulkRequest) Validate() error {
 	if err := r.match().Validate(); err != nil {
 		return err
 	}
-	return checkReason(r.Reason, false)
+	return input.CheckReason(r.Reason, "")
 }
 
 func (r BulkRequest) filter() JobFilter {
@@ -220,7 +220,7 @@ func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) 
 	var job Job
 	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		job, err = s.CreateJobTx(ctx, tx, actor, req, nil)
+		job, err = s.createJobTx(ctx, tx, actor, req, nil)
 		return err
 	})
 	if err != nil {

@@ -13,12 +13,11 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
 
-// CreateJobTx is CreateJob within the caller's tx, for a job a second
-// operator approved (package resolution): the approval and the job commit
-// together. actor is who asked for it; detail is added to its audit_log
+// createJobTx is CreateJob within the caller's tx; for a job a second
+// operator approved, the approval and the job commit together. actor is who asked for it; detail is added to its audit_log
 // row (the approval and its approver). The River job that works it is
 // inserted in tx too: it runs once tx commits, and never if tx rolls back.
-func (s *Service) CreateJobTx(ctx context.Context, tx pgx.Tx, actor string, req BulkRequest, detail map[string]any) (Job, error) {
+func (s *Service) createJobTx(ctx context.Context, tx pgx.Tx, actor string, req BulkRequest, detail map[string]any) (Job, error) {
 	if err := req.Validate(); err != nil {
 		return Job{}, err
 	}

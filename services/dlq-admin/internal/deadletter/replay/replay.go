@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
@@ -38,9 +39,6 @@ const (
 
 // DefaultEventType is the outbox event type of a letter that has none.
 const DefaultEventType = "replay"
-
-// MaxReasonLength bounds an operator's reason.
-const MaxReasonLength = 2000
 
 // ErrNotOpen means the letter was already replayed or discarded.
 var ErrNotOpen = store.ErrNotOpen
@@ -73,7 +71,14 @@ type Service struct {
 	jobs Enqueuer
 	// notifier wakes the relays once a replay's outbox row is committed.
 	notifier interface{ Notify() }
+	// gate holds bulk replays of more than threshold letters for a second
+	// operator (WithApproval); nil holds none.
+	gate      *approval.Gate
+	threshold int
 }
+
+// what is the part of dlq-admin this package's errors are marked with.
+const what = "the dead-letter store"
 
 // WithNotifier makes the service wake the relays after each committed
 // replay (an outbox.Notifier); without one the relays find replays on their
@@ -116,7 +121,7 @@ type Replayed struct {
 // token's name), in one transaction. Errors: store.ErrNotFound, ErrNotOpen
 // (a *NotOpenError), ErrNotReplayable.
 func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (Replayed, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := input.CheckReason(reason, ""); err != nil {
 		return Replayed{}, err
 	}
 	var out Replayed
@@ -261,7 +266,7 @@ func replaySpan(ctx context.Context, id int64, headers map[string]string) (conte
 // money: resolve the payout first).
 func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (store.Summary, error) {
 	reason = strings.TrimSpace(reason)
-	if err := checkReason(reason, true); err != nil {
+	if err := input.CheckReason(reason, "say why this letter is closed without a replay"); err != nil {
 		return store.Summary{}, err
 	}
 	var out store.Summary
@@ -288,14 +293,4 @@ func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (
 	}
 	s.logger.InfoContext(ctx, "dead letter discarded", "dead_letter_id", id, "actor", actor)
 	return out, nil
-}
-
-func checkReason(reason string, required bool) error {
-	if required && strings.TrimSpace(reason) == "" {
-		return &input.Invalid{Param: "reason", Reason: "is required: say why this letter is closed without a replay"}
-	}
-	if len(reason) > MaxReasonLength {
-		return &input.Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", MaxReasonLength)}
-	}
-	return nil
 }

@@ -124,57 +124,8 @@ func (q *Queries) GetApproval(ctx context.Context, id int64) (GetApprovalRow, er
 	return i, err
 }
 
-const getResolution = `-- name: GetResolution :one
-SELECT r.id::text AS id, r.payout_id::text AS payout_id, r.user_id, r.outcome, r.reason, r.psp_object_id,
-       r.requested_by, r.status, r.psp_answer, r.approved_by, r.outbox_id, r.created_at, r.decided_at,
-       a.id AS approval_id
-FROM payout_resolutions r
-LEFT JOIN approvals a ON a.id = (SELECT max(l.id) FROM approvals l
-                                 WHERE l.kind = 'payout_resolution' AND l.target_id = r.id::text)
-WHERE r.id = ($1::text)::uuid
-`
-
-type GetResolutionRow struct {
-	ID          string
-	PayoutID    string
-	UserID      string
-	Outcome     string
-	Reason      string
-	PSPObjectID string
-	RequestedBy string
-	Status      string
-	PSPAnswer   *string
-	ApprovedBy  *string
-	OutboxID    *int64
-	CreatedAt   time.Time
-	DecidedAt   *time.Time
-	ApprovalID  *int64
-}
-
-// approval_id is the latest approval of the resolution (four-eyes), if any.
-func (q *Queries) GetResolution(ctx context.Context, id string) (GetResolutionRow, error) {
-	row := q.db.QueryRow(ctx, getResolution, id)
-	var i GetResolutionRow
-	err := row.Scan(
-		&i.ID,
-		&i.PayoutID,
-		&i.UserID,
-		&i.Outcome,
-		&i.Reason,
-		&i.PSPObjectID,
-		&i.RequestedBy,
-		&i.Status,
-		&i.PSPAnswer,
-		&i.ApprovedBy,
-		&i.OutboxID,
-		&i.CreatedAt,
-		&i.DecidedAt,
-		&i.ApprovalID,
-	)
-	return i, err
-}
-
 const insertApproval = `-- name: InsertApproval :one
+
 INSERT INTO approvals (kind, target_id, request, summary, requested_by, requested_person, created_at)
 VALUES ($1, $2, $3, $4, $5, $6::text, $7)
 RETURNING id
@@ -190,6 +141,8 @@ type InsertApprovalParams struct {
 	CreatedAt       time.Time
 }
 
+// The statements of package approval, compiled by sqlc into package
+// sqlcdb: the approvals table, whatever kind of request a row holds.
 func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertApproval,
 		arg.Kind,
@@ -203,38 +156,6 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 	var id int64
 	err := row.Scan(&id)
 	return id, err
-}
-
-const insertResolution = `-- name: InsertResolution :exec
-INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status, created_at)
-VALUES (($1::text)::uuid, ($2::text)::uuid, $3, $4, $5, $6, $7, $8, $9)
-`
-
-type InsertResolutionParams struct {
-	ID          string
-	PayoutID    string
-	UserID      string
-	Outcome     string
-	Reason      string
-	PSPObjectID string
-	RequestedBy string
-	Status      string
-	CreatedAt   time.Time
-}
-
-func (q *Queries) InsertResolution(ctx context.Context, arg InsertResolutionParams) error {
-	_, err := q.db.Exec(ctx, insertResolution,
-		arg.ID,
-		arg.PayoutID,
-		arg.UserID,
-		arg.Outcome,
-		arg.Reason,
-		arg.PSPObjectID,
-		arg.RequestedBy,
-		arg.Status,
-		arg.CreatedAt,
-	)
-	return err
 }
 
 const listApprovals = `-- name: ListApprovals :many
@@ -337,144 +258,4 @@ func (q *Queries) LockApproval(ctx context.Context, id int64) (LockApprovalRow, 
 		&i.DecidedAt,
 	)
 	return i, err
-}
-
-const markSent = `-- name: MarkSent :exec
-UPDATE payout_resolutions SET status = 'pending', outbox_id = $1::bigint, approved_by = nullif($2::text, '')
-WHERE id = ($3::text)::uuid
-`
-
-type MarkSentParams struct {
-	OutboxID   int64
-	ApprovedBy string
-	ID         string
-}
-
-func (q *Queries) MarkSent(ctx context.Context, arg MarkSentParams) error {
-	_, err := q.db.Exec(ctx, markSent, arg.OutboxID, arg.ApprovedBy, arg.ID)
-	return err
-}
-
-const payoutCorrelation = `-- name: PayoutCorrelation :one
-SELECT correlation_id FROM payouts WHERE id = ($1::text)::uuid
-`
-
-func (q *Queries) PayoutCorrelation(ctx context.Context, payoutID string) (string, error) {
-	row := q.db.QueryRow(ctx, payoutCorrelation, payoutID)
-	var correlation_id string
-	err := row.Scan(&correlation_id)
-	return correlation_id, err
-}
-
-const payoutForResolution = `-- name: PayoutForResolution :one
-
-SELECT user_id, status, amount FROM payouts WHERE id = ($1::text)::uuid
-`
-
-type PayoutForResolutionRow struct {
-	UserID string
-	Status string
-	Amount int64
-}
-
-// All SQL on payout_resolutions and approvals dlq-admin runs, compiled by
-// sqlc into package sqlcdb. The worker writes a resolution's verdict
-// (status, psp_answer, decided_at) itself. Resolution and payout ids are
-// text on the Go side (::text::uuid).
-func (q *Queries) PayoutForResolution(ctx context.Context, payoutID string) (PayoutForResolutionRow, error) {
-	row := q.db.QueryRow(ctx, payoutForResolution, payoutID)
-	var i PayoutForResolutionRow
-	err := row.Scan(&i.UserID, &i.Status, &i.Amount)
-	return i, err
-}
-
-const rejectResolution = `-- name: RejectResolution :exec
-UPDATE payout_resolutions SET status = 'rejected', decided_at = $1::timestamptz
-WHERE id = ($2::text)::uuid AND status = 'awaiting_approval'
-`
-
-type RejectResolutionParams struct {
-	DecidedAt time.Time
-	ID        string
-}
-
-func (q *Queries) RejectResolution(ctx context.Context, arg RejectResolutionParams) error {
-	_, err := q.db.Exec(ctx, rejectResolution, arg.DecidedAt, arg.ID)
-	return err
-}
-
-const resolutionStatus = `-- name: ResolutionStatus :one
-SELECT status FROM payout_resolutions WHERE id = ($1::text)::uuid FOR UPDATE
-`
-
-func (q *Queries) ResolutionStatus(ctx context.Context, id string) (string, error) {
-	row := q.db.QueryRow(ctx, resolutionStatus, id)
-	var status string
-	err := row.Scan(&status)
-	return status, err
-}
-
-const resolutionsOfPayout = `-- name: ResolutionsOfPayout :many
-SELECT r.id::text AS id, r.payout_id::text AS payout_id, r.user_id, r.outcome, r.reason, r.psp_object_id,
-       r.requested_by, r.status, r.psp_answer, r.approved_by, r.outbox_id, r.created_at, r.decided_at,
-       a.id AS approval_id
-FROM payout_resolutions r
-LEFT JOIN approvals a ON a.id = (SELECT max(l.id) FROM approvals l
-                                 WHERE l.kind = 'payout_resolution' AND l.target_id = r.id::text)
-WHERE r.payout_id = ($1::text)::uuid
-ORDER BY r.created_at DESC
-LIMIT 100
-`
-
-type ResolutionsOfPayoutRow struct {
-	ID          string
-	PayoutID    string
-	UserID      string
-	Outcome     string
-	Reason      string
-	PSPObjectID string
-	RequestedBy string
-	Status      string
-	PSPAnswer   *string
-	ApprovedBy  *string
-	OutboxID    *int64
-	CreatedAt   time.Time
-	DecidedAt   *time.Time
-	ApprovalID  *int64
-}
-
-// Newest first.
-func (q *Queries) ResolutionsOfPayout(ctx context.Context, payoutID string) ([]ResolutionsOfPayoutRow, error) {
-	rows, err := q.db.Query(ctx, resolutionsOfPayout, payoutID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ResolutionsOfPayoutRow
-	for rows.Next() {
-		var i ResolutionsOfPayoutRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.PayoutID,
-			&i.UserID,
-			&i.Outcome,
-			&i.Reason,
-			&i.PSPObjectID,
-			&i.RequestedBy,
-			&i.Status,
-			&i.PSPAnswer,
-			&i.ApprovedBy,
-			&i.OutboxID,
-			&i.CreatedAt,
-			&i.DecidedAt,
-			&i.ApprovalID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }

@@ -1,7 +1,6 @@
 // Package resolution lets operators end what machines cannot: a payout in
 // NEEDS_REVIEW, resolved as paid or as failed with a mandatory reason and
-// the PSP's object id as evidence, and the four-eyes approvals
-// (REQUIRE_SECOND_APPROVER) of resolutions and large bulk replays.
+// the PSP's object id as evidence.
 //
 // Why it works this way: the ledger belongs to payout-worker, so dlq-admin
 // never moves money. A resolution is recorded here (payout_resolutions, its
@@ -14,14 +13,12 @@
 // (pending → applied or refused, with the PSP's answer), which GET
 // /v1/resolutions/{id} shows.
 //
-// With a second approver required, nothing is sent until a different
-// person approves: a resolution of a payout of more than
+// With a second approver required (package approval), nothing is sent
+// until a different person approves: a resolution of a payout of more than
 // SECOND_APPROVER_RESOLUTION_AMOUNT (0: every one) waits as
-// awaiting_approval with an approvals row, and a bulk replay of more than
-// SECOND_APPROVER_THRESHOLD letters waits as an approval holding its
-// request; the approval creates the job in the same transaction. The
-// requester may not approve their own request, through this token or
-// another token of theirs, under any spelling of their name (403; package
-// person says who holds a token; the table refuses it too: each approval
-// records the requester's and the approver's person).
+// awaiting_approval, held at the approval gate in the transaction that
+// records it. This package is the owner of those requests: approving one
+// sends it, in the transaction that records the approval; rejecting one
+// closes it unsent. Either refuses a resolution no longer awaiting its
+// approval, so a resolution is sent at most once.
 package resolution

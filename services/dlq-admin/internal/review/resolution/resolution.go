@@ -19,12 +19,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution/sqlcdb"
 )
 
 // Resolution statuses (payout_resolutions.status).
@@ -36,16 +36,20 @@ const (
 	StatusRejected         = "rejected"
 )
 
-// Audit actions and targets written here.
+// The audit action and target type of a resolution.
 const (
 	ActionResolve     = "payout_resolve"
-	ActionApprove     = "approve"
-	ActionReject      = "reject"
 	TargetPayout      = "payout"
-	TargetApproval    = "approval"
 	statusNeedsReview = "NEEDS_REVIEW"
 	maxObjectIDLength = 255
 )
+
+// ApprovalKind is the approvals.kind of a resolution held for a second
+// operator.
+const ApprovalKind = "payout_resolution"
+
+// what is the part of dlq-admin this package's errors are marked with.
+const what = "the resolutions"
 
 // Errors the API maps to statuses.
 var (
@@ -56,54 +60,36 @@ var (
 	ErrInFlight = errors.New("payout already has a resolution awaiting approval or the worker's verdict")
 	// ErrNotFound: no resolution with this id (404).
 	ErrNotFound = errors.New("resolution not found")
-	// ErrApprovalNotFound: no approval with this id (404).
-	ErrApprovalNotFound = errors.New("approval not found")
-	// ErrApprovalDecided: approved or rejected already (409).
-	ErrApprovalDecided = errors.New("approval already decided")
-	// ErrSameOperator: the requester cannot approve their own request (403).
-	ErrSameOperator = errors.New("a second, different operator must approve this")
 )
 
 // objectIDPattern is a PSP object id: po_…, tr_…, TRF_…, a reference.
 var objectIDPattern = regexp.MustCompile(`^[A-Za-z0-9_\-.:]+$`)
 
-// Config is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
-// SECOND_APPROVER_RESOLUTION_AMOUNT.
-type Config struct {
-	RequireSecondApprover bool
-	// Threshold: a bulk replay of more letters than this needs a second
-	// operator (with RequireSecondApprover).
-	Threshold int
-	// ResolutionAmount: a resolution of a payout of more than this (in the
-	// currency's minor units) needs a second operator (with
-	// RequireSecondApprover); 0, the default, is every resolution.
-	ResolutionAmount int64
-}
-
-// Service records resolutions and approvals.
+// Service records resolutions.
 type Service struct {
 	pool     *pgxpool.Pool
 	q        *sqlcdb.Queries
-	replays  *replay.Service
-	cfg      Config
 	logger   *slog.Logger
 	now      func() time.Time
 	notifier interface{ Notify() }
-	// persons says which person holds each token (four-eyes compares
-	// persons); nil: every token is a person of its own name.
-	persons *person.Directory
+	// gate holds a resolution of a payout of more than amount for a second
+	// operator (WithApproval); nil holds none.
+	gate   *approval.Gate
+	amount int64
 }
 
-// New returns a Service; replays creates the bulk replay jobs approvals
-// release.
-func New(pool *pgxpool.Pool, replays *replay.Service, cfg Config, deps lifecycle.Deps) *Service {
+// New returns a Service.
+func New(pool *pgxpool.Pool, deps lifecycle.Deps) *Service {
 	deps = deps.WithDefaults()
-	return &Service{pool: pool, q: sqlcdb.New(pool), replays: replays, cfg: cfg, logger: deps.Logger.With("component", "resolution"), now: deps.Clock}
+	return &Service{pool: pool, q: sqlcdb.New(pool), logger: deps.Logger.With("component", "resolution"), now: deps.Clock}
 }
 
-// WithPersons sets who holds each token (DLQ_ADMIN_TOKEN_PERSONS).
-func (s *Service) WithPersons(d *person.Directory) *Service {
-	s.persons = d
+// WithApproval holds a resolution of a payout of more than amount (in the
+// currency's minor units; 0 is every one) at gate for a second operator,
+// when the gate requires one; the service is then the owner of those
+// requests (Approvals).
+func (s *Service) WithApproval(gate *approval.Gate, amount int64) *Service {
+	s.gate, s.amount = gate, amount
 	return s
 }
 
@@ -112,9 +98,6 @@ func (s *Service) WithNotifier(n interface{ Notify() }) *Service {
 	s.notifier = n
 	return s
 }
-
-// Config returns the four-eyes settings (GET /v1/me shows them to the page).
-func (s *Service) Config() Config { return s.cfg }
 
 func (s *Service) notify() {
 	if s.notifier != nil {
@@ -134,11 +117,8 @@ func (r Request) Validate() error {
 	if r.Outcome != event.ResolutionPaid && r.Outcome != event.ResolutionFailed {
 		return &input.Invalid{Param: "outcome", Reason: `is required: "paid" or "failed"`}
 	}
-	if strings.TrimSpace(r.Reason) == "" {
-		return &input.Invalid{Param: "reason", Reason: "is required: say why you resolve this payout so"}
-	}
-	if len(r.Reason) > replay.MaxReasonLength {
-		return &input.Invalid{Param: "reason", Reason: fmt.Sprintf("must be at most %d characters", replay.MaxReasonLength)}
+	if err := input.CheckReason(r.Reason, "say why you resolve this payout so"); err != nil {
+		return err
 	}
 	if r.PSPObjectID == "" {
 		return &input.Invalid{Param: "psp_object_id", Reason: "is required: the PSP's object (po_…, tr_…, TRF_…) you checked"}
@@ -182,14 +162,15 @@ func (e *NotInReviewError) Is(target error) bool { return target == ErrNotInRevi
 // approver is required, sends it to payout-worker, in one transaction with
 // its audit_log row. Errors: *input.Invalid, payouts.ErrPayoutNotFound,
 // ErrNotInReview, ErrInFlight.
-func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Request) (Resolution, error) {
+func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Request) (_ Resolution, err error) {
+	defer fault.Mark(&err, what)
 	req.Reason = strings.TrimSpace(req.Reason)
 	req.PSPObjectID = strings.TrimSpace(req.PSPObjectID)
 	if err := req.Validate(); err != nil {
 		return Resolution{}, err
 	}
 	var out Resolution
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		p, err := q.PayoutForResolution(ctx, payoutID)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -203,7 +184,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 		}
 		now := s.now()
 		st := StatusPending
-		if s.cfg.RequireSecondApprover && p.Amount > s.cfg.ResolutionAmount {
+		if s.gate.Required() && p.Amount > s.amount {
 			st = StatusAwaitingApproval
 		}
 		id := uuid.Must(uuid.NewV7()).String()
@@ -222,12 +203,11 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			}
 		} else {
 			summary := fmt.Sprintf("resolve payout %s as %s (evidence %s)", payoutID, req.Outcome, req.PSPObjectID)
-			aid, err := q.InsertApproval(ctx, sqlcdb.InsertApprovalParams{Kind: KindPayoutResolution, TargetID: id,
-				Request: []byte("{}"), Summary: summary, RequestedBy: actor, RequestedPerson: s.persons.Of(actor), CreatedAt: now})
+			a, err := s.gate.Hold(ctx, tx, actor, approval.Request{Kind: ApprovalKind, TargetID: id, Summary: summary})
 			if err != nil {
-				return fmt.Errorf("record approval of resolution %s: %w", id, err)
+				return err
 			}
-			detail["approval_id"] = aid
+			detail["approval_id"] = a.ID
 		}
 		if err := audit.Write(ctx, tx, audit.Entry{Actor: actor, Action: ActionResolve, TargetType: TargetPayout,
 			TargetID: payoutID, Reason: req.Reason, Detail: detail, At: now}); err != nil {
@@ -283,7 +263,8 @@ func (s *Service) send(ctx context.Context, tx pgx.Tx, id, approver string) (int
 }
 
 // Get returns resolution id, or ErrNotFound.
-func (s *Service) Get(ctx context.Context, id string) (Resolution, error) {
+func (s *Service) Get(ctx context.Context, id string) (_ Resolution, err error) {
+	defer fault.Mark(&err, what)
 	if _, err := uuid.Parse(id); err != nil {
 		return Resolution{}, ErrNotFound
 	}
@@ -291,7 +272,8 @@ func (s *Service) Get(ctx context.Context, id string) (Resolution, error) {
 }
 
 // ForPayout returns the payout's resolutions, newest first.
-func (s *Service) ForPayout(ctx context.Context, payoutID string) ([]Resolution, error) {
+func (s *Service) ForPayout(ctx context.Context, payoutID string) (_ []Resolution, err error) {
+	defer fault.Mark(&err, what)
 	rows, err := s.q.ResolutionsOfPayout(ctx, payoutID)
 	if err != nil {
 		return nil, fmt.Errorf("list resolutions of payout %s: %w", payoutID, err)
@@ -313,4 +295,44 @@ func get(ctx context.Context, q *sqlcdb.Queries, id string) (Resolution, error) 
 		return Resolution{}, fmt.Errorf("get resolution %s: %w", id, err)
 	}
 	return Resolution(r), nil
+}
+
+// Approvals is the owner of held resolutions: approving one sends it to
+// payout-worker, rejecting one closes it unsent.
+func (s *Service) Approvals() approval.Owner { return approvals{s} }
+
+type approvals struct{ s *Service }
+
+func (o approvals) Apply(ctx context.Context, tx pgx.Tx, a approval.Approval, approver string) (approval.Outcome, error) {
+	if err := o.awaiting(ctx, tx, a); err != nil {
+		return approval.Outcome{}, err
+	}
+	oid, err := o.s.send(ctx, tx, a.TargetID, approver)
+	if err != nil {
+		return approval.Outcome{}, err
+	}
+	return approval.Outcome{ResultID: a.TargetID, Detail: map[string]any{"resolution_id": a.TargetID, "outbox_id": oid},
+		AfterCommit: o.s.notify}, nil
+}
+
+func (o approvals) Reject(ctx context.Context, tx pgx.Tx, a approval.Approval) (approval.Outcome, error) {
+	if err := o.awaiting(ctx, tx, a); err != nil {
+		return approval.Outcome{}, err
+	}
+	if err := o.s.q.WithTx(tx).RejectResolution(ctx, sqlcdb.RejectResolutionParams{ID: a.TargetID, DecidedAt: o.s.now()}); err != nil {
+		return approval.Outcome{}, fmt.Errorf("reject resolution %s: %w", a.TargetID, err)
+	}
+	return approval.Outcome{ResultID: a.TargetID, Detail: map[string]any{"resolution_id": a.TargetID}}, nil
+}
+
+// awaiting checks that a's resolution still waits for its approval.
+func (o approvals) awaiting(ctx context.Context, tx pgx.Tx, a approval.Approval) error {
+	st, err := o.s.q.WithTx(tx).ResolutionStatus(ctx, a.TargetID)
+	if err != nil {
+		return fmt.Errorf("approval %d: resolution %s: %w", a.ID, a.TargetID, err)
+	}
+	if st != StatusAwaitingApproval {
+		return fmt.Errorf("%w: its resolution is %s", approval.ErrDecided, st)
+	}
+	return nil
 }

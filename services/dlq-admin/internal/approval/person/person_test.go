@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval/person"
 )
 
 func TestNormalizeMakesOnePersonOfOneName(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/redact"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
 // Payload encodings of detailView.PayloadEncoding.

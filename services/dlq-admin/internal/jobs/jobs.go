@@ -14,7 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
 // Defaults.

@@ -14,8 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
 )
 
 // rulesPath is the example rules file shipped beside the service.

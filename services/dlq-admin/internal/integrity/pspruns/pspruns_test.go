@@ -17,7 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

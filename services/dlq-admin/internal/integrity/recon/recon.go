@@ -18,7 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon/sqlcdb"
 )
 
 // Triggers of a run.

@@ -17,7 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns/sqlcdb"
 )
 
 // Alert keys.

@@ -29,11 +29,11 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
 // Defaults from CONTRACT.md ("Environment") and the service's own tuning.
@@ -61,7 +61,7 @@ type Config struct {
 	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
 	Alert alert.Config
 	// Monitor is DLQ_CHECK_INTERVAL and DLQ_DEPTH_ALERT_THRESHOLD.
-	Monitor monitor.Config
+	Monitor depth.Config
 	// ReplayRate is REPLAY_RATE: bulk replay letters per second.
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
@@ -104,9 +104,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Membership:    kafkax.ReadMembership(env),
 		KafkaSecurity: kafkax.ReadSecurity(env),
 		Alert:         alert.ReadConfig(env, "dlq-admin"),
-		Monitor: monitor.Config{
-			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
-			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", monitor.DefaultDepthThreshold)),
+		Monitor: depth.Config{
+			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", depth.DefaultCheckInterval),
+			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", depth.DefaultDepthThreshold)),
 		},
 		ReplayRate:                env.Float("REPLAY_RATE", replay.DefaultRate),
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
@@ -240,7 +240,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("alerts: %w", err)
 	}
 	st := store.New(pool)
-	mon, err := monitor.New(cfg.Monitor, st, alerter, deps)
+	mon, err := depth.New(cfg.Monitor, st, alerter, deps)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 )
 
 // Alert keys.
@@ -240,18 +241,9 @@ func NewWatcher(pool *pgxpool.Pool, raiser Raiser, interval time.Duration, deps 
 
 // Run checks until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
-			w.logger.WarnContext(ctx, "psp reconciliation alerts", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return watch.Run(ctx, watch.Task{Every: w.interval,
+		Do:     func(ctx context.Context) error { _, err := w.Check(ctx); return err },
+		Failed: func(err error) { w.logger.WarnContext(ctx, "psp reconciliation alerts", "error", err) }})
 }
 
 // Check alerts on every run waiting for it and reports how many.

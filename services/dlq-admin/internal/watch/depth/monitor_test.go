@@ -1,4 +1,4 @@
-package monitor_test
+package depth_test
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var now = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
-// raised records alerts: a hand-written monitor.Raiser.
+// raised records alerts: a hand-written depth.Raiser.
 type raised struct {
 	mu     sync.Mutex
 	alerts []alert.Alert
@@ -46,18 +46,18 @@ func (r *raised) got() []alert.Alert {
 
 type bundle struct {
 	db  *pgtest.DB
-	mon *monitor.Monitor
+	mon *depth.Monitor
 	reg *prometheus.Registry
 	rec *raised
 	n   int64
 }
 
-func setup(t *testing.T, cfg monitor.Config) *bundle {
+func setup(t *testing.T, cfg depth.Config) *bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	reg := prometheus.NewRegistry()
 	rec := &raised{}
-	mon, err := monitor.New(cfg, store.New(db.Pool), rec, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: func() time.Time { return now }})
+	mon, err := depth.New(cfg, store.New(db.Pool), rec, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: func() time.Time { return now }})
 	require.NoError(t, err)
 	return &bundle{db: db, mon: mon, reg: reg, rec: rec}
 }
@@ -84,7 +84,7 @@ func (b *bundle) letter(t *testing.T, source, topic, class string, failedAt time
 
 func TestEveryNewLetterAlertsOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, monitor.Config{})
+	b := setup(t, depth.Config{})
 	ctx := context.Background()
 	c := b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, "permanent", now)
 	r := b.letter(t, dlq.SourceRelay, kafkax.TopicWebhookPending, "transient", now) // written by the relay itself
@@ -116,7 +116,7 @@ func TestEveryNewLetterAlertsOnce(t *testing.T) {
 
 func TestConcurrentSweepsNeverAlertTwice(t *testing.T) {
 	t.Parallel()
-	b := setup(t, monitor.Config{})
+	b := setup(t, depth.Config{})
 	for range 40 {
 		b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, "permanent", now)
 	}
@@ -144,7 +144,7 @@ func TestConcurrentSweepsNeverAlertTwice(t *testing.T) {
 func TestNotifyWakesTheSweep(t *testing.T) {
 	t.Parallel()
 	// Intervals long enough that only Notify can explain the alert.
-	b := setup(t, monitor.Config{CheckInterval: time.Hour, SweepInterval: time.Hour})
+	b := setup(t, depth.Config{CheckInterval: time.Hour, SweepInterval: time.Hour})
 	b.letter(t, dlq.SourceConsumer, kafkax.TopicSettlements, "permanent", now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -160,7 +160,7 @@ func TestNotifyWakesTheSweep(t *testing.T) {
 
 func TestCheckSetsGaugesAndAlertsOnDepth(t *testing.T) {
 	t.Parallel()
-	b := setup(t, monitor.Config{DepthThreshold: 2})
+	b := setup(t, depth.Config{DepthThreshold: 2})
 	ctx := context.Background()
 	for i := range 3 {
 		b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, "transient", now.Add(-time.Duration(i+1)*time.Hour))
@@ -189,8 +189,8 @@ func TestCheckSetsGaugesAndAlertsOnDepth(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	require.Error(t, monitor.Config{CheckInterval: -time.Second, SweepInterval: time.Second, DepthThreshold: 1}.Validate())
-	require.Error(t, monitor.Config{CheckInterval: time.Second, SweepInterval: time.Second, DepthThreshold: 0}.Validate())
+	require.Error(t, depth.Config{CheckInterval: -time.Second, SweepInterval: time.Second, DepthThreshold: 1}.Validate())
+	require.Error(t, depth.Config{CheckInterval: time.Second, SweepInterval: time.Second, DepthThreshold: 0}.Validate())
 }
 
 // gauge reads a gauge family as "label=value,..." (labels sorted by name,

@@ -18,7 +18,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
 type raised struct {

@@ -1,4 +1,4 @@
-// Package monitor makes dead letters impossible to miss (ARCHITECTURE.md,
+// Package depth makes dead letters impossible to miss (ARCHITECTURE.md,
 // promise 3: every failure ends somewhere a person can see): it raises an
 // alert for every new dead letter, keeps Prometheus gauges of the store's
 // depth and oldest open age, and alerts when a topic's open depth passes a
@@ -23,4 +23,4 @@
 // thousand letters of one kind pages once and says how many it folded.
 // Alert details carry ids, topic, class, error and correlation id, never
 // payloads or headers.
-package monitor
+package depth

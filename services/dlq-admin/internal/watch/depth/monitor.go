@@ -1,4 +1,4 @@
-package monitor
+package depth
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 )
 
 // Defaults.
@@ -121,46 +122,30 @@ func (m *Monitor) Notify() {
 	}
 }
 
-// Run checks at once and then on its intervals until ctx is done. Errors
-// (Postgres unavailable) are logged and retried on the next tick.
+// Run sweeps and checks at once and then on their intervals (a sweep also
+// whenever Notify wakes it) until ctx is done. Errors (Postgres
+// unavailable) are logged and retried on the next tick.
 func (m *Monitor) Run(ctx context.Context) error {
-	check := time.NewTicker(m.cfg.CheckInterval)
-	defer check.Stop()
-	sweep := time.NewTicker(m.cfg.SweepInterval)
-	defer sweep.Stop()
-	m.sweepAll(ctx)
-	m.checkLogged(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-check.C:
-			m.checkLogged(ctx)
-		case <-sweep.C:
-			m.sweepAll(ctx)
-		case <-m.wake:
-			m.sweepAll(ctx)
-		}
-	}
+	return watch.Run(ctx,
+		watch.Task{Every: m.cfg.SweepInterval, Wake: m.wake, Do: m.sweepAll, Failed: func(err error) {
+			m.logger.Error("dead-letter alert sweep failed", "error", err.Error())
+		}},
+		watch.Task{Every: m.cfg.CheckInterval, Do: m.Check, Failed: func(err error) {
+			m.logger.Error("dead-letter depth check failed", "error", err.Error())
+		}},
+	)
 }
 
-func (m *Monitor) checkLogged(ctx context.Context) {
-	if err := m.Check(ctx); err != nil && ctx.Err() == nil {
-		m.logger.Error("dead-letter depth check failed", "error", err.Error())
-	}
-}
-
-func (m *Monitor) sweepAll(ctx context.Context) {
+// sweepAll sweeps until a batch comes back short: every letter nobody was
+// alerted about has its alert.
+func (m *Monitor) sweepAll(ctx context.Context) error {
 	for {
 		n, err := m.Sweep(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				m.logger.Error("dead-letter alert sweep failed", "error", err.Error())
-			}
-			return
+			return err
 		}
 		if n < sweepBatch {
-			return
+			return nil
 		}
 	}
 }

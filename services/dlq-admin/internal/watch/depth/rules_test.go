@@ -1,4 +1,4 @@
-package monitor_test
+package depth_test
 
 import (
 	"io"
@@ -15,11 +15,11 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 )
 
 // rulesPath is the example rules file shipped beside the service.
-const rulesPath = "../../alerts/prometheus-rules.yml"
+const rulesPath = "../../../alerts/prometheus-rules.yml"
 
 // exported lists the metrics Aegis exports that alerting rules may use,
 // by the service or package that registers them. Keep it in step with the
@@ -149,7 +149,7 @@ func TestExportedListMatchesRegistry(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	_, err := monitor.New(monitor.Config{}, nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
+	_, err := depth.New(depth.Config{}, nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	_, err = recon.New(nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
 // pageSink is a webhook alert receiver counting pages by alert key.

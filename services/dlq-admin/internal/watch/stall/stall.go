@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 )
 
 // Raiser is what the detector alerts through: *alert.Alerter.
@@ -116,18 +117,9 @@ func New(cfg Config, adm *kadm.Client, raiser Raiser, deps lifecycle.Deps) (*Det
 // Run checks on every Interval until ctx is done. A failed check (Kafka
 // unreachable) is logged and tried again on the next tick.
 func (d *Detector) Run(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.Interval)
-	defer t.Stop()
-	for {
-		if _, err := d.Check(ctx); err != nil && ctx.Err() == nil {
-			d.logger.Warn("consumer stall check failed", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return watch.Run(ctx, watch.Task{Every: d.cfg.Interval,
+		Do:     func(ctx context.Context) error { _, err := d.Check(ctx); return err },
+		Failed: func(err error) { d.logger.Warn("consumer stall check failed", "error", err.Error()) }})
 }
 
 // Check looks at every group once, updates the gauges, raises an alert for

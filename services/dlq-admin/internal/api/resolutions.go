@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -141,7 +140,7 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request) {
 	res, err := a.Resolutions.Resolve(r.Context(), id, actor(r),
 		resolution.Request{Outcome: body.Outcome, Reason: body.Reason, PSPObjectID: body.PSPObjectID})
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/resolutions/"+res.ID)
@@ -151,7 +150,7 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request) {
 func (a *api) getResolution(w http.ResponseWriter, r *http.Request) {
 	res, err := a.Resolutions.Get(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newResolutionView(res))
@@ -168,7 +167,7 @@ func (a *api) payoutResolutions(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := a.Resolutions.ForPayout(r.Context(), id)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	out := resolutionListView{Items: make([]resolutionView, 0, len(list))}
@@ -224,7 +223,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := a.Approvals.Approvals(r.Context(), status, limit)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	out := approvalListView{Items: make([]approvalView, 0, len(list))}
@@ -241,7 +240,7 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	ap, err := a.Approvals.Approval(r.Context(), id)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newApprovalView(ap))
@@ -267,28 +266,10 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, approve boo
 	}
 	ap, err := decide(r.Context(), id, actor(r), body.Reason)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newApprovalView(ap))
-}
-
-// failResolution answers the errors of package resolution, and the rest
-// as fail does.
-func (a *api) failResolution(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, resolution.ErrNotInReview), errors.Is(err, resolution.ErrInFlight),
-		errors.Is(err, approval.ErrDecided):
-		httpserver.WriteError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, approval.ErrSameOperator):
-		httpserver.WriteError(w, http.StatusForbidden, "forbidden", err.Error())
-	case errors.Is(err, resolution.ErrNotFound):
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no resolution with this id")
-	case errors.Is(err, approval.ErrNotFound):
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no approval with this id")
-	default:
-		a.fail(w, r, err)
-	}
 }
 
 // heldView answers a bulk replay that waits for a second operator.

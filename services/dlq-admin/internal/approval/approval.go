@@ -22,7 +22,7 @@ import (
 )
 
 // what is the part of dlq-admin this package's errors are marked with.
-const what = "the approvals"
+const what = "the approval gate"
 
 // Approval statuses.
 const (

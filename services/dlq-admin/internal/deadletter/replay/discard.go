@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
 
@@ -150,7 +151,8 @@ type BulkDiscarded struct {
 // resolved by someone else meanwhile is left as it is. A dry run changes
 // nothing. The whole request is refused (*HoldsMoneyError) when a letter
 // it would discard is about a payout that still holds money.
-func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscardRequest) (BulkDiscarded, error) {
+func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscardRequest) (_ BulkDiscarded, err error) {
+	defer fault.Mark(&err, what)
 	req = req.withDefaults()
 	if err := req.Validate(); err != nil {
 		return BulkDiscarded{}, err
@@ -159,7 +161,7 @@ func (s *Service) BulkDiscard(ctx context.Context, actor string, req BulkDiscard
 		return s.previewDiscard(ctx, req)
 	}
 	out := BulkDiscarded{}
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		upto, err := store.MaxID(ctx, tx)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
 
@@ -191,7 +192,8 @@ type Preview struct {
 }
 
 // Preview answers a dry run: what CreateJob would replay, changing nothing.
-func (s *Service) Preview(ctx context.Context, req BulkRequest) (Preview, error) {
+func (s *Service) Preview(ctx context.Context, req BulkRequest) (_ Preview, err error) {
+	defer fault.Mark(&err, what)
 	if err := req.Validate(); err != nil {
 		return Preview{}, err
 	}
@@ -213,12 +215,13 @@ func (s *Service) Preview(ctx context.Context, req BulkRequest) (Preview, error)
 
 // CreateJob queues a bulk replay for actor: the replay_jobs row, its River
 // job and its audit_log row, in one transaction; a Worker does the work.
-func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) (Job, error) {
+func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) (_ Job, err error) {
+	defer fault.Mark(&err, what)
 	if err := req.Validate(); err != nil {
 		return Job{}, err
 	}
 	var job Job
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		job, err = s.createJobTx(ctx, tx, actor, req, nil)
 		return err
@@ -231,7 +234,8 @@ func (s *Service) CreateJob(ctx context.Context, actor string, req BulkRequest) 
 }
 
 // Job returns job id, or ErrJobNotFound.
-func (s *Service) Job(ctx context.Context, id int64) (Job, error) {
+func (s *Service) Job(ctx context.Context, id int64) (_ Job, err error) {
+	defer fault.Mark(&err, what)
 	j, err := toJob(s.q.GetJob(ctx, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, ErrJobNotFound
@@ -243,7 +247,8 @@ func (s *Service) Job(ctx context.Context, id int64) (Job, error) {
 }
 
 // Jobs returns the latest limit jobs, newest first.
-func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
+func (s *Service) Jobs(ctx context.Context, limit int) (_ []Job, err error) {
+	defer fault.Mark(&err, what)
 	if limit < 1 || limit > MaxJobList {
 		limit = MaxJobList
 	}
@@ -263,9 +268,10 @@ func (s *Service) Jobs(ctx context.Context, limit int) ([]Job, error) {
 // CancelJob stops a queued or running job on behalf of actor: letters
 // already replayed stay replayed, no further letter is. Errors:
 // ErrJobNotFound, ErrJobFinished.
-func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (Job, error) {
+func (s *Service) CancelJob(ctx context.Context, id int64, actor string) (_ Job, err error) {
+	defer fault.Mark(&err, what)
 	var job Job
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		status, err := q.LockJob(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -317,7 +323,8 @@ type JobLetter struct {
 // JobLetters returns what job id did with its letters, in letter id order,
 // those after letter after, at most limit (1..MaxJobLetters). Errors:
 // ErrJobNotFound.
-func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) ([]JobLetter, error) {
+func (s *Service) JobLetters(ctx context.Context, id, after int64, limit int) (_ []JobLetter, err error) {
+	defer fault.Mark(&err, what)
 	exists, err := s.q.JobExists(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get replay job %d: %w", id, err)

@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
 
@@ -120,12 +121,13 @@ type Replayed struct {
 // Replay puts letter id back through the pipeline on behalf of actor (the
 // token's name), in one transaction. Errors: store.ErrNotFound, ErrNotOpen
 // (a *NotOpenError), ErrNotReplayable.
-func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (Replayed, error) {
+func (s *Service) Replay(ctx context.Context, id int64, actor, reason string) (_ Replayed, err error) {
+	defer fault.Mark(&err, what)
 	if err := input.CheckReason(reason, ""); err != nil {
 		return Replayed{}, err
 	}
 	var out Replayed
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.replayTx(ctx, tx, id, actor, reason, 0)
 		return err
@@ -264,13 +266,14 @@ func replaySpan(ctx context.Context, id int64, headers map[string]string) (conte
 // reason, in one transaction. Errors: a *input.Invalid for the reason,
 // store.ErrNotFound, ErrNotOpen, ErrHoldsMoney (its payout still holds
 // money: resolve the payout first).
-func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (store.Summary, error) {
+func (s *Service) Discard(ctx context.Context, id int64, actor, reason string) (_ store.Summary, err error) {
+	defer fault.Mark(&err, what)
 	reason = strings.TrimSpace(reason)
 	if err := input.CheckReason(reason, "say why this letter is closed without a replay"); err != nil {
 		return store.Summary{}, err
 	}
 	var out store.Summary
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		d, err := store.Lock(ctx, tx, id)
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 )
 
 // Subject states of a no-op replay that are not a payout's state.
@@ -125,7 +126,8 @@ type Prediction struct {
 // nothing: the same decision Replay takes, so an operator sees a no-op (or
 // a refusal) coming before acting. For a letter that is not open it
 // returns the zero Prediction.
-func (s *Service) Predict(ctx context.Context, d store.DeadLetter) (Prediction, error) {
+func (s *Service) Predict(ctx context.Context, d store.DeadLetter) (_ Prediction, err error) {
+	defer fault.Mark(&err, what)
 	if d.Status != store.StatusOpen {
 		return Prediction{}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 )
 
 // Resolution is who resolves a letter, when and why.
@@ -110,7 +111,8 @@ type Selection struct {
 }
 
 // OpenIDs returns up to limit ids of open letters in sel, oldest first.
-func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) ([]int64, error) {
+func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) (_ []int64, err error) {
+	defer fault.Mark(&err, what)
 	sql, args := openIDsQuery(sel, limit)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
@@ -124,7 +126,8 @@ func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) ([]int64,
 }
 
 // CountOpen counts the open letters in sel.
-func (s *Store) CountOpen(ctx context.Context, sel Selection) (int64, error) {
+func (s *Store) CountOpen(ctx context.Context, sel Selection) (_ int64, err error) {
+	defer fault.Mark(&err, what)
 	return CountOpen(ctx, s.pool, sel)
 }
 
@@ -179,7 +182,8 @@ func MaxID(ctx context.Context, q sqlcdb.DBTX) (int64, error) {
 // raise with them, and clears their flag, in one transaction. raise runs
 // before the commit, so a crash may alert twice but never not at all; it
 // must not block. Returns how many letters were claimed.
-func (s *Store) AlertPending(ctx context.Context, limit int, raise func([]Summary)) (int, error) {
+func (s *Store) AlertPending(ctx context.Context, limit int, raise func([]Summary)) (_ int, err error) {
+	defer fault.Mark(&err, what)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("claim dead letters to alert: %w", err)

@@ -12,7 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 )
+
+// what is the part of dlq-admin this package's errors are marked with.
+const what = "the dead-letter store"
 
 // ErrNotFound is returned when no dead letter has the requested id.
 var ErrNotFound = errors.New("dead letter not found")
@@ -126,7 +130,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // List returns the page of letters matching f, newest (highest id) first,
 // and the cursor of the next page ("" when this page is the last).
-func (s *Store) List(ctx context.Context, f Filter) ([]Summary, string, error) {
+func (s *Store) List(ctx context.Context, f Filter) (_ []Summary, _ string, err error) {
+	defer fault.Mark(&err, what)
 	if err := f.Validate(); err != nil {
 		return nil, "", err
 	}
@@ -156,10 +161,11 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Summary, string, error) {
 }
 
 // Get returns the letter with id, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, id int64) (DeadLetter, error) {
+func (s *Store) Get(ctx context.Context, id int64) (_ DeadLetter, err error) {
+	defer fault.Mark(&err, what)
 	var d DeadLetter
 	dest := append(d.fields(), &d.Payload, &d.Headers, &d.RetryHistory)
-	err := s.pool.QueryRow(ctx, sqlGet, id).Scan(dest...)
+	err = s.pool.QueryRow(ctx, sqlGet, id).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, ErrNotFound
 	}
@@ -180,7 +186,8 @@ const MaxGroups = 200
 
 // Groups groups the letters matching m by error class and normalised error
 // message, biggest first, at most MaxGroups.
-func (s *Store) Groups(ctx context.Context, m Match) ([]Group, error) {
+func (s *Store) Groups(ctx context.Context, m Match) (_ []Group, err error) {
+	defer fault.Mark(&err, what)
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -202,7 +209,8 @@ func (s *Store) Groups(ctx context.Context, m Match) ([]Group, error) {
 
 // Stats counts letters by original topic and status and measures the age of
 // the oldest open letter, overall and per topic, at now.
-func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
+func (s *Store) Stats(ctx context.Context, now time.Time) (_ Stats, err error) {
+	defer fault.Mark(&err, what)
 	groups, err := sqlcdb.New(s.pool).Stats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)

@@ -17,9 +17,13 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 )
+
+// what is the part of dlq-admin this package's errors are marked with.
+const what = "the PSP reconciliation store"
 
 // Alert keys.
 const (
@@ -161,9 +165,10 @@ func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
 // after its last attempt) is ended as failed first, so that it cannot
 // refuse every request when no schedule runs (PSP_RECONCILE_INTERVAL=0;
 // the schedule ends such a run too).
-func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
+func (s *Store) Request(ctx context.Context, actor string) (_ Run, err error) {
+	defer fault.Mark(&err, what)
 	var run Run
-	err := database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, _, err := jobs.EndOrphanedPSPRun(ctx, tx, "its River job ended without finishing the run (attempts spent); ended by the next request"); err != nil {
 			return err
 		}
@@ -188,12 +193,14 @@ func (s *Store) Request(ctx context.Context, actor string) (Run, error) {
 }
 
 // Get returns run id.
-func (s *Store) Get(ctx context.Context, id int64) (Run, error) {
+func (s *Store) Get(ctx context.Context, id int64) (_ Run, err error) {
+	defer fault.Mark(&err, what)
 	return one(toRun(s.q.Get(ctx, id)))
 }
 
 // Latest returns the latest run, with every disagreement open now.
-func (s *Store) Latest(ctx context.Context) (Run, error) {
+func (s *Store) Latest(ctx context.Context) (_ Run, err error) {
+	defer fault.Mark(&err, what)
 	row, err := s.q.Latest(ctx)
 	run, err := one(toRun(runRow(row), err))
 	if err != nil {

@@ -18,8 +18,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon/sqlcdb"
 )
+
+// what is the part of dlq-admin this package's errors are marked with.
+const what = "the ledger integrity check"
 
 // Triggers of a run.
 const (
@@ -245,7 +249,8 @@ func New(pool *pgxpool.Pool, raiser Raiser, deps lifecycle.Deps) (*Reconciler, e
 // Run checks the ledger now, stores the run and alerts on a discrepancy.
 // actor is the token name of a manual run ("" for a scheduled one). It
 // answers ErrBusy while another check runs.
-func (r *Reconciler) Run(ctx context.Context, trigger, actor string) (Run, error) {
+func (r *Reconciler) Run(ctx context.Context, trigger, actor string) (_ Run, err error) {
+	defer fault.Mark(&err, what)
 	run, err := r.run(ctx, trigger, actor, true)
 	if err != nil && !errors.Is(err, ErrBusy) {
 		r.runs.WithLabelValues("error").Inc()
@@ -487,7 +492,8 @@ func discrepancyAlert(run Run) alert.Alert {
 }
 
 // Latest returns the latest stored run, or ErrNoRun.
-func (r *Reconciler) Latest(ctx context.Context) (Run, error) {
+func (r *Reconciler) Latest(ctx context.Context) (_ Run, err error) {
+	defer fault.Mark(&err, what)
 	row, err := sqlcdb.New(r.pool).LatestRun(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNoRun

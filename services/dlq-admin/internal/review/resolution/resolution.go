@@ -49,7 +49,7 @@ const (
 const ApprovalKind = "payout_resolution"
 
 // what is the part of dlq-admin this package's errors are marked with.
-const what = "the resolutions"
+const what = "the resolution store"
 
 // Errors the API maps to statuses.
 var (

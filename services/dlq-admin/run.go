@@ -36,7 +36,8 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
-// Defaults from CONTRACT.md ("Environment") and the service's own tuning.
+// Defaults from docs/design/contract.md ("Environment") and the service's
+// own tuning.
 const (
 	defaultHTTPAddr          = ":8083"
 	defaultKafkaBrokers      = "127.0.0.1:9092"

@@ -8,5 +8,5 @@
 // a replay is the audit log's failure, not the dead-letter store's. The
 // mark changes neither the error's text nor what errors.Is and errors.As
 // find in it, so the sentinel errors the API maps to 4xx answers and every
-// log line read as before.
+// log line read the same with or without it.
 package fault

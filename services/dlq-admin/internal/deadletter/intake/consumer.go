@@ -62,7 +62,7 @@ type Config struct {
 	// CommitTimeout bounds one offset commit, at shutdown too.
 	CommitTimeout time.Duration
 	// OnStored, if set, is called after a batch stored at least one new
-	// letter (package monitor's Notify, which alerts on them). It must not
+	// letter (package depth's Notify, which alerts on them). It must not
 	// block.
 	OnStored func()
 }

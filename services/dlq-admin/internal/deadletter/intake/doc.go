@@ -1,7 +1,7 @@
 // Package intake moves dead letters from the <topic>.dlq topics into the
 // dead_letters table, where operators can see and replay them. It keeps the
-// third promise of ARCHITECTURE.md: a failure that reached a .dlq topic ends
-// in Postgres, and is never dropped on the way.
+// third promise (docs/design/architecture.md, "Promises"): a failure that
+// reached a .dlq topic ends in Postgres, and is never dropped on the way.
 //
 // The rules that keep it:
 //
@@ -34,7 +34,7 @@
 //     int4 overflow) are cleaned first, because a record Postgres refuses
 //     for ever would stall its partition for ever.
 //   - After a batch stored new letters the consumer calls Config.OnStored
-//     (package monitor's Notify), which raises their alerts from Postgres;
+//     (package depth's Notify), which raises their alerts from Postgres;
 //     the consumer itself never alerts, so letters other services wrote
 //     directly alert through the same path.
 //   - On shutdown the attempt in flight may finish (bounded by

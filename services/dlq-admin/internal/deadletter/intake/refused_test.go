@@ -32,10 +32,10 @@ func incompressible(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Issue 16: a dead letter Postgres refuses for its data (here an original
-// topic too long for the origin index, SQLSTATE 54000) used to fail its
-// batch for ever: nothing after it was stored or committed. It is stored
-// raw, the rest of the batch normally, and the offsets move.
+// A dead letter Postgres refuses for its data (here an original topic too
+// long for the origin index, SQLSTATE 54000) must not fail its batch for
+// ever, with nothing after it stored or committed: it is stored raw, the
+// rest of the batch normally, and the offsets move.
 func TestALetterPostgresRefusesIsStoredRawAndDoesNotBlockTheBatch(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.NewCluster(t)

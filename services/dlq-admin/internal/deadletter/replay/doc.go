@@ -1,7 +1,8 @@
 // Package replay resolves dead letters: it puts one back through the
 // pipeline (replay), closes one for good (discard), and runs bulk replays as
-// tracked, throttled jobs. It keeps the half of ARCHITECTURE.md's third
-// promise that comes after "a person can see it": the fix is applied once.
+// tracked, throttled jobs. It keeps the half of the third promise
+// (docs/design/architecture.md, "Promises") that comes after "a person can
+// see it": the fix is applied once.
 //
 // One replay is one Postgres transaction: the letter is locked (FOR
 // UPDATE), refused unless open, written to transaction_outbox through
@@ -43,7 +44,7 @@
 // never through a replayed message, so the answer cannot turn wrong under a
 // race. When the subject cannot be read (no payout_id, no such payout, a
 // payload of another shape) the letter is republished and the consumers'
-// idempotency decides, as before. A republished message that fails again
+// idempotency decides. A republished message that fails again
 // becomes a new letter carrying the replay_of header, which the replayed
 // letter's detail lists (store.DeadLetter.FailedAgainAs).
 //
@@ -61,6 +62,11 @@
 // the work. What a job did with each letter (republished, noop,
 // not_replayable, skipped) is a replay_job_letters row written with its
 // progress, so the console can show a job letter by letter.
+// With a second approver required, a bulk replay of more than
+// SECOND_APPROVER_THRESHOLD letters is held at the approval gate with its
+// request (HoldBulk); this package owns those requests, and approving one
+// creates its job in the transaction that records the approval.
+//
 // River owns scheduling, retries (a Postgres error: backoff) and the rescue
 // of a job whose worker died. A work call replays for one slice
 // (WorkerConfig.Slice) and snoozes the job, so River hears of it often and

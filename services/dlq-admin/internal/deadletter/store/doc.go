@@ -1,11 +1,11 @@
-// Package store is dlq-admin's access to the dead_letters and audit_log
-// tables: filtered, newest-first listing, one letter by id, depth
-// statistics, the selection of open letters for bulk replay, and the
-// claim of letters still to alert about. Writing a letter is pkg/dlq's job
-// (Insert is idempotent on the letter's origin). Resolving one takes the
-// caller's transaction (Lock, MarkReplayed, MarkDiscarded, Audit), so that
-// the lock, the outbox row, the new status and the audit record commit
-// together; package replay owns that transaction.
+// Package store is dlq-admin's access to the dead_letters table: filtered,
+// newest-first listing, one letter by id, depth statistics, the selection
+// of open letters for bulk replay, and the claim of letters still to alert
+// about. Writing a letter is pkg/dlq's job (Insert is idempotent on the
+// letter's origin). Resolving one takes the caller's transaction (Lock,
+// MarkReplayed, MarkDiscarded), so that the lock, the outbox row, the new
+// status and the audit record (package audit) commit together; package
+// replay owns that transaction.
 //
 // Listing pages by keyset on id, never by OFFSET: a page holds the rows with
 // id below the previous page's last id, so rows stored while an operator
@@ -29,8 +29,10 @@
 // planner can use them. Groups collapse ids and numbers out of the error
 // message (errorGroup) so that one failure of many payouts is one group.
 //
-// The audit insert and MaxID are in queries.sql (sqlc, package sqlcdb); the
-// rest, including every statement assembled from a request's filters, is in
-// queries.go (pkg/database's doc says why). Driver errors are translated
-// here: pgx.ErrNoRows becomes ErrNotFound.
+// The static statements that do not return a letter's summary columns are
+// in queries.sql (sqlc, package sqlcdb); every statement assembled from a
+// request's filters, and the five that share the summary columns and their
+// one scan, are in queries.go (pkg/database's doc says why). Driver errors
+// are translated here: pgx.ErrNoRows becomes ErrNotFound, and every other
+// error is marked as the dead-letter store's (package fault).
 package store

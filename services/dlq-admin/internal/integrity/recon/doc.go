@@ -1,5 +1,4 @@
-// Package recon is the ledger's integrity check (the seeds' daily "Total
-// Integrity Check"): every ledger transaction sums to zero per currency,
+// Package recon is the ledger's integrity check: every ledger transaction sums to zero per currency,
 // every user wallet's stored balance equals the sum of its entries, and no
 // user wallet is negative. The system accounts keep no stored balance; each
 // is checked against what it holds money for, as docs/accounting.md
@@ -25,8 +24,8 @@
 // query sees the same snapshot, so a credit committing mid-check cannot look
 // like a mismatch. Each query is a GROUP BY over ledger_entries (no loop per
 // wallet, payout or dispute), and only the first MaxListed offenders of each
-// kind are named; the counts are exact. Every run is stored in reconciliation_runs with its summary; a run
-// that finds a discrepancy raises one critical alert (key "reconciliation")
+// kind are named; the counts are exact. Every run is stored in
+// reconciliation_runs with its summary; a run that finds a discrepancy raises one critical alert (key "reconciliation")
 // naming the wallets and transactions, de-duplicated by pkg/alert.
 //
 // Runs are scheduled and can be asked for (POST /v1/reconciliation). The

@@ -1,5 +1,6 @@
-// Package depth makes dead letters impossible to miss (ARCHITECTURE.md,
-// promise 3: every failure ends somewhere a person can see): it raises an
+// Package depth makes dead letters impossible to miss (the third promise,
+// docs/design/architecture.md, "Promises": every failure ends somewhere a
+// person can see): it raises an
 // alert for every new dead letter, keeps Prometheus gauges of the store's
 // depth and oldest open age, and alerts when a topic's open depth passes a
 // threshold.

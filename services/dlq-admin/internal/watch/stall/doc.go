@@ -4,7 +4,7 @@
 // naming the group, the partition and the member that holds it.
 //
 // Why from the outside: a consumer that is stuck cannot be trusted to say
-// so. Issue 16 found two ways a partition stops silently: a poison record
+// so. A partition can stop silently in two ways: a poison record
 // retried in place for ever (the worker looks busy and healthy), and a
 // ghost member the broker keeps in the group after its process died (no
 // process is left to report anything). Both show the same way here: lag

@@ -177,12 +177,8 @@ func filterFromQuery(q url.Values) (store.Filter, error) {
 	if err != nil {
 		return f, err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > input.MaxLimit {
-			return f, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)}
-		}
-		f.Limit = n
+	if f.Limit, err = limitParam(q, 0, input.MaxLimit); err != nil {
+		return f, err
 	}
 	// The store re-validates; checking here answers before touching Postgres.
 	return f, f.Validate()
@@ -230,4 +226,18 @@ func (a *api) idParam(w http.ResponseWriter, r *http.Request) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// limitParam is the query's limit: absent when there is none (0 leaves
+// the default to the area), else an integer from 1 to most.
+func limitParam(q url.Values, absent, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return absent, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(most)}
+	}
+	return n, nil
 }

@@ -55,15 +55,12 @@ type payoutListView struct {
 
 func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := payouts.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > input.MaxLimit {
-			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)})
-			return
-		}
-		f.Limit = n
+	limit, err := limitParam(q, 0, input.MaxLimit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
+	f := payouts.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: limit}
 	items, next, err := a.Payouts.List(r.Context(), f)
 	if err != nil {
 		a.fail(w, r, err)
@@ -212,14 +209,10 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	if !q.Has("status") {
 		status = approval.StatusPending // what waits for someone
 	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > input.MaxLimit {
-			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(input.MaxLimit)})
-			return
-		}
-		limit = n
+	limit, err := limitParam(q, 0, input.MaxLimit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	list, err := a.Approvals.Approvals(r.Context(), status, limit)
 	if err != nil {

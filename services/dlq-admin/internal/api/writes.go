@@ -184,14 +184,11 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, after := 100, int64(0)
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > replay.MaxJobLetters {
-			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
-			return
-		}
-		limit = n
+	after := int64(0)
+	limit, err := limitParam(q, 100, replay.MaxJobLetters)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -215,14 +212,10 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > replay.MaxJobList {
-			a.fail(w, r, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobList)})
-			return
-		}
-		limit = n
+	limit, err := limitParam(r.URL.Query(), 20, replay.MaxJobList)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	jobs, err := a.Replay.Jobs(r.Context(), limit)
 	if err != nil {

@@ -210,7 +210,8 @@ func (g *Gate) Approve(ctx context.Context, id int64, actor, reason string) (App
 }
 
 // Reject closes approval id without effect; the reason is required. The
-// requester may withdraw their own request this way.
+// approvals table refuses any decision by the requester
+// (approvals_second_person), a rejection included.
 func (g *Gate) Reject(ctx context.Context, id int64, actor, reason string) (Approval, error) {
 	if strings.TrimSpace(reason) == "" {
 		return Approval{}, &input.Invalid{Param: "reason", Reason: "is required: say why this is rejected"}

@@ -17,6 +17,5 @@
 //     or another token of theirs, under any spelling of their name (package
 //     person says who holds a token; the table refuses it too: each
 //     approval records the requester's and the approver's person);
-//   - a rejection needs a reason, and the requester may withdraw their own
-//     request by rejecting it.
+//   - a rejection needs a reason.
 package approval

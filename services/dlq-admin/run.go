@@ -20,21 +20,24 @@ import (
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/consume"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval/person"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/monitor"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/stall"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
-// Defaults from CONTRACT.md ("Environment") and the service's own tuning.
+// Defaults from docs/design/contract.md ("Environment") and the service's
+// own tuning.
 const (
 	defaultHTTPAddr          = ":8083"
 	defaultKafkaBrokers      = "127.0.0.1:9092"
@@ -59,7 +62,7 @@ type Config struct {
 	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
 	Alert alert.Config
 	// Monitor is DLQ_CHECK_INTERVAL and DLQ_DEPTH_ALERT_THRESHOLD.
-	Monitor monitor.Config
+	Monitor depth.Config
 	// ReplayRate is REPLAY_RATE: bulk replay letters per second.
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
@@ -76,9 +79,21 @@ type Config struct {
 	Settlements deliver.Config
 	// FourEyes is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
 	// SECOND_APPROVER_RESOLUTION_AMOUNT.
-	FourEyes resolution.Config
+	FourEyes FourEyes
 	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
 	Persons *person.Directory
+}
+
+// FourEyes is when an action waits for a second operator.
+type FourEyes struct {
+	RequireSecondApprover bool
+	// Threshold: a bulk replay of more letters than this needs a second
+	// operator (with RequireSecondApprover).
+	Threshold int
+	// ResolutionAmount: a resolution of a payout of more than this (in the
+	// currency's minor units) needs a second operator (with
+	// RequireSecondApprover); 0, the default, is every resolution.
+	ResolutionAmount int64
 }
 
 func readConfig(getenv func(string) string) (Config, error) {
@@ -90,15 +105,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Membership:    kafkax.ReadMembership(env),
 		KafkaSecurity: kafkax.ReadSecurity(env),
 		Alert:         alert.ReadConfig(env, "dlq-admin"),
-		Monitor: monitor.Config{
-			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", monitor.DefaultCheckInterval),
-			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", monitor.DefaultDepthThreshold)),
+		Monitor: depth.Config{
+			CheckInterval:  env.Duration("DLQ_CHECK_INTERVAL", depth.DefaultCheckInterval),
+			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", depth.DefaultDepthThreshold)),
 		},
 		ReplayRate:                env.Float("REPLAY_RATE", replay.DefaultRate),
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
-		FourEyes: resolution.Config{
+		FourEyes: FourEyes{
 			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
 			Threshold:             env.Int("SECOND_APPROVER_THRESHOLD", defaultSecondApproverThreshold),
 			// 0: with four-eyes on, every resolution waits for a second
@@ -226,11 +241,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("alerts: %w", err)
 	}
 	st := store.New(pool)
-	mon, err := monitor.New(cfg.Monitor, st, alerter, deps)
+	mon, err := depth.New(cfg.Monitor, st, alerter, deps)
 	if err != nil {
 		return err
 	}
-	consumer, err := consume.New(consume.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
+	consumer, err := intake.New(intake.Config{Brokers: cfg.KafkaBrokers, Group: cfg.ConsumerGroup,
 		Membership: cfg.Membership, Security: cfg.KafkaSecurity, OnStored: mon.Notify, RetryFor: cfg.StoreRetryFor,
 	}, pool, deps)
 	if err != nil {
@@ -240,7 +255,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// left the group by the time Postgres goes.
 	defer consumer.Close()
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
-	replays := replay.New(pool, st, deps).WithNotifier(notifier)
+	// Four-eyes: the gate holds what its owners ask it to, and hands an
+	// approved request back to the owner of its kind.
+	gate := approval.New(pool, cfg.FourEyes.RequireSecondApprover, deps).WithPersons(cfg.Persons)
+	replays := replay.New(pool, st, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.Threshold)
+	resolutions := resolution.New(pool, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.ResolutionAmount)
+	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
 	reconciler, err := recon.New(pool, alerter, deps)
 	if err != nil {
 		return err
@@ -263,7 +283,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
-	intake := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
+	inbound := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
 	if cfg.Settlements.URL != "" {
 		cfg.Settlements.OnDeadLetter = mon.Notify
 		deliverer, err := deliver.New(cfg.Settlements, pool, deps)
@@ -271,7 +291,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return err
 		}
 		defer deliverer.Close() // after Run, before pool.Close, like the consumer
-		intake = append(intake, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
+		inbound = append(inbound, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
 	} else {
 		logger.Info("SETTLEMENT_WEBHOOK_URL is not set: settlement events are not delivered as webhooks")
 	}
@@ -280,7 +300,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
 		httpserver.Check{Name: "kafka", Check: consumer.Ping},
 	)
-	resolutions := resolution.New(pool, replays, cfg.FourEyes, deps).WithNotifier(notifier).WithPersons(cfg.Persons)
 	// A requested PSP reconciliation is a River job that webhook-api works:
 	// queued with an insert-only client (this service's runner refuses
 	// kinds it has no worker for).
@@ -288,8 +307,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	api.Mount(router, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
-		Resolutions: resolutions, Tokens: tokens, Now: time.Now})
+	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
+		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {
@@ -307,7 +326,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// Stop taking work: the HTTP server drains in-flight requests, the
 		// consumer commits what it stored, the settlement webhooks what
 		// they delivered;
-		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), intake...)},
+		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), inbound...)},
 		// the background jobs finish their step: a replay job is snoozed
 		// between two letters for River to resume on the next client;
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{

@@ -11,17 +11,22 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 // Deps is what the API needs.
 type Deps struct {
 	Logger *slog.Logger
 	Store  *store.Store
+	// Payouts reads the payouts a letter or a review is about.
+	Payouts *payouts.Reader
 	// Replay resolves letters and runs bulk replays (the write routes).
 	Replay *replay.Service
 	// Recon is the ledger integrity check.
@@ -29,9 +34,10 @@ type Deps struct {
 	// PSPRuns requests and reads PSP reconciliation runs (webhook-api
 	// works them).
 	PSPRuns *pspruns.Store
-	// Resolutions resolves NEEDS_REVIEW payouts and holds four-eyes
-	// approvals (resolutions.go).
+	// Resolutions resolves NEEDS_REVIEW payouts (resolutions.go).
 	Resolutions *resolution.Service
+	// Approvals lists and decides the requests held for a second operator.
+	Approvals *approval.Gate
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time
@@ -171,12 +177,8 @@ func filterFromQuery(q url.Values) (store.Filter, error) {
 	if err != nil {
 		return f, err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			return f, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)}
-		}
-		f.Limit = n
+	if f.Limit, err = limitParam(q, 0, input.MaxLimit); err != nil {
+		return f, err
 	}
 	// The store re-validates; checking here answers before touching Postgres.
 	return f, f.Validate()
@@ -210,7 +212,7 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+		return time.Time{}, &input.Invalid{Param: name, Reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
 	}
 	return t, nil
 }
@@ -220,8 +222,22 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 func (a *api) idParam(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil || id < 1 {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a positive integer"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a positive integer"})
 		return 0, false
 	}
 	return id, true
+}
+
+// limitParam is the query's limit: absent when there is none (0 leaves
+// the default to the area), else an integer from 1 to most.
+func limitParam(q url.Values, absent, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return absent, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, &input.Invalid{Param: "limit", Reason: "must be an integer between 1 and " + strconv.Itoa(most)}
+	}
+	return n, nil
 }

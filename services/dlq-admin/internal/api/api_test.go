@@ -25,13 +25,15 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval/person"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/person"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,12 +61,20 @@ func setup(t *testing.T) bundle {
 
 func newServer(t *testing.T, db *pgtest.DB, tokenSpec string) string {
 	t.Helper()
-	return newServerWith(t, db, tokenSpec, "", resolution.Config{})
+	return newServerWith(t, db, tokenSpec, "", fourEyesConfig{})
+}
+
+// fourEyesConfig is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD
+// and SECOND_APPROVER_RESOLUTION_AMOUNT, wired as run.go wires them.
+type fourEyesConfig struct {
+	RequireSecondApprover bool
+	Threshold             int
+	ResolutionAmount      int64
 }
 
 // newServerWith is newServer with the four-eyes settings and the tokens'
 // persons (DLQ_ADMIN_TOKEN_PERSONS).
-func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fourEyes resolution.Config) string {
+func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fourEyes fourEyesConfig) string {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	tokens, err := bearer.Parse(tokenSpec, api.Roles())
@@ -79,10 +89,13 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fo
 	require.NoError(t, err)
 	queue, err := jobs.InsertOnly(db.Pool, logger)
 	require.NoError(t, err)
-	replays := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: clock}).WithJobs(queue)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: replays, Recon: rec, PSPRuns: pspruns.New(db.Pool, queue),
-		Resolutions: resolution.New(db.Pool, replays, fourEyes, lifecycle.Deps{Logger: logger, Clock: clock}).WithPersons(persons),
-		Tokens:      tokens, Now: clock})
+	deps := lifecycle.Deps{Logger: logger, Clock: clock}
+	gate := approval.New(db.Pool, fourEyes.RequireSecondApprover, deps).WithPersons(persons)
+	replays := replay.New(db.Pool, st, deps).WithJobs(queue).WithApproval(gate, fourEyes.Threshold)
+	resolutions := resolution.New(db.Pool, deps).WithApproval(gate, fourEyes.ResolutionAmount)
+	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(db.Pool), Replay: replays, Recon: rec,
+		PSPRuns: pspruns.New(db.Pool, queue), Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: clock})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL

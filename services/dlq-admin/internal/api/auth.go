@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/bearer"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/redact"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/redact"
 )
 
 // Roles of DLQ_ADMIN_TOKENS.

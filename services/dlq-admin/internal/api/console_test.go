@@ -15,9 +15,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 // payout stores a payout in status for user-1 and returns its id.

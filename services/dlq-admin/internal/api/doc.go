@@ -1,9 +1,12 @@
-// Package api is dlq-admin's HTTP surface (CONTRACT.md, "dlq-admin"): the
-// /v1/dead-letters routes for operators, bulk replay jobs and the
-// reconciliation report. openapi.yaml beside the service documents every
-// route, and a test keeps the two equal. Handlers parse and delegate to the
-// store, package replay and package recon; status codes are chosen in one
-// place, errors.go.
+// Package api is dlq-admin's HTTP surface (docs/design/contract.md,
+// "dlq-admin"): the /v1 routes for dead letters, bulk replay jobs, payouts
+// in review and their resolutions, four-eyes approvals and the
+// reconciliation reports. openapi.yaml beside the service documents every
+// route, and a test keeps the two equal. Handlers parse and delegate to
+// the areas (deadletter, review, approval, integrity), which never import
+// a surface; status codes are chosen in one place, errors.go, where an
+// error no area mapped answers 503 naming the part that failed (package
+// fault).
 //
 // Every /v1 route needs a bearer token from DLQ_ADMIN_TOKENS (401 without
 // one). Reads need the viewer role; writes (replay, discard, bulk replay,

@@ -5,10 +5,15 @@ import (
 	"net/http"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/pspruns"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 var (
@@ -16,43 +21,34 @@ var (
 	errForbidden    = errors.New("this action needs the operator role")
 )
 
-// paramError is a request parameter the API cannot read (a bad time, a
-// non-numeric id); the store reports bad filter values as *store.InvalidError.
-type paramError struct {
-	param  string
-	reason string
-}
-
-func (e *paramError) Error() string { return e.param + ": " + e.reason }
-
 // fail answers err with its status and the contract's error shape. It is the
 // one place status codes are chosen.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := classify(err)
 	if status >= 500 {
-		a.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		a.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"failed", fault.What(err), "error", err.Error())
 	}
 	httpserver.WriteError(w, status, code, msg)
 }
 
 func classify(err error) (status int, code, message string) {
-	var badParam *paramError
-	var badFilter *store.InvalidError
+	var badInput *input.Invalid
 	var badBody *bodyError
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, "forbidden", err.Error()
-	case errors.As(err, &badParam):
-		return http.StatusBadRequest, "invalid_request", "invalid " + badParam.Error()
-	case errors.As(err, &badFilter):
-		return http.StatusBadRequest, "invalid_request", "invalid " + badFilter.Error()
+	case errors.As(err, &badInput):
+		// A parameter the API cannot read (a bad time, a non-numeric id) or
+		// a value an area refuses: the message names it.
+		return http.StatusBadRequest, "invalid_request", "invalid " + badInput.Error()
 	case errors.As(err, &badBody):
 		return http.StatusBadRequest, "invalid_request", "invalid " + badBody.Error()
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no dead letter with this id"
-	case errors.Is(err, store.ErrPayoutNotFound):
+	case errors.Is(err, payouts.ErrPayoutNotFound):
 		return http.StatusNotFound, "not_found", "no payout with this id"
 	case errors.Is(err, replay.ErrJobNotFound):
 		return http.StatusNotFound, "not_found", "no replay job with this id"
@@ -77,10 +73,25 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, replay.ErrNotReplayable):
 		return http.StatusUnprocessableEntity, "not_replayable", err.Error()
+	case errors.Is(err, resolution.ErrNotInReview), errors.Is(err, resolution.ErrInFlight),
+		errors.Is(err, approval.ErrDecided):
+		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, approval.ErrSameOperator):
+		return http.StatusForbidden, "forbidden", err.Error()
+	case errors.Is(err, resolution.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no resolution with this id"
+	case errors.Is(err, approval.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no approval with this id"
 	default:
-		// Postgres did not answer. Reads are safe to retry; so are writes,
-		// which are one transaction each and either happened or did not
-		// (a retried replay of a letter that was replayed answers 409).
-		return http.StatusServiceUnavailable, "unavailable", "the dead-letter store is unavailable; retry later"
+		// Postgres (or Kafka, or the job queue) did not answer. Reads are
+		// safe to retry; so are writes, which are one transaction each and
+		// either happened or did not (a retried replay of a letter that
+		// was replayed answers 409). The area that failed marked its error
+		// (package fault), so the operator reads which part is down.
+		what := fault.What(err)
+		if what == "" {
+			what = "dlq-admin"
+		}
+		return http.StatusServiceUnavailable, "unavailable", what + " is unavailable; retry later"
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // TestOpenAPIMatchesTheRouter walks the service's router and checks that
 // its routes are exactly the document's, and that every operation documents
-// the statuses CONTRACT.md promises.
+// the statuses docs/design/contract.md promises.
 func TestOpenAPIMatchesTheRouter(t *testing.T) {
 	t.Parallel()
 	documented := openapitest.Documented(t, "../../openapi.yaml")

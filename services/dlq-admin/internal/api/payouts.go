@@ -8,7 +8,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 )
 
 // uuidPattern is a payout id: payouts.id is a UUID.
@@ -55,7 +56,7 @@ type payoutAttemptView struct {
 	At           time.Time `json:"at"`
 }
 
-func newPayoutView(p store.Payout) payoutView {
+func newPayoutView(p payouts.Payout) payoutView {
 	v := payoutView{
 		ID: p.ID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency, Provider: p.Provider,
 		Destination: p.Destination, DestinationID: p.DestinationID, Status: p.Status, Attempts: p.Attempts,
@@ -78,10 +79,10 @@ func newPayoutView(p store.Payout) payoutView {
 func (a *api) payout(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if !uuidPattern.MatchString(id) {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a payout id (a UUID)"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a payout id (a UUID)"})
 		return
 	}
-	p, err := a.Store.Payout(r.Context(), id)
+	p, err := a.Payouts.Get(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 )
 
 const (
@@ -43,7 +42,7 @@ func TestFourEyesComparesPersonsNotTokens(t *testing.T) {
 	db := pgtest.New(t)
 	b := bundle{db: db, url: newServerWith(t, db,
 		"ana:operator:"+anaToken+", Ana :operator:"+anaSpacedToken+",ana-script:operator:"+anaScriptToken+",sam:operator:"+samToken,
-		"ana-script=ＡＮＡ", resolution.Config{RequireSecondApprover: true})}
+		"ana-script=ＡＮＡ", fourEyesConfig{RequireSecondApprover: true})}
 
 	approval := b.resolveAwaiting(t, anaToken)
 	for _, token := range []string{anaSpacedToken, anaScriptToken, anaToken} {
@@ -73,7 +72,7 @@ func TestFourEyesAboveAnAmount(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	b := bundle{db: db, url: newServerWith(t, db, "ana:operator:"+anaToken, "",
-		resolution.Config{RequireSecondApprover: true, ResolutionAmount: 1500})}
+		fourEyesConfig{RequireSecondApprover: true, ResolutionAmount: 1500})}
 	small := b.payout(t, "NEEDS_REVIEW") // 1500: not above
 	a := call(t, http.MethodPost, b.url+"/v1/payouts/"+small+"/resolve", anaToken,
 		`{"outcome":"paid","reason":"bank statement shows it","psp_object_id":"po_9"}`)

@@ -8,7 +8,7 @@ import (
 )
 
 // The PSP reconciliation's routes: dlq-admin requests a run and reads it;
-// webhook-api works it (see internal/pspruns).
+// webhook-api works it (see internal/integrity/pspruns).
 
 func (a *api) requestPSPRun(w http.ResponseWriter, r *http.Request) {
 	run, err := a.PSPRuns.Request(r.Context(), actor(r))

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,12 +8,14 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
 
 // The payouts list, operator resolutions of NEEDS_REVIEW payouts and the
-// four-eyes approvals (package resolution).
+// four-eyes approvals (package approval).
 
 func mountResolutions(a *api, viewer, operator chi.Router) {
 	viewer.Get("/payouts", a.listPayouts)
@@ -54,16 +55,13 @@ type payoutListView struct {
 
 func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)})
-			return
-		}
-		f.Limit = n
+	limit, err := limitParam(q, 0, input.MaxLimit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
-	items, next, err := a.Store.ListPayouts(r.Context(), f)
+	f := payouts.PayoutFilter{Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: limit}
+	items, next, err := a.Payouts.List(r.Context(), f)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -120,7 +118,7 @@ func newResolutionView(r resolution.Resolution) resolutionView {
 func (a *api) payoutIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
 	if !uuidPattern.MatchString(id) {
-		a.fail(w, r, &paramError{param: "id", reason: "must be a payout id (a UUID)"})
+		a.fail(w, r, &input.Invalid{Param: "id", Reason: "must be a payout id (a UUID)"})
 		return "", false
 	}
 	return id, true
@@ -139,7 +137,7 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request) {
 	res, err := a.Resolutions.Resolve(r.Context(), id, actor(r),
 		resolution.Request{Outcome: body.Outcome, Reason: body.Reason, PSPObjectID: body.PSPObjectID})
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/resolutions/"+res.ID)
@@ -149,7 +147,7 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request) {
 func (a *api) getResolution(w http.ResponseWriter, r *http.Request) {
 	res, err := a.Resolutions.Get(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newResolutionView(res))
@@ -166,7 +164,7 @@ func (a *api) payoutResolutions(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := a.Resolutions.ForPayout(r.Context(), id)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	out := resolutionListView{Items: make([]resolutionView, 0, len(list))}
@@ -190,7 +188,7 @@ type approvalView struct {
 	DecidedAt      *time.Time `json:"decided_at"`
 }
 
-func newApprovalView(ap resolution.Approval) approvalView {
+func newApprovalView(ap approval.Approval) approvalView {
 	v := approvalView{ID: ap.ID, Kind: ap.Kind, TargetID: nonEmpty(ap.TargetID), Summary: ap.Summary, RequestedBy: ap.RequestedBy,
 		Status: ap.Status, DecidedBy: ap.DecidedBy, DecisionReason: ap.DecisionReason, ResultID: ap.ResultID,
 		CreatedAt: ap.CreatedAt.UTC()}
@@ -209,20 +207,16 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
 	if !q.Has("status") {
-		status = resolution.ApprovalPending // what waits for someone
+		status = approval.StatusPending // what waits for someone
 	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(store.MaxLimit)})
-			return
-		}
-		limit = n
-	}
-	list, err := a.Resolutions.Approvals(r.Context(), status, limit)
+	limit, err := limitParam(q, 0, input.MaxLimit)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
+		return
+	}
+	list, err := a.Approvals.Approvals(r.Context(), status, limit)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	out := approvalListView{Items: make([]approvalView, 0, len(list))}
@@ -237,9 +231,9 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ap, err := a.Resolutions.Approval(r.Context(), id)
+	ap, err := a.Approvals.Approval(r.Context(), id)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newApprovalView(ap))
@@ -259,34 +253,16 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, approve boo
 		a.fail(w, r, err)
 		return
 	}
-	decide := a.Resolutions.Reject
+	decide := a.Approvals.Reject
 	if approve {
-		decide = a.Resolutions.Approve
+		decide = a.Approvals.Approve
 	}
 	ap, err := decide(r.Context(), id, actor(r), body.Reason)
 	if err != nil {
-		a.failResolution(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, newApprovalView(ap))
-}
-
-// failResolution answers the errors of package resolution, and the rest
-// as fail does.
-func (a *api) failResolution(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, resolution.ErrNotInReview), errors.Is(err, resolution.ErrInFlight),
-		errors.Is(err, resolution.ErrApprovalDecided):
-		httpserver.WriteError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, resolution.ErrSameOperator):
-		httpserver.WriteError(w, http.StatusForbidden, "forbidden", err.Error())
-	case errors.Is(err, resolution.ErrNotFound):
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no resolution with this id")
-	case errors.Is(err, resolution.ErrApprovalNotFound):
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no approval with this id")
-	default:
-		a.fail(w, r, err)
-	}
 }
 
 // heldView answers a bulk replay that waits for a second operator.

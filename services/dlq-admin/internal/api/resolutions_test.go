@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 )
 
 const secondOperatorToken = "carol-operator-token-0123456789"
@@ -143,7 +142,7 @@ func fourEyes(t *testing.T) bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	return bundle{db: db, url: newServerWith(t, db, "alice:viewer:"+viewerToken+",bob:operator:"+operatorToken+
-		",carol:operator:"+secondOperatorToken, "", resolution.Config{RequireSecondApprover: true, Threshold: 1})}
+		",carol:operator:"+secondOperatorToken, "", fourEyesConfig{RequireSecondApprover: true, Threshold: 1})}
 }
 
 // REQUIRE_SECOND_APPROVER: a resolution and a bulk replay above the

@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
 // maxBody bounds a request body; every body here is a few fields.
@@ -118,18 +119,16 @@ func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteJSON(w, http.StatusOK, newPreviewView(p))
 		return
 	}
-	if a.Resolutions != nil {
-		// Four-eyes: a large replay waits for a second operator.
-		ap, held, err := a.Resolutions.GateBulkReplay(r.Context(), actor(r), req)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		if held {
-			w.Header().Set("Location", "/v1/approvals/"+strconv.FormatInt(ap.ID, 10))
-			httpserver.WriteJSON(w, http.StatusAccepted, heldView{Approval: newApprovalView(ap)})
-			return
-		}
+	// Four-eyes: a large replay waits for a second operator.
+	ap, held, err := a.Replay.HoldBulk(r.Context(), actor(r), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if held {
+		w.Header().Set("Location", "/v1/approvals/"+strconv.FormatInt(ap.ID, 10))
+		httpserver.WriteJSON(w, http.StatusAccepted, heldView{Approval: newApprovalView(ap)})
+		return
 	}
 	job, err := a.Replay.CreateJob(r.Context(), actor(r), req)
 	if err != nil {
@@ -185,19 +184,16 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, after := 100, int64(0)
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > replay.MaxJobLetters {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobLetters)})
-			return
-		}
-		limit = n
+	after := int64(0)
+	limit, err := limitParam(q, 100, replay.MaxJobLetters)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			a.fail(w, r, &paramError{param: "after", reason: "must be a dead letter id"})
+			a.fail(w, r, &input.Invalid{Param: "after", Reason: "must be a dead letter id"})
 			return
 		}
 		after = n
@@ -216,14 +212,10 @@ func (a *api) jobLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > replay.MaxJobList {
-			a.fail(w, r, &paramError{param: "limit", reason: "must be an integer between 1 and " + strconv.Itoa(replay.MaxJobList)})
-			return
-		}
-		limit = n
+	limit, err := limitParam(r.URL.Query(), 20, replay.MaxJobList)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	jobs, err := a.Replay.Jobs(r.Context(), limit)
 	if err != nil {
@@ -312,7 +304,7 @@ func bodyTime(name, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, &paramError{param: name, reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
+		return time.Time{}, &input.Invalid{Param: name, Reason: "must be an RFC 3339 time such as 2026-11-20T10:00:00Z"}
 	}
 	return t, nil
 }

@@ -72,7 +72,7 @@ type Config struct {
 	// never keeps partitions from moving between replicas for long.
 	BatchFor time.Duration
 	// OnDeadLetter, if set, is called after an event became a dead letter
-	// (package monitor's Notify, which alerts on it). It must not block.
+	// (package depth's Notify, which alerts on it). It must not block.
 	OnDeadLetter func()
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
 
 // An operator replays the dead letter once the receiver is fixed: the

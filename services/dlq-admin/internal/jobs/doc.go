@@ -6,15 +6,15 @@
 // is River's too, but webhook-api works it (its pspsync); dlq-admin only
 // queues it (package pspruns, with an insert-only client).
 //
-// Why River rather than the loops it replaced: the replay runner had its own
-// claim/lease/heartbeat/release protocol on replay_jobs and the
-// reconciliation its own timer per replica (N replicas ran it N times). River
-// brings the leases (rescue of a crashed worker's job), retries with
+// Why River rather than a loop of our own: a replay job needs a lease that
+// outlives a crashed worker, and the reconciliation must run once per
+// period however many replicas run (a timer per replica would run it N
+// times). River brings the leases (rescue of a crashed worker's job), retries with
 // backoff, uniqueness (one River job per replay job; one reconciliation per
 // period across replicas, inserted by the elected leader) and scheduling,
 // tested by others; a job is inserted in the transaction that creates its
 // operator-facing row (InsertTx), so neither exists without the other.
-// docs/architecture.md ("Background jobs") records the decision, and what
+// docs/design/architecture.md ("Background jobs") records the decision, and what
 // stays custom: the outbox relay (per-key order and Kafka publishing are its
 // job) and the consumers.
 //

@@ -13,8 +13,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
 // Defaults.

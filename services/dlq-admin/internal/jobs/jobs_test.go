@@ -13,10 +13,10 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -85,7 +85,7 @@ func count(t *testing.T, db *pgtest.DB, q string, args ...any) int {
 // in its colour: republished (success), no-op with the payout's state
 // (amber, never the success colour), failed again with a link to the new
 // letter (red). A permanent error's replay asks for confirmation and a
-// reason first (issue 14).
+// reason first.
 func TestReplayOutcomesAreColouredByWhatHappened(t *testing.T) {
 	t.Parallel()
 	forWidths(t, func(t *testing.T, width int) {

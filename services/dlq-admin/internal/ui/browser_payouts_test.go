@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
 )
 
 const secondOperatorToken = "second-operator-token-0123456789"
@@ -156,7 +155,7 @@ func TestSecondOperatorApprovesInTheBrowser(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	id := reviewPayout(t, db, "NEEDS_REVIEW", time.Now(), 1500)
-	url := serveWith(t, db, serverConfig{fourEyes: resolution.Config{RequireSecondApprover: true, Threshold: 100}})
+	url := serveWith(t, db, serverConfig{fourEyes: fourEyesConfig{RequireSecondApprover: true, Threshold: 100}})
 	count := func(q string, args ...any) int {
 		var n int
 		require.NoError(t, db.Pool.QueryRow(context.Background(), q, args...).Scan(&n))

@@ -12,8 +12,8 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
-// TestActsOnlyOnTheLetterShown: the two stale-panel bugs and the double
-// click of issue 14. A letter whose fetch is slow or fails never becomes
+// TestActsOnlyOnTheLetterShown: two stale panels and a double click must
+// never act on the wrong letter. A letter whose fetch is slow or fails never becomes
 // the one the buttons act on; a late answer for an earlier click does not
 // replace the letter shown; result and reason are cleared on every switch;
 // a double click on Replay is one replay.

@@ -13,8 +13,8 @@
 //
 // It acts only on the letter it shows: a letter is selected once its fetch
 // succeeded, answers to superseded requests are dropped, and buttons are
-// disabled while their request runs (issue 14: a stale panel once
-// discarded the wrong letter). Filters and the open letter live in the URL.
+// disabled while their request runs, so a stale panel can never act on a
+// letter other than the one it shows. Filters and the open letter live in the URL.
 //
 // The Content-Security-Policy allows scripts, styles and requests from this
 // origin only, and no inline script or style: the JS is a file, and it

@@ -23,11 +23,13 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/recon"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/replay"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/resolution"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
 )
 
@@ -54,7 +56,12 @@ type serverConfig struct {
 	runnerRate float64
 	faults     *faults
 	// fourEyes is REQUIRE_SECOND_APPROVER and SECOND_APPROVER_THRESHOLD.
-	fourEyes resolution.Config
+	fourEyes fourEyesConfig
+}
+
+type fourEyesConfig struct {
+	RequireSecondApprover bool
+	Threshold             int
 }
 
 // faults lets a test make one API path slow or failing, the way a flaky
@@ -117,9 +124,13 @@ func serveWith(t *testing.T, db *pgtest.DB, cfg serverConfig) string {
 	require.NoError(t, err)
 	queue, err := jobs.InsertOnly(db.Pool, logger)
 	require.NoError(t, err)
-	svc := replay.New(db.Pool, st, lifecycle.Deps{Logger: logger, Clock: time.Now}).WithJobs(queue)
-	api.Mount(r, api.Deps{Logger: logger, Store: st, Replay: svc, Recon: rec, Tokens: tokens, Now: time.Now,
-		Resolutions: resolution.New(db.Pool, svc, cfg.fourEyes, lifecycle.Deps{Logger: logger, Clock: time.Now})})
+	deps := lifecycle.Deps{Logger: logger, Clock: time.Now}
+	gate := approval.New(db.Pool, cfg.fourEyes.RequireSecondApprover, deps)
+	svc := replay.New(db.Pool, st, deps).WithJobs(queue).WithApproval(gate, cfg.fourEyes.Threshold)
+	resolutions := resolution.New(db.Pool, deps).WithApproval(gate, 0)
+	gate.Register(replay.ApprovalKind, svc.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
+	api.Mount(r, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(db.Pool), Replay: svc, Recon: rec, Tokens: tokens,
+		Now: time.Now, Resolutions: resolutions, Approvals: gate})
 	require.NoError(t, ui.Mount(r))
 	var h http.Handler = r
 	if cfg.faults != nil {

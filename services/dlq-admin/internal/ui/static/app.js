@@ -2,7 +2,7 @@
 // token; the DOM is built with textContent only, so nothing a dead letter
 // carries is ever interpreted as HTML.
 //
-// Rules the page keeps (issue 14):
+// Rules the page keeps:
 //  - it acts only on the letter shown: state.shown is set when a letter's
 //    fetch succeeded and rendered, never before; a failed or superseded
 //    fetch leaves no letter selected and every action disabled;

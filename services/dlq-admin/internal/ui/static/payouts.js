@@ -1,4 +1,4 @@
-// The page's Payouts view (issue 11): payouts in NEEDS_REVIEW first, an
+// The page's Payouts view: payouts in NEEDS_REVIEW first, an
 // operator's resolution (paid or failed, reason, PSP object id, confirm)
 // and the four-eyes approvals. Kept apart from app.js; the same rules:
 //  - it acts only on the payout shown: po.shown is set once the payout's

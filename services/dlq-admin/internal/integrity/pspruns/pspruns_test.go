@@ -1,0 +1,230 @@
+package pspruns_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/jobs"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type raised struct {
+	mu     sync.Mutex
+	alerts []alert.Alert
+}
+
+func (r *raised) Raise(_ context.Context, a alert.Alert) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alerts = append(r.alerts, a)
+}
+
+// A finished run with disagreements raises one critical alert naming them,
+// once however often the watcher looks; a failed run raises an error
+// alert; a clean run raises none.
+func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
+		VALUES ('succeeded', 'scheduled', now(), now(), 0, 0, '[]'),
+		       ('succeeded', 'scheduled', now(), now(), 1, 1,
+		        '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here","state":"new"}]')`)
+	require.NoError(t, err)
+	r := &raised{}
+	w := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{})
+
+	n, err := w.Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, r.alerts, 1)
+	a := r.alerts[0]
+	require.Equal(t, pspruns.AlertKey, a.Key)
+	require.Equal(t, alert.Critical, a.Severity)
+	require.Contains(t, a.Summary, "p-1")
+	require.Contains(t, a.Summary, "FAILED")
+
+	n, err = w.Check(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Len(t, r.alerts, 1, "once per run")
+	var alerted int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM psp_reconciliation_runs WHERE alerted_at IS NOT NULL`).Scan(&alerted))
+	require.Equal(t, 1, alerted)
+
+	_, err = db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
+		VALUES ('failed', 'manual', now(), now(), 'stripe: read events: 503')`)
+	require.NoError(t, err)
+	n, err = w.Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, pspruns.AlertKeyFailed, r.alerts[1].Key)
+	require.Equal(t, alert.Error, r.alerts[1].Severity)
+}
+
+// A disagreement still open from an earlier run does not page again; the
+// run that finds it gone raises one notice naming it.
+func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var first, second, third int64
+	insertRun := func(count, fresh, open, cleared int, dis string) int64 {
+		var id int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+			INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count,
+			    disagreements_new, disagreements_open, disagreements_cleared, disagreements)
+			VALUES ('succeeded', 'scheduled', now(), now(), $1, $2, $3, $4, $5) RETURNING id`, count, fresh, open, cleared, dis).Scan(&id))
+		return id
+	}
+	d := func(state string) string {
+		return `[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-7","psp_object_id":"po_7","detail":"paid at the PSP; FAILED here","state":"` + state + `"}]`
+	}
+	first = insertRun(1, 1, 0, 0, d("new"))
+	second = insertRun(1, 0, 1, 0, d("still_open"))
+	third = insertRun(0, 0, 0, 1, `[]`)
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, detail, first_seen_run, last_seen_run, cleared_run, cleared_at)
+		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p-7', 'p-7', 'po_7', 'paid at the PSP; FAILED here', $1, $2, $3, now())`, first, second, third)
+	require.NoError(t, err)
+
+	r := &raised{}
+	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the still-open run is not alerted on")
+	require.Len(t, r.alerts, 2)
+	require.Equal(t, pspruns.AlertKey, r.alerts[0].Key)
+	require.Equal(t, alert.Critical, r.alerts[0].Severity)
+	require.Contains(t, r.alerts[0].Summary, "p-7")
+	require.Equal(t, pspruns.AlertKeyCleared, r.alerts[1].Key)
+	require.Equal(t, alert.Info, r.alerts[1].Severity)
+	require.Contains(t, r.alerts[1].Summary, "p-7")
+	var alerted []int64
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM psp_reconciliation_runs WHERE alerted_at IS NOT NULL ORDER BY id`)
+	require.NoError(t, err)
+	alerted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{first, third}, alerted)
+}
+
+// A request is the run record, its River job (for webhook-api) and its
+// audit row, in one transaction; a second request while it is active is
+// ErrBusy and leaves no job, record or audit row behind.
+func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
+	t.Parallel()
+	db, s := newStore(t)
+	ctx := context.Background()
+	run, err := s.Request(ctx, "bob")
+	require.NoError(t, err)
+	require.Equal(t, "requested", run.Status)
+	count := func(q string, args ...any) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q, args...).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile' AND queue = 'psp_reconcile'
+		AND state = 'available' AND (args->>'run_id')::bigint = $1`, run.ID))
+
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM audit_log`))
+
+	// A job that cannot be queued rolls the record back.
+	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'succeeded', finished_at = now()`)
+	require.NoError(t, err)
+	_, err = pspruns.New(db.Pool, failingEnqueuer{}).Request(ctx, "dave")
+	require.ErrorContains(t, err, "queue River job")
+	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
+}
+
+// newStore is a run store on a fresh database, queuing River jobs with an
+// insert-only client as dlq-admin does.
+func newStore(t *testing.T) (*pgtest.DB, *pspruns.Store) {
+	t.Helper()
+	db := pgtest.New(t)
+	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return db, pspruns.New(db.Pool, enq)
+}
+
+type failingEnqueuer struct{}
+
+func (failingEnqueuer) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	return nil, errors.New("queue down")
+}
+
+// An active run whose River job was discarded (a crash on its last attempt,
+// which River's rescuer discards without running the worker) would answer
+// every later request 409 when no schedule runs to end it
+// (PSP_RECONCILE_INTERVAL=0). The next request ends it as failed, with why,
+// and is queued; a run whose job is still live keeps refusing.
+func TestRequestEndsARunWhoseRiverJobIsGone(t *testing.T) {
+	t.Parallel()
+	db, s := newStore(t)
+	ctx := context.Background()
+	stuck, err := s.Request(ctx, "bob")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'running', started_at = now(), locked_by = 'dead-attempt'`)
+	require.NoError(t, err)
+
+	// Live (available, then retryable): still busy.
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable'`)
+	require.NoError(t, err)
+	_, err = s.Request(ctx, "carol")
+	require.ErrorIs(t, err, pspruns.ErrBusy)
+
+	// Discarded: the run is ended and the new request goes through.
+	_, err = db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now()`)
+	require.NoError(t, err)
+	next, err := s.Request(ctx, "carol")
+	require.NoError(t, err)
+	require.Equal(t, "requested", next.Status)
+	old, err := s.Get(ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, "failed", old.Status)
+	require.NotNil(t, old.FinishedAt)
+	require.NotNil(t, old.Error)
+	require.Contains(t, *old.Error, "River job ended without finishing the run")
+	var live int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND (args->>'run_id')::bigint = $1`, next.ID).Scan(&live))
+	require.Equal(t, 1, live, "the new run's job is queued")
+}
+
+// A double payment found by a run pages critical naming every object the
+// PSP holds for the payout, not only the first.
+func TestWatcherPagesADoublePaymentNamingBothObjects(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
+		VALUES ('succeeded', 'scheduled', now(), now(), 1, 1,
+		        '[{"provider":"stripe","kind":"double_payment_at_psp","payout_id":"p-2","psp_object_id":"po_a","psp_object_ids":["po_a","po_b"],"psp_status":"paid","ledger_status":"SUCCEEDED","detail":"2 live objects at the PSP for one payout","state":"new"}]')`)
+	require.NoError(t, err)
+	r := &raised{}
+	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, r.alerts, 1)
+	require.Equal(t, alert.Critical, r.alerts[0].Severity)
+	require.Contains(t, r.alerts[0].Summary, "double_payment_at_psp payout=p-2 psp=po_a,po_b")
+}

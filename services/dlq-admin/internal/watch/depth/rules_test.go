@@ -1,0 +1,173 @@
+package depth_test
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
+)
+
+// rulesPath is the example rules file shipped beside the service.
+const rulesPath = "../../../alerts/prometheus-rules.yml"
+
+// exported lists the metrics Aegis exports that alerting rules may use,
+// by the service or package that registers them. Keep it in step with the
+// code: a rule on a metric nobody exports never fires.
+func exported() map[string]string {
+	return map[string]string{
+		// dlq-admin (this module; checked against the registry below)
+		"aegis_dlq_depth":                                      "dlq-admin monitor",
+		"aegis_dlq_oldest_open_age_seconds":                    "dlq-admin monitor",
+		"aegis_reconciliation_discrepancies":                   "dlq-admin recon",
+		"aegis_reconciliation_last_run_timestamp_seconds":      "dlq-admin recon",
+		"aegis_reconciliation_runs_total":                      "dlq-admin recon",
+		"aegis_dlq_ingested_total":                             "dlq-admin consume",
+		"aegis_dlq_ingested_malformed_total":                   "dlq-admin consume",
+		"aegis_dlq_store_failures_total":                       "dlq-admin consume",
+		"aegis_dlq_commit_failures_total":                      "dlq-admin consume",
+		"aegis_dlq_stored_raw_total":                           "dlq-admin consume",
+		"aegis_dlq_batches_released_total":                     "dlq-admin consume",
+		"aegis_dlq_consumer_last_progress_timestamp_seconds":   "dlq-admin consume",
+		"aegis_consumer_group_lag":                             "dlq-admin stall",
+		"aegis_consumer_group_last_progress_timestamp_seconds": "dlq-admin stall",
+		"aegis_consumer_group_stalled":                         "dlq-admin stall",
+		// pkg/dlq (payout-worker, outbox-relay, webhook-api: the one dead-letter counter)
+		"aegis_dead_letters_total": "pkg/dlq",
+		// pkg/panics (every service)
+		"aegis_panics_total": "pkg/panics",
+		// pkg/alert, pkg/httpserver, pkg/breaker (every service)
+		"aegis_alerts_total":                  "pkg/alert",
+		"aegis_alert_deliveries_total":        "pkg/alert",
+		"aegis_http_request_duration_seconds": "pkg/httpserver",
+		"aegis_breaker_state":                 "pkg/breaker",
+		"aegis_breaker_transitions_total":     "pkg/breaker",
+		// outbox-relay
+		"aegis_outbox_pending":                              "outbox-relay",
+		"aegis_outbox_oldest_pending_age_seconds":           "outbox-relay",
+		"aegis_outbox_published_total":                      "outbox-relay",
+		"aegis_outbox_publish_failures_total":               "outbox-relay",
+		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
+		// payout-worker
+		"aegis_psp_calls_total":                          "payout-worker",
+		"aegis_payouts_finished_total":                   "payout-worker",
+		"aegis_payout_retries_total":                     "payout-worker",
+		"aegis_wallet_credits_total":                     "payout-worker",
+		"aegis_consumer_messages_total":                  "payout-worker",
+		"aegis_consumer_retry_exhausted_total":           "payout-worker",
+		"aegis_consumer_last_progress_timestamp_seconds": "payout-worker",
+		"aegis_consumer_lag":                             "payout-worker",
+		"aegis_payout_oldest_age_seconds":                "payout-worker",
+		"aegis_payout_overdue":                           "payout-worker",
+		"aegis_payout_deadline_escalations_total":        "payout-worker",
+	}
+}
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+var metricName = regexp.MustCompile(`\baegis_[a-z0-9_]+`)
+
+func TestPrometheusRulesUseExportedMetrics(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(rulesPath)
+	require.NoError(t, err)
+	var f ruleFile
+	require.NoError(t, yaml.Unmarshal(raw, &f))
+	require.NotEmpty(t, f.Groups)
+
+	known := exported()
+	exprs := map[string]string{}
+	for _, g := range f.Groups {
+		require.NotEmpty(t, g.Name)
+		for _, r := range g.Rules {
+			require.NotEmpty(t, r.Alert, "every rule is an alert with a name")
+			require.NotEmpty(t, r.Expr, r.Alert)
+			require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], r.Alert)
+			require.NotEmpty(t, r.Annotations["summary"], r.Alert)
+			if r.For != "" {
+				_, err := time.ParseDuration(r.For)
+				require.NoError(t, err, r.Alert)
+			}
+			names := metricName.FindAllString(r.Expr, -1)
+			require.NotEmpty(t, names, "%s alerts on an Aegis metric", r.Alert)
+			for _, n := range names {
+				_, ok := known[n]
+				require.True(t, ok, "%s uses %s, which Aegis does not export", r.Alert, n)
+			}
+			exprs[r.Alert] = r.Expr
+		}
+	}
+
+	// The signals ops asked for are all covered.
+	covered := func(pattern string) bool {
+		re := regexp.MustCompile(pattern)
+		for _, e := range exprs {
+			if re.MatchString(e) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, want := range []string{
+		`aegis_dlq_depth\{status="open"\}`,
+		`aegis_dlq_oldest_open_age_seconds`,
+		`aegis_reconciliation_discrepancies\) > 0`,
+		`aegis_outbox_pending`,
+		`aegis_outbox_oldest_pending_age_seconds`,
+		`aegis_breaker_state\) == 2`,
+		`aegis_consumer_group_stalled\) == 1`,
+		`aegis_panics_total`,
+		`aegis_payout_oldest_age_seconds\{state="NEEDS_REVIEW"\}`,
+	} {
+		require.True(t, covered(want), "no rule matches %s", want)
+	}
+}
+
+// The dlq-admin metrics in the list are the ones its parts register.
+func TestExportedListMatchesRegistry(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	_, err := depth.New(depth.Config{}, nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
+	require.NoError(t, err)
+	_, err = recon.New(nil, nil, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
+	require.NoError(t, err)
+	// Vectors appear in Gather once they have a series; describe instead.
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		reg.Describe(ch)
+		close(ch)
+	}()
+	var registered []string
+	for d := range ch {
+		registered = append(registered, metricName.FindString(d.String()))
+	}
+	sort.Strings(registered)
+	known := exported()
+	for _, n := range registered {
+		require.Contains(t, known, n)
+	}
+	require.Equal(t, []string{"aegis_dlq_depth", "aegis_dlq_oldest_open_age_seconds", "aegis_reconciliation_discrepancies",
+		"aegis_reconciliation_last_run_timestamp_seconds", "aegis_reconciliation_runs_total"}, registered)
+}

@@ -209,9 +209,9 @@ func (g *Gate) Approve(ctx context.Context, id int64, actor, reason string) (App
 	return g.decide(ctx, id, actor, reason, true)
 }
 
-// Reject closes approval id without effect; the reason is required. The
-// approvals table refuses any decision by the requester
-// (approvals_second_person), a rejection included.
+// Reject closes approval id without effect; the reason is required. Anyone
+// may reject, the requester included (a withdrawal); only an approval needs
+// a second person (approvals_second_person).
 func (g *Gate) Reject(ctx context.Context, id int64, actor, reason string) (Approval, error) {
 	if strings.TrimSpace(reason) == "" {
 		return Approval{}, &input.Invalid{Param: "reason", Reason: "is required: say why this is rejected"}

@@ -112,6 +112,26 @@ func TestGateHandsTheDecisionToTheOwnerOfItsKind(t *testing.T) {
 	require.Equal(t, []int64{b.ID}, o.rejected)
 }
 
+// The requester may withdraw their own request (a rejection by the same
+// person), though never approve it.
+func TestRequesterMayWithdrawTheirOwnRequest(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	o := &owner{}
+	g := approval.New(db.Pool, true, lifecycle.Deps{}).Register(kind, o)
+	a := hold(t, db, g, "ana", "t1")
+	got, err := g.Reject(t.Context(), a.ID, "ana", "asked for the wrong letters")
+	require.NoError(t, err)
+	require.Equal(t, approval.StatusRejected, got.Status)
+	require.Equal(t, "ana", *got.DecidedBy)
+	require.Equal(t, []int64{a.ID}, o.rejected)
+	require.Empty(t, o.applied)
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM audit_log WHERE action = 'reject' AND target_id = $1`, audit.ID(a.ID)))
+
+	_, err = db.Pool.Exec(t.Context(), `UPDATE approvals SET status = 'approved' WHERE id = $1`, a.ID)
+	require.ErrorContains(t, err, "approvals_second_person", "the table still refuses an approval by the requester")
+}
+
 // A kind nobody registered cannot be held.
 func TestGateRefusesAKindWithoutOwner(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,3 @@
+ALTER TABLE approvals
+    DROP CONSTRAINT approvals_second_person,
+    ADD CONSTRAINT approvals_second_person CHECK (decided_by IS NULL OR decided_by <> requested_by);

@@ -27,7 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
-// DefaultDatabaseURL is CONTRACT.md's default.
+// DefaultDatabaseURL is DATABASE_URL's default (docs/design/contract.md).
 const DefaultDatabaseURL = "postgres://localhost:5432/aegis?sslmode=disable"
 
 // Base holds the settings every service reads.
@@ -52,7 +52,7 @@ type Base struct {
 }
 
 // ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
-// default from CONTRACT.md.
+// default (docs/design/contract.md).
 func ReadBase(env *config.Env, name, defaultAddr string) Base {
 	b := Base{
 		Name:          name,

@@ -29,7 +29,7 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
 
-// Config is webhook-api's settings (CONTRACT.md "Environment").
+// Config is webhook-api's settings (docs/reference/configuration.md).
 type Config struct {
 	service.Base
 	StripeWebhookSecrets []string

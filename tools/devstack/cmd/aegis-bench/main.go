@@ -1,4 +1,4 @@
-// Command aegis-bench is `make bench`: it measures the issues' performance
+// Command aegis-bench is `make bench`: it measures the performance
 // targets with the real binaries on this machine and prints one table
 // (see tools/devstack/internal/bench).
 //

@@ -4,7 +4,7 @@
 //
 // Postgres and Redis must already run on localhost (`make dev` runs
 // scripts/devdeps.sh first, which starts or installs them). Every setting has
-// a local default; DATABASE_URL, REDIS_URL and the secrets in CONTRACT.md
+// a local default; DATABASE_URL, REDIS_URL and the secrets of docs/design/contract.md
 // override them, BIN_DIR points at the binaries (default bin).
 //
 // DATABASE_URL is the schema owner's: aegis-dev migrates with it. Each

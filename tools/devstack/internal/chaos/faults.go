@@ -241,7 +241,7 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 // Each new process is killed as soon as it has joined its consumer group
 // (the group is then waiting for the members before it to rejoin or time
 // out), so every kill lands mid-rebalance: the pattern that left kfake with
-// dead members holding partitions forever (issue 16, docs/kfake.md).
+// dead members holding partitions forever (docs/kfake.md).
 //
 // A crash loop of the payout worker is an outage of the pickup path: from the
 // first kill until its group is whole again (waited for even when the fault

@@ -96,12 +96,12 @@ generate: $(SQLC)
 generate-check: $(SQLC)
 	@$(SQLC) diff || { echo "generated SQL code is stale: run make generate"; exit 1; }
 
-## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
+## bench: measure the performance targets with the real binaries; writes docs/reports/benchmarks.md
 BENCH_DURATION ?= 20s
 SCENARIOS ?=
 bench: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
+	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/reports/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
 
 ## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full,
 ## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s"). PROFILE=week compresses seven days into
@@ -115,11 +115,11 @@ chaos: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log $(CHAOS_FLAGS)
 
-## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reliability.md
+## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reports/reliability.md
 DURATION ?= 10m
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reliability.md
+	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reports/reliability.md
 
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets)
 compose-check:

@@ -6,7 +6,7 @@
 -- The roles are NOLOGIN here. Roles are cluster-wide while a schema lives in
 -- one database, and the migrator should not hold passwords: whoever deploys
 -- turns a role into a login (`ALTER ROLE aegis_webhook_api LOGIN PASSWORD
--- ...`: docker-compose's db-roles service, docs/deploy.md for Kubernetes,
+-- ...`: docker-compose's db-roles service, docs/operations/deploy.md for Kubernetes,
 -- trust auth and no password for make dev, e2e and chaos). The migrator keeps
 -- owning every table.
 --

@@ -15,7 +15,7 @@
 // make dev's first start) then migrates with no step before it, and the
 // migrator still holds no service's password. Making a role a login, with
 // its password, is the deployment's step (EnableLogin, docker-compose's
-// db-roles service, docs/deploy.md). Down takes the grants back but leaves
+// db-roles service, docs/operations/deploy.md). Down takes the grants back but leaves
 // the roles: other databases of the cluster may still use them.
 //
 // River's schema (the job queue dlq-admin's background jobs run on,

@@ -130,7 +130,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
 		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
 		// How long the PSP may still execute a request we stopped waiting
-		// for (README: "Unknown outcomes"): stripe-go itself waits 80s.
+		// for (docs/guides/payouts.md, "Unknown outcomes are never reversed"): stripe-go itself waits 80s.
 		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
 		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
@@ -246,7 +246,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 
 // creditCommitters is how many credit groups are committed at once
 // (ledger.CreditCommitter), measured on the worker bench: see
-// docs/benchmarks.md, "Worker: credits against a pgbench of the same batch".
+// docs/reports/benchmarks.md, "Worker: credits against a pgbench of the same batch".
 // Two kept the worker bench's backlog fast but made a credit wait behind the
 // groups in flight at e2e rates (kafka+worker p50 209 ms against 55 ms
 // before the group commit); eight keep both.

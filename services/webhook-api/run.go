@@ -78,7 +78,7 @@ type ReconcileConfig struct {
 // goroutine hand-off of a webhook (connection reader, handler, committer,
 // pgx) wakes a thread that then waits for the core Postgres is using:
 // measured on a 2-core machine, one thread takes 1.2× the webhooks of two
-// (docs/benchmarks.md). With more cores the runtime's default stays, a
+// (docs/reports/benchmarks.md). With more cores the runtime's default stays, a
 // container's CPU limit included: on a large node Postgres is elsewhere.
 // A GOMAXPROCS set by the operator always wins.
 func smallHostProcs(env string, cores int) int {
@@ -96,7 +96,7 @@ func smallHostProcs(env string, cores int) int {
 // took about a tenth of the process's CPU. At 400 the heap may grow to five
 // times the live one (tens of MiB) and the collector runs a quarter as
 // often: CPU per webhook fell from 161 to 152 µs at 8 clients and from 97
-// to 84 µs at 64 (docs/benchmarks.md). A GOGC set by the operator wins.
+// to 84 µs at 64 (docs/reports/benchmarks.md). A GOGC set by the operator wins.
 //
 // Five times the live heap is safe because both are bounded: the bodies
 // read before verification by WEBHOOK_READING_MAX_MIB (api.Reading), the

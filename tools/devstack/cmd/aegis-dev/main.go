@@ -87,7 +87,7 @@ func run(logger *slog.Logger) error {
 		// off shows kfake's ghost group members (docs/kfake.md).
 		KafkaEnv: map[string]string{"KAFKA_MEMBER_EXPIRY": env("KAFKA_MEMBER_EXPIRY", "")},
 		// Tracing: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 make dev
-		// sends every service's spans to Jaeger (README "Follow a payment").
+		// sends every service's spans to Jaeger (docs/guides/follow-a-payment.md).
 		Env: otelEnv(),
 	}
 

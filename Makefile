@@ -82,7 +82,8 @@ tidy-check:
 	@(cd tools/lint && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/lint/go.mod is stale: run make tidy"; exit 1; }
 	@(cd tools/sqlc && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/sqlc/go.mod is stale: run make tidy"; exit 1; }
 
-## generate: sqlc compiles each store's queries.sql into its sqlcdb package (sqlc.yaml).
+## generate: sqlc compiles each store's queries.sql into its sqlcdb package (sqlc.yaml), and
+## aegis-configdoc writes docs/reference/configuration.md from the config readers (its test fails when stale).
 ## sqlc is pinned in tools/sqlc/go.mod (outside go.work) and built from it without cgo: Postgres's parser
 ## (pg_query) then runs as WebAssembly, which needs no C toolchain and builds in minutes, not a quarter hour.
 SQLC := $(CURDIR)/$(BIN)/sqlc
@@ -91,6 +92,7 @@ $(SQLC): tools/sqlc/go.mod tools/sqlc/go.sum
 	cd tools/sqlc && GOWORK=off CGO_ENABLED=0 $(GO) build -o $(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
 generate: $(SQLC)
 	$(SQLC) generate
+	$(GO) run ./tools/devstack/cmd/aegis-configdoc
 
 ## generate-check: fail when the committed generated code is not what `make generate` would write
 generate-check: $(SQLC)

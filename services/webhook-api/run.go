@@ -113,6 +113,32 @@ func defaultGCPercent(env string) int {
 	return 0
 }
 
+// readConfig reads webhook-api's settings (with service.ReadBase's,
+// eventproof.Read's and the PSP reconciliation schedule's):
+//
+//	STRIPE_WEBHOOK_SECRET    Stripe's webhook signing secrets, comma-separated (all accepted: rotation);
+//	                         unset: Stripe webhooks are refused with 503
+//	API_TOKENS               the API clients, client(scope):token,… (docs/guides/who-may-move-money.md);
+//	                         unset: every /v1 request is refused
+//	DB_MAX_CONNS             the service's Postgres connections
+//	INGEST_COMMIT_WORKERS    concurrent group commits of webhooks; add one only when groups are full and
+//	                         Postgres has cores to spare (below DB_MAX_CONNS)
+//	INGEST_COMMIT_GROUP      the most webhooks committed in one transaction, each answered after it
+//	WEBHOOK_READING_MAX_MIB  MiB that the webhook bodies being read may hold together before more are shed
+//	                         with 503 overloaded (at least 2)
+//	GOMAXPROCS               the Go runtime's; unset on a machine of two cores or fewer, webhook-api uses one
+//	                         (smallHostProcs: Postgres needs the other core)
+//	GOGC                     the Go runtime's; unset, webhook-api uses 400 (ingestGCPercent)
+//	PSP_RECONCILE_WINDOW     how far back the first PSP reconciliation run reads
+//	PSP_RECONCILE_OVERLAP    how far before its cursor a later run starts reading
+//	PSP_RECONCILE_GRACE      how long what may still be in flight (an outcome webhook, a queued posting) is
+//	                         not yet a disagreement
+//	PAYOUT_MAX_AMOUNT        the most one payout may be, per currency in minor units (usd:500000,ngn:50000000);
+//	                         unset: no cap
+//	PAYOUT_DAILY_MAX         the most one user is paid out over a rolling 24 hours, per currency; unset: no cap
+//	DESTINATION_NEW_MAX      what a destination registered less than DESTINATION_COOLING_OFF ago may be paid in
+//	                         all, per currency; unset: no cap
+//	DESTINATION_COOLING_OFF  how long a new destination is held to DESTINATION_NEW_MAX; 0 turns it off
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{

@@ -189,9 +189,9 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 	case faultKafkaLeader:
 		// A leader election: produce and fetch fail with NOT_LEADER for a
 		// few seconds (clients refresh metadata and retry), an outage of
-		// the pickup path for as long as it lasts. It used to fail the
-		// next 20 produce requests instead, which with the clients'
-		// growing retry backoff held publishing up for 20–45 s, unmeasured.
+		// the pickup path for as long as it lasts. A window, not a count:
+		// failing the next 20 produce requests would, with the clients'
+		// growing retry backoff, hold publishing up for 20–45 s, unmeasured.
 		window := time.Duration(1000+in.rng.IntN(2000)) * time.Millisecond
 		start := time.Now()
 		for _, req := range []string{"produce", "fetch"} {

@@ -82,7 +82,8 @@ tidy-check:
 	@(cd tools/lint && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/lint/go.mod is stale: run make tidy"; exit 1; }
 	@(cd tools/sqlc && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "tools/sqlc/go.mod is stale: run make tidy"; exit 1; }
 
-## generate: sqlc compiles each store's queries.sql into its sqlcdb package (sqlc.yaml).
+## generate: sqlc compiles each store's queries.sql into its sqlcdb package (sqlc.yaml), and
+## aegis-configdoc writes docs/reference/configuration.md from the config readers (its test fails when stale).
 ## sqlc is pinned in tools/sqlc/go.mod (outside go.work) and built from it without cgo: Postgres's parser
 ## (pg_query) then runs as WebAssembly, which needs no C toolchain and builds in minutes, not a quarter hour.
 SQLC := $(CURDIR)/$(BIN)/sqlc
@@ -91,17 +92,18 @@ $(SQLC): tools/sqlc/go.mod tools/sqlc/go.sum
 	cd tools/sqlc && GOWORK=off CGO_ENABLED=0 $(GO) build -o $(SQLC) github.com/sqlc-dev/sqlc/cmd/sqlc
 generate: $(SQLC)
 	$(SQLC) generate
+	$(GO) run ./tools/devstack/cmd/aegis-configdoc
 
 ## generate-check: fail when the committed generated code is not what `make generate` would write
 generate-check: $(SQLC)
 	@$(SQLC) diff || { echo "generated SQL code is stale: run make generate"; exit 1; }
 
-## bench: measure the performance targets with the real binaries; writes docs/benchmarks.md
+## bench: measure the performance targets with the real binaries; writes docs/reports/benchmarks.md
 BENCH_DURATION ?= 20s
 SCENARIOS ?=
 bench: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
+	$(BIN)/aegis-bench -duration $(BENCH_DURATION) -out docs/reports/benchmarks.md -logs $(BIN)/bench.log $(SCENARIOS)
 
 ## chaos: the suite under seeded faults, invariants checked (SEEDS="1 2 3", PROFILE=full,
 ## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s"). PROFILE=week compresses seven days into
@@ -115,11 +117,11 @@ chaos: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log $(CHAOS_FLAGS)
 
-## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reliability.md
+## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reports/reliability.md
 DURATION ?= 10m
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reliability.md
+	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reports/reliability.md
 
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets)
 compose-check:

@@ -1,4 +1,4 @@
--- Aegis schema, version 1. See docs/architecture.md.
+-- Aegis schema, version 1. See docs/design/architecture.md.
 -- Every constraint here protects money or an idempotency promise; the Go code
 -- relies on them rather than re-checking.
 
@@ -176,7 +176,7 @@ CREATE TRIGGER wallets_no_delete
     BEFORE DELETE ON wallets
     FOR EACH ROW EXECUTE FUNCTION ledger_forbid_change();
 
--- Payout requests and their state machine (ARCHITECTURE.md). (client_id,
+-- Payout requests and their state machine (docs/design/architecture.md). (client_id,
 -- idempotency_key) is unique: a client's retried request finds its payout.
 CREATE TABLE payouts (
     id              uuid        PRIMARY KEY,

@@ -1,4 +1,4 @@
--- Money safety at the front door (issue 15): payouts go only to destinations
+-- Money safety at the front door: payouts go only to destinations
 -- registered for their user. See services/webhook-api/internal/destinations.
 SET lock_timeout = '5s';
 

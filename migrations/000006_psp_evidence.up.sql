@@ -1,5 +1,5 @@
 -- PSP outcome events are evidence, not commands; unknown outcomes are never
--- reversed (issue 15). See services/payout-worker/internal/payout.
+-- reversed. See services/payout-worker/internal/payout.
 SET lock_timeout = '5s';
 
 -- outcome_unknown: some attempt may have executed at the PSP (a timeout, a

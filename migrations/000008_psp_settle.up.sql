@@ -1,6 +1,6 @@
 -- A confirmed absence counts only once the PSP has had time to finish the
--- last request whose outcome we did not learn (issue 15, the double-pay
--- race). See services/payout-worker/internal/payout (attempt.go).
+-- last request whose outcome we did not learn: a slow request that still
+-- executes after a lookup found nothing must not be paid twice. See services/payout-worker/internal/payout (attempt.go).
 SET lock_timeout = '5s';
 
 -- last_unknown_at: when the latest create whose outcome is unknown (a

@@ -1,4 +1,4 @@
--- dlq-admin, the API of the ops console (issue 14): what a replay did, and
+-- dlq-admin, the API of the ops console: what a replay did, and
 -- the subject of every letter (payout, event, user, amount), filterable.
 -- See services/dlq-admin/internal/store/doc.go and internal/replay/doc.go.
 

@@ -1,5 +1,5 @@
--- Money that goes back (issue 11): refunds and disputes of payments we
--- credited. See docs/accounting.md for the accounts and every posting.
+-- Money that goes back: refunds and disputes of payments we
+-- credited. See docs/reference/accounting.md for the accounts and every posting.
 SET lock_timeout = '5s';
 
 -- One row per PSP refund or dispute object: the state the ledger reflects.

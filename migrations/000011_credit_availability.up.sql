@@ -1,4 +1,4 @@
--- Settlement delay (issue 11): with CREDIT_SETTLEMENT_DELAY > 0 a credit is
+-- Settlement delay: with CREDIT_SETTLEMENT_DELAY > 0 a credit is
 -- in the wallet at once but can be paid out only from available_at on. One
 -- row per credit posted while a delay was configured; with the default (0)
 -- no row is ever written and payouts behave as before.

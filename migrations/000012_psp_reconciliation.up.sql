@@ -1,6 +1,6 @@
--- PSP reconciliation (issue 11, "missed events"): webhook-api pulls the
+-- PSP reconciliation (missed events): webhook-api pulls the
 -- PSPs' own record of events and objects for a window and puts every event
--- through the webhook path; see docs/reconciliation.md.
+-- through the webhook path; see docs/operations/reconciliation.md.
 SET lock_timeout = '5s';
 
 -- One row per run, requested by the schedule (webhook-api) or an operator

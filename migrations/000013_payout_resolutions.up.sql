@@ -1,4 +1,4 @@
--- Ops resolve what machines can't (issue 11): an operator resolves a
+-- Ops resolve what machines can't: an operator resolves a
 -- NEEDS_REVIEW payout as paid or failed, with a reason and the PSP's object
 -- id as evidence. dlq-admin writes the request (this row, its audit_log row
 -- and the command on aegis.transactions, in one transaction); payout-worker,

@@ -1,7 +1,7 @@
--- PSP reconciliation disagreements that persist (issue 11): each one is kept
+-- PSP reconciliation disagreements that persist: each one is kept
 -- across runs with when it was first and last seen and when it cleared, so
 -- that dlq-admin pages once for a new disagreement, not on every run, and
--- shows the open ones until they go away; see docs/reconciliation.md.
+-- shows the open ones until they go away; see docs/operations/reconciliation.md.
 SET lock_timeout = '5s';
 
 -- Written by webhook-api when it finishes a run (in the run's transaction);

@@ -1,12 +1,12 @@
 -- Each service connects as its own Postgres role with only the grants it
--- needs (issue 12). docs/architecture.md is the table -> writer -> readers
+-- needs. docs/design/architecture.md ("Table ownership") is the table -> writer -> readers
 -- list these grants follow; TestServiceRoleGrants (roles_test.go) holds the
 -- same list in Go and fails when a table, a verb or a role differs from it.
 --
 -- The roles are NOLOGIN here. Roles are cluster-wide while a schema lives in
 -- one database, and the migrator should not hold passwords: whoever deploys
 -- turns a role into a login (`ALTER ROLE aegis_webhook_api LOGIN PASSWORD
--- ...`: docker-compose's db-roles service, docs/deploy.md for Kubernetes,
+-- ...`: docker-compose's db-roles service, docs/operations/deploy.md for Kubernetes,
 -- trust auth and no password for make dev, e2e and chaos). The migrator keeps
 -- owning every table.
 --
@@ -42,8 +42,8 @@ $$;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO aegis_webhook_api, aegis_outbox_relay, aegis_payout_worker, aegis_dlq_admin;
 
--- Cross-service writes (docs/architecture.md, "Writes across services that
--- remain") are INSERT plus SELECT of the id column their RETURNING reads:
+-- Cross-service writes (docs/design/architecture.md, "Writes across
+-- services") are INSERT plus SELECT of the id column their RETURNING reads:
 -- the outbox (pkg/outbox.Insert) and dead letters (pkg/dlq.Insert).
 
 -- webhook-api: the inbox, PSP objects, destinations, the PSP reconciliation

@@ -1,6 +1,6 @@
 -- River's tables (created by River's own migrator, which Up runs before
 -- these files: river.go) are dlq-admin's background job queue
--- (docs/architecture.md, "Background jobs"). dlq-admin inserts jobs, its
+-- (docs/design/architecture.md, "Background jobs"). dlq-admin inserts jobs, its
 -- River client fetches, completes, retries and cleans them, elects a leader
 -- and keeps its queues' rows: full DML on the job, leader and queue tables,
 -- and the job id sequence. river_migration stays the migrator's;

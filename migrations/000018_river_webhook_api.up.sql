@@ -1,4 +1,4 @@
--- The PSP reconciliation runs on River (docs/architecture.md, "Background
+-- The PSP reconciliation runs on River (docs/design/architecture.md, "Background
 -- jobs"): dlq-admin queues a requested run, webhook-api's River client
 -- works it and schedules runs (its elected leader inserts the periodic
 -- job). webhook-api's role gets what 000017 gave dlq-admin's: full DML on

@@ -7,7 +7,7 @@
 //
 // Each service connects as a role of its own (roles.go,
 // 000016_service_roles): the migrator owns the tables and grants each role
-// exactly what docs/architecture.md lists, so a service cannot write a table
+// exactly what docs/design/architecture.md lists, so a service cannot write a table
 // it does not own. The migration creates the roles NOLOGIN when they are
 // missing, in a DO block that takes a concurrent CREATE ROLE's
 // duplicate_object or unique_violation as done, rather than leaving them to
@@ -15,11 +15,11 @@
 // make dev's first start) then migrates with no step before it, and the
 // migrator still holds no service's password. Making a role a login, with
 // its password, is the deployment's step (EnableLogin, docker-compose's
-// db-roles service, docs/deploy.md). Down takes the grants back but leaves
+// db-roles service, docs/operations/deploy.md). Down takes the grants back but leaves
 // the roles: other databases of the cluster may still use them.
 //
 // River's schema (the job queue dlq-admin's background jobs run on,
-// docs/architecture.md "Background jobs") is applied by Up too, from River's
+// docs/design/architecture.md "Background jobs") is applied by Up too, from River's
 // own migrator (river.go), before our SQL files: its tables then exist when
 // 000017 grants them to the roles that work jobs, and one `migrate` (make
 // dev, compose, every service start, every test database) applies both.

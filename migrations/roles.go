@@ -11,7 +11,7 @@ import (
 
 // The Postgres role each service connects as (000016_service_roles). The
 // migrations create them NOLOGIN and grant each exactly what
-// docs/architecture.md lists; EnableLogin makes one a login.
+// docs/design/architecture.md lists; EnableLogin makes one a login.
 const (
 	RoleWebhookAPI   = "aegis_webhook_api"
 	RoleOutboxRelay  = "aegis_outbox_relay"

@@ -15,13 +15,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// wantGrants is docs/architecture.md's table -> writer -> readers list as
+// wantGrants is docs/design/architecture.md's table -> writer -> readers list as
 // grants: per table, per role, the privileges it holds. S, I, U, D are
 // SELECT, INSERT, UPDATE, DELETE on the table; "i" is SELECT on the id
 // column only (what INSERT ... RETURNING id of the outbox and dead letters
 // needs). A table missing here, or a grant the database has that is not
 // here (or the reverse), fails TestServiceRoleGrants: a new table gets its
-// grants and its line in docs/architecture.md in the same change.
+// grants and its line in docs/design/architecture.md in the same change.
 var wantGrants = map[string]map[string]string{
 	"webhook_events":             {RoleWebhookAPI: "SI"},
 	"psp_objects":                {RoleWebhookAPI: "SIU"},
@@ -137,7 +137,7 @@ func TestServiceRoleGrants(t *testing.T) {
 	for _, table := range tables {
 		want, ok := wantGrants[table]
 		if !ok {
-			t.Errorf("table %s has no line in wantGrants (and docs/architecture.md): grant it to the roles that use it", table)
+			t.Errorf("table %s has no line in wantGrants (and docs/design/architecture.md): grant it to the roles that use it", table)
 			continue
 		}
 		for _, role := range ServiceRoles() {

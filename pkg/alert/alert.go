@@ -66,8 +66,13 @@ type Config struct {
 	DedupeWindow time.Duration
 }
 
-// ReadConfig reads ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
-// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
+// ReadConfig reads where alerts go besides the log line and the
+// aegis_alerts_total counter every alert gets:
+//
+//	ALERT_WEBHOOK_URL            where alerts are also posted; unset: log and metric only
+//	ALERT_WEBHOOK_FORMAT         generic (JSON), slack or pagerduty (Events v2)
+//	ALERT_PAGERDUTY_ROUTING_KEY  the PagerDuty integration key (with the pagerduty format)
+//	ALERT_DEDUPE_WINDOW          how long repeats of one alert key are folded into one post
 func ReadConfig(env *config.Env, source string) Config {
 	c := Config{
 		Source:       source,

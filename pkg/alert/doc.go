@@ -1,5 +1,5 @@
-// Package alert is Aegis's one alerting interface (ARCHITECTURE.md, promise
-// 3: every failure ends somewhere a person sees it).
+// Package alert is Aegis's one alerting interface (docs/design/architecture.md,
+// promise 3: every failure ends somewhere a person sees it).
 //
 // Raise always writes a structured log line and counts the alert in
 // aegis_alerts_total, so Prometheus and Alertmanager see everything. When a

@@ -73,6 +73,17 @@ type MoneyBackTiming struct {
 // and MONEY_BACK_CREDIT_WAIT and holds them to the rule above: unset, the
 // wait is MinMoneyBackCreditWait (MoneyBackCreditWaitOnDemand without a
 // schedule); set shorter than that, it is refused, naming the variables.
+// Set the first two once for every service (the manifests' aegis-config).
+//
+//	PSP_RECONCILE_INTERVAL     how often the PSP reconciliation runs (a River periodic job inserted by
+//	                           webhook-api's elected leader: one run per interval however many replicas);
+//	                           0: only when requested (POST /v1/psp-reconciliation on dlq-admin)
+//	PSP_RECONCILE_RUN_TIMEOUT  the longest one reconciliation run may take; a run still going then is
+//	                           cancelled and handed to another replica (River's job timeout and rescue delay)
+//	MONEY_BACK_CREDIT_WAIT     how long a refund or dispute that arrives before its payment's credit is
+//	                           published again, delayed, waiting for the credit before it is dead-lettered;
+//	                           unset: PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + 1m (46m with the
+//	                           defaults; 30s with the schedule off), and a shorter value is refused at start
 func (e *Env) MoneyBackTiming() MoneyBackTiming {
 	t := MoneyBackTiming{
 		ReconcileInterval:   e.Duration("PSP_RECONCILE_INTERVAL", PSPReconcileIntervalDefault),

@@ -72,6 +72,6 @@
 //     resolution reads and consume (processed). They keep their constants,
 //     each in one queries.go or store.go per store. The ones converted
 //     (ingest, pkg/outbox and the relay, the payout store) kept their
-//     statements and round trips, and docs/benchmarks.md's run after them
+//     statements and round trips, and docs/reports/benchmarks.md's run after them
 //     shows no regression.
 package database

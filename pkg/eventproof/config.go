@@ -13,6 +13,14 @@ const (
 // key (an error naming the variable is recorded in env), since without it
 // webhook-api's money events would all be refused by the worker. The
 // values are never quoted in errors.
+//
+//	AEGIS_EVENT_SIGNING_KEY           required, 32+ bytes, held only by webhook-api and payout-worker: webhook-api
+//	                                  signs every money event it writes (HMAC-SHA256 over the event's fields,
+//	                                  header aegis-event-proof) and the worker moves money only on a valid proof;
+//	                                  anything else is dead-lettered as unproven_event and pages (critical)
+//	AEGIS_EVENT_SIGNING_KEY_PREVIOUS  also accepted while the key is rotated: give the worker the new key with
+//	                                  the old as previous, then webhook-api the new key, then drop the previous
+//	                                  once no dead letter signed with it is left to replay
 func Read(env *config.Env) *Keys {
 	current, _ := env.Lookup(EnvKey)
 	previous, _ := env.Lookup(EnvPreviousKey)

@@ -1,7 +1,7 @@
 // Package jobs builds the suite's River clients (riverqueue/river on
-// riverpgxv5, in the service's own Postgres) one way: the background job
-// mechanism of every service that has background jobs (issue 12, "one
-// mechanism"; docs/architecture.md "Background jobs").
+// riverpgxv5, in the service's own Postgres) one way: the one background
+// job mechanism of every service that has background jobs
+// (docs/design/architecture.md, "Background jobs").
 //
 // A service registers its own workers, queues and periodic jobs in a
 // Config and gets a Runner, a lifecycle.Component: Start starts River; Stop

@@ -3,6 +3,6 @@
 //
 // Records are keyed by the wallet owner's user id, so all of one wallet's
 // events land in one partition and are consumed in order. Headers carry
-// correlation_id and event_type (CONTRACT.md) plus message_id, the stable
+// correlation_id and event_type (docs/design/contract.md, "Kafka") plus message_id, the stable
 // business identity consumers deduplicate on.
 package kafkax

@@ -15,7 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
-// Topics (CONTRACT.md).
+// Topics (docs/design/contract.md, "Kafka").
 const (
 	TopicWebhookPending = "aegis.webhook.pending"
 	TopicTransactions   = "aegis.transactions"

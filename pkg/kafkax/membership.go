@@ -27,8 +27,14 @@ type Membership struct {
 	InstanceID     string
 }
 
-// ReadMembership reads KAFKA_SESSION_TIMEOUT (default 10s, 6s–30m: the
-// broker's default bounds) and KAFKA_GROUP_INSTANCE_ID (default none).
+// ReadMembership reads the consumer groups' membership settings:
+//
+//	KAFKA_SESSION_TIMEOUT    how long the group waits for a crashed replica before its partitions move
+//	                         (6s to 30m, the broker's default bounds; franz-go's own 45s would stall the
+//	                         whole group that long after a crash)
+//	KAFKA_GROUP_INSTANCE_ID  a stable per-replica id (a StatefulSet pod name) turns on static membership:
+//	                         a restarted replica takes its partitions back without a rebalance; two live
+//	                         replicas must never share one
 func ReadMembership(env *config.Env) Membership {
 	m := Membership{
 		SessionTimeout: env.Duration("KAFKA_SESSION_TIMEOUT", 10*time.Second),

@@ -3,11 +3,10 @@
 // the LISTEN listener, consumers, monitors, schedulers, HTTP listeners), and
 // the group that runs a service's components and shuts them down in order.
 //
-// Why: each component used to start and stop its own way. Some goroutines
-// were never joined (webhook-api's notifier), a second Stop could panic
-// (closing a closed channel), a stop could hang on an unreachable Postgres
-// (work committed on context.Background()), and each run.go ordered its
-// shutdown by hand. Here a Component is started once and stopped once; a
+// Why: components that each start and stop their own way leave goroutines
+// never joined, panic on a second Stop (closing a closed channel), hang a
+// stop on an unreachable Postgres (work committed on context.Background()),
+// and leave each run.go to order its shutdown by hand. Here a Component is started once and stopped once; a
 // second Stop, or a Stop before Start, is harmless; Stop is bounded by its
 // context: first a soft stop (take no new work, finish what is in flight),
 // then, when the context is done, a hard cancel of the in-flight work; and

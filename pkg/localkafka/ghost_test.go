@@ -280,7 +280,7 @@ func consumedUpTo(g *kfake.GroupInfo, ends map[int32]int64) (behind []int32) {
 	return behind
 }
 
-// TestKilledConsumersLeaveTheGroup reproduces issue 16's ghosts with real
+// TestKilledConsumersLeaveTheGroup reproduces kfake's ghost members with real
 // processes and SIGKILL, and shows that only the reaper gets rid of them, for
 // an eager balancer (the ghosts stay in a Stable group) and for franz-go's
 // default cooperative-sticky one (the second round waits for them).

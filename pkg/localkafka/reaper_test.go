@@ -35,8 +35,8 @@ func heartbeat(group, memberID string, gen int32) *kmsg.HeartbeatRequest {
 	return r
 }
 
-// TestExpiry walks a reaper's bookkeeping through the request sequences of
-// issue 16 and checks when each member counts as expired.
+// TestExpiry walks a reaper's bookkeeping through the request sequences
+// that left ghost members in kfake (docs/kfake.md) and checks when each member counts as expired.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
 	const session = 10 * time.Second

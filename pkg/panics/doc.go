@@ -2,9 +2,10 @@
 // iteration, a background goroutine) into an error of that unit instead of a
 // dead process.
 //
-// Why: a panic in a consumer's handler used to kill the worker with a batch
-// half done; the next worker got the same record and died the same way, so
-// one bad message stopped every partition of the group. Recovered here, the
+// Why: unrecovered, a panic in a consumer's handler kills the worker with a
+// batch half done; the next worker gets the same record and dies the same
+// way, so one bad message would stop every partition of the group.
+// Recovered here, the
 // panic is logged with its stack (slog, one line), counted in
 // aegis_panics_total{component} so an alert can page on it, and returned as
 // an *Error that callers treat as a permanent failure of that message (dead

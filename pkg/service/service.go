@@ -27,7 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
 
-// DefaultDatabaseURL is CONTRACT.md's default.
+// DefaultDatabaseURL is DATABASE_URL's default (docs/design/contract.md).
 const DefaultDatabaseURL = "postgres://localhost:5432/aegis?sslmode=disable"
 
 // Base holds the settings every service reads.
@@ -51,8 +51,19 @@ type Base struct {
 	GoMemLimitSet bool
 }
 
-// ReadBase reads the shared settings; defaultAddr is the service's HTTP_ADDR
-// default from CONTRACT.md.
+// ReadBase reads the settings every service shares; defaultAddr is the
+// service's HTTP_ADDR default (docs/design/contract.md):
+//
+//	DATABASE_URL    the Postgres URL, as the service's own role in production (libpq TLS parameters
+//	                such as sslmode=verify-full and sslrootcert are honoured); `migrate` uses the owner's
+//	HTTP_ADDR       host:port or :port of the API, /healthz, /readyz and (without ADMIN_ADDR) /metrics
+//	ADMIN_ADDR      when set, /metrics and the detailed /readyz move to this listener and HTTP_ADDR keeps
+//	                only the API, /healthz and a /readyz without detail, so the public port is exposed alone
+//	PPROF_ADDR      serves net/http/pprof for profiling a live replica; bind it to a private address
+//	SHUTDOWN_GRACE  how long in-flight work may finish after SIGTERM before it is cancelled
+//	LOG_LEVEL       debug, info, warn or error
+//	GOMEMLIMIT      the Go runtime's soft memory limit; unset, the service takes it from its container's
+//	                memory limit (pkg/memlimit)
 func ReadBase(env *config.Env, name, defaultAddr string) Base {
 	b := Base{
 		Name:          name,

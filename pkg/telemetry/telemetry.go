@@ -35,7 +35,18 @@ func (t *Telemetry) Enabled() bool { return t != nil && t.provider != nil }
 // The OTLP exporters and the SDK read their own settings (endpoint, headers,
 // timeout, sampler, resource attributes) from the process environment, as
 // every OpenTelemetry SDK does; getenv only decides whether and how to
-// start.
+// start:
+//
+//	OTEL_EXPORTER_OTLP_ENDPOINT         the OTLP collector spans are sent to, e.g. http://otel-collector:4317;
+//	                                    unset (and no exporter named): tracing is off. The SDK itself also reads
+//	                                    OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _CERTIFICATE and _INSECURE,
+//	                                    OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG)
+//	                                    (default parentbased_always_on) and OTEL_BSP_* as its documentation says
+//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  the same for traces only; wins over OTEL_EXPORTER_OTLP_ENDPOINT
+//	OTEL_TRACES_EXPORTER                otlp turns tracing on with the SDK's default endpoint; none turns it off
+//	OTEL_SDK_DISABLED                   true turns tracing off whatever else is set
+//	OTEL_EXPORTER_OTLP_PROTOCOL         grpc (the default, port 4317) or http/protobuf (port 4318)
+//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  the same for traces only; wins over OTEL_EXPORTER_OTLP_PROTOCOL
 func Setup(ctx context.Context, service string, getenv func(string) string) (*Telemetry, error) {
 	exporter := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
 	endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") + getenv("OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -36,6 +36,22 @@ type Config struct {
 	Breaker breaker.Config
 }
 
+// readConfig reads outbox-relay's settings (with service.ReadBase's and
+// kafkax.ReadSecurity's):
+//
+//	KAFKA_BROKERS             the Kafka bootstrap brokers, host:port, comma-separated (unset: 127.0.0.1:9092)
+//	RELAY_WORKERS             claim/publish loops in this process; they share the outbox as replicas do
+//	RELAY_BATCH_SIZE          outbox rows claimed per cycle
+//	RELAY_POLL_INTERVAL       how often an idle relay looks for rows (a NOTIFY wakes it sooner)
+//	RELAY_LEASE               how long a claimed batch is the relay's before another may take it over
+//	RELAY_PUBLISH_TIMEOUT     how long a batch may wait for Kafka's acknowledgements
+//	RELAY_RETENTION           how long published rows are kept before they are deleted
+//	RELAY_BACKOFF_BASE        the first retry delay of a row Kafka refused (exponential, full jitter)
+//	RELAY_BACKOFF_MULTIPLIER  the growth of each next delay
+//	RELAY_BACKOFF_MAX         the longest delay; after 6 attempts the row is a dead letter
+//	BREAKER_FAILURES          consecutive transient failures that open a breaker (the relay's on Kafka, the
+//	                          worker's on each PSP)
+//	BREAKER_OPEN_FOR          how long an open breaker refuses calls before one probe goes through
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	host, _ := os.Hostname()

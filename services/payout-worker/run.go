@@ -82,6 +82,54 @@ type Config struct {
 	EventProof *eventproof.Keys
 }
 
+// readConfig reads payout-worker's settings (with service.ReadBase's, the
+// kafkax and alert readers', eventproof.Read's and the money-back timing):
+//
+//	REDIS_URL                       the Redis of the wallet locks (rediss:// for TLS)
+//	REDIS_URLS                      three or more independent Redis nodes instead, comma-separated: a wallet
+//	                                lock is held while a majority grants it (Redlock), so a minority may fail;
+//	                                two are refused
+//	REDIS_TLS_CA_FILE               PEM CAs that sign the rediss:// nodes (default: the system's)
+//	CONSUMER_GROUP                  the worker's Kafka consumer group
+//	WORKER_MAX_POLL_RECORDS         records per poll; polling goes on while records are in flight (up to twice this)
+//	WORKER_CONCURRENCY              wallets handled at once (each wallet's records stay in order)
+//	WORKER_RETRY_IN_PLACE_ATTEMPTS  attempts of a record failing transiently (Postgres or Redis down) before it is
+//	                                dead-lettered as transient
+//	WORKER_RETRY_IN_PLACE_FOR       the longest a record is retried in place, whichever bound comes first
+//	CREDIT_SETTLEMENT_DELAY         how long after a credit its money can be paid out (it is in the wallet at
+//	                                once); 0: at once (docs/reference/accounting.md)
+//	STRIPE_SECRET_KEY               Stripe's secret key: payouts and lookups here, the PSP reconciliation in
+//	                                webhook-api; livemode is expected only with sk_live_/rk_live_ keys
+//	STRIPE_API_BASE                 Stripe's API URL (default Stripe's own; a local stand-in in tests)
+//	PAYSTACK_SECRET_KEY             Paystack's secret key: transfers here, webhook signatures and the PSP
+//	                                reconciliation in webhook-api; unset: Paystack is off
+//	PAYSTACK_API_BASE               Paystack's API URL (default Paystack's own)
+//	WALLET_LOCK_EXPIRY              the wallet lock's expiry, renewed at half of it while the work runs
+//	WALLET_LOCK_WAIT                how long a delivery waits for a busy wallet's lock
+//	PSP_BACKOFF_BASE                the first delay before a payout's PSP call is retried (exponential, full jitter)
+//	PSP_BACKOFF_MULTIPLIER          the growth of each next delay
+//	PSP_BACKOFF_MAX                 the longest delay
+//	PSP_MAX_ATTEMPTS                PSP calls of a payout before it fails (or, outcome unknown, NEEDS_REVIEW)
+//	PSP_BREAKER_DEFER               how long a payout waits while its PSP's breaker is open (default
+//	                                BREAKER_OPEN_FOR); no attempt is spent
+//	PSP_CALL_TIMEOUT                one PSP call's limit
+//	PSP_IDEMPOTENCY_WINDOW          how long the PSP is trusted to remember an Idempotency-Key (Stripe: 24 hours);
+//	                                a payout whose first attempt is older is looked up before anything is sent again
+//	PSP_SETTLE_WINDOW               how long after a request whose outcome is unknown the PSP may still execute it;
+//	                                until then a lookup that finds nothing neither sends again nor releases the
+//	                                hold (must exceed PSP_CALL_TIMEOUT; docs/guides/payouts.md)
+//	PAYOUT_CHECK_AFTER              a payout waiting at the PSP this long since its last step or lookup is looked
+//	                                up there and finished from the PSP's record
+//	PAYOUT_SWEEP_INTERVAL           how often the payout sweeper runs (one replica at a time)
+//	PAYOUT_SWEEP_BATCH              payouts one sweep looks up, and handles per state past its deadline
+//	PAYOUT_DEADLINE_INITIALIZED     an INITIALIZED payout this old has its command published again, once
+//	PAYOUT_DEADLINE_SENDING         a SENDING_TO_GATEWAY payout this old is resumed through a retry that looks it
+//	                                up first; a second stall goes to NEEDS_REVIEW
+//	PAYOUT_DEADLINE_RETRYING        a RETRYING payout this old has its retry published again, once; a second stall
+//	                                goes to NEEDS_REVIEW
+//	PAYOUT_PENDING_ESCALATE_AFTER   a payout still pending at the PSP this long after it was sent goes to
+//	                                NEEDS_REVIEW, hold kept (Stripe: final within 5 business days)
+//	PAYOUT_REVIEW_DEADLINE          a NEEDS_REVIEW payout older than this is overdue (aegis_payout_overdue, an alert)
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{
@@ -130,7 +178,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		// Stripe keeps an Idempotency-Key for 24 hours; an hour's margin.
 		IdempotencyWindow: env.Duration("PSP_IDEMPOTENCY_WINDOW", 23*time.Hour),
 		// How long the PSP may still execute a request we stopped waiting
-		// for (README: "Unknown outcomes"): stripe-go itself waits 80s.
+		// for (docs/guides/payouts.md, "Unknown outcomes are never reversed"): stripe-go itself waits 80s.
 		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
 		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
 	}
@@ -246,7 +294,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 
 // creditCommitters is how many credit groups are committed at once
 // (ledger.CreditCommitter), measured on the worker bench: see
-// docs/benchmarks.md, "Worker: credits against a pgbench of the same batch".
+// docs/reports/benchmarks.md, "Worker: credits against a pgbench of the same batch".
 // Two kept the worker bench's backlog fast but made a credit wait behind the
 // groups in flight at e2e rates (kafka+worker p50 209 ms against 55 ms
 // before the group commit); eight keep both.

@@ -1,6 +1,7 @@
 // Command webhook-api verifies PSP webhooks and accepts payout requests,
 // committing each to Postgres (inbox or payout, plus the outbox) before it
-// answers. See CONTRACT.md for its endpoints and settings.
+// answers. Its endpoints: openapi.yaml and docs/design/contract.md; its
+// settings: docs/reference/configuration.md.
 package main
 
 import "github.com/aegis-payments/aegis/pkg/service"

@@ -29,7 +29,7 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
 
-// Config is webhook-api's settings (CONTRACT.md "Environment").
+// Config is webhook-api's settings (docs/reference/configuration.md).
 type Config struct {
 	service.Base
 	StripeWebhookSecrets []string
@@ -78,7 +78,7 @@ type ReconcileConfig struct {
 // goroutine hand-off of a webhook (connection reader, handler, committer,
 // pgx) wakes a thread that then waits for the core Postgres is using:
 // measured on a 2-core machine, one thread takes 1.2× the webhooks of two
-// (docs/benchmarks.md). With more cores the runtime's default stays, a
+// (docs/reports/benchmarks.md). With more cores the runtime's default stays, a
 // container's CPU limit included: on a large node Postgres is elsewhere.
 // A GOMAXPROCS set by the operator always wins.
 func smallHostProcs(env string, cores int) int {
@@ -96,7 +96,7 @@ func smallHostProcs(env string, cores int) int {
 // took about a tenth of the process's CPU. At 400 the heap may grow to five
 // times the live one (tens of MiB) and the collector runs a quarter as
 // often: CPU per webhook fell from 161 to 152 µs at 8 clients and from 97
-// to 84 µs at 64 (docs/benchmarks.md). A GOGC set by the operator wins.
+// to 84 µs at 64 (docs/reports/benchmarks.md). A GOGC set by the operator wins.
 //
 // Five times the live heap is safe because both are bounded: the bodies
 // read before verification by WEBHOOK_READING_MAX_MIB (api.Reading), the
@@ -113,6 +113,32 @@ func defaultGCPercent(env string) int {
 	return 0
 }
 
+// readConfig reads webhook-api's settings (with service.ReadBase's,
+// eventproof.Read's and the PSP reconciliation schedule's):
+//
+//	STRIPE_WEBHOOK_SECRET    Stripe's webhook signing secrets, comma-separated (all accepted: rotation);
+//	                         unset: Stripe webhooks are refused with 503
+//	API_TOKENS               the API clients, client(scope):token,… (docs/guides/who-may-move-money.md);
+//	                         unset: every /v1 request is refused
+//	DB_MAX_CONNS             the service's Postgres connections
+//	INGEST_COMMIT_WORKERS    concurrent group commits of webhooks; add one only when groups are full and
+//	                         Postgres has cores to spare (below DB_MAX_CONNS)
+//	INGEST_COMMIT_GROUP      the most webhooks committed in one transaction, each answered after it
+//	WEBHOOK_READING_MAX_MIB  MiB that the webhook bodies being read may hold together before more are shed
+//	                         with 503 overloaded (at least 2)
+//	GOMAXPROCS               the Go runtime's; unset on a machine of two cores or fewer, webhook-api uses one
+//	                         (smallHostProcs: Postgres needs the other core)
+//	GOGC                     the Go runtime's; unset, webhook-api uses 400 (ingestGCPercent)
+//	PSP_RECONCILE_WINDOW     how far back the first PSP reconciliation run reads
+//	PSP_RECONCILE_OVERLAP    how far before its cursor a later run starts reading
+//	PSP_RECONCILE_GRACE      how long what may still be in flight (an outcome webhook, a queued posting) is
+//	                         not yet a disagreement
+//	PAYOUT_MAX_AMOUNT        the most one payout may be, per currency in minor units (usd:500000,ngn:50000000);
+//	                         unset: no cap
+//	PAYOUT_DAILY_MAX         the most one user is paid out over a rolling 24 hours, per currency; unset: no cap
+//	DESTINATION_NEW_MAX      what a destination registered less than DESTINATION_COOLING_OFF ago may be paid in
+//	                         all, per currency; unset: no cap
+//	DESTINATION_COOLING_OFF  how long a new destination is held to DESTINATION_NEW_MAX; 0 turns it off
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{

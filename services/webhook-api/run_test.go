@@ -16,8 +16,7 @@ import (
 )
 
 // Every goroutine run started (HTTP server, committers, notifier) has
-// returned when it does: webhook-api's notifier goroutine used to be left
-// running (issue 12).
+// returned when it does, the notifier's included.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func env(m map[string]string) func(string) string {

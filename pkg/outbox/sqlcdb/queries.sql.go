@@ -24,7 +24,7 @@ WITH heads AS (
     -- tuples: 0) made the planner see both as free, and it took the id
     -- index for the key look-ups too, reading the whole backlog per
     -- candidate: 5 s per claim on a 20k backlog instead of 0.1 s, and the
-    -- relay fell half a minute behind (docs/benchmarks.md, 2026-11-26).
+    -- relay fell half a minute behind (docs/reports/benchmarks.md, 2026-11-26).
     -- Due: a pending or failed row whose retry time has come, or a
     -- processing row whose lease ran out. Written as one CASE on purpose: the
     -- equivalent OR of ANDs gets a tiny default selectivity on a table

@@ -158,7 +158,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 
 	// Replaying something that had in fact succeeded: a dead letter made
 	// from the credit's own record. dlq-admin sees the credit is already in
-	// the ledger: it publishes nothing and says so (outcome noop, issue 14);
+	// the ledger: it publishes nothing and says so (outcome noop);
 	// were it published, the ledger's unique reference would make it
 	// change nothing.
 	var dupID int64

@@ -19,7 +19,7 @@ import (
 // services are the four binaries a payment crosses.
 var services = []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"}
 
-// TestOneTraceAcrossTheFourServices is issue 13's "done when" for traces:
+// TestOneTraceAcrossTheFourServices proves one payment is one trace:
 // the four real binaries export to an in-process OTLP receiver, and
 //   - a credited payment is one trace from the webhook request through its
 //     outbox row, the relay's publish and the worker's credit to a replay of

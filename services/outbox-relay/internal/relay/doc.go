@@ -1,5 +1,6 @@
 // Package relay moves committed outbox rows to Kafka: promise 1 of
-// ARCHITECTURE.md ("nothing acknowledged is lost") from Postgres onwards.
+// docs/design/architecture.md ("nothing acknowledged is lost") from Postgres
+// onwards.
 //
 // A cycle claims a batch (pkg/outbox: one statement, SKIP LOCKED, a lease),
 // produces every row asynchronously with franz-go's idempotent producer,

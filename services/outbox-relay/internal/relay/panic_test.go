@@ -29,7 +29,7 @@ func (p *panickyProducer) Produce(ctx context.Context, r *kgo.Record, promise fu
 	p.Producer.Produce(ctx, r, promise)
 }
 
-// Issue 16: a panic while publishing is a failed attempt of the batch's rows
+// A panic while publishing is a failed attempt of the batch's rows
 // (retried with backoff, dead-lettered when attempts run out), counted and
 // logged; the relay goes on.
 func TestAPanicWhilePublishingIsAFailedAttempt(t *testing.T) {

@@ -52,7 +52,7 @@ type Config struct {
 	// blocks it for good. Zero means the defaults, 20 attempts and 1m.
 	RetryInPlaceAttempts int
 	RetryInPlaceFor      time.Duration
-	// PermanentAsTransient plants the defect issue 16 fixed: every Postgres
+	// PermanentAsTransient plants a defect: every Postgres
 	// refusal is retried in place as if transient. Only the chaos suite
 	// sets it (WORKER_PLANT_POISON_RETRY), to prove it notices.
 	PermanentAsTransient bool

@@ -13,9 +13,9 @@
 //     statement refuses the same data every time (a value out of range, a
 //     check violation, a state transition the state machine refuses), or a
 //     panic in the handler: dead-lettered at once with the error and class,
-//     the offset moves. One bad message never stops the others (issue 16:
-//     an overflowing credit used to be retried forever, and every partition
-//     of the worker waited on it).
+//     the offset moves. One bad message never stops the others: retried
+//     in place, a credit Postgres refuses every time (an overflowing
+//     balance) would hold every partition of the worker behind it.
 //   - a Transient error: nothing was committed (Postgres or Redis is down, a
 //     serialization failure, a deadlock); the same record is retried in
 //     place with backoff, because with the database down there is no outbox

@@ -13,7 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 )
 
-// The README's case for MONEY_BACK_CREDIT_WAIT, with the defaults the
+// docs/guides/money-back.md's case for MONEY_BACK_CREDIT_WAIT, with the defaults the
 // services ship: a refund arrives before its payment's credit because the
 // payment's webhook was lost, and the PSP reconciliation recovers the
 // payment at the latest moment it can (the next scheduled run, at most

@@ -34,10 +34,9 @@ func (w *world) balanceOf(user string) int64 {
 	return b
 }
 
-// Issue 16: a credit the database refuses every time (the balance would
-// overflow bigint, SQLSTATE 22003) used to be retried in place forever,
-// and handleBatch waited on it, so no other wallet was credited again. It
-// is permanent: dead-lettered with its error and class, and the rest flows.
+// A credit the database refuses every time (the balance would overflow
+// bigint, SQLSTATE 22003) must not be retried in place: handleBatch would
+// wait on it and no other wallet would be credited again. It is permanent: dead-lettered with its error and class, and the rest flows.
 func TestDatabaseRefusalIsDeadLetteredAndOthersAreCredited(t *testing.T) {
 	t.Parallel()
 	w := setup(t, options{})

@@ -16,7 +16,7 @@
 // hold wallet → holds, a paid payout holds → clearing, a failed one holds →
 // wallet, and a payout the bank returns after it was paid clearing → wallet.
 //
-// Money that goes back (returns.go, docs/accounting.md): per currency a
+// Money that goes back (returns.go, docs/reference/accounting.md): per currency a
 // disputes account (a disputed amount frozen while the dispute is open) and
 // a receivables account (what wallets could not cover). A refund moves
 // wallet → clearing, a dispute wallet → disputes, then disputes → clearing

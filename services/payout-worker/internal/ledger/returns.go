@@ -11,7 +11,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
 
-// Kinds of ledger transactions for money that goes back (docs/accounting.md).
+// Kinds of ledger transactions for money that goes back (docs/reference/accounting.md).
 const (
 	KindRefund          = "refund"
 	KindRefundReversal  = "refund_reversal"

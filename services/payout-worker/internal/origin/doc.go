@@ -22,7 +22,7 @@
 // moves only on evidence. With a test key it is accepted: a missing flag
 // cannot stand for a live event (those always say true), nothing real
 // moves in test mode, and hand-written test events (the README's
-// walk-through, fixtures) omit it.
+// first payment, fixtures) omit it.
 //
 // Paystack events carry no such flags (a Paystack key is for one mode and
 // one integration): Foreign never refuses them.

@@ -1,4 +1,4 @@
-// Package payout runs the payout state machine (docs/architecture.md):
+// Package payout runs the payout state machine (docs/design/architecture.md):
 //
 //	INITIALIZED → SENDING_TO_GATEWAY → SENT_TO_GATEWAY → AWAITING_RESPONSE → SUCCEEDED
 //	                    ↘ RETRYING(n) → SENDING_TO_GATEWAY …

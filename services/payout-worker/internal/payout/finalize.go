@@ -57,10 +57,9 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 				e.Provider, e.Type, e.EventID, p.ID, mismatch), ClassOutcomeMismatch, nil)
 		}
 		// Order is judged here, against the latest event applied to the
-		// payout, never on the envelope's stale flag: webhook-api set it
-		// (before issue 15's fix) from every event it had seen, including
-		// ones refused above, so a forged event dated ahead could make every
-		// genuine one look stale.
+		// payout, never on the envelope's stale flag: webhook-api sees every
+		// event, including ones refused above, so a flag set from them would
+		// let a forged event dated ahead make every genuine one look stale.
 		if p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,
 				"event_at", e.OccurredAt)

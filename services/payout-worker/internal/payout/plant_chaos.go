@@ -10,7 +10,7 @@ import "os"
 // no "sending" row, no sending_at), so a payout whose call's answer was
 // never recorded is resumed as if nothing had been sent, and past the
 // PSP's idempotency window re-sent without a lookup. It is not
-// configuration (no config reader, README table or manifest has it) and
+// configuration (no config reader, configuration reference or manifest has it) and
 // exists in no other build (plant.go).
 const envPlantLateFirstAttempt = "AEGIS_PLANT_LATE_FIRST_ATTEMPT"
 

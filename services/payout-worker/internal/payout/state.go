@@ -7,10 +7,11 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 )
 
-// Status is a payout's state (ARCHITECTURE.md), as stored in payouts.status.
+// Status is a payout's state, as stored in payouts.status
+// (docs/design/architecture.md, "Payout state machine").
 type Status string
 
-// Payout states (ARCHITECTURE.md).
+// Payout states.
 const (
 	Initialized Status = "INITIALIZED"
 	Sending     Status = "SENDING_TO_GATEWAY"

@@ -332,7 +332,7 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 	}
 	pr.logger.ErrorContext(ctx, "payout needs review (sweeper)", "payout_id", p.ID, "error_class", string(class), "error", msg)
 	// One page for the stuck payout: dlq-admin's, when it stores this
-	// letter (alert.DeadLetterKey). The sweeper used to page as well.
+	// letter (alert.DeadLetterKey); the sweeper itself does not page.
 	return pr.letters.Stage(ctx, tx, l)
 }
 

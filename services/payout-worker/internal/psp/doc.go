@@ -30,7 +30,7 @@
 // connection reset is an unknown outcome: Stripe saves a request's answer
 // under its key once execution began, 5xx included, and neither PSP
 // documents any 5xx as safe. Only a
-// known non-execution may ever reverse a hold. docs/psp-outcomes.md has the
+// known non-execution may ever reverse a hold. docs/reference/psp-outcomes.md has the
 // table per PSP and status with its sources.
 //
 // Object statuses are mapped explicitly (Result.Final, Failed, Attention):

@@ -198,7 +198,7 @@ func classifyHTTP(e *Error, retryAfter time.Duration) error {
 		// follow execution); Paystack's error reference says only that the
 		// request could not be fulfilled because of an error on its end,
 		// and asks for a conclusive transfer status before any retry. The
-		// payout may have been made (docs/psp-outcomes.md).
+		// payout may have been made (docs/reference/psp-outcomes.md).
 		e.Unknown = true
 		return errclass.AsTransient(e)
 	case e.Status >= 400:

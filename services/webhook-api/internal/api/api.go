@@ -27,7 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets"
 )
 
-// MaxWebhookBody is the largest webhook body accepted (CONTRACT.md).
+// MaxWebhookBody is the largest webhook body accepted (docs/design/contract.md, "HTTP APIs").
 const MaxWebhookBody = 1 << 20
 
 // maxRequestBody bounds /v1 request bodies.

@@ -1,4 +1,4 @@
-// Package api is webhook-api's HTTP surface (CONTRACT.md): the PSP webhook
+// Package api is webhook-api's HTTP surface (docs/design/contract.md, "HTTP APIs"; openapi.yaml): the PSP webhook
 // endpoints and the /v1 payout and wallet endpoints. Handlers parse and
 // delegate; status codes are chosen in one place, errors.go.
 //

@@ -129,7 +129,7 @@ func TestOverloadIsShedWithRetryAfterAndNothingAcknowledgedIsLost(t *testing.T) 
 	require.Equal(t, len(accepted)+5, count(t, db, "SELECT count(*) FROM webhook_events"))
 }
 
-// Issue 17: admission is bounded by time. With room for a thousand in the
+// Admission is bounded by time. With room for a thousand in the
 // line, a webhook that arrives while the committer has been stuck in one
 // commit for four budgets (a stall) is answered 503 overloaded with
 // Retry-After at once instead of queueing behind it; the stuck one is

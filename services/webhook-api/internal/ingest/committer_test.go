@@ -32,8 +32,8 @@ func (p *panickyWake) QueueNotify(*pgx.Batch) bool {
 	return false
 }
 
-// Issue 16: a panic in a committer goroutine used to kill webhook-api with
-// every queued webhook. It is recovered, counted and logged; the webhooks
+// A panic in a committer goroutine does not kill webhook-api with every
+// queued webhook: it is recovered, counted and logged; the webhooks
 // of that group are answered with an error (nothing was committed, the PSP
 // retries), and the committer goes on.
 func TestCommitterSurvivesAPanicWhileCommitting(t *testing.T) {
@@ -64,8 +64,7 @@ func TestCommitterSurvivesAPanicWhileCommitting(t *testing.T) {
 	}
 }
 
-// Issue 12: a second Stop used to panic (close of a closed channel). Stop
-// commits what was queued, a second Stop is harmless, and a webhook offered
+// Stop commits what was queued, a second Stop is harmless, and a webhook offered
 // after Stop is refused (5xx, the PSP retries) instead of panicking or
 // waiting forever.
 func TestCommitterStopIsOnceAndCommitsWhatIsQueued(t *testing.T) {
@@ -101,9 +100,8 @@ func TestCommitterStopIsOnceAndCommitsWhatIsQueued(t *testing.T) {
 	require.ErrorIs(t, err, ingest.ErrStopped)
 }
 
-// Issue 12: the committer committed on context.Background(), so a Postgres
-// that accepts connections but never answers held shutdown forever. Stop
-// is bounded by its context: in-flight commits are cancelled and every
+// A Postgres that accepts connections but never answers does not hold
+// shutdown: Stop is bounded by its context: in-flight commits are cancelled and every
 // committer goroutine has returned when it does.
 func TestCommitterStopIsBoundedWhenPostgresHangs(t *testing.T) {
 	t.Parallel()
@@ -155,7 +153,7 @@ func TestCommitterStopIsBoundedWhenPostgresHangs(t *testing.T) {
 	}
 }
 
-// Issue 17: admission is bounded by time, not only by count. While
+// Admission is bounded by time, not only by count. While
 // Postgres commits nothing for four budgets (a stall), a webhook is
 // refused at once (ErrOverloaded, a 503 with Retry-After) although the
 // line has room for a thousand; the webhook stuck in the commit is

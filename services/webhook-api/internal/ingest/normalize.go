@@ -371,7 +371,7 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 			event.PaystackTransferFailed:   event.ActionPayoutFailed,
 			event.PaystackTransferReversed: event.ActionPayoutReversed,
 		}[event.Type(ev.Event)]
-		// Our transfers use the payout id as their reference (CONTRACT.md).
+		// Our transfers use the payout id as their reference (docs/design/contract.md).
 		e.PayoutID = d.Reference
 		if d.TransferCode != "" {
 			e.Reference = d.TransferCode

@@ -51,8 +51,8 @@
 // the channel authenticates it and there is no signature to check (Stripe
 // signs deliveries, not API answers; Paystack likewise).
 //
-// Runs are River jobs (issue 12, "one mechanism"; docs/architecture.md
-// "Background jobs"). A run is two rows written in one transaction: its
+// Runs are River jobs, the suite's one background-job mechanism
+// (docs/design/architecture.md, "Background jobs"). A run is two rows written in one transaction: its
 // record in psp_reconciliation_runs (the operator's view: status, trigger,
 // window, counts, disagreements; dlq-admin alerts from it) and its River
 // job (jobs.PSPReconcileArgs in pkg/jobs, queue "psp_reconcile"), which is

@@ -13,7 +13,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 )
 
-// StripeTolerance is how old a Stripe signature timestamp may be (CONTRACT.md).
+// StripeTolerance is how old a Stripe signature timestamp may be (docs/design/contract.md, "HTTP APIs").
 const StripeTolerance = 5 * time.Minute
 
 // Errors callers map to HTTP statuses.

@@ -50,7 +50,7 @@ type Wallet struct {
 	Currency string `json:"currency"`
 	Balance  int64  `json:"balance"`
 	// Owed is what the wallet owes the platform (a refund or lost dispute
-	// it could not cover, docs/accounting.md); payouts wait until it is 0.
+	// it could not cover, docs/reference/accounting.md); payouts wait until it is 0.
 	Owed    int64     `json:"owed"`
 	Entries []Entry   `json:"entries"`
 	Wallets []Balance `json:"wallets"`

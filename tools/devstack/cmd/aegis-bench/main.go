@@ -1,8 +1,8 @@
-// Command aegis-bench is `make bench`: it measures the issues' performance
+// Command aegis-bench is `make bench`: it measures the performance
 // targets with the real binaries on this machine and prints one table
 // (see tools/devstack/internal/bench).
 //
-//	aegis-bench [-duration 20s] [-out docs/benchmarks.md] [scenario ...]
+//	aegis-bench [-duration 20s] [-out docs/reports/benchmarks.md] [scenario ...]
 package main
 
 import (
@@ -92,8 +92,8 @@ nothing else runs on the machine meanwhile.
 Machine: %s.
 
 %s
-Ingest runs one webhook-api process at its default settings (README,
-"Configuration"), loaded by 8 and by 64 clients, each run beside two
+Ingest runs one webhook-api process at its default settings
+([configuration](../reference/configuration.md)), loaded by 8 and by 64 clients, each run beside two
 pgbench runs of the same two inserts at the same concurrency: on the
 schema's own tables, and on two bare tables with primary keys only.
 

@@ -36,7 +36,7 @@ import (
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
 
-// keptSection starts the hand-written part of docs/reliability.md that a
+// keptSection starts the hand-written part of docs/reports/reliability.md that a
 // soak run's rewrite keeps.
 const keptSection = "## No unbounded in-place retry"
 

@@ -4,7 +4,7 @@
 //
 // Postgres and Redis must already run on localhost (`make dev` runs
 // scripts/devdeps.sh first, which starts or installs them). Every setting has
-// a local default; DATABASE_URL, REDIS_URL and the secrets in CONTRACT.md
+// a local default; DATABASE_URL, REDIS_URL and the secrets of docs/design/contract.md
 // override them, BIN_DIR points at the binaries (default bin).
 //
 // DATABASE_URL is the schema owner's: aegis-dev migrates with it. Each
@@ -87,7 +87,7 @@ func run(logger *slog.Logger) error {
 		// off shows kfake's ghost group members (docs/kfake.md).
 		KafkaEnv: map[string]string{"KAFKA_MEMBER_EXPIRY": env("KAFKA_MEMBER_EXPIRY", "")},
 		// Tracing: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 make dev
-		// sends every service's spans to Jaeger (README "Follow a payment").
+		// sends every service's spans to Jaeger (docs/guides/follow-a-payment.md).
 		Env: otelEnv(),
 	}
 

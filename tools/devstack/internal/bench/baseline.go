@@ -56,8 +56,8 @@ func pgbenchTPS(ctx context.Context, url, path string, clients int, d time.Durat
 	}
 }
 
-// bareBaseline measures the bare two-table pgbench rate issue 17 compares
-// the suite with (ingest's bare baseline: the two rows a webhook costs,
+// bareBaseline measures the bare two-table pgbench rate the ingest figures
+// compare the suite with (ingest's bare baseline: the two rows a webhook costs,
 // without our schema's indexes, constraints and triggers), benchClients
 // clients.
 func (r *Runner) bareBaseline(ctx context.Context, d time.Duration) (float64, error) {

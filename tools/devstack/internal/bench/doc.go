@@ -1,4 +1,4 @@
-// Package bench measures the performance targets of the issues with the
+// Package bench measures the suite's performance targets with the
 // real binaries on this machine (`make bench`): webhook ingest against a
 // pgbench baseline of the same two inserts run just before it on the same
 // Postgres, the relay's drain rate and commit-to-Kafka latency, the payout
@@ -7,7 +7,7 @@
 // per second from Kafka, what a payout waiting for its retry costs its
 // user's credits (backoff.go: their p99 against other wallets'), and the
 // whole suite end to end (e2e.go). It prints one table and can write it to
-// docs/benchmarks.md with the machine it ran on, keeping the findings
+// docs/reports/benchmarks.md with the machine it ran on, keeping the findings
 // written below the table, and the e2e plot (plot.go, SVG drawn here: no
 // external tool).
 //

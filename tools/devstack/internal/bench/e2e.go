@@ -688,7 +688,7 @@ func loadAvg() string {
 	return strings.Fields(string(b))[0]
 }
 
-// overload is issue 17's target 3 on the whole suite: overloadFactor times
+// overload is the overload target on the whole suite: overloadFactor times
 // the highest credit rate it held (its sustainable rate), open loop, for
 // 1.5 phases. Every request must be answered within a second (accepted
 // after its commit, the rest 503 with Retry-After); every acknowledged

@@ -11,7 +11,7 @@ import (
 )
 
 // overloadFactor is how many times the sustained rate the overload phase
-// offers (issue 17, target 3).
+// offers: the overload target is three times the sustainable rate.
 const overloadFactor = 3
 
 // overloadAnswered is the answer time every request of the overload phase
@@ -27,7 +27,7 @@ type overloadResult struct {
 	err        error
 }
 
-// overload is a stress test beyond issue 17's target 3 (which e2e.go's
+// overload is a stress test beyond the overload target (which e2e.go's
 // overload measures on the whole suite, at three times its sustainable
 // credit rate): it offers webhook-api alone overloadFactor times the rate
 // it sustained with 64 clients, open loop (each request at its scheduled time, whatever

@@ -37,7 +37,7 @@ type Config struct {
 	// Keep leaves the database behind for inspection.
 	Keep bool
 	// PickupBound fails the run when a payout or a credit waited longer to
-	// be picked up; zero means the default (defaultPickupBound,
+	// be picked up; zero means the default (defaultPickupBound,
 	// from the longest Kafka outage the run injected).
 	PickupBound time.Duration
 	// PlantPoison starts the workers with WORKER_PLANT_POISON_RETRY: the

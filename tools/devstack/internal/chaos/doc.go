@@ -1,4 +1,4 @@
-// Package chaos proves ARCHITECTURE.md's three promises under injected
+// Package chaos proves the three promises (docs/design/architecture.md) under injected
 // faults, the way systems people trust earn that trust: by running the real
 // thing while breaking it, then checking invariants rather than reading code.
 //

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The evidence part of the run (issue 15): PSP outcome events signed with
+// The evidence part of the run: PSP outcome events signed with
 // the real secrets but not matching their payout (a wrong amount), which
 // must change nothing and be dead-lettered as outcome_mismatch; and payouts
 // whose first PSP answer is lost (the PSP stand-in's ba_lost_* destinations:

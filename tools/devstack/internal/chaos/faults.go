@@ -189,9 +189,9 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 	case faultKafkaLeader:
 		// A leader election: produce and fetch fail with NOT_LEADER for a
 		// few seconds (clients refresh metadata and retry), an outage of
-		// the pickup path for as long as it lasts. It used to fail the
-		// next 20 produce requests instead, which with the clients'
-		// growing retry backoff held publishing up for 20–45 s, unmeasured.
+		// the pickup path for as long as it lasts. A window, not a count:
+		// failing the next 20 produce requests would, with the clients'
+		// growing retry backoff, hold publishing up for 20–45 s, unmeasured.
 		window := time.Duration(1000+in.rng.IntN(2000)) * time.Millisecond
 		start := time.Now()
 		for _, req := range []string{"produce", "fetch"} {
@@ -241,7 +241,7 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 // Each new process is killed as soon as it has joined its consumer group
 // (the group is then waiting for the members before it to rejoin or time
 // out), so every kill lands mid-rebalance: the pattern that left kfake with
-// dead members holding partitions forever (issue 16, docs/kfake.md).
+// dead members holding partitions forever (docs/kfake.md).
 //
 // A crash loop of the payout worker is an outage of the pickup path: from the
 // first kill until its group is whole again (waited for even when the fault

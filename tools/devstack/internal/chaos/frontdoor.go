@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The front door's part of the run (issue 15): payouts need a registered
+// The front door's part of the run: payouts need a registered
 // destination, a second API client keeps trying to reach the first one's
 // users, and some payments name a user id no store can hold.
 

@@ -15,7 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
-// check verifies the invariants of issue 6 against the database, the PSP
+// check verifies the three promises' invariants against the database, the PSP
 // stand-in's record and Kafka, and adds them to rep.
 func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{

@@ -33,7 +33,7 @@ func summarise(waits []time.Duration, replayed int) Latency {
 	return l
 }
 
-// defaultPickupBound is the bound: the group's session timeout (a
+// defaultPickupBound is the pickup bound: the group's session timeout (a
 // dead member's partitions move after it), twice the relay's poll interval
 // (a row committed just after a poll) and the longest outage injected:
 // a Kafka outage (nothing moves while Kafka is away) from the start of its

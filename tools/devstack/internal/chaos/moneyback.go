@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The money-back part of the run (issue 11): refunds (partial, full, and
+// The money-back part of the run: refunds (partial, full, and
 // refunds that fail after they were created) and disputes (won and lost) of
 // Stripe payments the workload paid earlier, signed like the PSP's own
 // events, sometimes twice and sometimes in the wrong order (a refund's

@@ -17,7 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
-// Operator resolutions (issue 11, "Ops resolve what machines can't"): what
+// Operator resolutions ("Ops resolve what machines can't"): what
 // machines cannot settle ends NEEDS_REVIEW with its hold kept, and a person
 // settles it from the PSP's own record. After the drain and the replay, the
 // run plants a few such payouts (plantReviews: every PSP call slower than

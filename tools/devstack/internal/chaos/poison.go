@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The poison workload (issue 16): a wallet credited 9,000,000,000,000,000,000
+// The poison workload: a wallet credited 9,000,000,000,000,000,000
 // twice. The first credit is an ordinary one; the second overflows the
 // balance, which Postgres refuses every time (SQLSTATE 22003). A worker that
 // retries such a refusal in place blocks its batch, and with it every

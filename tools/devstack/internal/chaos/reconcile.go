@@ -13,7 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
-// Missed webhooks (issue 11): the fault psp_money_back_webhooks_dropped has
+// Missed webhooks: the fault psp_money_back_webhooks_dropped has
 // customers pay at the PSP stand-in and take money back (a refund, a
 // dispute won or lost) while the stand-in loses every payment, refund and
 // dispute webhook for good. The PSP's record keeps them, so only the PSP

@@ -119,7 +119,7 @@ func (w *workload) acknowledged() int {
 	return n
 }
 
-// Reliability renders a soak report for docs/reliability.md.
+// Reliability renders a soak report for docs/reports/reliability.md.
 func (r *Report) Reliability(machine, command string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Reliability\n\nLatest soak: `%s` (%s) on %s.\n\n", command, time.Now().UTC().Format("2006-01-02"), machine)

@@ -216,7 +216,7 @@ func Deadlines() []Deadline {
 }
 
 // ScaleTable renders the scaled variables at scale as a Markdown table
-// (docs/reliability.md, and -print-scale).
+// (docs/reports/reliability.md, and -print-scale).
 func ScaleTable(scale float64) string {
 	vars := ScaledVars()
 	sort.SliceStable(vars, func(i, j int) bool { return vars[i].Reader < vars[j].Reader })

@@ -56,7 +56,7 @@ func TestWeekScalesEveryListedDurationByOneFactor(t *testing.T) {
 			t.Errorf("%s at scale 1 is %s, want its default %s", v.Env, v.Value(1), v.Real)
 		}
 	}
-	// The durations the issue names are all listed.
+	// The durations that bound the promises are all listed.
 	for _, name := range []string{"PSP_IDEMPOTENCY_WINDOW", "PSP_SETTLE_WINDOW", "PAYOUT_SWEEP_INTERVAL", "PAYOUT_CHECK_AFTER",
 		"PSP_RECONCILE_INTERVAL", "PSP_BACKOFF_BASE", "PSP_BACKOFF_MAX", "BREAKER_OPEN_FOR", "MONEY_BACK_CREDIT_WAIT",
 		"PSP_RECONCILE_RUN_TIMEOUT", "PAYOUT_DEADLINE_INITIALIZED", "PAYOUT_DEADLINE_SENDING", "PAYOUT_DEADLINE_RETRYING",

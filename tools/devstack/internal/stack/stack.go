@@ -28,7 +28,7 @@ type Ports struct {
 	WebhookAPI, OutboxRelay, PayoutWorker, DLQAdmin, Kafka, PSP int
 }
 
-// DevPorts are CONTRACT.md's defaults, used by `make dev`.
+// DevPorts are the services' default ports (docs/design/contract.md), used by `make dev`.
 func DevPorts() Ports {
 	return Ports{WebhookAPI: 8080, OutboxRelay: 8081, PayoutWorker: 8082, DLQAdmin: 8083, Kafka: 9092, PSP: 12111}
 }

@@ -583,9 +583,6 @@ func (l *loader) variables() ([]Variable, error) {
 			meanings[name] = append(meanings[name], x.docFile+"\x00"+m)
 		}
 	}
-	for _, m := range fallbackMeanings() {
-		meanings[m.name] = append(meanings[m.name], m.where+"\x00"+m.meaning)
-	}
 	var services []string
 	for _, x := range l.fns {
 		if x.service != "" && !slices.Contains(services, x.service) {

@@ -17,22 +17,12 @@ var (
 	issueNumber = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
 )
 
-// notYet lists the directories these checks skip, each with its reason.
-func notYet() map[string]string {
-	return map[string]string{
-		// Being restructured on its own branch under the same rules; drop
-		// this line once that lands.
-		"services/dlq-admin": "restructured separately",
-	}
-}
-
 // TestNoReferenceOutsideTheRepositoryOrToIssueNumbers fails for a Go, SQL,
 // YAML or Markdown file (or the Makefile) that cites a design document
 // outside the repository or an issue by number.
 func TestNoReferenceOutsideTheRepositoryOrToIssueNumbers(t *testing.T) {
 	t.Parallel()
 	dir := root(t)
-	skip := notYet()
 	scanned := 0
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -41,7 +31,7 @@ func TestNoReferenceOutsideTheRepositoryOrToIssueNumbers(t *testing.T) {
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if _, ok := skip[rel]; ok || rel == ".git" || rel == "bin" || strings.HasPrefix(d.Name(), ".") && rel != "." {
+			if rel == ".git" || rel == "bin" || strings.HasPrefix(d.Name(), ".") && rel != "." {
 				return filepath.SkipDir
 			}
 			return nil

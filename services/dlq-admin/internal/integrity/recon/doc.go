@@ -1,7 +1,7 @@
 // Package recon is the ledger's integrity check: every ledger transaction sums to zero per currency,
 // every user wallet's stored balance equals the sum of its entries, and no
 // user wallet is negative. The system accounts keep no stored balance; each
-// is checked against what it holds money for, as docs/accounting.md
+// is checked against what it holds money for, as docs/reference/accounting.md
 // promises: every payout's share of payout_holds (zero once finished; its
 // amount from its hold until it is settled or released while unfinished),
 // every dispute's share of disputes (its amount while open, zero once

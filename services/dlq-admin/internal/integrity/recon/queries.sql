@@ -163,7 +163,7 @@ LIMIT @max_rows;
 
 -- name: AccountTotals :many
 -- The system accounts whose balance is not what the rest of the database
--- says it must be (docs/accounting.md): receivables = −Σ owed of the
+-- says it must be (docs/reference/accounting.md): receivables = −Σ owed of the
 -- wallets, disputes = Σ open disputes, payout holds = Σ of the payouts
 -- holding money (as UnfinishedHolds judges each). Per currency; an entry
 -- that belongs to no user, dispute or payout shows here.

@@ -380,7 +380,7 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 }
 
 // checkShares checks each system account against what it holds money for
-// (docs/accounting.md): each unfinished payout's hold, each dispute, each
+// (docs/reference/accounting.md): each unfinished payout's hold, each dispute, each
 // user's receivable, and each account's total.
 func checkShares(ctx context.Context, q *sqlcdb.Queries, s *Summary) error {
 	holds, err := q.UnfinishedHolds(ctx, MaxListed)

@@ -68,7 +68,11 @@ func (r *Runs) RequestScheduled(ctx context.Context, enq jobs.Enqueuer) (id int6
 // will never work it, so that it does not block the runs after it
 // (jobs.EndOrphanedPSPRun); ok is false when there was none.
 func (r *Runs) EndOrphaned(ctx context.Context, why string) (id int64, ok bool, err error) {
-	return jobs.EndOrphanedPSPRun(ctx, r.pool, why)
+	err = database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		id, ok, err = jobs.EndOrphanedPSPRun(ctx, tx, why)
+		return err
+	})
+	return id, ok, err
 }
 
 // Claimed is a run this worker holds.

@@ -55,17 +55,31 @@ func (f Finding) String() string { return fmt.Sprintf("%s:%d: %s", f.File, f.Lin
 // GoFiles returns the non-test, non-generated .go files under dirs of root,
 // slash-separated and relative to root.
 func GoFiles(root string, dirs ...string) ([]string, error) {
+	return files(root, dirs, func(path string) (bool, error) {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return false, nil
+		}
+		gen, err := generated(path)
+		return !gen, err
+	})
+}
+
+// QueriesFiles returns the queries.sql files under dirs of root,
+// slash-separated and relative to root.
+func QueriesFiles(root string, dirs ...string) ([]string, error) {
+	return files(root, dirs, func(path string) (bool, error) { return filepath.Base(path) == "queries.sql", nil })
+}
+
+// files returns the files under dirs of root that keep takes,
+// slash-separated, relative to root and sorted.
+func files(root string, dirs []string, keep func(path string) (bool, error)) ([]string, error) {
 	var out []string
 	for _, d := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
+			if err != nil || e.IsDir() {
 				return err
 			}
-			if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			gen, err := generated(path)
-			if err != nil || gen {
+			if ok, err := keep(path); err != nil || !ok {
 				return err
 			}
 			rel, err := filepath.Rel(root, path)
@@ -143,30 +157,6 @@ func QuotedIn(root, file string, words []string) ([]Finding, error) {
 	return out, nil
 }
 
-// QueriesFiles returns the queries.sql files under dirs of root,
-// slash-separated and relative to root.
-func QueriesFiles(root string, dirs ...string) ([]string, error) {
-	var out []string
-	for _, d := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || e.Name() != "queries.sql" {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			out = append(out, filepath.ToSlash(rel))
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("walk %s: %w", d, err)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 // unreplaced is a named parameter sqlc left in a generated statement
 // (it does after a unary minus: -@amount): Postgres would read it as the
 // prefix operator @ on a column of that name.
@@ -175,25 +165,19 @@ var unreplaced = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:@'])@[a-z_][a-z_0-9]*`)
 // UnreplacedParameters returns the generated files' statements that still
 // hold an @name after sqlc's rewrite.
 func UnreplacedParameters(root string, dirs ...string) ([]Finding, error) {
+	gen, err := files(root, dirs, func(path string) (bool, error) { return strings.HasSuffix(path, ".sql.go"), nil })
+	if err != nil {
+		return nil, err
+	}
 	var out []Finding
-	for _, d := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".sql.go") {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			found, err := StringLiterals(root, filepath.ToSlash(rel), func(s string) bool {
-				return strings.HasPrefix(s, "-- name: ") && unreplaced.MatchString(s)
-			})
-			out = append(out, found...)
-			return err
+	for _, f := range gen {
+		found, err := StringLiterals(root, f, func(s string) bool {
+			return strings.HasPrefix(s, "-- name: ") && unreplaced.MatchString(s)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("walk %s: %w", d, err)
+			return nil, err
 		}
+		out = append(out, found...)
 	}
 	return out, nil
 }

@@ -22,56 +22,26 @@
 //
 // A store's queries live in a queries.sql file next to it, one named
 // statement each (-- name: X :one|:many|:exec|:execrows), with named
-// parameters (@user_id; sqlc.narg(x) where NULL means "any"). sqlc
-// (sqlc.yaml at the repository root, pinned in tools/sqlc) compiles them
-// against the schema of migrations/*.up.sql into typed pgx/v5 code in the
-// store's sqlcdb package: one Params struct per statement instead of $1…$20,
-// and sqlcdb.DBTX (a pool, a connection or a pgx.Tx) instead of hand-written
-// "pool or tx" interfaces; a store that must join the caller's transaction
-// calls sqlcdb.New(tx) or Queries.WithTx(tx). The generated code is
-// committed: `make generate` regenerates it and `make generate-check`
-// (part of `make test`) fails when it is stale. A query whose text is
-// assembled at run time has no place in a queries.sql; it stays next to
-// its store, built from constants, and says why.
+// parameters (@user_id; sqlc.narg(x) where NULL means "any"; sqlc.arg(x)
+// where a parameter follows a unary minus or precedes an operator, which
+// sqlc's @x rewrite gets wrong). sqlc (sqlc.yaml at the repository root,
+// pinned in tools/sqlc) compiles them against the schema of
+// migrations/*.up.sql into typed pgx/v5 code in the store's sqlcdb package:
+// one Params struct per statement instead of $1…$20, and sqlcdb.DBTX (a
+// pool, a connection or a pgx.Tx) instead of hand-written "pool or tx"
+// interfaces; a store that must join the caller's transaction calls
+// sqlcdb.New(tx) or Queries.WithTx(tx). The generated code is committed:
+// `make generate` regenerates it and `make generate-check` (part of
+// `make test`) fails when it is stale. tools/devstack/internal/sqlcheck
+// fails `make test` on SQL in any other Go string of services/ and pkg/
+// (its allowlist names the few exceptions and why) and on a payout state
+// spelled outside pkg/payoutstate.
 //
-// Converted: pkg/dlq (its 20-column insert; dlq.Insert takes a
-// sqlcdb.DBTX); webhook-api destinations (Resolve takes a destinations.Ref,
-// not four strings) and pspsync (runs and cursors); dlq-admin resolution
-// (resolutions and approvals), recon, replay (jobs, job letters, no-op
-// checks), pspruns, store's audit insert and MaxID (see below), and
-// webhook-api payouts (Create's 11-column insert, idempotency key and
-// limits; Get's reads; Cancel's lock, update and transitions);
-// pkg/outbox (all but its multi-row insert, which sqlc cannot
-// compile; the statements writers queue into their own pgx.Batch by the
-// exported text: its doc) and outbox-relay's LISTEN;
-// payout-worker's payout store (store.go, sweep.go: load, update,
-// transitions, attempts, evidence, sweeper). Statements a store pipelines
-// with others in one pgx.Batch are queued through a hand-written
-// sqlcdb/batch.go beside the generated code (sqlc's :batch kinds send a
-// batch per statement), so the round trips stay as they were;
-// webhook-api ingest (its queries.sql, unnest insert included: each
-// statement is recorded from its generated method into the group's
-// pipelined transaction, so round trips did not change; ingest/doc.go).
-//
-// Not converted yet, and why:
-//   - dlq-admin store (store.go, resolve.go, payouts.go, payoutlist.go),
-//     except the audit insert, MaxID, Stats, FailedAgain, DiscardMany and
-//     ClearAlerts (its queries.sql; CountOpen and MaxID take a
-//     sqlcdb.DBTX, which replaced store.Querier): List,
-//     Groups, the open-letter selections and the payouts list build their
-//     WHERE clause from the filters a request sets, so that each filter is a
-//     plain condition the planner serves from its index under a generic
-//     plan; one static statement with "sqlc.narg(x) IS NULL OR …" per
-//     filter would not be. Get, Lock, MarkReplayed, MarkDiscarded and
-//     PendingAlerts return the same summary column list into one scan
-//     (Summary.fields); in sqlc each would be its own ~20-field row type
-//     with its own copy of the mapping, so they stay beside that list.
-//   - the hot paths `make bench` measures that are left: webhook-api
-//     wallets, payout-worker's ledger (its one-statement hold and the
-//     credit batch; the bench's pgbench baseline reads the same constants),
-//     resolution reads and consume (processed). They keep their constants,
-//     each in one queries.go or store.go per store. The ones converted
-//     (ingest, pkg/outbox and the relay, the payout store) kept their
-//     statements and round trips, and docs/reports/benchmarks.md's run after them
-//     shows no regression.
+// Statements that must share one round trip (the ledger's credit batch,
+// ingest's group, the payout load with its processed check) are queued
+// into one pgx.Batch with Queue: the generated method runs on a Recorder,
+// so the text and the argument order come from the generated code. sqlc's
+// own :batch kinds send a batch per statement, which would multiply the
+// round trips. pkg/outbox's writer statements are queued by their
+// exported text (its doc says why).
 package database

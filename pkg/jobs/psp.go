@@ -2,12 +2,16 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/aegis-payments/aegis/pkg/jobs/sqlcdb"
 )
 
 // PSPReconcileQueue is the River queue PSP reconciliation runs are worked
@@ -39,27 +43,13 @@ func (PSPReconcileArgs) InsertOpts() river.InsertOpts {
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// sqlEndOrphanedPSPRun ends the active run that no live River job will
-// work. A run whose job is not yet committed beside it is invisible here
-// too, so it is left alone.
-const sqlEndOrphanedPSPRun = `
-UPDATE psp_reconciliation_runs r SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = $1::text
-WHERE r.status IN ('requested', 'running')
-  AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2::text AND j.args->>'run_id' = r.id::text
-      AND j.state::text = ANY($3::text[]))
-RETURNING r.id`
-
 // liveJobStates are a River job's states in which it will still be worked.
-func liveJobStates() []string {
-	return []string{string(rivertype.JobStateAvailable), string(rivertype.JobStatePending),
-		string(rivertype.JobStateRetryable), string(rivertype.JobStateRunning), string(rivertype.JobStateScheduled)}
-}
+var liveJobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
 
-// Querier runs a statement: a pool, a connection or a transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// maxLiveRuns bounds the live jobs EndOrphanedPSPRun lists: one run is
+// active at a time, so its job is one of very few live ones of its kind.
+const maxLiveRuns = 1000
 
 // EndOrphanedPSPRun ends, as failed with why, the requested or running
 // psp_reconciliation_runs row whose River job will never work it
@@ -68,13 +58,59 @@ type Querier interface {
 // would refuse every later one, so both ways of requesting a run call it
 // first: dlq-admin's request, in the transaction that inserts the new run,
 // and webhook-api's schedule.
-func EndOrphanedPSPRun(ctx context.Context, db Querier, why string) (id int64, ok bool, err error) {
-	err = db.QueryRow(ctx, sqlEndOrphanedPSPRun, why, PSPReconcileArgs{}.Kind(), liveJobStates()).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+//
+// River's jobs are read through River's client (JobListTx), never by SQL
+// on its tables. The active runs are read first: a run and its job commit
+// together, so the job of every run read is visible to the job list that
+// follows, and a run committed in between is not among those ended.
+func EndOrphanedPSPRun(ctx context.Context, tx pgx.Tx, why string) (id int64, ok bool, err error) {
+	q := sqlcdb.New(tx)
+	active, err := q.ActivePSPRuns(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("end an orphaned psp reconciliation run: read the active runs: %w", err)
+	}
+	if len(active) == 0 {
 		return 0, false, nil
 	}
+	live, err := livePSPRuns(ctx, tx)
 	if err != nil {
-		return 0, false, fmt.Errorf("end an orphaned psp reconciliation run: %w", err)
+		return 0, false, err
 	}
-	return id, true, nil
+	for _, run := range active {
+		if live[run] {
+			continue
+		}
+		id, err := q.EndPSPRun(ctx, sqlcdb.EndPSPRunParams{Error: why, ID: run})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // it finished meanwhile
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("end orphaned psp reconciliation run %d: %w", run, err)
+		}
+		return id, true, nil
+	}
+	return 0, false, nil
+}
+
+// livePSPRuns returns the runs whose River job will still be worked.
+func livePSPRuns(ctx context.Context, tx pgx.Tx) (map[int64]bool, error) {
+	// A client without a pool: JobListTx works on the caller's transaction.
+	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("list live psp reconciliation jobs: River client: %w", err)
+	}
+	res, err := client.JobListTx(ctx, tx, river.NewJobListParams().
+		Kinds(PSPReconcileArgs{}.Kind()).States(liveJobStates...).First(maxLiveRuns))
+	if err != nil {
+		return nil, fmt.Errorf("list live psp reconciliation jobs: %w", err)
+	}
+	live := make(map[int64]bool, len(res.Jobs))
+	for _, j := range res.Jobs {
+		var args PSPReconcileArgs
+		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
+			return nil, fmt.Errorf("decode psp reconciliation job %d: %w", j.ID, err)
+		}
+		live[args.RunID] = true
+	}
+	return live, nil
 }

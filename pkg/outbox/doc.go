@@ -36,13 +36,13 @@
 // queries.sql, compiled by sqlc into package sqlcdb (sqlc.yaml): the relay's
 // statements (Claim, MarkProcessed, Retry, Release, MarkDeadLetter,
 // PurgeProcessed, Stats) run through the generated methods, one round trip
-// each as before. LockKeys and Notify are queued by their exported text
-// (emit_exported_queries) into the caller's own pgx.Batch — Queue and
+// each. LockKeys, InsertMessages and Notify are queued by their exported
+// text (emit_exported_queries) into the caller's own pgx.Batch — Queue and
 // QueueNotify exist so a writer's outbox rows, key locks and NOTIFY ride in
 // the round trip of its own transaction, which a generated method (or sqlc's
-// :batchexec, which sends a batch of its own) cannot join. The multi-row
-// insert stays hand-written in queries.go: sqlc's catalog has no
-// unnest(a, b, …) WITH ORDINALITY, and the per-column alternative would
-// change the statement of the writers' hot path. A COPY (:copyfrom) is no
-// alternative either: it cannot return the ids nor share the batch.
+// :batchexec, which sends a batch of its own) cannot join; InsertMessages
+// also takes NULL elements (a message without its own retry bound or
+// start), which its generated parameter types cannot carry. A COPY
+// (:copyfrom) is no alternative: it cannot return the ids nor share the
+// batch.
 package outbox

@@ -112,7 +112,10 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 	}
 	// sqlcdb.LockKeysParams order: namespace, keys.
 	b.Queue(sqlcdb.LockKeys, lockNamespace, keys)
-	q := b.Queue(sqlInsert, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
+	// sqlcdb.InsertMessagesParams order; the last two arrays hold NULL for
+	// "the default", which the generated method's []int and []time.Time
+	// cannot: the statement is queued by its text.
+	q := b.Queue(sqlcdb.InsertMessages, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
 	if ids != nil {
 		q.Query(func(rows pgx.Rows) error {
 			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -122,7 +125,7 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 			if len(got) != len(ids) {
 				return fmt.Errorf("insert outbox messages: %d rows for %d messages", len(got), len(ids))
 			}
-			// The ids were drawn in msgs order (sqlInsert's ORDER BY);
+			// The ids were drawn in msgs order (InsertMessages' ORDER BY);
 			// RETURNING promises no order of its own.
 			slices.Sort(got)
 			copy(ids, got)

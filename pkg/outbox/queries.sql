@@ -162,3 +162,20 @@ WHERE id IN (SELECT p.id FROM transaction_outbox p
 SELECT count(*) AS unfinished, coalesce(extract(epoch FROM sqlc.arg(now)::timestamptz - min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM transaction_outbox
 WHERE finished_at IS NULL;
+
+-- name: InsertMessages :many
+-- Writes any number of rows in one statement. The ORDER BY draws the ids in
+-- the order the messages were given (Postgres evaluates the volatile id
+-- default after the sort). ROWS FROM (unnest(a), unnest(b), ...) is what
+-- Postgres makes of the multi-argument unnest(a, b, ...), which sqlc's
+-- catalog does not know: the same statement.
+INSERT INTO transaction_outbox
+    (topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at)
+SELECT m.topic, m.event_type, m.partition_key, m.payload, m.headers, m.correlation_id,
+       coalesce(m.max_retries, 6), coalesce(m.next_retry_at, now())
+FROM ROWS FROM (unnest(@topics::text[]), unnest(@event_types::text[]), unnest(@partition_keys::text[]),
+                unnest(@payloads::jsonb[]), unnest(@headers::jsonb[]), unnest(@correlation_ids::text[]),
+                unnest(@max_retries::int[]), unnest(@next_retry_ats::timestamptz[]))
+     WITH ORDINALITY AS m(topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at, n)
+ORDER BY m.n
+RETURNING id;

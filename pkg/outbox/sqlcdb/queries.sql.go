@@ -175,6 +175,64 @@ func (q *Queries) Claim(ctx context.Context, arg ClaimParams) ([]ClaimRow, error
 	return items, nil
 }
 
+const InsertMessages = `-- name: InsertMessages :many
+INSERT INTO transaction_outbox
+    (topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at)
+SELECT m.topic, m.event_type, m.partition_key, m.payload, m.headers, m.correlation_id,
+       coalesce(m.max_retries, 6), coalesce(m.next_retry_at, now())
+FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]), unnest($3::text[]),
+                unnest($4::jsonb[]), unnest($5::jsonb[]), unnest($6::text[]),
+                unnest($7::int[]), unnest($8::timestamptz[]))
+     WITH ORDINALITY AS m(topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at, n)
+ORDER BY m.n
+RETURNING id
+`
+
+type InsertMessagesParams struct {
+	Topics         []string
+	EventTypes     []string
+	PartitionKeys  []string
+	Payloads       [][]byte
+	Headers        [][]byte
+	CorrelationIDs []string
+	MaxRetries     []int
+	NextRetryAts   []time.Time
+}
+
+// Writes any number of rows in one statement. The ORDER BY draws the ids in
+// the order the messages were given (Postgres evaluates the volatile id
+// default after the sort). ROWS FROM (unnest(a), unnest(b), ...) is what
+// Postgres makes of the multi-argument unnest(a, b, ...), which sqlc's
+// catalog does not know: the same statement.
+func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, InsertMessages,
+		arg.Topics,
+		arg.EventTypes,
+		arg.PartitionKeys,
+		arg.Payloads,
+		arg.Headers,
+		arg.CorrelationIDs,
+		arg.MaxRetries,
+		arg.NextRetryAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const LockKeys = `-- name: LockKeys :exec
 
 SELECT pg_advisory_xact_lock($1::int, h)

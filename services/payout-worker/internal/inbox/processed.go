@@ -6,24 +6,19 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox/sqlcdb"
 )
 
 // processed_events is the consumer's idempotency record: written in the same
 // transaction as the message's effect, so a redelivered or replayed message
-// finds it and changes nothing.
-
-const sqlClaim = `
-INSERT INTO processed_events (consumer_group, event_id) VALUES ($1, $2)
-ON CONFLICT DO NOTHING
-RETURNING true`
-
-const sqlProcessed = `SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)`
+// finds it and changes nothing. Its statements are in queries.sql.
 
 // Claim records m as processed within tx and reports whether it was new. A
 // concurrent duplicate waits on the row until tx ends, then finds it.
 func Claim(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
-	var ok bool
-	err := tx.QueryRow(ctx, sqlClaim, m.Group, m.ID()).Scan(&ok)
+	_, err := sqlcdb.New(tx).Claim(ctx, sqlcdb.ClaimParams{ConsumerGroup: m.Group, EventID: m.ID()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -35,8 +30,8 @@ func Claim(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
 
 // Processed reports whether m was already processed.
 func Processed(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
-	var done bool
-	if err := tx.QueryRow(ctx, sqlProcessed, m.Group, m.ID()).Scan(&done); err != nil {
+	done, err := sqlcdb.New(tx).Processed(ctx, sqlcdb.ProcessedParams{ConsumerGroup: m.Group, EventID: m.ID()})
+	if err != nil {
 		return false, fmt.Errorf("check processed event: %w", err)
 	}
 	return done, nil
@@ -45,11 +40,18 @@ func Processed(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
 // QueueProcessed queues on b the check whether m was already processed; done
 // is set when b's results are read. It lets a caller send the check in the
 // same round trip as its first statement.
-func QueueProcessed(b *pgx.Batch, m Message, done *bool) {
-	b.Queue(sqlProcessed, m.Group, m.ID()).QueryRow(func(r pgx.Row) error {
+func QueueProcessed(ctx context.Context, b *pgx.Batch, m Message, done *bool) error {
+	q, err := database.Queue(b, func(r *database.Recorder) {
+		_, _ = sqlcdb.New(r).Processed(ctx, sqlcdb.ProcessedParams{ConsumerGroup: m.Group, EventID: m.ID()})
+	})
+	if err != nil {
+		return err
+	}
+	q.QueryRow(func(r pgx.Row) error {
 		if err := r.Scan(done); err != nil {
 			return fmt.Errorf("check processed event: %w", err)
 		}
 		return nil
 	})
+	return nil
 }

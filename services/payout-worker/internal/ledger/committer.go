@@ -237,7 +237,7 @@ func (c *CreditCommitter) commitGroup(ctx context.Context, group []*creditReques
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	for _, r := range group {
-		if err := c.ledger.queue(b, r.cr); err != nil {
+		if err := c.ledger.queue(ctx, b, r.cr); err != nil {
 			return err
 		}
 	}

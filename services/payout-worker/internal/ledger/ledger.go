@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger/sqlcdb"
 )
 
 // Errors callers decide on.
@@ -94,8 +96,9 @@ func (l *Ledger) post(ctx context.Context, tx pgx.Tx, kind, reference, currency 
 }
 
 func (l *Ledger) write(ctx context.Context, tx pgx.Tx, kind, reference, currency string, legs []leg) error {
-	var txID string
-	err := tx.QueryRow(ctx, sqlInsertTransaction, kind, reference, logging.CorrelationID(ctx)).Scan(&txID)
+	q := sqlcdb.New(tx)
+	txID, err := q.InsertTransaction(ctx, sqlcdb.InsertTransactionParams{Kind: kind, Reference: reference,
+		CorrelationID: logging.CorrelationID(ctx)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrAlreadyPosted
 	}
@@ -109,19 +112,19 @@ func (l *Ledger) write(ctx context.Context, tx pgx.Tx, kind, reference, currency
 		}
 		if lg.account.kind == "user" {
 			if lg.amount < 0 {
-				var after int64
-				err := tx.QueryRow(ctx, sqlDebitUser, id, -lg.amount).Scan(&after)
+				_, err := q.DebitUser(ctx, sqlcdb.DebitUserParams{Amount: -lg.amount, ID: id})
 				if errors.Is(err, pgx.ErrNoRows) {
 					return ErrInsufficientFunds
 				}
 				if err != nil {
 					return fmt.Errorf("debit wallet %d: %w", id, err)
 				}
-			} else if _, err := tx.Exec(ctx, sqlCreditUser, id, lg.amount); err != nil {
+			} else if err := q.CreditUser(ctx, sqlcdb.CreditUserParams{Amount: lg.amount, ID: id}); err != nil {
 				return fmt.Errorf("credit wallet %d: %w", id, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, sqlInsertEntry, txID, id, lg.amount, currency); err != nil {
+		if err := q.InsertEntry(ctx, sqlcdb.InsertEntryParams{TransactionID: txID, WalletID: id, Amount: lg.amount,
+			Currency: currency}); err != nil {
 			return fmt.Errorf("insert ledger entry: %w", err)
 		}
 	}
@@ -160,11 +163,12 @@ func (l *Ledger) Prepare(ctx context.Context, provider, currency string) error {
 }
 
 func ensureWallet(ctx context.Context, tx pgx.Tx, k accountKey) (int64, error) {
-	if _, err := tx.Exec(ctx, sqlEnsureWallet, k.kind, k.owner, k.currency); err != nil {
+	q := sqlcdb.New(tx)
+	if err := q.EnsureWallet(ctx, sqlcdb.EnsureWalletParams{Kind: k.kind, Owner: k.owner, Currency: k.currency}); err != nil {
 		return 0, fmt.Errorf("create wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
 	}
-	var id int64
-	if err := tx.QueryRow(ctx, sqlWalletID, k.kind, k.owner, k.currency).Scan(&id); err != nil {
+	id, err := q.WalletID(ctx, sqlcdb.WalletIDParams{Kind: k.kind, Owner: k.owner, Currency: k.currency})
+	if err != nil {
 		return 0, fmt.Errorf("look up wallet %s/%s/%s: %w", k.kind, k.owner, k.currency, err)
 	}
 	return id, nil
@@ -194,7 +198,7 @@ type Payout struct {
 }
 
 // Hold debits the user's wallet into the payout holds account before the PSP
-// is called, in one round trip (sqlHold). ErrInsufficientFunds if the
+// is called, in one round trip (queries.sql: Hold). ErrInsufficientFunds if the
 // wallet cannot cover it, ErrNotYetAvailable if it covers it only with
 // credits still inside the settlement delay; ErrAlreadyPosted if the hold
 // exists. A refusal writes nothing.
@@ -206,19 +210,18 @@ func (l *Ledger) Hold(ctx context.Context, tx pgx.Tx, p Payout) error {
 	if err != nil {
 		return err
 	}
-	var existed, posted bool
-	var balance, pending int64
-	if err := tx.QueryRow(ctx, sqlHold, p.ID, p.UserID, p.Currency, p.Amount, logging.CorrelationID(ctx), holdsID).
-		Scan(&existed, &posted, &balance, &pending); err != nil {
+	h, err := sqlcdb.New(tx).Hold(ctx, sqlcdb.HoldParams{PayoutID: p.ID, UserID: p.UserID, Currency: p.Currency,
+		Amount: p.Amount, CorrelationID: logging.CorrelationID(ctx), HoldsID: holdsID})
+	if err != nil {
 		return fmt.Errorf("hold payout %s: %w", p.ID, err)
 	}
 	switch {
-	case existed:
+	case h.Existed:
 		return ErrAlreadyPosted
-	case posted:
+	case h.Posted:
 		return nil
 	}
-	if err := unavailable(p, balance, pending); err != nil {
+	if err := unavailable(p, h.Balance, h.Pending); err != nil {
 		return err
 	}
 	// While it owes, its balance is 0 (every credit repays first), so the
@@ -253,19 +256,17 @@ func (l *Ledger) Return(ctx context.Context, tx pgx.Tx, p Payout) error {
 
 // Posted reports whether a transaction of kind for reference exists.
 func Posted(ctx context.Context, tx pgx.Tx, kind, reference string) (bool, error) {
-	var ok bool
-	if err := tx.QueryRow(ctx, sqlPosted, kind, reference).Scan(&ok); err != nil {
+	ok, err := sqlcdb.New(tx).Posted(ctx, sqlcdb.PostedParams{Kind: kind, Reference: reference})
+	if err != nil {
 		return false, fmt.Errorf("look up ledger %s/%s: %w", kind, reference, err)
 	}
 	return ok, nil
 }
 
-// Balance returns the user's balance in currency (0 without a wallet).
-func Balance(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, userID, currency string) (int64, error) {
-	var b int64
-	err := q.QueryRow(ctx, sqlBalance, userID, currency).Scan(&b)
+// Balance returns the user's balance in currency (0 without a wallet); db
+// is a pool, a connection or a transaction.
+func Balance(ctx context.Context, db sqlcdb.DBTX, userID, currency string) (int64, error) {
+	b, err := sqlcdb.New(db).Balance(ctx, sqlcdb.BalanceParams{Owner: userID, Currency: currency})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -296,7 +297,8 @@ const (
 )
 
 // CreditOnce claims the consumer message and credits the payment in one
-// round trip and one (implicit) transaction on pool. See sqlCreditClaim.
+// round trip and one (implicit) transaction on pool. See queries.sql's
+// CreditClaim.
 // CreditCommitter commits many of them in one transaction instead.
 func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, provider, reference, userID string, amount int64, currency string) (CreditOutcome, error) {
 	cr, err := l.newCredit(ctx, c, provider, reference, userID, amount, currency)
@@ -338,29 +340,59 @@ func (l *Ledger) newCredit(ctx context.Context, c Claim, provider, reference, us
 // (each checks that its transaction row exists): so several credits in one
 // transaction see each other's claims and postings as separate
 // transactions would.
-func (l *Ledger) queue(b *pgx.Batch, cr *credit) error {
+func (l *Ledger) queue(ctx context.Context, b *pgx.Batch, cr *credit) error {
 	txID, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("new ledger transaction id: %w", err)
 	}
 	cr.claimed, cr.posted = 0, 0
 	ref := cr.provider + ":" + cr.reference
-	b.Queue(sqlCreditClaim, cr.claim.Group, cr.claim.EventID, txID, ref, cr.correlationID).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&cr.claimed, &cr.posted) })
-	b.Queue(sqlCreditWallet, txID, cr.userID, cr.currency, cr.amount)
-	b.Queue(sqlCreditEntries, txID, cr.userID, cr.currency, cr.amount, cr.clearingID)
-	b.Queue(sqlRepay, cr.userID, cr.currency, KindCredit+":"+ref, cr.correlationID, txID)
+	claim, err := queue(b, func(q *sqlcdb.Queries) {
+		_, _ = q.CreditClaim(ctx, sqlcdb.CreditClaimParams{ConsumerGroup: cr.claim.Group, EventID: cr.claim.EventID,
+			TxID: txID, Reference: ref, CorrelationID: cr.correlationID})
+	})
+	if err != nil {
+		return err
+	}
+	claim.QueryRow(func(r pgx.Row) error { return r.Scan(&cr.claimed, &cr.posted) })
+	calls := []func(q *sqlcdb.Queries){
+		func(q *sqlcdb.Queries) {
+			_ = q.CreditWallet(ctx, sqlcdb.CreditWalletParams{UserID: cr.userID, Currency: cr.currency, Amount: cr.amount,
+				TxID: txID})
+		},
+		func(q *sqlcdb.Queries) {
+			_ = q.CreditEntries(ctx, sqlcdb.CreditEntriesParams{TxID: txID, Amount: cr.amount, Currency: cr.currency,
+				UserID: cr.userID, ClearingID: cr.clearingID})
+		},
+		func(q *sqlcdb.Queries) {
+			_ = q.Repay(ctx, sqlcdb.RepayParams{Currency: cr.currency, UserID: cr.userID, CreditTx: &txID,
+				Reference: KindCredit + ":" + ref, CorrelationID: cr.correlationID})
+		},
+	}
 	if l.settlementDelay > 0 {
-		b.Queue(sqlCreditAvailability, txID, cr.userID, cr.currency, cr.amount, l.settlementDelay.Microseconds())
+		calls = append(calls, func(q *sqlcdb.Queries) {
+			_ = q.CreditAvailability(ctx, sqlcdb.CreditAvailabilityParams{UserID: cr.userID, Currency: cr.currency,
+				Amount: cr.amount, DelayUs: l.settlementDelay.Microseconds(), TxID: txID})
+		})
+	}
+	for _, call := range calls {
+		if _, err := queue(b, call); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// queue adds to b the statement call sends through sqlcdb (database.Queue).
+func queue(b *pgx.Batch, call func(q *sqlcdb.Queries)) (*pgx.QueuedQuery, error) {
+	return database.Queue(b, func(r *database.Recorder) { call(sqlcdb.New(r)) })
 }
 
 // creditAlone sends one credit as one batch in one implicit transaction.
 // The Postgres error stays in the chain (%w): the consumer classifies it.
 func (l *Ledger) creditAlone(ctx context.Context, pool *pgxpool.Pool, cr *credit) (CreditOutcome, error) {
 	b := &pgx.Batch{}
-	if err := l.queue(b, cr); err != nil {
+	if err := l.queue(ctx, b, cr); err != nil {
 		return "", err
 	}
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger/sqlcdb"
 )
 
 // Kinds of ledger transactions for money that goes back (docs/reference/accounting.md).
@@ -99,20 +101,20 @@ func (l *Ledger) ApplyReturn(ctx context.Context, tx pgx.Tx, provider, kind, pay
 	if r.Currency != p.Currency {
 		return res, fmt.Errorf("%w: %s %s is in %s, payment %s in %s", ErrReturnMismatch, kind, r.ID, r.Currency, p.Reference, p.Currency)
 	}
-	if _, err := tx.Exec(ctx, sqlLockUser, p.UserID, p.Currency); err != nil {
+	q := sqlcdb.New(tx)
+	if err := q.LockUser(ctx, sqlcdb.LockUserParams{Owner: p.UserID, Currency: p.Currency}); err != nil {
 		return res, fmt.Errorf("lock wallet of %s: %w", p.UserID, err)
 	}
-	var state string
-	var amount int64
-	err = tx.QueryRow(ctx, sqlReturnState, provider, kind, r.ID).Scan(&state, &amount)
+	recorded, err := q.ReturnState(ctx, sqlcdb.ReturnStateParams{Provider: provider, Kind: kind, ObjectID: r.ID})
+	state, amount := recorded.State, recorded.Amount
 	fresh := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !fresh {
 		return res, fmt.Errorf("read %s %s: %w", kind, r.ID, err)
 	}
 	if fresh {
 		amount = r.Amount
-		var left int64
-		if err := tx.QueryRow(ctx, sqlRefundable, p.Reference, p.Amount).Scan(&left); err != nil {
+		left, err := q.Refundable(ctx, sqlcdb.RefundableParams{PaymentAmount: p.Amount, PaymentReference: p.Reference})
+		if err != nil {
 			return res, fmt.Errorf("refundable left of %s: %w", p.Reference, err)
 		}
 		voidRefund := kind == ReturnRefund && r.Outcome == event.OutcomeRefundVoid
@@ -178,7 +180,9 @@ func (l *Ledger) ApplyReturn(ctx context.Context, tx pgx.Tx, provider, kind, pay
 		res.Owed += owed
 	}
 	res.Posted = postedKinds(kind, state, next, fresh)
-	if _, err := tx.Exec(ctx, sqlUpsertReturn, provider, r.ID, kind, p.Reference, p.UserID, p.Currency, amount, next, eventID); err != nil {
+	if err := q.UpsertReturn(ctx, sqlcdb.UpsertReturnParams{Provider: provider, ObjectID: r.ID, Kind: kind,
+		PaymentReference: p.Reference, UserID: p.UserID, Currency: p.Currency, Amount: amount, State: next,
+		LastEventID: eventID}); err != nil {
 		return res, fmt.Errorf("record %s %s: %w", kind, r.ID, err)
 	}
 	return res, nil
@@ -211,8 +215,8 @@ func postedKinds(kind, from, to string, fresh bool) []string {
 }
 
 func creditedPayment(ctx context.Context, tx pgx.Tx, reference string) (Payment, error) {
-	p := Payment{Reference: reference}
-	err := tx.QueryRow(ctx, sqlCreditedPayment, reference).Scan(&p.UserID, &p.Amount, &p.Currency)
+	row, err := sqlcdb.New(tx).CreditedPayment(ctx, reference)
+	p := Payment{Reference: reference, UserID: row.Owner, Amount: row.Amount, Currency: row.Currency}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("%w: %s", ErrNotCredited, reference)
 	}
@@ -232,10 +236,11 @@ func (l *Ledger) debitOrOwe(ctx context.Context, tx pgx.Tx, kind, reference, use
 	if err != nil {
 		return 0, err
 	}
-	var walletID, take int64
-	if err := tx.QueryRow(ctx, sqlDebitOrOwe, userID, currency, amount).Scan(&walletID, &take); err != nil {
+	d, err := sqlcdb.New(tx).DebitOrOwe(ctx, sqlcdb.DebitOrOweParams{Amount: amount, Owner: userID, Currency: currency})
+	if err != nil {
 		return 0, fmt.Errorf("debit wallet of %s: %w", userID, err)
 	}
+	take := d.Take
 	short := amount - take
 	legs := []leg{{to, amount}}
 	if take > 0 {
@@ -258,32 +263,35 @@ func (l *Ledger) creditRepaying(ctx context.Context, tx pgx.Tx, kind, reference,
 // after the credit that brought the money (reference). Nothing when the
 // wallet owes nothing.
 func repay(ctx context.Context, tx pgx.Tx, reference, userID, currency string) error {
-	if _, err := tx.Exec(ctx, sqlRepay, userID, currency, reference, logging.CorrelationID(ctx), nil); err != nil {
+	if err := sqlcdb.New(tx).Repay(ctx, sqlcdb.RepayParams{Currency: currency, UserID: userID, Reference: reference,
+		CorrelationID: logging.CorrelationID(ctx)}); err != nil {
 		return fmt.Errorf("repay receivable of %s: %w", userID, err)
 	}
 	return nil
 }
 
-func (l *Ledger) newTransaction(ctx context.Context, tx pgx.Tx, kind, reference string) (string, error) {
-	var txID string
-	err := tx.QueryRow(ctx, sqlInsertTransaction, kind, reference, logging.CorrelationID(ctx)).Scan(&txID)
+func (l *Ledger) newTransaction(ctx context.Context, tx pgx.Tx, kind, reference string) (uuid.UUID, error) {
+	txID, err := sqlcdb.New(tx).InsertTransaction(ctx, sqlcdb.InsertTransactionParams{Kind: kind, Reference: reference,
+		CorrelationID: logging.CorrelationID(ctx)})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrAlreadyPosted
+		return uuid.Nil, ErrAlreadyPosted
 	}
 	if err != nil {
-		return "", fmt.Errorf("insert ledger transaction %s/%s: %w", kind, reference, err)
+		return uuid.Nil, fmt.Errorf("insert ledger transaction %s/%s: %w", kind, reference, err)
 	}
 	return txID, nil
 }
 
 // entries writes legs whose user balances are already updated.
-func (l *Ledger) entries(ctx context.Context, tx pgx.Tx, txID, currency string, legs []leg) error {
+func (l *Ledger) entries(ctx context.Context, tx pgx.Tx, txID uuid.UUID, currency string, legs []leg) error {
+	q := sqlcdb.New(tx)
 	for _, lg := range legs {
 		id, err := l.walletID(ctx, tx, lg.account)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlInsertEntry, txID, id, lg.amount, currency); err != nil {
+		if err := q.InsertEntry(ctx, sqlcdb.InsertEntryParams{TransactionID: txID, WalletID: id, Amount: lg.amount,
+			Currency: currency}); err != nil {
 			return fmt.Errorf("insert ledger entry: %w", err)
 		}
 	}
@@ -291,11 +299,8 @@ func (l *Ledger) entries(ctx context.Context, tx pgx.Tx, txID, currency string, 
 }
 
 // Owed returns what the user's wallet owes in currency (0 without a wallet).
-func Owed(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, userID, currency string) (int64, error) {
-	var o int64
-	err := q.QueryRow(ctx, sqlOwed, userID, currency).Scan(&o)
+func Owed(ctx context.Context, db sqlcdb.DBTX, userID, currency string) (int64, error) {
+	o, err := sqlcdb.New(db).Owed(ctx, sqlcdb.OwedParams{Owner: userID, Currency: currency})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

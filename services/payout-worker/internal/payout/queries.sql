@@ -130,3 +130,14 @@ LIMIT 1;
 -- once per sweep.
 SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = @status), @now::timestamptz)::timestamptz AS oldest,
        (SELECT count(*) FROM payouts p WHERE p.status = @status AND p.status_since < @before)::bigint AS overdue;
+
+-- name: LoadResolution :one
+-- An operator's resolution request as dlq-admin stored it (resolve.go):
+-- the worker reads it and writes only the verdict.
+SELECT payout_id, outcome, reason, psp_object_id, requested_by, coalesce(approved_by, '')::text AS approved_by, status
+FROM payout_resolutions WHERE id = @id
+FOR UPDATE;
+
+-- name: DecideResolution :execrows
+UPDATE payout_resolutions SET status = @status, psp_answer = @psp_answer::text, decided_at = @decided_at::timestamptz
+WHERE id = @id AND status = 'pending';

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout/sqlcdb"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
@@ -25,17 +26,6 @@ const (
 	ResolutionApplied = "applied"
 	ResolutionRefused = "refused"
 )
-
-// All SQL on payout_resolutions the worker runs: it reads the operator's
-// request and writes only the verdict.
-const sqlLoadResolution = `
-SELECT payout_id, outcome, reason, psp_object_id, requested_by, coalesce(approved_by, ''), status
-FROM payout_resolutions WHERE id = $1
-FOR UPDATE`
-
-const sqlDecideResolution = `
-UPDATE payout_resolutions SET status = $2, psp_answer = $3, decided_at = $4
-WHERE id = $1 AND status = 'pending'`
 
 // resolution is an operator's request as dlq-admin stored it.
 type resolution struct {
@@ -50,9 +40,9 @@ type resolution struct {
 }
 
 func loadResolution(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*resolution, error) {
-	r := &resolution{id: id}
-	err := tx.QueryRow(ctx, sqlLoadResolution, id).Scan(&r.payoutID, &r.outcome, &r.reason, &r.pspObjectID,
-		&r.operator, &r.approvedBy, &r.status)
+	row, err := sqlcdb.New(tx).LoadResolution(ctx, id)
+	r := &resolution{id: id, payoutID: row.PayoutID, outcome: row.Outcome, reason: row.Reason,
+		pspObjectID: row.PSPObjectID, operator: row.RequestedBy, approvedBy: row.ApprovedBy, status: row.Status}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errclass.AsPermanent(fmt.Errorf("payout resolution %s does not exist", id))
 	}
@@ -300,11 +290,12 @@ func evidenceMismatch(p *Payout, res psp.Result) string {
 }
 
 func decide(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, answer string, at time.Time) error {
-	tag, err := tx.Exec(ctx, sqlDecideResolution, id, status, answer, at)
+	n, err := sqlcdb.New(tx).DecideResolution(ctx, sqlcdb.DecideResolutionParams{Status: status, PSPAnswer: answer,
+		DecidedAt: at, ID: id})
 	if err != nil {
 		return fmt.Errorf("record payout resolution %s: %w", id, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("record payout resolution %s: it is no longer pending", id)
 	}
 	return nil

@@ -5,31 +5,30 @@ import (
 	"slices"
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 )
 
 // Status is a payout's state, as stored in payouts.status
-// (docs/design/architecture.md, "Payout state machine").
-type Status string
+// (docs/design/architecture.md, "Payout state machine"); the states and what
+// they mean are payoutstate's, shared with every service.
+type Status = payoutstate.Status
 
-// Payout states.
+// Payout states (payoutstate).
 const (
-	Initialized Status = "INITIALIZED"
-	Sending     Status = "SENDING_TO_GATEWAY"
-	Sent        Status = "SENT_TO_GATEWAY"
-	Awaiting    Status = "AWAITING_RESPONSE"
-	Succeeded   Status = "SUCCEEDED"
-	Retrying    Status = "RETRYING"
-	Failed      Status = "FAILED"
-	NeedsReview Status = "NEEDS_REVIEW"
-	Finalized   Status = "FINALIZED"
+	Initialized = payoutstate.Initialized
+	Sending     = payoutstate.Sending
+	Sent        = payoutstate.Sent
+	Awaiting    = payoutstate.Awaiting
+	Succeeded   = payoutstate.Succeeded
+	Retrying    = payoutstate.Retrying
+	Failed      = payoutstate.Failed
+	NeedsReview = payoutstate.NeedsReview
+	Finalized   = payoutstate.Finalized
 )
 
-// statuses is every payout state, in the order of the payouts.status CHECK
-// constraint. Tests walk it to check every pair of states against the state
-// machine, so a state added to the constants must be added here too.
-func statuses() []Status {
-	return []Status{Initialized, Sending, Sent, Awaiting, Succeeded, Retrying, Failed, NeedsReview, Finalized}
-}
+// statuses is every payout state. Tests walk it to check every pair of
+// states against the state machine.
+func statuses() []Status { return payoutstate.All() }
 
 // next lists the states allowed after from: the state machine.
 func next(from Status) []Status {
@@ -70,10 +69,4 @@ func checkTransition(from, to Status) error {
 }
 
 // inFlight reports whether the PSP may still be working on the payout.
-func inFlight(status Status) bool {
-	switch status {
-	case Sending, Sent, Awaiting, Retrying, NeedsReview:
-		return true
-	}
-	return false
-}
+func inFlight(status Status) bool { return status.InFlight() }

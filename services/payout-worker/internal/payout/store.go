@@ -77,7 +77,9 @@ func loadUnprocessed(ctx context.Context, tx pgx.Tx, m inbox.Message, id string)
 	}
 	var loadErr error
 	b := &pgx.Batch{}
-	inbox.QueueProcessed(b, m, &done)
+	if err := inbox.QueueProcessed(ctx, b, m, &done); err != nil {
+		return nil, false, err
+	}
 	sqlcdb.QueueLoad(b, pid, func(row sqlcdb.LoadRow, err error) error {
 		p, loadErr = fromRow(row), err
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
 
@@ -45,19 +46,22 @@ func (s *Store) Cancel(ctx context.Context, clientID, id string) (Payout, error)
 		}
 		status, userID, amount, currency, provider, corr := row.Status, row.UserID, row.Amount, row.Currency, row.Provider, row.CorrelationID
 		switch {
-		case status == "FINALIZED" && row.ErrorClass == ClassCanceled:
+		case payoutstate.Status(status) == payoutstate.Finalized && row.ErrorClass == ClassCanceled:
 			return nil // canceled before: the same answer
-		case status != "INITIALIZED":
+		case !payoutstate.Status(status).Cancelable():
 			return fmt.Errorf("%w: it is %s", ErrNotCancelable, status)
 		}
 		reason := "canceled by client " + clientID
-		if err := q.Cancel(ctx, sqlcdb.CancelParams{ID: pid, Reason: reason}); err != nil {
+		if err := q.Cancel(ctx, sqlcdb.CancelParams{ID: pid, Reason: reason,
+			FromStatus: string(payoutstate.Initialized), ToStatus: string(payoutstate.Finalized)}); err != nil {
 			return fmt.Errorf("cancel payout: %w", err)
 		}
-		if err := q.CancelTransitions(ctx, sqlcdb.CancelTransitionsParams{PayoutID: pid, Reason: reason}); err != nil {
+		if err := q.CancelTransitions(ctx, sqlcdb.CancelTransitionsParams{PayoutID: pid, Reason: reason,
+			FromStatus: string(payoutstate.Initialized), Failed: string(payoutstate.Failed),
+			ToStatus: string(payoutstate.Finalized)}); err != nil {
 			return fmt.Errorf("record payout cancel: %w", err)
 		}
-		o := event.NewPayoutOutcome(event.TypePayoutCanceled, pid.String(), "FINALIZED", userID, amount, currency, provider, time.Now())
+		o := event.NewPayoutOutcome(event.TypePayoutCanceled, pid.String(), string(payoutstate.Finalized), userID, amount, currency, provider, time.Now())
 		o.Error = reason
 		body, err := json.Marshal(o)
 		if err != nil {

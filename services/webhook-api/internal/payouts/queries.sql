@@ -11,7 +11,8 @@ ON CONFLICT (client_id, idempotency_key) DO NOTHING
 RETURNING id;
 
 -- name: InsertFirstTransition :exec
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES (@payout_id, NULL, 'INITIALIZED', 0);
+-- to_status: payoutstate.Initialized.
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES (@payout_id, NULL, @to_status::text, 0);
 
 -- name: ByKey :one
 SELECT id, request_hash FROM payouts WHERE client_id = @client_id AND idempotency_key = @idempotency_key;
@@ -24,10 +25,12 @@ SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || @user_id::text 
 
 -- name: PaidOutDaily :one
 -- What the user was paid out in the currency over the last 24 hours,
--- counting every accepted payout that did not fail (payouts_user_idx).
+-- counting every accepted payout that did not fail (payouts_user_idx);
+-- unpaid: the states of a payout that ended without paying out
+-- (payoutstate.Status.Unpaid).
 SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts
 WHERE user_id = @user_id AND currency = @currency AND created_at > now() - interval '24 hours'
-  AND status NOT IN ('FAILED', 'FINALIZED');
+  AND status <> ALL(@unpaid::text[]);
 
 -- name: GetPayout :one
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
@@ -57,12 +60,16 @@ SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(err
 FROM payouts WHERE id = @id FOR UPDATE;
 
 -- name: Cancel :exec
-UPDATE payouts SET status = 'FINALIZED', last_error = @reason::text, error_class = 'canceled', updated_at = now()
-WHERE id = @id AND status = 'INITIALIZED';
+-- From payoutstate.Initialized (cancelable) to payoutstate.Finalized.
+UPDATE payouts SET status = @to_status::text, last_error = @reason::text, error_class = 'canceled', updated_at = now()
+WHERE id = @id AND status = @from_status::text;
 
 -- name: CancelTransitions :exec
+-- from_status -> failed (with the reason) -> to_status, as the worker's
+-- state machine records a failure.
 INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
-VALUES (@payout_id, 'INITIALIZED', 'FAILED', 0, @reason::text, 'canceled'), (@payout_id, 'FAILED', 'FINALIZED', 0, NULL, NULL);
+VALUES (@payout_id, @from_status::text, @failed::text, 0, @reason::text, 'canceled'),
+       (@payout_id, @failed::text, @to_status::text, 0, NULL, NULL);
 
 -- name: LockNewDestination :exec
 -- Serializes the cooling-off check of one destination: two concurrent
@@ -78,5 +85,5 @@ SELECT pg_advisory_xact_lock(hashtextextended('payout-new-destination:' || @dest
 SELECT d.created_at,
        (SELECT coalesce(sum(p.amount), 0) FROM payouts p
         WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = @currency
-          AND p.status NOT IN ('FAILED', 'FINALIZED'))::bigint AS paid
+          AND p.status <> ALL(@unpaid::text[]))::bigint AS paid
 FROM destinations d WHERE d.id = @destination_id;

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/logging"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
@@ -85,7 +86,8 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return fmt.Errorf("insert payout: %w", err)
 		}
 		created = true
-		if err := q.InsertFirstTransition(ctx, id); err != nil {
+		if err := q.InsertFirstTransition(ctx, sqlcdb.InsertFirstTransitionParams{PayoutID: id,
+			ToStatus: string(payoutstate.Initialized)}); err != nil {
 			return fmt.Errorf("insert payout transition: %w", err)
 		}
 		cmd, err := json.Marshal(event.PayoutRequested{PayoutID: id.String(), UserID: req.UserID,
@@ -153,7 +155,8 @@ func (s *Store) checkLimits(ctx context.Context, tx pgx.Tx, req Request) error {
 	if err := q.LockDaily(ctx, sqlcdb.LockDailyParams{UserID: req.UserID, Currency: req.Currency}); err != nil {
 		return fmt.Errorf("lock daily limit: %w", err)
 	}
-	used, err := q.PaidOutDaily(ctx, sqlcdb.PaidOutDailyParams{UserID: req.UserID, Currency: req.Currency})
+	used, err := q.PaidOutDaily(ctx, sqlcdb.PaidOutDailyParams{UserID: req.UserID, Currency: req.Currency,
+		Unpaid: payoutstate.Names(payoutstate.Status.Unpaid)})
 	if err != nil {
 		return fmt.Errorf("sum daily payouts: %w", err)
 	}
@@ -174,7 +177,8 @@ func (s *Store) checkCoolingOff(ctx context.Context, tx pgx.Tx, destID uuid.UUID
 	if err := q.LockNewDestination(ctx, destID.String()); err != nil {
 		return fmt.Errorf("lock new destination: %w", err)
 	}
-	d, err := q.NewDestinationPaid(ctx, sqlcdb.NewDestinationPaidParams{Currency: req.Currency, DestinationID: destID})
+	d, err := q.NewDestinationPaid(ctx, sqlcdb.NewDestinationPaidParams{Currency: req.Currency, DestinationID: destID,
+		Unpaid: payoutstate.Names(payoutstate.Status.Unpaid)})
 	if err != nil {
 		return fmt.Errorf("sum payouts to destination %s: %w", destID, err)
 	}

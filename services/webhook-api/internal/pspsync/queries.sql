@@ -54,10 +54,10 @@ SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grac
 FROM payouts WHERE id = ANY((@ids::text[])::uuid[]);
 
 -- name: SucceededPayouts :many
--- This provider's payouts SUCCEEDED here since @since: each must be paid at
--- the PSP.
+-- This provider's payouts in @status (payoutstate.Succeeded) here since
+-- @since: each must be paid at the PSP.
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
-WHERE provider = @provider AND status = 'SUCCEEDED' AND updated_at >= @since
+WHERE provider = @provider AND status = @status::text AND updated_at >= @since
 ORDER BY updated_at LIMIT @max_rows;
 
 -- name: StoredReturns :many

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 )
 
@@ -365,13 +366,15 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 		switch {
 		case errors.Is(err, ErrNotFound):
 			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: s.PSPReference,
-				PSPStatus: "not_found", LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP has no such object"})
+				PSPStatus: "not_found", LedgerStatus: string(payoutstate.Succeeded),
+				Detail: string(payoutstate.Succeeded) + " here; the PSP has no such object"})
 		case err != nil:
 			pr.errorf("look up payout %s: %v", s.ID, err)
 			errs = append(errs, err)
 		case o.Verdict != PSPPaid:
 			dis = append(dis, Disagreement{Provider: p, Kind: SucceededNotPaid, PayoutID: s.ID, PSPObjectID: o.ID,
-				PSPStatus: o.Status, LedgerStatus: "SUCCEEDED", Detail: "SUCCEEDED here; the PSP's object is " + o.Status})
+				PSPStatus: o.Status, LedgerStatus: string(payoutstate.Succeeded),
+				Detail: string(payoutstate.Succeeded) + " here; the PSP's object is " + o.Status})
 			dis = append(dis, compareMoney(p, s.ID, []Object{o}, s.Row)...)
 		default:
 			// Paid: looked up by the object recorded here, so only its
@@ -413,13 +416,6 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 	}
 	return dis, errors.Join(errs...)
 }
-
-// Our payout states that are final failures.
-const (
-	statusSucceeded = "SUCCEEDED"
-	statusFailed    = "FAILED"
-	statusFinalized = "FINALIZED"
-)
 
 // decisive is the object whose status stands for the payout at the PSP: a
 // paid one, else a pending one, else the last listed (all failed).
@@ -513,24 +509,23 @@ func judge(p string, o Object, ours payoutRow, exists bool) (Disagreement, bool)
 	case !exists:
 		d.Kind, d.Detail = UnknownPayout, "the PSP holds a "+o.Kind+" for a payout id unknown here"
 		return d, true
-	case o.Verdict == PSPPaid && ours.Status != statusSucceeded:
-		final := ours.Status == statusFailed || ours.Status == statusFinalized
-		if !final && !ours.Settled {
+	case o.Verdict == PSPPaid && ours.Status != string(payoutstate.Succeeded):
+		if !payoutstate.Status(ours.Status).Unpaid() && !ours.Settled {
 			return d, false // its outcome may still be on its way
 		}
 		d.Kind, d.Detail = PaidNotSucceeded, "paid at the PSP; "+ours.Status+" here"
 		return d, true
-	case o.Verdict == PSPPending && (ours.Status == statusFailed || ours.Status == statusFinalized):
+	case o.Verdict == PSPPending && payoutstate.Status(ours.Status).Unpaid():
 		if !ours.Settled {
 			return d, false
 		}
 		d.Kind, d.Detail = PendingFailedHere, "pending at the PSP; "+ours.Status+" here (its hold was given back)"
 		return d, true
-	case o.Verdict != PSPPaid && ours.Status == statusSucceeded:
+	case o.Verdict != PSPPaid && ours.Status == string(payoutstate.Succeeded):
 		if !ours.Settled {
 			return d, false
 		}
-		d.Kind, d.Detail = SucceededNotPaid, "SUCCEEDED here; "+o.Status+" at the PSP"
+		d.Kind, d.Detail = SucceededNotPaid, string(payoutstate.Succeeded)+" here; "+o.Status+" at the PSP"
 		return d, true
 	}
 	return d, false

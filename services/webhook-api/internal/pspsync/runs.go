@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/jobs"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync/sqlcdb"
 )
 
@@ -68,7 +69,11 @@ func (r *Runs) RequestScheduled(ctx context.Context, enq jobs.Enqueuer) (id int6
 // will never work it, so that it does not block the runs after it
 // (jobs.EndOrphanedPSPRun); ok is false when there was none.
 func (r *Runs) EndOrphaned(ctx context.Context, why string) (id int64, ok bool, err error) {
-	return jobs.EndOrphanedPSPRun(ctx, r.pool, why)
+	err = database.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		id, ok, err = jobs.EndOrphanedPSPRun(ctx, tx, why)
+		return err
+	})
+	return id, ok, err
 }
 
 // Claimed is a run this worker holds.
@@ -251,13 +256,14 @@ type succeededPayout struct {
 }
 
 func (r *Runs) succeeded(ctx context.Context, provider string, since time.Time, limit int) ([]succeededPayout, error) {
-	rows, err := r.q.SucceededPayouts(ctx, sqlcdb.SucceededPayoutsParams{Provider: provider, Since: since, MaxRows: limit})
+	rows, err := r.q.SucceededPayouts(ctx, sqlcdb.SucceededPayoutsParams{Provider: provider,
+		Status: string(payoutstate.Succeeded), Since: since, MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("read succeeded payouts: %w", err)
 	}
 	out := make([]succeededPayout, len(rows))
 	for i, p := range rows {
-		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference, Row: payoutRow{Status: statusSucceeded, Settled: true,
+		out[i] = succeededPayout{ID: p.ID, PSPReference: p.PSPReference, Row: payoutRow{Status: string(payoutstate.Succeeded), Settled: true,
 			Amount: p.Amount, Currency: p.Currency, Destination: p.Destination}}
 	}
 	return out, nil

@@ -6,24 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/wallets/sqlcdb"
 )
 
 // ErrNotFound means the user has no wallet (in that currency).
 var ErrNotFound = errors.New("wallet not found")
-
-const sqlBalances = `
-SELECT id, currency, balance, owed, updated_at FROM wallets
-WHERE kind = 'user' AND owner = $1
-ORDER BY updated_at DESC, currency`
-
-const sqlEntries = `
-SELECT t.id::text, t.kind, t.reference, e.amount, e.currency, e.created_at
-FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.transaction_id
-WHERE e.wallet_id = $1
-ORDER BY e.id DESC
-LIMIT $2`
 
 // Balance is one currency's wallet.
 type Balance struct {
@@ -65,19 +54,8 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // Get returns userID's wallet in currency ("" picks the most recently active
 // one) with its latest limit entries.
 func (s *Store) Get(ctx context.Context, userID, currency string, limit int) (Wallet, error) {
-	rows, err := s.pool.Query(ctx, sqlBalances, userID)
-	if err != nil {
-		return Wallet{}, fmt.Errorf("load wallets: %w", err)
-	}
-	type row struct {
-		id int64
-		Balance
-	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var w row
-		err := r.Scan(&w.id, &w.Currency, &w.Balance.Balance, &w.Owed, &w.UpdatedAt)
-		return w, err
-	})
+	q := sqlcdb.New(s.pool)
+	all, err := q.Balances(ctx, userID)
 	if err != nil {
 		return Wallet{}, fmt.Errorf("load wallets: %w", err)
 	}
@@ -94,21 +72,17 @@ func (s *Store) Get(ctx context.Context, userID, currency string, limit int) (Wa
 	if chosen < 0 {
 		return Wallet{}, ErrNotFound
 	}
-	out := Wallet{UserID: userID, Currency: all[chosen].Currency, Balance: all[chosen].Balance.Balance, Owed: all[chosen].Owed}
+	out := Wallet{UserID: userID, Currency: all[chosen].Currency, Balance: all[chosen].Balance, Owed: all[chosen].Owed}
 	for _, w := range all {
-		out.Wallets = append(out.Wallets, w.Balance)
+		out.Wallets = append(out.Wallets, Balance{Currency: w.Currency, Balance: w.Balance, Owed: w.Owed, UpdatedAt: w.UpdatedAt})
 	}
-	erows, err := s.pool.Query(ctx, sqlEntries, all[chosen].id, limit)
+	entries, err := q.Entries(ctx, sqlcdb.EntriesParams{WalletID: all[chosen].ID, MaxEntries: limit})
 	if err != nil {
 		return Wallet{}, fmt.Errorf("load ledger entries: %w", err)
 	}
-	out.Entries, err = pgx.CollectRows(erows, func(r pgx.CollectableRow) (Entry, error) {
-		var e Entry
-		err := r.Scan(&e.TransactionID, &e.Kind, &e.Reference, &e.Amount, &e.Currency, &e.CreatedAt)
-		return e, err
-	})
-	if err != nil {
-		return Wallet{}, fmt.Errorf("load ledger entries: %w", err)
+	out.Entries = make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		out.Entries = append(out.Entries, Entry(e))
 	}
 	return out, nil
 }

@@ -69,16 +69,17 @@ func (r *Runner) bareBaseline(ctx context.Context, d time.Duration) (float64, er
 	return p.run(ctx, d)
 }
 
-// creditStatements are the constants of the payout worker's credit batch
-// (ledger.CreditOnce, settlement delay 0 as by default), in the order it
-// queues them.
-var creditStatements = []string{"sqlCreditClaim", "sqlCreditWallet", "sqlCreditEntries", "sqlRepay"}
+// creditStatements are the payout worker's credit batch (ledger.CreditOnce,
+// settlement delay 0 as by default), in the order it queues them: the
+// names of their generated methods in the ledger's sqlcdb package.
+var creditStatements = []string{"CreditClaim", "CreditWallet", "CreditEntries", "Repay"}
 
-// creditParams are pgbench expressions for each statement's $1, $2, … in
-// the order CreditOnce passes them. :client_id and :n (a random number per
+// creditParams are pgbench expressions for each statement's parameters, by
+// the name of the field of its generated Params struct; the generated call
+// says which is $1, $2, …. :client_id and :n (a random number per
 // transaction) make the ids unique; the transaction id is a UUID derived
 // from them (the worker makes a UUIDv7 in Go: no extra round trip either).
-var creditParams = func() map[string][]string {
+var creditParams = func() map[string]map[string]string {
 	// Each :variable is its own untyped parameter: cast it where the
 	// statement alone does not tell Postgres its type.
 	id := "CAST(:client_id AS text) || '_' || CAST(:n AS text)"
@@ -87,22 +88,26 @@ var creditParams = func() map[string][]string {
 	// pgbench takes :name for a variable even inside a literal: no colon
 	// before a letter in the text.
 	ref := "'stripe' || ':' || 'pi_' || " + id
-	return map[string][]string{
-		"sqlCreditClaim":   {"'payout-worker-bench'", "'evt_' || " + id, txID, ref, "''"},
-		"sqlCreditWallet":  {txID, user, "'usd'", "1000"},
-		"sqlCreditEntries": {txID, user, "'usd'", "1000", "CAST(:clearing AS bigint)"},
-		"sqlRepay":         {user, "'usd'", "'credit:' || " + ref, "''", txID},
+	return map[string]map[string]string{
+		"CreditClaim": {"ConsumerGroup": "'payout-worker-bench'", "EventID": "'evt_' || " + id, "TxID": txID,
+			"Reference": ref, "CorrelationID": "''"},
+		"CreditWallet": {"TxID": txID, "UserID": user, "Currency": "'usd'", "Amount": "1000"},
+		"CreditEntries": {"TxID": txID, "UserID": user, "Currency": "'usd'", "Amount": "1000",
+			"ClearingID": "CAST(:clearing AS bigint)"},
+		"Repay": {"UserID": user, "Currency": "'usd'", "Reference": "'credit:' || " + ref, "CorrelationID": "''",
+			"CreditTx": txID},
 	}
 }()
 
 // creditScript builds the pgbench script of one wallet credit from the
-// worker's own SQL (services/payout-worker/internal/ledger/queries.go, read
-// from the source tree so the baseline cannot drift from the code): the
-// same statements in one pipeline and one implicit transaction, as pgx
-// sends CreditOnce's batch. Run it with -M prepared (pgx prepares too).
+// worker's own SQL (the sqlc-generated
+// services/payout-worker/internal/ledger/sqlcdb/queries.sql.go, read from
+// the source tree so the baseline cannot drift from the code): the same
+// statements in one pipeline and one implicit transaction, as pgx sends
+// CreditOnce's batch. Run it with -M prepared (pgx prepares too).
 func creditScript(repo string, clearingID int64) (string, error) {
-	path := filepath.Join(repo, "services", "payout-worker", "internal", "ledger", "queries.go")
-	consts, err := stringConsts(path)
+	path := filepath.Join(repo, "services", "payout-worker", "internal", "ledger", "sqlcdb", "queries.sql.go")
+	stmts, err := generatedStatements(path)
 	if err != nil {
 		return "", err
 	}
@@ -112,45 +117,65 @@ func creditScript(repo string, clearingID int64) (string, error) {
 	b.WriteString("\\startpipeline\n")
 	param := regexp.MustCompile(`\$([0-9]+)`)
 	for _, name := range creditStatements {
-		sql, ok := consts[name]
+		st, ok := stmts[name]
 		if !ok {
-			return "", fmt.Errorf("%s: no constant %s (the credit batch changed: update creditStatements)", path, name)
+			return "", fmt.Errorf("%s: no method %s (the credit batch changed: update creditStatements)", path, name)
 		}
-		params := creditParams[name]
+		values := creditParams[name]
 		var bad error
-		sql = param.ReplaceAllStringFunc(sql, func(p string) string {
+		sql := param.ReplaceAllStringFunc(st.sql, func(p string) string {
 			i, _ := strconv.Atoi(p[1:])
-			if i < 1 || i > len(params) {
-				bad = fmt.Errorf("%s uses %s; creditParams has %d", name, p, len(params))
+			if i < 1 || i > len(st.args) {
+				bad = fmt.Errorf("%s uses %s; its call passes %d arguments", name, p, len(st.args))
 				return p
 			}
-			return "(" + params[i-1] + ")"
+			v, ok := values[st.args[i-1]]
+			if !ok {
+				bad = fmt.Errorf("%s's %s (%s): not in creditParams", name, p, st.args[i-1])
+			}
+			return "(" + v + ")"
 		})
 		if bad != nil {
 			return "", bad
 		}
 		// pgbench reads one statement per line unless it ends in ';' on
-		// its own: flatten each statement onto one line.
-		b.WriteString(strings.Join(strings.Fields(sql), " ") + ";\n")
+		// its own: drop the comment lines and flatten each statement onto
+		// one line.
+		var lines []string
+		for _, l := range strings.Split(sql, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				lines = append(lines, l)
+			}
+		}
+		b.WriteString(strings.Join(strings.Fields(strings.Join(lines, "\n")), " ") + ";\n")
 	}
 	b.WriteString("\\endpipeline\n")
 	return b.String(), nil
 }
 
-// stringConsts returns the string constants declared in a Go file.
-func stringConsts(path string) (map[string]string, error) {
+// statement is one sqlc-generated statement: its text and the Params
+// fields its method passes as $1, $2, … in order.
+type statement struct {
+	sql  string
+	args []string
+}
+
+// generatedStatements reads a sqlc-generated queries file: each method's
+// statement (the string constant it passes) and its arguments (arg.Field,
+// or the method's own parameter name when it takes a single one).
+func generatedStatements(path string) (map[string]statement, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	out := map[string]string{}
+	consts := map[string]string{}
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
 			continue
 		}
-		for _, s := range g.Specs {
-			vs := s.(*ast.ValueSpec)
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
 			for i, n := range vs.Names {
 				if i >= len(vs.Values) {
 					continue
@@ -163,9 +188,41 @@ func stringConsts(path string) (map[string]string, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %s: %w", path, n.Name, err)
 				}
-				out[n.Name] = v
+				consts[n.Name] = v
 			}
 		}
+	}
+	out := map[string]statement{}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || fn.Body == nil {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) < 2 {
+				return true
+			}
+			id, ok := call.Args[1].(*ast.Ident)
+			if !ok {
+				return true
+			}
+			sql, ok := consts[id.Name]
+			if !ok {
+				return true
+			}
+			st := statement{sql: sql}
+			for _, a := range call.Args[2:] {
+				switch a := a.(type) {
+				case *ast.SelectorExpr:
+					st.args = append(st.args, a.Sel.Name)
+				case *ast.Ident:
+					st.args = append(st.args, a.Name)
+				}
+			}
+			out[fn.Name.Name] = st
+			return false
+		})
 	}
 	return out, nil
 }

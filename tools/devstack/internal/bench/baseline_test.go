@@ -56,7 +56,7 @@ func TestCreditScriptPostsBalancedCredits(t *testing.T) {
 	}
 }
 
-func TestStringConstsReadsTheLedgerQueries(t *testing.T) {
+func TestCreditScriptReadsTheLedgerQueries(t *testing.T) {
 	repo, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 // pgbench baseline of the same two inserts run just before it on the same
 // Postgres, the relay's drain rate and commit-to-Kafka latency, the payout
 // worker's credits (against a pgbench of the worker's own credit batch, its
-// SQL read from ledger/queries.go so the baseline cannot drift) and payouts
+// SQL read from the ledger's generated sqlcdb code so the baseline cannot drift) and payouts
 // per second from Kafka, what a payout waiting for its retry costs its
 // user's credits (backoff.go: their p99 against other wallets'), and the
 // whole suite end to end (e2e.go). It prints one table and can write it to

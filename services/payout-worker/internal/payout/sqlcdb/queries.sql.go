@@ -134,6 +134,31 @@ func (q *Queries) DeadlineState(ctx context.Context, id uuid.UUID) (DeadlineStat
 	return i, err
 }
 
+const decideResolution = `-- name: DecideResolution :execrows
+UPDATE payout_resolutions SET status = $1, psp_answer = $2::text, decided_at = $3::timestamptz
+WHERE id = $4 AND status = 'pending'
+`
+
+type DecideResolutionParams struct {
+	Status    string
+	PSPAnswer string
+	DecidedAt time.Time
+	ID        uuid.UUID
+}
+
+func (q *Queries) DecideResolution(ctx context.Context, arg DecideResolutionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, decideResolution,
+		arg.Status,
+		arg.PSPAnswer,
+		arg.DecidedAt,
+		arg.ID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const finishCreate = `-- name: FinishCreate :exec
 UPDATE payout_attempts
 SET outcome = $1, psp_reference = nullif($2::text, ''), error = nullif($3::text, '')
@@ -216,6 +241,39 @@ func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 		&i.LastUnknownAt,
 		&i.CreatedAt,
 		&i.SendingAt,
+	)
+	return i, err
+}
+
+const loadResolution = `-- name: LoadResolution :one
+SELECT payout_id, outcome, reason, psp_object_id, requested_by, coalesce(approved_by, '')::text AS approved_by, status
+FROM payout_resolutions WHERE id = $1
+FOR UPDATE
+`
+
+type LoadResolutionRow struct {
+	PayoutID    uuid.UUID
+	Outcome     string
+	Reason      string
+	PSPObjectID string
+	RequestedBy string
+	ApprovedBy  string
+	Status      string
+}
+
+// An operator's resolution request as dlq-admin stored it (resolve.go):
+// the worker reads it and writes only the verdict.
+func (q *Queries) LoadResolution(ctx context.Context, id uuid.UUID) (LoadResolutionRow, error) {
+	row := q.db.QueryRow(ctx, loadResolution, id)
+	var i LoadResolutionRow
+	err := row.Scan(
+		&i.PayoutID,
+		&i.Outcome,
+		&i.Reason,
+		&i.PSPObjectID,
+		&i.RequestedBy,
+		&i.ApprovedBy,
+		&i.Status,
 	)
 	return i, err
 }

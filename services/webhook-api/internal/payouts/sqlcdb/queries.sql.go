@@ -34,32 +34,52 @@ func (q *Queries) ByKey(ctx context.Context, arg ByKeyParams) (ByKeyRow, error) 
 }
 
 const cancel = `-- name: Cancel :exec
-UPDATE payouts SET status = 'FINALIZED', last_error = $1::text, error_class = 'canceled', updated_at = now()
-WHERE id = $2 AND status = 'INITIALIZED'
+UPDATE payouts SET status = $1::text, last_error = $2::text, error_class = 'canceled', updated_at = now()
+WHERE id = $3 AND status = $4::text
 `
 
 type CancelParams struct {
-	Reason string
-	ID     uuid.UUID
+	ToStatus   string
+	Reason     string
+	ID         uuid.UUID
+	FromStatus string
 }
 
+// From payoutstate.Initialized (cancelable) to payoutstate.Finalized.
 func (q *Queries) Cancel(ctx context.Context, arg CancelParams) error {
-	_, err := q.db.Exec(ctx, cancel, arg.Reason, arg.ID)
+	_, err := q.db.Exec(ctx, cancel,
+		arg.ToStatus,
+		arg.Reason,
+		arg.ID,
+		arg.FromStatus,
+	)
 	return err
 }
 
 const cancelTransitions = `-- name: CancelTransitions :exec
 INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
-VALUES ($1, 'INITIALIZED', 'FAILED', 0, $2::text, 'canceled'), ($1, 'FAILED', 'FINALIZED', 0, NULL, NULL)
+VALUES ($1, $2::text, $3::text, 0, $4::text, 'canceled'),
+       ($1, $3::text, $5::text, 0, NULL, NULL)
 `
 
 type CancelTransitionsParams struct {
-	PayoutID uuid.UUID
-	Reason   string
+	PayoutID   uuid.UUID
+	FromStatus string
+	Failed     string
+	Reason     string
+	ToStatus   string
 }
 
+// from_status -> failed (with the reason) -> to_status, as the worker's
+// state machine records a failure.
 func (q *Queries) CancelTransitions(ctx context.Context, arg CancelTransitionsParams) error {
-	_, err := q.db.Exec(ctx, cancelTransitions, arg.PayoutID, arg.Reason)
+	_, err := q.db.Exec(ctx, cancelTransitions,
+		arg.PayoutID,
+		arg.FromStatus,
+		arg.Failed,
+		arg.Reason,
+		arg.ToStatus,
+	)
 	return err
 }
 
@@ -200,11 +220,17 @@ func (q *Queries) History(ctx context.Context, payoutID uuid.UUID) ([]HistoryRow
 }
 
 const insertFirstTransition = `-- name: InsertFirstTransition :exec
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES ($1, NULL, 'INITIALIZED', 0)
+INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES ($1, NULL, $2::text, 0)
 `
 
-func (q *Queries) InsertFirstTransition(ctx context.Context, payoutID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, insertFirstTransition, payoutID)
+type InsertFirstTransitionParams struct {
+	PayoutID uuid.UUID
+	ToStatus string
+}
+
+// to_status: payoutstate.Initialized.
+func (q *Queries) InsertFirstTransition(ctx context.Context, arg InsertFirstTransitionParams) error {
+	_, err := q.db.Exec(ctx, insertFirstTransition, arg.PayoutID, arg.ToStatus)
 	return err
 }
 
@@ -321,12 +347,13 @@ const newDestinationPaid = `-- name: NewDestinationPaid :one
 SELECT d.created_at,
        (SELECT coalesce(sum(p.amount), 0) FROM payouts p
         WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = $1
-          AND p.status NOT IN ('FAILED', 'FINALIZED'))::bigint AS paid
-FROM destinations d WHERE d.id = $2
+          AND p.status <> ALL($2::text[]))::bigint AS paid
+FROM destinations d WHERE d.id = $3
 `
 
 type NewDestinationPaidParams struct {
 	Currency      string
+	Unpaid        []string
 	DestinationID uuid.UUID
 }
 
@@ -338,7 +365,7 @@ type NewDestinationPaidRow struct {
 // When the destination was registered, and what its payouts in the currency
 // that did not fail add up to (payouts_user_idx: a destination has one user).
 func (q *Queries) NewDestinationPaid(ctx context.Context, arg NewDestinationPaidParams) (NewDestinationPaidRow, error) {
-	row := q.db.QueryRow(ctx, newDestinationPaid, arg.Currency, arg.DestinationID)
+	row := q.db.QueryRow(ctx, newDestinationPaid, arg.Currency, arg.Unpaid, arg.DestinationID)
 	var i NewDestinationPaidRow
 	err := row.Scan(&i.CreatedAt, &i.Paid)
 	return i, err
@@ -391,18 +418,21 @@ func (q *Queries) PSPRequests(ctx context.Context, payoutID uuid.UUID) ([]PSPReq
 const paidOutDaily = `-- name: PaidOutDaily :one
 SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts
 WHERE user_id = $1 AND currency = $2 AND created_at > now() - interval '24 hours'
-  AND status NOT IN ('FAILED', 'FINALIZED')
+  AND status <> ALL($3::text[])
 `
 
 type PaidOutDailyParams struct {
 	UserID   string
 	Currency string
+	Unpaid   []string
 }
 
 // What the user was paid out in the currency over the last 24 hours,
-// counting every accepted payout that did not fail (payouts_user_idx).
+// counting every accepted payout that did not fail (payouts_user_idx);
+// unpaid: the states of a payout that ended without paying out
+// (payoutstate.Status.Unpaid).
 func (q *Queries) PaidOutDaily(ctx context.Context, arg PaidOutDailyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, paidOutDaily, arg.UserID, arg.Currency)
+	row := q.db.QueryRow(ctx, paidOutDaily, arg.UserID, arg.Currency, arg.Unpaid)
 	var paid_out int64
 	err := row.Scan(&paid_out)
 	return paid_out, err

@@ -427,12 +427,13 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 
 const succeededPayouts = `-- name: SucceededPayouts :many
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
-WHERE provider = $1 AND status = 'SUCCEEDED' AND updated_at >= $2
-ORDER BY updated_at LIMIT $3
+WHERE provider = $1 AND status = $2::text AND updated_at >= $3
+ORDER BY updated_at LIMIT $4
 `
 
 type SucceededPayoutsParams struct {
 	Provider string
+	Status   string
 	Since    time.Time
 	MaxRows  int
 }
@@ -445,10 +446,15 @@ type SucceededPayoutsRow struct {
 	Destination  string
 }
 
-// This provider's payouts SUCCEEDED here since @since: each must be paid at
-// the PSP.
+// This provider's payouts in @status (payoutstate.Succeeded) here since
+// @since: each must be paid at the PSP.
 func (q *Queries) SucceededPayouts(ctx context.Context, arg SucceededPayoutsParams) ([]SucceededPayoutsRow, error) {
-	rows, err := q.db.Query(ctx, succeededPayouts, arg.Provider, arg.Since, arg.MaxRows)
+	rows, err := q.db.Query(ctx, succeededPayouts,
+		arg.Provider,
+		arg.Status,
+		arg.Since,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

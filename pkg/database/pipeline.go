@@ -1,0 +1,62 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errRecorded stops a generated sqlcdb method after its statement was
+// recorded: the statement runs later, in the caller's pipeline.
+var errRecorded = errors.New("statement recorded for a pipeline")
+
+// Recorder is a sqlcdb.DBTX (every store's sqlcdb.New takes it) that runs
+// nothing: it keeps the statement and arguments a generated method passes.
+// Queue uses it so that statements join one pgx.Batch (one round trip)
+// with their text and argument order taken from the generated code, never
+// copied by hand.
+type Recorder struct {
+	sql  string
+	args []any
+}
+
+// Exec records the statement.
+func (r *Recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.sql, r.args = sql, args
+	return pgconn.CommandTag{}, errRecorded
+}
+
+// Query records the statement.
+func (r *Recorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.sql, r.args = sql, args
+	return nil, errRecorded
+}
+
+// QueryRow records the statement; scanning its row fails.
+func (r *Recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.sql, r.args = sql, args
+	return recordedRow{}
+}
+
+type recordedRow struct{}
+
+func (recordedRow) Scan(...any) error { return errRecorded }
+
+// Queue adds to b the statement that call sends through r (a generated
+// method on sqlcdb.New(r)) and returns it, for the caller to attach how
+// its rows are read (QueryRow, Exec). What the generated method returns is
+// to be ignored: it only says the statement was recorded.
+//
+// This is the one way statements are pipelined: sqlc's :batch kinds send a
+// batch per statement, while a hot path sends different statements in one.
+func Queue(b *pgx.Batch, call func(r *Recorder)) (*pgx.QueuedQuery, error) {
+	var r Recorder
+	call(&r)
+	if r.sql == "" {
+		return nil, fmt.Errorf("queue statement: the sqlcdb method sent nothing")
+	}
+	return b.Queue(r.sql, r.args...), nil
+}

@@ -1,0 +1,69 @@
+package jobs_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/jobs"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+)
+
+// A run is ended only when its River job will never work it (here:
+// cancelled through River's API); a run whose job is live is left alone,
+// and so is everything once no run is active.
+func TestEndOrphanedPSPRunEndsOnlyARunWithoutALiveJob(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+
+	var run, jobID int64
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test')
+			RETURNING id`).Scan(&run); err != nil {
+			return err
+		}
+		res, err := enq.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: run}, nil)
+		if err != nil {
+			return err
+		}
+		jobID = res.Job.ID
+		return nil
+	}))
+	end := func() (int64, bool) {
+		var id int64
+		var ok bool
+		require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			id, ok, err = jobs.EndOrphanedPSPRun(ctx, tx, "its job is gone")
+			return err
+		}))
+		return id, ok
+	}
+	status := func() (s string, why *string) {
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status, error FROM psp_reconciliation_runs WHERE id = $1`, run).
+			Scan(&s, &why))
+		return s, why
+	}
+
+	_, ok := end()
+	require.False(t, ok, "its job is available: the run is not orphaned")
+	s, _ := status()
+	require.Equal(t, "requested", s)
+
+	_, err = enq.JobCancel(ctx, jobID)
+	require.NoError(t, err)
+	id, ok := end()
+	require.True(t, ok)
+	require.Equal(t, run, id)
+	s, why := status()
+	require.Equal(t, "failed", s)
+	require.NotNil(t, why)
+	require.Equal(t, "its job is gone", *why)
+
+	_, ok = end()
+	require.False(t, ok, "no active run left")
+}

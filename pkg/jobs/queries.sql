@@ -1,0 +1,12 @@
+-- The psp_reconciliation_runs statements the River job kinds declared here
+-- need. sqlc compiles this into ./sqlcdb. River's own tables are never
+-- queried here: River's client reads them (psp.go).
+
+-- name: ActivePSPRuns :many
+SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running') ORDER BY id;
+
+-- name: EndPSPRun :one
+UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
+    error = @error::text
+WHERE id = @id AND status IN ('requested', 'running')
+RETURNING id;

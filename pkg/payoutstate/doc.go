@@ -1,0 +1,15 @@
+// Package payoutstate names a payout's states, as stored in payouts.status,
+// and what each state means to every service that reads or changes a
+// payout: whether its outcome is settled here (Final), whether the PSP holds
+// it and its outcome webhook settles it (AtPSP), whether the PSP may still
+// be working on it (InFlight), whether a client may still cancel it
+// (Cancelable), whether it waits for an operator (Reviewable), and whether
+// it ended without paying out (Unpaid).
+//
+// It is the one place these words are written: payout-worker's state machine
+// moves between them, webhook-api creates, cancels and reconciles payouts by
+// them, and the queries of every service receive them as parameters (Names)
+// rather than as literals in their SQL, so that a state cannot be renamed or
+// reinterpreted in one service alone. A test ties All to the payouts.status
+// CHECK constraint of the migrations.
+package payoutstate

@@ -66,6 +66,88 @@ func resumeAfterTheIdempotencyWindow(t *testing.T) (*world, string, payoutRow) {
 	return w, pid, w.waitStatus(pid, payout.Awaiting, payout.NeedsReview, payout.Failed, payout.Finalized)
 }
 
+// The create of a first attempt is recorded in the transaction that takes
+// the hold: once it is on the wire its key and send time are committed.
+// Here the worker is stopped after that commit and before its request
+// reached the PSP. The resume treats the create as an unknown outcome:
+// within the idempotency window it is sent again under the same key; past
+// it the payout is looked up first, found absent, and sent under a new key.
+// Either way the PSP has one payout and the wallet is debited once.
+func TestCreateCommittedButNeverSentIsPaidOnceWhenResumed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		after   time.Duration
+		history []string
+		newKey  bool
+	}{
+		{name: "within the idempotency window", after: 0,
+			history: []string{"create:unknown", "create:accepted"}},
+		{name: "past the idempotency window", after: 25 * time.Hour,
+			history: []string{"create:unknown", "lookup:not_found", "create:accepted"}, newKey: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := setup(t, options{callTimeout: 30 * time.Second, grace: 100 * time.Millisecond})
+			w.fundWallet(5000)
+			w.pspProxy.dropCreates.Store(1)
+			pid := w.createPayout(700, "ba_1", "stripe")
+			w.requestPayout(pid, 700, "stripe")
+			key := <-w.pspProxy.dropped
+
+			// The request is on the wire: what it goes out under is on disk.
+			require.Equal(t, []string{"create:sending"}, w.attempts(pid))
+			require.Equal(t, []string{key}, w.createKeys(pid), "the key on the wire is the committed one")
+			var sending, first bool
+			require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+				`SELECT sending_at IS NOT NULL, first_attempt_at IS NOT NULL FROM payouts WHERE id = $1`, pid).
+				Scan(&sending, &first))
+			require.True(t, sending && first, "sending_at and first_attempt_at are committed before the call")
+			require.Equal(t, payout.Sending, w.payout(pid).Status)
+			require.EqualValues(t, 4300, w.balance(), "the hold was taken with it")
+
+			// The worker is stopped before the request gets through.
+			w.stopConsumers()
+			require.Empty(t, w.psp.Objects(t, pid), "the PSP never got the create")
+
+			w.clock.advance(tc.after)
+			w.startConsumer()
+			p := w.waitStatus(pid, payout.Awaiting, payout.Succeeded, payout.NeedsReview, payout.Failed, payout.Finalized)
+			require.Contains(t, []payout.Status{payout.Awaiting, payout.Succeeded}, p.Status, "%+v", p)
+			objs := w.psp.Objects(t, pid)
+			require.Len(t, objs, 1, "paid once")
+			require.Equal(t, objs[0].ID, p.Reference)
+			require.Equal(t, tc.history, w.attempts(pid))
+			keys := w.createKeys(pid)
+			require.Len(t, keys, 2)
+			require.Equal(t, key, keys[0])
+			if tc.newKey {
+				require.NotEqual(t, key, keys[1], "past the window, a new key after the PSP confirmed it has nothing")
+			} else {
+				require.Equal(t, key, keys[1], "within the window, the same key")
+			}
+			require.EqualValues(t, 4300, w.balance(), "the wallet is debited once")
+		})
+	}
+}
+
+// createKeys is the Idempotency-Key of each create recorded for the payout,
+// in the order they were sent.
+func (w *world) createKeys(pid string) []string {
+	w.t.Helper()
+	rows, err := w.db.Pool.Query(context.Background(),
+		`SELECT coalesce(idempotency_key, '') FROM payout_attempts WHERE payout_id = $1 AND kind = 'create' ORDER BY id`, pid)
+	require.NoError(w.t, err)
+	var out []string
+	for rows.Next() {
+		var k string
+		require.NoError(w.t, rows.Scan(&k))
+		out = append(out, k)
+	}
+	require.NoError(w.t, rows.Err())
+	return out
+}
+
 // A 503 is no promise that nothing happened: on the last attempt the hold
 // is kept and a person asked, never given back.
 func TestA503OnTheLastAttemptKeepsTheHold(t *testing.T) {

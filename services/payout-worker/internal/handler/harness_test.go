@@ -113,6 +113,12 @@ type pspProxy struct {
 	// up on it. swallowed gets one value per create so held.
 	swallowCreates atomic.Int64
 	swallowed      chan struct{}
+	// dropCreates is how many creates never reach the PSP: the proxy holds
+	// the request until the worker gives up on it (a worker stopped after
+	// its commit, before its call got through). dropped gets the
+	// Idempotency-Key of each create so held.
+	dropCreates atomic.Int64
+	dropped     chan string
 	// paystackStatus, when set, replaces data.status in Paystack's answers
 	// to creates (POST /transfer); paystackLookupStatus in its answers to
 	// lookups (GET /transfer/verify/…).
@@ -147,7 +153,7 @@ func (p *pspProxy) rewriteLookup(resp *http.Response) error {
 func newPSPProxy(t *testing.T, target string) *pspProxy {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
-	p := &pspProxy{swallowed: make(chan struct{}, 16)}
+	p := &pspProxy{swallowed: make(chan struct{}, 16), dropped: make(chan string, 16)}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = p.rewriteLookup
 	rewriting := httputil.NewSingleHostReverseProxy(u)
@@ -182,6 +188,14 @@ func newPSPProxy(t *testing.T, target string) *pspProxy {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
 			r.URL.Path == "/transfer")
+		if create && p.dropCreates.Add(-1) >= 0 {
+			// The PSP never gets it. The body is read so that the server
+			// notices the worker closing the connection.
+			_, _ = io.Copy(io.Discard, r.Body)
+			p.dropped <- r.Header.Get("Idempotency-Key")
+			<-r.Context().Done()
+			return
+		}
 		if create && p.swallowCreates.Add(-1) >= 0 {
 			// The PSP executes it; its answer is lost with the worker.
 			rp.ServeHTTP(httptest.NewRecorder(), r.Clone(context.WithoutCancel(r.Context())))

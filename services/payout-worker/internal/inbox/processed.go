@@ -55,3 +55,15 @@ func QueueProcessed(ctx context.Context, b *pgx.Batch, m Message, done *bool) er
 	})
 	return nil
 }
+
+// QueueClaim queues on b what Claim does, for a caller that needs not know
+// whether m was new: it lets the claim go in the same round trip as the
+// caller's other statements. Like Claim, it holds only if tx commits.
+func QueueClaim(b *pgx.Batch, m Message) {
+	b.Queue(sqlClaim, m.Group, m.ID()).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("record processed event: %w", err)
+		}
+		return nil
+	}
+}

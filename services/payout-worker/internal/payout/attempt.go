@@ -91,22 +91,71 @@ func (pr *Processor) needsLookup(p *Payout, wasReview bool) bool {
 	return p.FirstAttemptAt != nil && pr.now().Sub(*p.FirstAttemptAt) >= pr.cfg.IdempotencyWindow
 }
 
+// sendingCreate is a create whose record (key, send time, its "sending"
+// payout_attempts row) is written in the transaction that moves its payout
+// to SENDING_TO_GATEWAY (createAhead), so it is committed before the call
+// with no commit of its own.
+type sendingCreate struct {
+	key string
+	at  time.Time
+	// row is its payout_attempts row, set once the move is sent.
+	row int64
+}
+
+// createAhead returns the create of the attempt about to start, to be
+// recorded with the move to SENDING_TO_GATEWAY (moveSending), or nil when
+// it cannot be: when the attempt looks the payout up first (needsLookup:
+// the key it sends under, the same or a new generation, is chosen only
+// from the lookup's answer, so attempt commits it after the lookup,
+// beginCreate), when no client serves the payout's provider (nothing is
+// sent: the attempt fails as refused), and in the planted defect's build.
+// Every other attempt sends at once under the key it would take now: a
+// first attempt from INITIALIZED, a scheduled retry within the idempotency
+// window with no unknown outcome or 5xx before it (no LookupNeeded), and a
+// resume of an unanswered create within the window (the same key gets the
+// PSP's answer back). An operator's replay of a NEEDS_REVIEW payout always
+// looks up first.
+//
+// Its send time is taken here, inside the transaction, a little before the
+// call: a first_attempt_at that early only brings the lookup past the
+// idempotency window forward; the settle window (SettleWindow > CallTimeout)
+// runs from it as it ran from beginCreate's time, also taken before its
+// commit.
+func (pr *Processor) createAhead(p *Payout, wasReview bool) *sendingCreate {
+	if plantedLateFirstAttempt() || pr.needsLookup(p, wasReview) {
+		return nil
+	}
+	if _, err := pr.psps.Get(p.Provider); err != nil {
+		return nil
+	}
+	return &sendingCreate{key: createKey(p), at: pr.now()}
+}
+
+// createKey is the Idempotency-Key the payout's next create is sent under
+// unless a lookup first takes a new generation.
+func createKey(p *Payout) string {
+	if p.PSPKey != "" {
+		return p.PSPKey
+	}
+	return psp.IdempotencyKey(p.ID.String())
+}
+
 // attempt makes one payout attempt at the PSP: an optional lookup (adopt
 // what exists; a new key only when the PSP confirms there is nothing), the
 // create, and, when a definite failure follows an earlier unknown outcome,
 // a lookup that decides whether the hold may be released.
 //
 // The create is on disk before it is on the wire: its key, attempt number
-// and send time are committed first (beginCreate), so that a call whose
-// answer is never recorded is known to have been made. The error is only
-// a failure to commit that record: then nothing was sent.
-func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool) (attemptResult, error) {
+// and send time were committed with the move to SENDING_TO_GATEWAY (ahead,
+// createAhead) or, after a lookup, are committed first (beginCreate), so
+// that a call whose answer is never recorded is known to have been made.
+// The error is only a failure to commit that record: then nothing was sent.
+// lookupFirst is false when ahead is set.
+func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool,
+	ahead *sendingCreate) (attemptResult, error) {
 	var a attemptResult
 	id := p.ID.String()
-	key := p.PSPKey
-	if key == "" {
-		key = psp.IdempotencyKey(id)
-	}
+	key := createKey(p)
 	if lookupFirst {
 		res, err := pr.find(ctx, client, p, &a)
 		switch {
@@ -126,8 +175,13 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 			return a, nil
 		}
 	}
-	a.sentAt = pr.now()
-	if !plantedLateFirstAttempt() {
+	switch {
+	case ahead != nil:
+		key, a.sentAt, a.createRow = ahead.key, ahead.at, ahead.row
+	case plantedLateFirstAttempt():
+		a.sentAt = pr.now()
+	default:
+		a.sentAt = pr.now()
 		row, err := pr.beginCreate(ctx, p, key, a.newKey, a.sentAt, a.requests)
 		if errors.Is(err, errNotSending) {
 			a.notSending = true
@@ -164,6 +218,31 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 		}
 	}
 	return a, nil
+}
+
+// moveSending is move for a payout whose attempt starts: with c, the
+// create's record goes in the same round trip (and so the same commit):
+// first_attempt_at (if unset) and sending_at on the payout, and its
+// "sending" payout_attempts row, whose id c gets; what beginCreate writes.
+func moveSending(ctx context.Context, tx pgx.Tx, p *Payout, c *sendingCreate, steps ...step) (int64, error) {
+	if c == nil {
+		return move(ctx, tx, p, steps...)
+	}
+	b := &pgx.Batch{}
+	sqlcdb.QueueRecordSending(b, sqlcdb.RecordSendingParams{PayoutID: p.ID, Attempt: p.Attempts,
+		IdempotencyKey: c.key, At: c.at}, func(id int64, err error) error {
+		if err != nil {
+			return fmt.Errorf("record payout %s create before sending it: %w", p.ID, err)
+		}
+		c.row = id
+		return nil
+	})
+	at := c.at
+	if p.FirstAttemptAt == nil {
+		p.FirstAttemptAt = &at
+	}
+	p.SendingAt = &at
+	return moveWith(ctx, tx, b, p, steps...)
 }
 
 // beginCreate commits, before the create is sent, what a resume needs to

@@ -11,10 +11,14 @@
 // Processing a payout command takes the wallet lock, then in one transaction
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
 // only then is the PSP called, with an Idempotency-Key derived from the payout
-// id. A create is on disk before it is on the wire: just before it is sent,
-// its key, attempt number and send time are committed (payouts.sending_at,
+// id. A create is on disk before it is on the wire: before it is sent, its
+// key, attempt number and send time are committed (payouts.sending_at,
 // first_attempt_at, psp_key, and a payout_attempts row with outcome
-// "sending"). The answer is recorded in a second transaction with the
+// "sending"). When the attempt sends without a lookup first, the key is
+// known before the call and these go in the transaction that holds the
+// money, at no commit of their own (createAhead); after a lookup, whose
+// answer chooses the key, they are committed between the lookup and the
+// create (beginCreate). The answer is recorded in a second transaction with the
 // create's outcome, the processed_events row, the next retry (an outbox row
 // with next_retry_at, keyed by the payout so that it holds back none of the
 // user's other records: order.go) or the dead letter (an outbox row for <topic>.dlq), so

@@ -139,8 +139,12 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	defer lock.Release()
 	ctx = lock.Context() //nolint:contextcheck // derived from ctx (cancelled also when the lock is lost)
 
-	// 1. Hold the money and mark the payout as being sent.
+	// 1. Hold the money and mark the payout as being sent; when the attempt
+	// sends without a lookup first, its create is recorded here too
+	// (createAhead), so the create is on disk before it is on the wire at
+	// the cost of no commit of its own.
 	var po *Payout
+	var ahead *sendingCreate
 	call, wasReview := false, false
 	err = database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
 		var done bool
@@ -175,7 +179,8 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 				return err
 			}
 			call = true
-			_, err = move(ctx, tx, po, step{to: Sending})
+			ahead = pr.createAhead(po, false)
+			_, err = moveSending(ctx, tx, po, ahead, step{to: Sending})
 			return err
 		case Retrying, NeedsReview:
 			// NEEDS_REVIEW only gets a command when an operator replays its
@@ -210,7 +215,8 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 				}
 			}
 			call, wasReview = true, po.Status == NeedsReview
-			_, err := move(ctx, tx, po, step{to: Sending})
+			ahead = pr.createAhead(po, wasReview)
+			_, err := moveSending(ctx, tx, po, ahead, step{to: Sending})
 			return err
 		case Sending:
 			// A previous delivery stopped before (or during, or after) its
@@ -221,10 +227,14 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 			// up first (needsLookup).
 			call = true
 			resumed, err := pr.resumeUnknown(ctx, tx, po)
-			if err != nil || !resumed {
+			if err != nil {
 				return err
 			}
-			_, err = move(ctx, tx, po)
+			ahead = pr.createAhead(po, false)
+			if !resumed && ahead == nil {
+				return nil
+			}
+			_, err = moveSending(ctx, tx, po, ahead)
 			return err
 		default:
 			// Already sent or finished: a stale or duplicate command.
@@ -240,7 +250,8 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	client, err := pr.psps.Get(po.Provider)
 	var a attemptResult
 	if err == nil {
-		if a, err = pr.attempt(ctx, client, po, pr.needsLookup(po, wasReview)); err != nil {
+		lookupFirst := ahead == nil && pr.needsLookup(po, wasReview)
+		if a, err = pr.attempt(ctx, client, po, lookupFirst, ahead); err != nil {
 			// Nothing was sent: the redelivery resumes from SENDING_TO_GATEWAY.
 			return err
 		}
@@ -256,26 +267,23 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 
 	// 3. Record what the PSP said.
 	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		cur, err2 := load(ctx, tx, po.ID.String())
+		// m is claimed with the load (loadAnswered): it holds with
+		// whatever this transaction commits.
+		cur, rest, err2 := loadAnswered(ctx, tx, m, po.ID, a.requests)
 		if err2 != nil {
 			return err2
 		}
-		if err := recordRequests(ctx, tx, cur, a.requests); err != nil {
+		if err := recordRequests(ctx, tx, cur, rest); err != nil {
 			return err
 		}
 		if cur.Status != Sending {
 			// A webhook settled it while we were calling.
-			_, err := inbox.Claim(ctx, tx, m)
-			return err
+			return nil
 		}
 		if a.notSending {
 			return fmt.Errorf("payout %s: back in SENDING_TO_GATEWAY after it left it; not sent", cur.ID)
 		}
-		if err := pr.record(ctx, tx, cur, m, a); err != nil {
-			return err
-		}
-		_, claimErr := inbox.Claim(ctx, tx, m)
-		return claimErr
+		return pr.record(ctx, tx, cur, m, a)
 	})
 }
 

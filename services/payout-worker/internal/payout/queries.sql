@@ -1,7 +1,7 @@
 -- The SQL on payouts, payout_transitions, payout_attempts and
 -- payout_evidence (store.go, sweep.go), compiled by sqlc into package
--- sqlcdb. Statements the processor pipelines (Transition, Update, Load)
--- are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
+-- sqlcdb. Statements the processor pipelines (Transition, Update, Load,
+-- RecordSending, FinishCreate) are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
 -- stay as they were.
 
 -- name: Load :one
@@ -54,6 +54,15 @@ WITH sending AS (
 INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
 SELECT sending.sending_id, @attempt::integer, 'create', @idempotency_key::text, 'sending', @at::timestamptz FROM sending
 RETURNING payout_attempts.id;
+
+-- name: RecordSending :one
+-- A create about to be sent whose payout row (first_attempt_at,
+-- sending_at) is written in the same transaction: the one that moves the
+-- payout to SENDING_TO_GATEWAY (processor.go, step 1). Its payout_attempts
+-- row with outcome 'sending', as BeginCreate writes it.
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
+VALUES (@payout_id, @attempt, 'create', @idempotency_key::text, 'sending', @at)
+RETURNING id;
 
 -- name: FinishCreate :exec
 -- The answer to a create written by BeginCreate.

@@ -97,6 +97,32 @@ func loadUnprocessed(ctx context.Context, tx pgx.Tx, m inbox.Message, id string)
 	return p, false, err
 }
 
+// loadAnswered is load for recording an attempt's answers (reqs): the
+// load, the answers of the creates written before they were sent
+// (queueAnswers) and m's claim need nothing of each other and go as one
+// round trip. Every record that commits claims m, and one that does not
+// commit claims nothing. It returns the payout and the requests still to
+// be recorded (recordRequests).
+func loadAnswered(ctx context.Context, tx pgx.Tx, m inbox.Message, id uuid.UUID, reqs []pspRequest) (*Payout, []pspRequest, error) {
+	var p *Payout
+	var loadErr error
+	b := &pgx.Batch{}
+	sqlcdb.QueueLoad(b, id, func(row sqlcdb.LoadRow, err error) error {
+		p, loadErr = fromRow(row), err
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // decided by loaded
+		}
+		return err
+	})
+	rest := queueAnswers(b, id, reqs)
+	inbox.QueueClaim(b, m)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, fmt.Errorf("record payout %s attempt: %w", id, err)
+	}
+	p, err := loaded(id.String(), p, loadErr)
+	return p, rest, err
+}
+
 func fromRow(r sqlcdb.LoadRow) *Payout {
 	return &Payout{ID: r.ID, UserID: r.UserID, Amount: r.Amount, Currency: r.Currency, Destination: r.Destination,
 		Provider: r.Provider, Status: Status(r.Status), Attempts: r.Attempts, PSPReference: r.PSPReference,
@@ -128,8 +154,13 @@ type step struct {
 // transition rows and the update go as one pipelined batch: one round trip
 // however many steps (they need no result of each other).
 func move(ctx context.Context, tx pgx.Tx, p *Payout, steps ...step) (int64, error) {
+	return moveWith(ctx, tx, &pgx.Batch{}, p, steps...)
+}
+
+// moveWith is move sending b's statements, queued by the caller, in the
+// same round trip, before the move's own.
+func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...step) (int64, error) {
 	var last int64
-	b := &pgx.Batch{}
 	from := p.Status
 	lastErr, lastClass := p.LastError, p.ErrorClass
 	for _, s := range steps {
@@ -225,21 +256,43 @@ type pspRequest struct {
 }
 
 func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest) error {
+	b := &pgx.Batch{}
+	reqs = queueAnswers(b, p.ID, reqs)
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
 	q := sqlcdb.New(tx)
 	for _, r := range reqs {
-		if r.row != 0 {
-			if err := q.FinishCreate(ctx, sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref,
-				Error: r.err}); err != nil {
-				return fmt.Errorf("record payout %s create's answer: %w", p.ID, err)
-			}
-			continue
-		}
 		if err := q.RecordAttempt(ctx, sqlcdb.RecordAttemptParams{PayoutID: p.ID, Attempt: p.Attempts, Kind: r.kind,
 			IdempotencyKey: r.key, Outcome: r.outcome, PSPReference: r.ref, Error: r.err, At: r.at}); err != nil {
 			return fmt.Errorf("record payout %s %s: %w", p.ID, r.kind, err)
 		}
 	}
 	return nil
+}
+
+// queueAnswers queues on b the answers of the creates among reqs whose
+// "sending" row was written before they were sent (it needs nothing of the
+// payout's row, so it can go with the statement that loads it) and returns
+// the other requests, to be inserted in order.
+func queueAnswers(b *pgx.Batch, id uuid.UUID, reqs []pspRequest) []pspRequest {
+	var rest []pspRequest
+	for _, r := range reqs {
+		if r.row == 0 {
+			rest = append(rest, r)
+			continue
+		}
+		sqlcdb.QueueFinishCreate(b, sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref,
+			Error: r.err}, func(err error) error {
+			if err != nil {
+				return fmt.Errorf("record payout %s create's answer: %w", id, err)
+			}
+			return nil
+		})
+	}
+	return rest
 }
 
 // evidence is what a PSP outcome event said about a payout and what became

@@ -216,8 +216,8 @@ type LoadRow struct {
 
 // The SQL on payouts, payout_transitions, payout_attempts and
 // payout_evidence (store.go, sweep.go), compiled by sqlc into package
-// sqlcdb. Statements the processor pipelines (Transition, Update, Load)
-// are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
+// sqlcdb. Statements the processor pipelines (Transition, Update, Load,
+// RecordSending, FinishCreate) are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
 // stay as they were.
 func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 	row := q.db.QueryRow(ctx, load, id)
@@ -412,6 +412,35 @@ func (q *Queries) RecordEvidence(ctx context.Context, arg RecordEvidenceParams) 
 		arg.Reason,
 	)
 	return err
+}
+
+const recordSending = `-- name: RecordSending :one
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
+VALUES ($1, $2, 'create', $3::text, 'sending', $4)
+RETURNING id
+`
+
+type RecordSendingParams struct {
+	PayoutID       uuid.UUID
+	Attempt        int
+	IdempotencyKey string
+	At             time.Time
+}
+
+// A create about to be sent whose payout row (first_attempt_at,
+// sending_at) is written in the same transaction: the one that moves the
+// payout to SENDING_TO_GATEWAY (processor.go, step 1). Its payout_attempts
+// row with outcome 'sending', as BeginCreate writes it.
+func (q *Queries) RecordSending(ctx context.Context, arg RecordSendingParams) (int64, error) {
+	row := q.db.QueryRow(ctx, recordSending,
+		arg.PayoutID,
+		arg.Attempt,
+		arg.IdempotencyKey,
+		arg.At,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const retryDue = `-- name: RetryDue :one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox/sqlcdb"
@@ -59,11 +60,13 @@ func QueueProcessed(ctx context.Context, b *pgx.Batch, m Message, done *bool) er
 // QueueClaim queues on b what Claim does, for a caller that needs not know
 // whether m was new: it lets the claim go in the same round trip as the
 // caller's other statements. Like Claim, it holds only if tx commits.
-func QueueClaim(b *pgx.Batch, m Message) {
-	b.Queue(sqlClaim, m.Group, m.ID()).Fn = func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("record processed event: %w", err)
-		}
-		return nil
+func QueueClaim(ctx context.Context, b *pgx.Batch, m Message) error {
+	q, err := database.Queue(b, func(r *database.Recorder) {
+		_, _ = sqlcdb.New(r).Claim(ctx, sqlcdb.ClaimParams{ConsumerGroup: m.Group, EventID: m.ID()})
+	})
+	if err != nil {
+		return err
 	}
+	q.Exec(func(pgconn.CommandTag) error { return nil })
+	return nil
 }

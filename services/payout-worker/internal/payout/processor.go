@@ -474,7 +474,7 @@ func attentionMessage(p *Payout, res psp.Result) string {
 	if res.Attention == psp.AttentionOTP {
 		return fmt.Sprintf("%s: %s transfer %s for payout %s waits for an OTP that only a person can give "+
 			"(Paystack abandons it after 30 minutes without one); the hold is kept. Enter the OTP (or disable OTP for "+
-			"transfers, README), then replay the dead letter; a paid transfer's event also settles it",
+			"transfers: docs/guides/paystack-otp.md), then replay the dead letter; a paid transfer's event also settles it",
 			res.Attention, p.Provider, res.Reference, p.ID)
 	}
 	return fmt.Sprintf("%s: %s object %s for payout %s has status %q, which the PSP does not document; "+

@@ -115,7 +115,9 @@ func loadAnswered(ctx context.Context, tx pgx.Tx, m inbox.Message, id uuid.UUID,
 		return err
 	})
 	rest := queueAnswers(b, id, reqs)
-	inbox.QueueClaim(b, m)
+	if err := inbox.QueueClaim(ctx, b, m); err != nil {
+		return nil, nil, err
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, fmt.Errorf("record payout %s attempt: %w", id, err)
 	}

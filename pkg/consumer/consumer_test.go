@@ -1,0 +1,246 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/consumer"
+	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/kafkax"
+)
+
+func TestAHandlerPanicDeadLettersThatRecordOnlyAndTheLoopGoesOn(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"bug": func(int) error { var m map[string]int; m["x"]++; return nil }, //nolint:staticcheck // SA5000 is the point: a handler bug that panics
+	})
+	b.start(t, consumer.Config{Name: "loop-test/handler"}, nil, false)
+	b.produce(t, 0, "bug")
+	for _, k := range others {
+		b.produce(t, 0, k)
+	}
+	b.waitDone(t, others...)
+	l := b.deadLetters(t, 1)[0]
+	require.Equal(t, "bug", l.PartitionKey)
+	require.Equal(t, group, l.ConsumerGroup)
+	require.Equal(t, "permanent", l.ErrorClass)
+	require.Contains(t, l.Error, "panic in loop-test/handler")
+	require.Equal(t, 1, b.h.attempts("bug"), "a panic is not retried in place")
+	require.Equal(t, 1.0, b.panics.Value("loop-test/handler"))
+	require.Eventually(t, func() bool { return b.committed(t, 0) == int64(len(others)+1) }, 10*time.Second, 20*time.Millisecond,
+		"the dead-lettered record and those after it are committed")
+	b.produce(t, 1, "after") // the loop is still alive and consuming
+	b.waitDone(t, "after")
+}
+
+func TestTransientFailuresAreRetriedInPlaceThenDeadLetteredPastTheBound(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"down":  func(int) error { return errclass.AsTransient(errors.New("store unreachable")) },
+		"weird": func(int) error { return errors.New("an unclassified error") },
+		"blip": func(n int) error {
+			if n < 3 {
+				return errclass.AsTransient(errors.New("blip"))
+			}
+			return nil
+		},
+	})
+	b.start(t, consumer.Config{RetryAttempts: 4, RetryFor: time.Minute}, nil, false)
+	for _, k := range append([]string{"down", "weird", "blip"}, others...) {
+		b.produce(t, 0, k)
+	}
+	b.waitDone(t, append([]string{"blip"}, others...)...)
+	require.Equal(t, 3, b.h.attempts("blip"), "a transient failure that clears is retried in place until it does")
+	byKey := map[string]dlq.Letter{}
+	for _, l := range b.deadLetters(t, 2) {
+		byKey[l.PartitionKey] = l
+	}
+	for _, k := range []string{"down", "weird"} {
+		l := byKey[k]
+		require.Equal(t, "transient", l.ErrorClass, k)
+		require.Equal(t, 4, l.RetryCount, k)
+		require.Len(t, l.RetryHistory, 4, k)
+		require.Contains(t, l.Error, "still failing after 4 in-place attempts", k)
+		require.Equal(t, 4, b.h.attempts(k), k)
+	}
+}
+
+func TestTransientRetriesStopAfterRetryFor(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"down": func(int) error { return errclass.AsTransient(errors.New("down")) },
+	})
+	b.start(t, consumer.Config{RetryAttempts: 1000, RetryFor: 300 * time.Millisecond}, nil, false)
+	b.produce(t, 0, "down")
+	l := b.deadLetters(t, 1)[0]
+	require.Equal(t, "transient", l.ErrorClass)
+	require.Less(t, b.h.attempts("down"), 1000)
+}
+
+// TestASlowRecordHoldsBackOnlyItsKeyAndTheCommit: while one record is slow
+// (a PSP call that takes its time), records polled after it on the same
+// partition are handled instead of waiting for it; a later record of the
+// slow key waits for it; and the partition's committed offset stays at the
+// slow record until it is done.
+func TestASlowRecordHoldsBackOnlyItsKeyAndTheCommit(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := newHarness(t, map[string]func(int) error{
+		"slow": func(n int) error {
+			if n == 1 {
+				<-release
+			}
+			return nil
+		},
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	b.start(t, consumer.Config{}, nil, false)
+
+	b.produce(t, 0, "slow") // offset 0
+	require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 20*time.Second, 5*time.Millisecond)
+	// Polled while the slow record is in flight: each is handled on its own.
+	for _, k := range others {
+		b.produce(t, 0, k)
+		b.waitDone(t, k)
+	}
+	b.produce(t, 0, "slow") // the slow key's second record waits behind its first
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, b.h.attempts("slow"), "a key's later record started before its earlier one finished")
+	require.False(t, b.h.done("slow"))
+	require.Zero(t, b.committed(t, 0), "the offset moved past a record still in flight")
+
+	close(release)
+	b.waitDone(t, "slow")
+	require.Eventually(t, func() bool { return b.h.attempts("slow") == 2 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.committed(t, 0) == int64(len(others)+2) }, 20*time.Second, 20*time.Millisecond,
+		"every record done, the whole partition committed")
+}
+
+// With PerPartition a slow record holds back every later record of its
+// partition, whatever their keys, and none of another partition.
+func TestPerPartitionOrderHandlesAPartitionOneRecordAtATime(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := newHarness(t, map[string]func(int) error{
+		"slow": func(int) error { <-release; return nil },
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	b.start(t, consumer.Config{Order: consumer.PerPartition}, nil, false)
+	b.produce(t, 0, "slow")
+	require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 20*time.Second, 5*time.Millisecond)
+	b.produce(t, 0, "behind")
+	b.produce(t, 1, "elsewhere")
+	b.waitDone(t, "elsewhere")
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, b.h.attempts("behind"), "a partition's later record started before its earlier one finished")
+	close(release)
+	b.waitDone(t, "slow", "behind")
+	order := b.h.handledOrder()
+	require.Equal(t, []string{"elsewhere", "slow", "behind"}, order)
+}
+
+// A consumer with no dead-letter path (dead letters themselves have nowhere
+// safer to go) never drops a record: one given up on is left undone, its
+// partition rewound, and it is delivered again, ahead of the records after
+// it on its partition.
+func TestWithoutADeadLetterPathARecordGivenUpOnIsRedelivered(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"refused": func(n int) error {
+			if n < 3 {
+				return errclass.AsPermanent(fmt.Errorf("refused, delivery %d", n))
+			}
+			return nil
+		},
+	})
+	b.start(t, consumer.Config{Order: consumer.PerPartition}, nil, true)
+	b.produce(t, 0, "refused")
+	b.produce(t, 0, "next")
+	b.waitDone(t, "refused", "next")
+	require.Equal(t, 3, b.h.attempts("refused"))
+	require.Equal(t, []string{"refused", "next"}, b.h.handledOrder(), "a later record ran ahead of the undone one")
+	require.Equal(t, 1, b.h.timesHandled("next"))
+	require.Eventually(t, func() bool { return b.committed(t, 0) == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Empty(t, kafkatest.ReadAll(t, b.kafka, kafkax.DLQTopic(topic), 1, 200*time.Millisecond))
+}
+
+// flaky fails its first n dead-letter writes, then publishes.
+type flaky struct {
+	fails atomic.Int32
+	next  consumer.DeadLetterer
+}
+
+func (f *flaky) DeadLetter(ctx context.Context, r *kgo.Record, fl dlq.Failure) error {
+	if f.fails.Add(-1) >= 0 {
+		return errors.New("kafka refuses the dead letter")
+	}
+	return f.next.DeadLetter(ctx, r, fl)
+}
+
+// A dead letter that cannot be written within the bound leaves its record
+// undone and uncommitted: it is redelivered, handled again and then
+// dead-lettered, never committed without its letter.
+func TestADeadLetterThatCannotBeWrittenLeavesTheRecordUndone(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"bad": func(int) error { return errclass.AsPermanent(errors.New("refused")) },
+	})
+	cl := kafkatest.NewClient(t, b.kafka)
+	letters := &flaky{next: consumer.Publish{Client: cl, Group: group}}
+	letters.fails.Store(3)
+	b.start(t, consumer.Config{RetryAttempts: 2}, letters, false)
+	b.produce(t, 0, "bad")
+	l := b.deadLetters(t, 1)[0]
+	require.Equal(t, "bad", l.PartitionKey)
+	require.GreaterOrEqual(t, b.h.attempts("bad"), 2, "the record was not redelivered after its letter failed")
+	require.Eventually(t, func() bool { return b.committed(t, 0) == 1 }, 10*time.Second, 20*time.Millisecond)
+}
+
+// A member that joins while records are in flight gets its partitions only
+// after the first member finished and committed them: every record is
+// handled once, none is lost or applied twice across the rebalance.
+func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
+	t.Parallel()
+	slow := func(int) error { time.Sleep(50 * time.Millisecond); return nil }
+	script := map[string]func(int) error{}
+	var keys []string
+	for i := range 60 {
+		k := fmt.Sprintf("r%02d", i)
+		script[k], keys = slow, append(keys, k)
+	}
+	b := newHarness(t, script)
+	b.start(t, consumer.Config{Concurrency: 2, MaxPollRecords: 5}, nil, false)
+	for i, k := range keys {
+		b.produce(t, int32(i%kafkatest.Partitions), k)
+	}
+	require.Eventually(t, func() bool { return len(b.h.handledOrder()) >= 10 }, 20*time.Second, 5*time.Millisecond)
+	b.start(t, consumer.Config{Concurrency: 2, MaxPollRecords: 5}, nil, false) // a second member joins
+	b.waitDone(t, keys...)
+	for _, k := range keys {
+		require.Equal(t, 1, b.h.timesHandled(k), "%s handled twice across the rebalance", k)
+	}
+	for p := range int32(kafkatest.Partitions) {
+		require.Eventually(t, func() bool { return b.committed(t, p) == 20 }, 20*time.Second, 20*time.Millisecond, "partition %d", p)
+	}
+}

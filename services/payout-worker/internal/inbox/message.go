@@ -9,16 +9,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 )
 
-// Message is a consumed record as handlers see it.
-type Message struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   map[string]string
-	Group     string
-}
+// Message is a consumed record as handlers see it: its topic, partition,
+// offset, key, value, headers (the last of each name) and group.
+type Message dlq.Consumed
 
 // New is the record r as group consumes it.
 func New(r *kgo.Record, group string) Message { return Message(dlq.ConsumedRecord(r, group)) }

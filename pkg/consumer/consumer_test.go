@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/consumer"
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
@@ -242,5 +244,61 @@ func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
 	}
 	for p := range int32(kafkatest.Partitions) {
 		require.Eventually(t, func() bool { return b.committed(t, p) == 20 }, 20*time.Second, 20*time.Millisecond, "partition %d", p)
+	}
+}
+
+// On shutdown a record in flight finishes within Grace and is committed
+// with what was done before it; with no grace it is abandoned uncommitted,
+// for the next member to deliver again.
+func TestShutdownCommitsWhatFinishedWithinGrace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		grace     time.Duration
+		committed int64
+	}{
+		{"finishes within grace", 5 * time.Second, 2},
+		{"abandoned without grace", time.Nanosecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newHarness(t, nil)
+			b.h.work["slow"] = 500 * time.Millisecond
+			stop := b.start(t, consumer.Config{Grace: tc.grace, Order: consumer.PerPartition}, nil, false)
+			b.produce(t, 0, "first")
+			b.waitDone(t, "first")
+			b.produce(t, 0, "slow")
+			require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 10*time.Second, 5*time.Millisecond)
+			stop()
+			require.Equal(t, tc.committed, b.committed(t, 0))
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	live := context.Background()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want errclass.Class
+	}{
+		{"success", live, nil, ""},
+		{"explicit permanent", live, errclass.AsPermanent(errors.New("x")), errclass.Permanent},
+		{"explicit poison", live, errclass.AsPoison(errors.New("x")), errclass.Poison},
+		{"explicit transient beats a refusal", live, errclass.AsTransient(&pgconn.PgError{Code: database.CodeCheckViolation}), errclass.Transient},
+		{"cancelled while running", live, context.Canceled, errclass.Transient},
+		{"cancelled while stopping", stopped, context.Canceled, errclass.Canceled},
+		{"connection failure", live, &pgconn.PgError{Code: database.CodeConnectionFailure}, errclass.Transient},
+		{"serialization failure", live, &pgconn.PgError{Code: database.CodeSerializationFailure}, errclass.Transient},
+		{"duplicate", live, &pgconn.PgError{Code: database.CodeUniqueViolation}, errclass.Transient},
+		{"out of range", live, &pgconn.PgError{Code: database.CodeNumericOutOfRange}, errclass.Permanent},
+		{"check violation", live, fmt.Errorf("credit: %w", &pgconn.PgError{Code: database.CodeCheckViolation}), errclass.Permanent},
+		{"unclassified", live, errors.New("what"), errclass.Transient},
+	} {
+		require.Equal(t, tc.want, consumer.Classify(tc.ctx, tc.err), tc.name)
 	}
 }

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -32,24 +33,34 @@ const (
 // scripted is a handler whose answer per record key is a script: the n-th
 // delivery of a key gets script[key](n). Keys without a script succeed.
 type scripted struct {
-	mu      sync.Mutex
-	script  map[string]func(n int) error
+	mu     sync.Mutex
+	script map[string]func(n int) error
+	// work is how long each record of a key takes; the handler gives up
+	// with ctx's error when ctx ends first.
+	work    map[string]time.Duration
 	calls   map[string]int
 	handled map[string]int
 	order   []string
 }
 
 func newScripted(script map[string]func(int) error) *scripted {
-	return &scripted{script: script, calls: map[string]int{}, handled: map[string]int{}}
+	return &scripted{script: script, work: map[string]time.Duration{}, calls: map[string]int{}, handled: map[string]int{}}
 }
 
-func (s *scripted) handle(_ context.Context, r *kgo.Record) error {
+func (s *scripted) handle(ctx context.Context, r *kgo.Record) error {
 	k := string(r.Key)
 	s.mu.Lock()
 	s.calls[k]++
 	n := s.calls[k]
-	f := s.script[k]
+	f, d := s.script[k], s.work[k]
 	s.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("working on %s: %w", k, ctx.Err())
+		case <-time.After(d):
+		}
+	}
 	if f != nil {
 		if err := f(n); err != nil {
 			return err
@@ -124,10 +135,10 @@ func testConfig(cfg consumer.Config) consumer.Config {
 	return cfg
 }
 
-// start runs a loop of the harness's group until the test ends. letters
-// nil publishes dead letters to <topic>.dlq; none makes it have no
-// dead-letter path.
-func (b *harness) start(t *testing.T, cfg consumer.Config, letters consumer.DeadLetterer, none bool) {
+// start runs a loop of the harness's group until the test ends or stop is
+// called (stop returns once Run did). letters nil publishes dead letters to
+// <topic>.dlq; none makes it have no dead-letter path.
+func (b *harness) start(t *testing.T, cfg consumer.Config, letters consumer.DeadLetterer, none bool) (stop func()) {
 	t.Helper()
 	cfg = testConfig(cfg)
 	cl := kafkatest.NewClient(t, b.kafka, consumer.ClientOpts(cfg.Group, kafkax.Membership{}, topic)...)
@@ -142,7 +153,10 @@ func (b *harness) start(t *testing.T, cfg consumer.Config, letters consumer.Dead
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // produce writes a record keyed key to partition p of the topic.

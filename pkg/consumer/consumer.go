@@ -81,6 +81,13 @@ type Config struct {
 	// Window is how long the loop keeps polling while records are in
 	// flight before it lets a pending rebalance through (default 2s).
 	Window time.Duration
+	// LeaveQueued: when the window ends (Window passed, or shutdown), only
+	// the records already started finish; records queued behind them are
+	// not started, and their partitions are rewound to be polled again.
+	// Without it every record polled in the window is handled first, which
+	// keeps a rebalance short only while each record is quick; a consumer
+	// whose records may each take long (a receiver that is down) sets it.
+	LeaveQueued bool
 	// CommitTimeout bounds one offset commit, at shutdown too (default 10s).
 	CommitTimeout time.Duration
 	// Classify reads a handler's error (default Classify).

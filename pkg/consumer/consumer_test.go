@@ -302,3 +302,33 @@ func TestClassify(t *testing.T) {
 		require.Equal(t, tc.want, consumer.Classify(tc.ctx, tc.err), tc.name)
 	}
 }
+
+// With LeaveQueued the end of a window (here: shutdown, with grace to
+// spare) lets only the record in hand finish; those queued behind it are
+// not started and stay uncommitted, for whoever owns the partition next.
+// Without it the queue is handled first.
+func TestLeaveQueuedStartsNothingAfterTheWindowEnds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		leaveQueued bool
+		committed   int64
+	}{
+		{"queued records left", true, 1},
+		{"queued records handled", false, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newHarness(t, nil)
+			b.h.work["slow"] = 500 * time.Millisecond
+			for _, k := range []string{"slow", "q1", "q2", "q3"} {
+				b.produce(t, 0, k) // before the loop starts: one poll takes them all
+			}
+			stop := b.start(t, consumer.Config{Grace: 10 * time.Second, Order: consumer.PerPartition, LeaveQueued: tc.leaveQueued}, nil, false)
+			require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 10*time.Second, 5*time.Millisecond)
+			stop()
+			require.Equal(t, tc.committed, b.committed(t, 0))
+			require.Equal(t, int(tc.committed)-1, b.h.attempts("q3")+b.h.attempts("q2")+b.h.attempts("q1"))
+		})
+	}
+}

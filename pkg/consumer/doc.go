@@ -32,9 +32,10 @@
 //
 // Rebalances: the client blocks rebalances while records are polled and in
 // flight (ClientOpts: BlockRebalanceOnPoll). The loop keeps polling for at
-// most Config.Window while records are in flight, then stops starting new
-// records, lets those in flight finish, commits every done prefix, rewinds
-// the partitions of undone records and only then allows the rebalance. A
+// most Config.Window while records are in flight, then stops polling, lets
+// the records polled so far finish (with Config.LeaveQueued only those
+// already started), commits every done prefix, rewinds the partitions of
+// undone records and only then allows the rebalance. A
 // partition is therefore revoked with its finished work committed and its
 // unfinished work uncommitted, and neither is lost or applied twice by the
 // loop (a crash can still redeliver; handlers are idempotent).

@@ -12,15 +12,21 @@ import (
 	"github.com/aegis-payments/aegis/pkg/errclass"
 )
 
-// LetterOf starts the dead letter of a record (the failure is filled in by
-// the loop); nil means dlq.ConsumedRecord(r, group).Letter().
-type LetterOf func(r *kgo.Record, group string) dlq.Letter
+// LetterOf is the dead letter of record r, read by group, that failed with
+// f; nil means Letter.
+type LetterOf func(r *kgo.Record, group string, f dlq.Failure) dlq.Letter
 
-func (f LetterOf) of(r *kgo.Record, group string) dlq.Letter {
-	if f == nil {
-		return dlq.ConsumedRecord(r, group).Letter()
+// Letter is the default LetterOf: the record as consumed (dlq.Consumed)
+// with the failure filled in now.
+func Letter(r *kgo.Record, group string, f dlq.Failure) dlq.Letter {
+	return dlq.ConsumedRecord(r, group).Letter().WithFailure(f, time.Now())
+}
+
+func (lo LetterOf) of(r *kgo.Record, group string, f dlq.Failure) dlq.Letter {
+	if lo == nil {
+		return Letter(r, group, f)
 	}
-	return f(r, group)
+	return lo(r, group, f)
 }
 
 // Publish dead-letters records to <topic>.dlq with Client and waits for
@@ -36,7 +42,7 @@ type Publish struct {
 
 // DeadLetter publishes r's letter with f once.
 func (p Publish) DeadLetter(ctx context.Context, r *kgo.Record, f dlq.Failure) error {
-	l := p.Letter.of(r, p.Group).WithFailure(f, time.Now())
+	l := p.Letter.of(r, p.Group, f)
 	rec, err := l.Record()
 	if err != nil {
 		return errclass.AsPermanent(fmt.Errorf("build dead letter of %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
@@ -63,7 +69,7 @@ type Store struct {
 
 // DeadLetter stores r's letter with f once.
 func (s Store) DeadLetter(ctx context.Context, r *kgo.Record, f dlq.Failure) error {
-	l := s.Letter.of(r, s.Group).WithFailure(f, time.Now())
+	l := s.Letter.of(r, s.Group, f)
 	_, inserted, err := s.Writer.Insert(ctx, s.DB, l)
 	if err != nil {
 		return fmt.Errorf("store dead letter of %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err)

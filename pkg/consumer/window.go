@@ -25,6 +25,9 @@ type window struct {
 	c     *Consumer
 	work  context.Context // outlives the stop signal by Grace
 	slots chan struct{}
+	// closed is closed when the window ends with Config.LeaveQueued: no
+	// queued record starts after it (nil: never).
+	closed chan struct{}
 
 	mu       sync.Mutex
 	parts    map[topicPartition]*partition
@@ -87,6 +90,9 @@ func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 	w := &window{c: c, work: work, slots: make(chan struct{}, c.cfg.Concurrency),
 		parts: map[topicPartition]*partition{}, keys: map[partitionKey]*keyQueue{},
 		changed: make(chan struct{}, 1), lastCommit: time.Now()}
+	if c.cfg.LeaveQueued {
+		w.closed = make(chan struct{})
+	}
 	w.dispatch(first)
 	end := time.Now().Add(c.cfg.Window)
 	for ctx.Err() == nil && time.Now().Before(end) {
@@ -109,6 +115,9 @@ func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 		if time.Since(w.lastCommit) >= commitEvery {
 			w.commit(ctx)
 		}
+	}
+	if c.cfg.LeaveQueued {
+		close(w.closed)
 	}
 	w.keyRuns.Wait()
 	w.commit(ctx)
@@ -184,8 +193,17 @@ func (w *window) runKey(k partitionKey, q *keyQueue) {
 	case <-w.work.Done():
 		w.stop(k, q)
 		return
+	case <-w.closed:
+		w.stop(k, q)
+		return
 	}
 	for {
+		select {
+		case <-w.closed:
+			w.stop(k, q)
+			return
+		default:
+		}
 		w.mu.Lock()
 		if len(q.waiting) == 0 {
 			delete(w.keys, k)
@@ -210,9 +228,10 @@ func (w *window) runKey(k partitionKey, q *keyQueue) {
 	}
 }
 
-// stop abandons the rest of a key's queue after a record left undone. The
-// key stays in the window, stopped, so that its later records are not
-// handled ahead of the undone one.
+// stop abandons the rest of a key's queue after a record left undone, or
+// when the window closed with records queued. The key stays in the window,
+// stopped, so that its later records are not handled ahead of the undone
+// one; the partition is rewound to its first record not done.
 func (w *window) stop(k partitionKey, q *keyQueue) {
 	w.mu.Lock()
 	w.inFlight -= len(q.waiting)

@@ -224,7 +224,7 @@ func TestADeadLetterThatCannotBeWrittenLeavesTheRecordUndone(t *testing.T) {
 // handled once, none is lost or applied twice across the rebalance.
 func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
 	t.Parallel()
-	slow := func(int) error { time.Sleep(50 * time.Millisecond); return nil }
+	slow := func(int) error { time.Sleep(100 * time.Millisecond); return nil }
 	script := map[string]func(int) error{}
 	var keys []string
 	for i := range 60 {
@@ -232,13 +232,20 @@ func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
 		script[k], keys = slow, append(keys, k)
 	}
 	b := newHarness(t, script)
-	b.start(t, consumer.Config{Concurrency: 2, MaxPollRecords: 5}, nil, false)
+	cfg := consumer.Config{Concurrency: 2, MaxPollRecords: 5, Window: 500 * time.Millisecond}
+	b.start(t, cfg, nil, false)
 	for i, k := range keys {
 		b.produce(t, int32(i%kafkatest.Partitions), k)
 	}
 	require.Eventually(t, func() bool { return len(b.h.handledOrder()) >= 10 }, 20*time.Second, 5*time.Millisecond)
-	b.start(t, consumer.Config{Concurrency: 2, MaxPollRecords: 5}, nil, false) // a second member joins
+	var second atomic.Int32
+	b.startWith(t, cfg, nil, false, // a second member joins
+		func(ctx context.Context, r *kgo.Record) error {
+			second.Add(1)
+			return b.h.handle(ctx, r)
+		})
 	b.waitDone(t, keys...)
+	require.Positive(t, second.Load(), "the second member never got a partition")
 	for _, k := range keys {
 		require.Equal(t, 1, b.h.timesHandled(k), "%s handled twice across the rebalance", k)
 	}

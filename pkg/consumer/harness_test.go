@@ -140,14 +140,22 @@ func testConfig(cfg consumer.Config) consumer.Config {
 // <topic>.dlq; none makes it have no dead-letter path.
 func (b *harness) start(t *testing.T, cfg consumer.Config, letters consumer.DeadLetterer, none bool) (stop func()) {
 	t.Helper()
+	return b.startWith(t, cfg, letters, none, b.h.handle)
+}
+
+// startWith is start with handler h in place of the scripted one.
+func (b *harness) startWith(t *testing.T, cfg consumer.Config, letters consumer.DeadLetterer, none bool, h consumer.Handler) (stop func()) {
+	t.Helper()
 	cfg = testConfig(cfg)
-	cl := kafkatest.NewClient(t, b.kafka, consumer.ClientOpts(cfg.Group, kafkax.Membership{}, topic)...)
+	// Frequent heartbeats: a member learns of a rebalance within the test.
+	cl := kafkatest.NewClient(t, b.kafka, append(consumer.ClientOpts(cfg.Group, kafkax.Membership{}, topic),
+		kgo.HeartbeatInterval(100*time.Millisecond))...)
 	if letters == nil && !none {
 		w, err := dlq.NewWriter("loop-test", lifecycle.Deps{Logger: b.logger, Registerer: b.reg})
 		require.NoError(t, err)
 		letters = consumer.Publish{Client: cl, Group: cfg.Group, Writer: w}
 	}
-	c, err := consumer.New(cl, b.h.handle, cfg, consumer.Deps{
+	c, err := consumer.New(cl, h, cfg, consumer.Deps{
 		Deps: lifecycle.Deps{Logger: b.logger, Registerer: b.reg, Panics: b.panics}, Alerts: b.alerts, DeadLetters: letters})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

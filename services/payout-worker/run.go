@@ -58,7 +58,6 @@ type Config struct {
 	Concurrency     int
 	RetryAttempts   int
 	RetryFor        time.Duration
-	PlantPoison     bool
 	DBMaxConns      int
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -141,7 +140,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Concurrency:     env.Int("WORKER_CONCURRENCY", 32),
 		RetryAttempts:   env.Int("WORKER_RETRY_IN_PLACE_ATTEMPTS", 20),
 		RetryFor:        env.Duration("WORKER_RETRY_IN_PLACE_FOR", time.Minute),
-		PlantPoison:     env.Bool("WORKER_PLANT_POISON_RETRY", false),
 		DBMaxConns:      env.Int("DB_MAX_CONNS", 24),
 		SettlementDelay: env.Duration("CREDIT_SETTLEMENT_DELAY", 0),
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
@@ -373,14 +371,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
 		CreditWait: cfg.CreditWait, StripeLivemode: cfg.Payout.StripeLivemode, Proof: cfg.EventProof})
-	consumer := consume.New(kafka, h, consume.Config{
+	consumer, err := consume.New(kafka, h, consume.Config{
 		Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords, Concurrency: cfg.Concurrency, Grace: cfg.ShutdownGrace,
 		InfraBackoff:         backoff.Policy{Base: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, MaxAttempts: 1},
 		RetryInPlaceAttempts: cfg.RetryAttempts, RetryInPlaceFor: cfg.RetryFor,
-		PermanentAsTransient: cfg.PlantPoison,
 	}, consume.Deps{Deps: deps, Alerts: alerts, Letters: letters})
-	if cfg.PlantPoison {
-		logger.Warn("WORKER_PLANT_POISON_RETRY is set: Postgres refusals are retried in place forever (a planted defect for the chaos suite)")
+	if err != nil {
+		return err
 	}
 
 	router, admin := cfg.Routers(logger, reg,

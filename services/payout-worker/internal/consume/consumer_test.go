@@ -89,7 +89,8 @@ func setup(t *testing.T, cfg consume.Config, script map[string]func(int) error) 
 	cfg.Grace = time.Second
 	cfg.InfraBackoff = backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 1}
 	cl := kafkatest.NewClient(t, b.kafka, consume.ClientOpts(cfg.Group, kafkax.Membership{}, kafkax.TopicWebhookPending)...)
-	c := consume.New(cl, b.h, cfg, consume.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Panics: b.panics}, Alerts: alerts})
+	c, err := consume.New(cl, b.h, cfg, consume.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Panics: b.panics}, Alerts: alerts})
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -130,26 +131,6 @@ func (b *bundle) deadLetters(t *testing.T, n int) []dlq.Letter {
 }
 
 var others = []string{"k1", "k2", "k3", "k4", "k5", "k6"}
-
-func TestAHandlerPanicDeadLettersThatMessageOnly(t *testing.T) {
-	t.Parallel()
-	b := setup(t, consume.Config{}, map[string]func(int) error{
-		"bug": func(int) error { var m map[string]int; m["x"]++; return nil }, //nolint:staticcheck // SA5000 is the point: a handler bug that panics
-	})
-	b.produce("bug")
-	for _, k := range others {
-		b.produce(k)
-	}
-	b.waitDone(t, others...)
-	l := b.deadLetters(t, 1)[0]
-	require.Equal(t, "bug", l.PartitionKey)
-	require.Equal(t, "permanent", l.ErrorClass)
-	require.Contains(t, l.Error, "panic in payout-worker/handler")
-	require.Equal(t, 1, b.h.attempts("bug"), "a panic is not retried in place")
-	require.Equal(t, 1.0, b.panics.Value("payout-worker/handler"))
-	b.produce("after") // the worker is still alive and consuming
-	b.waitDone(t, "after")
-}
 
 func TestTransientFailuresAreBoundedThenDeadLettered(t *testing.T) {
 	t.Parallel()
@@ -215,18 +196,4 @@ func TestPostgresRefusalsArePermanentAndDuplicatesAreNot(t *testing.T) {
 		require.Equal(t, 1, l.RetryCount)
 	}
 	require.Equal(t, 1, b.h.attempts("overflow"))
-}
-
-func TestPlantedPoisonRetriesARefusalForever(t *testing.T) {
-	t.Parallel()
-	b := setup(t, consume.Config{RetryInPlaceAttempts: 3, PermanentAsTransient: true}, map[string]func(int) error{
-		"overflow": func(int) error {
-			return &pgconn.PgError{Code: database.CodeNumericOutOfRange, Message: "bigint out of range"}
-		},
-	})
-	b.produce("overflow")
-	require.Eventually(t, func() bool { return b.h.attempts("overflow") > 10 }, 10*time.Second, 10*time.Millisecond,
-		"the planted defect retries past the bound")
-	recs := kafkatest.ReadAll(t, b.kafka, kafkax.DLQTopic(kafkax.TopicWebhookPending), 1, 200*time.Millisecond)
-	require.Empty(t, recs)
 }

@@ -337,9 +337,11 @@ func setup(t *testing.T, o options) *world {
 
 	w.newConsumer = func() (*consume.Consumer, *kgo.Client) {
 		cl := kafkatest.NewClient(t, w.kafka, consume.ClientOpts(group, kafkax.Membership{}, kafkax.TopicWebhookPending, kafkax.TopicTransactions)...)
-		return consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: o.grace,
+		c, err := consume.New(cl, h, consume.Config{Group: group, MaxPollRecords: 50, Grace: o.grace,
 			Concurrency: 8, InfraBackoff: backoff.Policy{Base: 50 * time.Millisecond, Multiplier: 2, Max: time.Second, MaxAttempts: 1}},
-			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts, Letters: letters}), cl
+			consume.Deps{Deps: lifecycle.Deps{Logger: logger}, Alerts: alerts, Letters: letters})
+		require.NoError(t, err)
+		return c, cl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	alertsDone := make(chan struct{})

@@ -9,25 +9,12 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 )
 
-// Message is a consumed record as handlers see it.
-type Message struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   map[string]string
-	Group     string
-}
+// Message is a consumed record as handlers see it: its topic, partition,
+// offset, key, value, headers (the last of each name) and group.
+type Message dlq.Consumed
 
 // New is the record r as group consumes it.
-func New(r *kgo.Record, group string) Message {
-	h := make(map[string]string, len(r.Headers))
-	for _, hd := range r.Headers {
-		h[hd.Key] = string(hd.Value)
-	}
-	return Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: h, Group: group}
-}
+func New(r *kgo.Record, group string) Message { return Message(dlq.ConsumedRecord(r, group)) }
 
 // ID is the message's identity for processed_events: the producer's
 // message_id header, or its position when it has none.
@@ -41,19 +28,7 @@ func (m Message) ID() string {
 // CorrelationID is the correlation_id header.
 func (m Message) CorrelationID() string { return m.Headers[kafkax.HeaderCorrelationID] }
 
-// Letter starts the dead letter of this message; the caller fills in the
-// failure (error, class, retry count and history, times). It is filed under
-// kafkax.LetterKey: the user's key also for a record keyed otherwise (a
-// payout's retry), as dead letters are listed by user.
-func (m Message) Letter() dlq.Letter {
-	p, o := m.Partition, m.Offset
-	headers := make(map[string]string, len(m.Headers))
-	for k, v := range m.Headers {
-		headers[k] = v
-	}
-	return dlq.Letter{
-		Source: dlq.SourceConsumer, OriginalTopic: m.Topic, OriginalPartition: &p, OriginalOffset: &o,
-		ConsumerGroup: m.Group, PartitionKey: kafkax.LetterKey(string(m.Key), m.Headers), EventType: m.Headers[kafkax.HeaderEventType],
-		Payload: m.Value, Headers: headers, CorrelationID: m.CorrelationID(),
-	}
-}
+// Letter starts the dead letter of this message (dlq.Consumed.Letter);
+// the caller fills in the failure (error, class, retry count and history,
+// times).
+func (m Message) Letter() dlq.Letter { return dlq.Consumed(m).Letter() }

@@ -11,6 +11,9 @@
 // production binaries' directory) and starts the workers with
 // AEGIS_PLANT_LATE_FIRST_ATTEMPT=1, the old ordering of the first
 // attempt's record: the week profile must then report a double payment.
+// -plant-poison runs the same chaos-tagged build with
+// AEGIS_PLANT_POISON_RETRY=1, Postgres refusals retried in place for ever:
+// the poison check must then fail.
 //
 // KAFKA_MEMBER_EXPIRY=off in its environment is passed to aegis-kafka: it
 // turns off the member reaper that makes kfake expire dead consumer-group
@@ -62,7 +65,8 @@ func run() (bool, error) {
 	keep := flag.Bool("keep", false, "keep the run's database for inspection")
 	out := flag.String("out", "", "write the (first) run's report with its footprint and lag to this Markdown file")
 	pickupBound := flag.Duration("pickup-bound", 0, "fail when a payout or credit waited longer to be picked up (default: session timeout + 2× relay poll interval + the longest Kafka outage injected)")
-	plantPoison := flag.Bool("plant-poison", false, "start the workers with WORKER_PLANT_POISON_RETRY (Postgres refusals retried in place for ever): the run must fail")
+	plantPoison := flag.Bool("plant-poison", false, "run payout-worker built with -tags chaos and "+chaos.PlantPoisonRetryEnv+
+		"=1 (Postgres refusals retried in place for ever): the run must fail")
 	noOperator := flag.Bool("no-operator", false, "plant the NEEDS_REVIEW payouts but resolve none of them: the run must fail (invariant 3)")
 	plantLate := flag.Bool("plant-late-attempt", false, "run payout-worker built with -tags chaos and "+chaos.PlantLateFirstAttemptEnv+
 		"=1 (first_attempt_at saved after the PSP call, the old ordering): the week profile must report a double payment")
@@ -78,12 +82,17 @@ func run() (bool, error) {
 		return true, nil
 	}
 	var workerBin string
-	var workerEnv map[string]string
+	workerEnv := map[string]string{}
 	if *plantLate {
+		workerEnv[chaos.PlantLateFirstAttemptEnv] = "1"
+	}
+	if *plantPoison {
+		workerEnv[chaos.PlantPoisonRetryEnv] = "1"
+	}
+	if len(workerEnv) > 0 {
 		if workerBin, err = buildPlantedWorker(ctx, *binDir); err != nil {
 			return false, err
 		}
-		workerEnv = map[string]string{chaos.PlantLateFirstAttemptEnv: "1"}
 	}
 	if *duration > 0 {
 		profile.Duration = *duration
@@ -121,7 +130,7 @@ func run() (bool, error) {
 	allOK := true
 	for i, seed := range list {
 		rep, err := chaos.Run(ctx, chaos.Config{BinDir: *binDir, AdminURL: admin, Profile: profile, Seed: seed,
-			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound, PlantPoison: *plantPoison,
+			Logs: logw, Progress: os.Stderr, Keep: *keep, KafkaEnv: kafkaEnv, PickupBound: *pickupBound,
 			NoOperator: *noOperator, WorkerBin: workerBin, WorkerEnv: workerEnv})
 		if err != nil {
 			return false, fmt.Errorf("seed %d: %w", seed, err)
@@ -168,7 +177,7 @@ func buildPlantedWorker(ctx context.Context, binDir string) (string, error) {
 	}
 	if plain, tagged := files(), files("-tags", "chaos"); plain != "" && plain == tagged {
 		fmt.Fprintln(os.Stderr, "aegis-chaos: warning: payout-worker has no file built only with -tags chaos on this branch: "+
-			chaos.PlantLateFirstAttemptEnv+" plants nothing, and the run shows the worker as it is")
+			"the planted defects plant nothing, and the run shows the worker as it is")
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "chaos", "-o", out, "./services/payout-worker")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

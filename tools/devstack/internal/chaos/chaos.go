@@ -40,10 +40,6 @@ type Config struct {
 	// be picked up; zero means the default (defaultPickupBound,
 	// from the longest Kafka outage the run injected).
 	PickupBound time.Duration
-	// PlantPoison starts the workers with WORKER_PLANT_POISON_RETRY: the
-	// old behaviour, Postgres refusals retried in place for ever. The run
-	// must then fail.
-	PlantPoison bool
 	// NoOperator skips the operator pass (operator.go): the payouts
 	// planted in NEEDS_REVIEW stay there, and invariant 3 must fail.
 	NoOperator bool
@@ -52,7 +48,8 @@ type Config struct {
 	KafkaEnv map[string]string
 	// WorkerBin, when set, is the payout-worker binary to run instead of
 	// BinDir's (a build with -tags chaos, never a production binary), and
-	// WorkerEnv adds variables for it (PlantLateFirstAttemptEnv).
+	// WorkerEnv adds variables for it (PlantLateFirstAttemptEnv,
+	// PlantPoisonRetryEnv).
 	WorkerBin string
 	WorkerEnv map[string]string
 }
@@ -62,6 +59,11 @@ type Config struct {
 // recorded: the old ordering the week profile must catch as a double
 // payment.
 const PlantLateFirstAttemptEnv = "AEGIS_PLANT_LATE_FIRST_ATTEMPT"
+
+// PlantPoisonRetryEnv switches a payout-worker built with -tags chaos back
+// to retrying Postgres refusals in place for ever: the old behaviour the
+// poison check must catch (poison.go).
+const PlantPoisonRetryEnv = "AEGIS_PLANT_POISON_RETRY"
 
 // Timings the suite is started with (setUp), which the pickup bound uses.
 const (
@@ -318,12 +320,11 @@ func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
 		// slow_create is not in the chaos mix): 3s covers it.
 		"PSP_SETTLE_WINDOW": "3s",
 		// Payouts whose outcome webhook was dropped are looked up.
-		"PAYOUT_CHECK_AFTER":        "10s",
-		"PAYOUT_SWEEP_INTERVAL":     "2s",
-		"WALLET_LOCK_EXPIRY":        "4s",
-		"SHUTDOWN_GRACE":            "10s",
-		"KAFKA_SESSION_TIMEOUT":     chaosSessionTimeout.String(),
-		"WORKER_PLANT_POISON_RETRY": strconv.FormatBool(cfg.PlantPoison),
+		"PAYOUT_CHECK_AFTER":    "10s",
+		"PAYOUT_SWEEP_INTERVAL": "2s",
+		"WALLET_LOCK_EXPIRY":    "4s",
+		"SHUTDOWN_GRACE":        "10s",
+		"KAFKA_SESSION_TIMEOUT": chaosSessionTimeout.String(),
 	}
 	for k, v := range cfg.WorkerEnv {
 		env[k] = v // every service gets it; only payout-worker reads it

@@ -11,9 +11,9 @@ import (
 // balance, which Postgres refuses every time (SQLSTATE 22003). A worker that
 // retries such a refusal in place blocks its batch, and with it every
 // partition it holds; a correct one dead-letters the credit (class
-// permanent) and goes on. checkPoison judges it; Config.PlantPoison
-// (WORKER_PLANT_POISON_RETRY) plants the old behaviour to prove the check
-// notices.
+// permanent) and goes on. checkPoison judges it; a payout-worker built with
+// -tags chaos and run with PlantPoisonRetryEnv=1 (aegis-chaos -plant-poison)
+// plants the old behaviour to prove the check notices.
 const poisonAmount = 9_000_000_000_000_000_000
 
 // poisonUser is the wallet the poison workload overflows; no other

@@ -1,8 +1,7 @@
-package consume
+package consumer
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -11,20 +10,24 @@ import (
 )
 
 // A window is one stretch of consuming between two points where a rebalance
-// may happen. Within it the consumer keeps polling while records are in
-// flight: a record that arrives is queued behind the records of its key
-// still in flight and starts as soon as its key and a slot are free, instead
-// of waiting for the slowest record of the batch before it. Offsets are
-// committed as each partition's done prefix grows. The window ends when
-// nothing is in flight, when it has lasted windowFor (a rebalance the group
-// asked for waits at most that long plus the in-flight records), when a
-// record is left undone, or when the worker stops; then every record in
-// flight finishes (within Grace on shutdown), the done prefixes are
-// committed, undone partitions are rewound, and the rebalance is allowed.
+// may happen. Within it the loop keeps polling while records are in flight:
+// a record that arrives is queued behind the records of its key (PerKey) or
+// partition (PerPartition) still in flight and starts as soon as they are
+// done and a slot is free, instead of waiting for the slowest record of the
+// batch before it. Offsets are committed as each partition's done prefix
+// grows. The window ends when nothing is in flight, when it has lasted
+// Config.Window (a rebalance the group asked for waits at most that long
+// plus the records in flight), when a record is left undone, or when the
+// loop stops; then every record in flight finishes (within Grace on
+// shutdown), the done prefixes are committed, undone partitions are
+// rewound, and the rebalance is allowed.
 type window struct {
 	c     *Consumer
 	work  context.Context // outlives the stop signal by Grace
 	slots chan struct{}
+	// closed is closed when the window ends with Config.LeaveQueued: no
+	// queued record starts after it (nil: never).
+	closed chan struct{}
 
 	mu       sync.Mutex
 	parts    map[topicPartition]*partition
@@ -59,9 +62,10 @@ type entry struct {
 	done bool
 }
 
-// keyQueue is one key's records waiting behind the one being handled. A key
-// whose record is left undone is stopped: the records behind it stay
-// unhandled until the partition is rewound and delivers them again.
+// keyQueue is one key's records (PerPartition: the partition's) waiting
+// behind the one being handled. A key whose record is left undone is
+// stopped: the records behind it stay unhandled until the partition is
+// rewound and delivers them again.
 type keyQueue struct {
 	waiting []*entry
 	stopped bool
@@ -79,12 +83,6 @@ const pollWhileBusy = 50 * time.Millisecond
 // commitEvery spaces the offset commits made while a window runs.
 const commitEvery = 100 * time.Millisecond
 
-// windowFor is how long the consumer keeps polling while records are in
-// flight before it lets a pending rebalance through: well inside the
-// group's rebalance timeout (2 minutes, ClientOpts), short enough that a
-// joining or restarted replica gets its partitions within seconds.
-const windowFor = 2 * time.Second
-
 // runWindow consumes one window that starts with first.
 func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 	work, cancel := graceContext(ctx, c.cfg.Grace)
@@ -92,8 +90,11 @@ func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 	w := &window{c: c, work: work, slots: make(chan struct{}, c.cfg.Concurrency),
 		parts: map[topicPartition]*partition{}, keys: map[partitionKey]*keyQueue{},
 		changed: make(chan struct{}, 1), lastCommit: time.Now()}
+	if c.cfg.LeaveQueued {
+		w.closed = make(chan struct{})
+	}
 	w.dispatch(first)
-	end := time.Now().Add(windowFor)
+	end := time.Now().Add(c.cfg.Window)
 	for ctx.Err() == nil && time.Now().Before(end) {
 		inFlight, undone := w.state()
 		if inFlight == 0 || undone {
@@ -115,19 +116,14 @@ func (c *Consumer) runWindow(ctx context.Context, first kgo.Fetches) {
 			w.commit(ctx)
 		}
 	}
+	if c.cfg.LeaveQueued {
+		close(w.closed)
+	}
 	w.keyRuns.Wait()
 	w.commit(ctx)
 	if ctx.Err() == nil {
 		c.rewind(w.firstUndone())
 	}
-}
-
-func (c *Consumer) logFetchErrors(fetches kgo.Fetches) {
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			c.logger.Warn("kafka fetch error", "topic", topic, "partition", p, "error", err.Error())
-		}
-	})
 }
 
 func (w *window) state() (inFlight int, undone bool) {
@@ -147,8 +143,8 @@ func (w *window) waitChange(ctx context.Context, d time.Duration) {
 	}
 }
 
-// dispatch queues each record behind its key's and starts a run for each
-// key that has none.
+// dispatch queues each record behind its key's (PerPartition: its
+// partition's) and starts a run for each that has none.
 func (w *window) dispatch(fetches kgo.Fetches) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -166,7 +162,10 @@ func (w *window) dispatch(fetches kgo.Fetches) {
 		for _, r := range p.Records {
 			e := &entry{rec: r}
 			part.entries = append(part.entries, e)
-			k := partitionKey{tp, string(r.Key)}
+			k := partitionKey{topicPartition: tp}
+			if w.c.cfg.Order == PerKey {
+				k.key = string(r.Key)
+			}
 			q := w.keys[k]
 			switch {
 			case q != nil && q.stopped:
@@ -194,8 +193,17 @@ func (w *window) runKey(k partitionKey, q *keyQueue) {
 	case <-w.work.Done():
 		w.stop(k, q)
 		return
+	case <-w.closed:
+		w.stop(k, q)
+		return
 	}
 	for {
+		select {
+		case <-w.closed:
+			w.stop(k, q)
+			return
+		default:
+		}
 		w.mu.Lock()
 		if len(q.waiting) == 0 {
 			delete(w.keys, k)
@@ -220,9 +228,10 @@ func (w *window) runKey(k partitionKey, q *keyQueue) {
 	}
 }
 
-// stop abandons the rest of a key's queue after a record left undone. The
-// key stays in the window, stopped, so that its later records are not
-// handled ahead of the undone one.
+// stop abandons the rest of a key's queue after a record left undone, or
+// when the window closed with records queued. The key stays in the window,
+// stopped, so that its later records are not handled ahead of the undone
+// one; the partition is rewound to its first record not done.
 func (w *window) stop(k partitionKey, q *keyQueue) {
 	w.mu.Lock()
 	w.inFlight -= len(q.waiting)
@@ -270,11 +279,12 @@ func (w *window) commit(ctx context.Context) {
 		recs[i] = p.last
 		w.c.metrics.lag.WithLabelValues(p.last.Topic, strconv.Itoa(int(p.last.Partition))).Set(float64(p.hwm - p.last.Offset - 1))
 	}
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.c.cfg.CommitTimeout)
 	defer cancel()
 	if err := w.c.cl.CommitRecords(commitCtx, recs...); err != nil {
 		// The effects are committed and idempotent: a redelivery is harmless.
-		w.c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "error", err.Error())
+		w.c.logger.Warn("offset commit failed; records will be redelivered and skipped as processed", "group", w.c.cfg.Group,
+			"error", err.Error())
 		return
 	}
 	now := float64(time.Now().Unix())

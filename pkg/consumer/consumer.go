@@ -30,8 +30,9 @@ type Handler func(ctx context.Context, r *kgo.Record) error
 type Order int
 
 const (
-	// PerKey handles the records of one key (within a partition) in order
-	// and different keys concurrently.
+	// PerKey handles the records of one key one at a time, in the order
+	// polled, whatever their topic and partition, and different keys
+	// concurrently; records without a key are ordered per partition.
 	PerKey Order = iota
 	// PerPartition handles a partition's records one at a time, in order,
 	// and partitions concurrently.

@@ -346,3 +346,45 @@ func TestLeaveQueuedStartsNothingAfterTheWindowEnds(t *testing.T) {
 		})
 	}
 }
+
+// A user's credit (aegis.webhook.pending) and the payout command accepted
+// after it (aegis.transactions) share the user's key but not a partition:
+// the command must not start while the credit is still being handled, or
+// its hold does not find the credit in the wallet (services/payout-worker's
+// payout/order.go). Two partitions of one topic stand for the two topics:
+// the window keys its queues by the Kafka key alone.
+func TestAKeysRecordsOnTwoPartitionsAreHandledOneAtATime(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := newHarness(t, map[string]func(int) error{
+		"user": func(n int) error {
+			if n == 1 {
+				<-release
+			}
+			return nil
+		},
+	})
+	b.start(t, consumer.Config{}, nil, false)
+	// After start's: cleanups run last first, so the handler is released
+	// before the loop is stopped.
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	b.produce(t, 0, "user") // the credit, held in its handler
+	require.Eventually(t, func() bool { return b.h.attempts("user") == 1 }, 20*time.Second, 5*time.Millisecond)
+	b.produce(t, 1, "user") // the payout command, on another partition
+	// A record after it on its partition: once it is handled, the command
+	// was polled and dispatched.
+	b.produce(t, 1, "k1")
+	b.waitDone(t, "k1")
+	require.Equal(t, 1, b.h.attempts("user"), "the key's record on another partition started while its earlier one was in flight")
+
+	close(release)
+	require.Eventually(t, func() bool { return b.h.attempts("user") == 2 }, 20*time.Second, 5*time.Millisecond,
+		"the key's second record handled once the first is done")
+}

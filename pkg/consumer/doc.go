@@ -24,8 +24,10 @@
 // handler never ends the loop: it is recovered, counted and logged
 // (pkg/panics), and the record it held is dead-lettered or left undone.
 //
-// Order: with PerKey (the default) records of one key are handled in order
-// and different keys, across partitions and within one, run concurrently
+// Order: with PerKey (the default) records of one key are handled one at a
+// time in the order polled, across topics and partitions too (a user's credit
+// and the payout command accepted after it are on two topics), and different
+// keys, across partitions and within one, run concurrently
 // (Config.Concurrency at a time); with PerPartition a partition's records
 // are handled one at a time, in order, and partitions run concurrently. A
 // partition's offset is committed up to the last record of its done prefix.

@@ -45,9 +45,21 @@ type topicPartition struct {
 	partition int32
 }
 
+// partitionKey names the records handled one at a time, in the order
+// polled: with PerKey, those of one Kafka key whatever their topic and
+// partition (a user's credit on aegis.webhook.pending and the payout command
+// accepted after it on aegis.transactions share the user's key), and a
+// partition's records without a key; with PerPartition, a partition's.
 type partitionKey struct {
 	topicPartition
 	key string
+}
+
+func (w *window) queueOf(tp topicPartition, r *kgo.Record) partitionKey {
+	if w.c.cfg.Order == PerKey && len(r.Key) > 0 {
+		return partitionKey{key: string(r.Key)}
+	}
+	return partitionKey{topicPartition: tp}
 }
 
 // partition is one partition's records of this window from the first one
@@ -162,10 +174,7 @@ func (w *window) dispatch(fetches kgo.Fetches) {
 		for _, r := range p.Records {
 			e := &entry{rec: r}
 			part.entries = append(part.entries, e)
-			k := partitionKey{topicPartition: tp}
-			if w.c.cfg.Order == PerKey {
-				k.key = string(r.Key)
-			}
+			k := w.queueOf(tp, r)
 			q := w.keys[k]
 			switch {
 			case q != nil && q.stopped:

@@ -16,8 +16,9 @@ SELECT attempt, kind, outcome, psp_reference, error, at
 FROM payout_attempts WHERE payout_id = @payout_id::uuid ORDER BY id LIMIT @max_rows;
 
 -- name: ListPayouts :many
--- NEEDS_REVIEW first, then oldest first; a page continues after the
--- cursor's (rank, created_at, id) when @after is set. Absent values are
+-- The payouts waiting for an operator (@reviewable: NEEDS_REVIEW) first,
+-- then oldest first; a page continues after the cursor's (rank, created_at,
+-- id) when @after is set. Absent values are
 -- '' and 0 (ids start at 1), which the Go side turns into nil.
 SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destination, p.status, p.psp_reference,
        p.psp_status, p.last_error, p.error_class, p.created_at, p.updated_at,
@@ -28,7 +29,7 @@ FROM payouts p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
                    ORDER BY created_at DESC LIMIT 1) r ON true
 WHERE (@status::text = '' OR p.status = @status::text)
-  AND (NOT @after::bool OR (CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id)
+  AND (NOT @after::bool OR (CASE WHEN p.status = ANY(@reviewable::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)
        > (@rank::int, @at::timestamptz, @after_id::uuid))
-ORDER BY CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id
+ORDER BY CASE WHEN p.status = ANY(@reviewable::text[]) THEN 0 ELSE 1 END, p.created_at, p.id
 LIMIT @max_rows;

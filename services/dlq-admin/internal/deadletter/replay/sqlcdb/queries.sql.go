@@ -440,12 +440,17 @@ FROM dead_letters d
 JOIN payouts p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                               THEN (d.subject->>'payout_id')::uuid END
 WHERE d.id = ANY($1::bigint[])
-  AND p.status NOT IN ('SUCCEEDED', 'FINALIZED')
+  AND p.status <> ALL($2::text[])
   AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
   AND NOT EXISTS (SELECT 1 FROM ledger_transactions t
                   WHERE t.kind IN ('payout_settle', 'payout_release') AND t.reference = p.id::text)
 ORDER BY d.id
 `
+
+type LettersHoldingMoneyParams struct {
+	IDs    []int64
+	Closed []string
+}
 
 type LettersHoldingMoneyRow struct {
 	DeadLetterID int64
@@ -454,12 +459,12 @@ type LettersHoldingMoneyRow struct {
 }
 
 // Of the letters @ids, those about a payout that still holds money: not
-// finished (SUCCEEDED, FINALIZED), its hold posted and neither settled nor
+// finished (@closed: SUCCEEDED, FINALIZED), its hold posted and neither settled nor
 // released. Discarding such a letter would strand the hold with nobody
 // asked (discard.go). The payout id is cast only when it is a UUID, so a
 // letter whose payload names a malformed one is not an error.
-func (q *Queries) LettersHoldingMoney(ctx context.Context, ids []int64) ([]LettersHoldingMoneyRow, error) {
-	rows, err := q.db.Query(ctx, lettersHoldingMoney, ids)
+func (q *Queries) LettersHoldingMoney(ctx context.Context, arg LettersHoldingMoneyParams) ([]LettersHoldingMoneyRow, error) {
+	rows, err := q.db.Query(ctx, lettersHoldingMoney, arg.IDs, arg.Closed)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ WITH actual AS (
     UNION ALL
     SELECT 'payout_holds', p.currency, sum(p.amount)::bigint
     FROM payouts p
+    -- The states holding money (payoutstate's InFlight), written out for
+    -- payouts_status_since_idx as in UnfinishedHolds.
     WHERE p.status IN ('SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING')
        OR (p.status = 'NEEDS_REVIEW' AND NOT EXISTS (
            SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_release' AND t.reference = p.id::text))
@@ -231,12 +233,17 @@ JOIN ledger_transactions t ON t.reference = p.id::text
      AND t.kind IN ('payout_hold', 'payout_settle', 'payout_release')
 JOIN ledger_entries e ON e.transaction_id = t.id
 JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
-WHERE p.status IN ('SUCCEEDED', 'FINALIZED')
+WHERE p.status = ANY($1::text[])
 GROUP BY p.id, p.status, p.currency
 HAVING sum(e.amount) <> 0
 ORDER BY p.id
-LIMIT $1
+LIMIT $2
 `
+
+type OpenHoldsParams struct {
+	Closed  []string
+	MaxRows int
+}
 
 type OpenHoldsRow struct {
 	PayoutID string
@@ -246,12 +253,12 @@ type OpenHoldsRow struct {
 	Total    int64
 }
 
-// Finished payouts (SUCCEEDED, FINALIZED) whose share of the payout holds
+// Finished payouts (@closed: SUCCEEDED, FINALIZED) whose share of the payout holds
 // account is not zero: the hold was neither paid out nor given back exactly
 // once (a release and a settlement both posted, or neither). total is the
 // count before LIMIT.
-func (q *Queries) OpenHolds(ctx context.Context, maxRows int) ([]OpenHoldsRow, error) {
-	rows, err := q.db.Query(ctx, openHolds, maxRows)
+func (q *Queries) OpenHolds(ctx context.Context, arg OpenHoldsParams) ([]OpenHoldsRow, error) {
+	rows, err := q.db.Query(ctx, openHolds, arg.Closed, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -389,15 +396,18 @@ WITH shares AS (
     LEFT JOIN ledger_entries e ON e.transaction_id = t.id
     LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
          AND w.currency = p.currency
-    -- Every state but SUCCEEDED and FINALIZED, listed so that the
-    -- payouts_status_created_idx serves it.
+    -- Every state but SUCCEEDED and FINALIZED (payoutstate's Closed),
+    -- written out rather than a parameter: the list proves the predicate of
+    -- the partial index payouts_status_since_idx (status NOT IN
+    -- ('SUCCEEDED', 'FINALIZED')), which the planner then scans instead of
+    -- every finished payout; a parameter, under a generic plan, would lose it.
     WHERE p.status IN ('INITIALIZED', 'SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING',
                        'FAILED', 'NEEDS_REVIEW')
     GROUP BY p.id, p.user_id, p.status, p.currency, p.amount
 ), judged AS (
     SELECT id, user_id, status, currency, actual,
-           (CASE WHEN status IN ('INITIALIZED', 'FAILED') THEN 0
-                 WHEN status = 'NEEDS_REVIEW' AND coalesce(released, false) THEN 0
+           (CASE WHEN status = ANY($2::text[]) THEN 0
+                 WHEN status = ANY($3::text[]) AND coalesce(released, false) THEN 0
                  ELSE amount END)::bigint AS expected
     FROM shares
 )
@@ -407,6 +417,12 @@ WHERE actual <> expected
 ORDER BY id
 LIMIT $1
 `
+
+type UnfinishedHoldsParams struct {
+	MaxRows    int
+	Unheld     []string
+	Reviewable []string
+}
 
 type UnfinishedHoldsRow struct {
 	PayoutID string
@@ -425,8 +441,8 @@ type UnfinishedHoldsRow struct {
 // released (nothing left to hold); nothing before the hold (INITIALIZED) or
 // once the payout failed (FAILED: released, or settled and then returned).
 // total is the count before LIMIT.
-func (q *Queries) UnfinishedHolds(ctx context.Context, maxRows int) ([]UnfinishedHoldsRow, error) {
-	rows, err := q.db.Query(ctx, unfinishedHolds, maxRows)
+func (q *Queries) UnfinishedHolds(ctx context.Context, arg UnfinishedHoldsParams) ([]UnfinishedHoldsRow, error) {
+	rows, err := q.db.Query(ctx, unfinishedHolds, arg.MaxRows, arg.Unheld, arg.Reviewable)
 	if err != nil {
 		return nil, err
 	}

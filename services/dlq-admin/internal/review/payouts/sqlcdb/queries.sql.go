@@ -75,19 +75,20 @@ FROM payouts p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
                    ORDER BY created_at DESC LIMIT 1) r ON true
 WHERE ($1::text = '' OR p.status = $1::text)
-  AND (NOT $2::bool OR (CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id)
-       > ($3::int, $4::timestamptz, $5::uuid))
-ORDER BY CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id
-LIMIT $6
+  AND (NOT $2::bool OR (CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)
+       > ($4::int, $5::timestamptz, $6::uuid))
+ORDER BY CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id
+LIMIT $7
 `
 
 type ListPayoutsParams struct {
-	Status  string
-	After   bool
-	Rank    int
-	At      time.Time
-	AfterID uuid.UUID
-	MaxRows int
+	Status     string
+	After      bool
+	Reviewable []string
+	Rank       int
+	At         time.Time
+	AfterID    uuid.UUID
+	MaxRows    int
 }
 
 type ListPayoutsRow struct {
@@ -109,13 +110,15 @@ type ListPayoutsRow struct {
 	ResolutionStatus string
 }
 
-// NEEDS_REVIEW first, then oldest first; a page continues after the
-// cursor's (rank, created_at, id) when @after is set. Absent values are
+// The payouts waiting for an operator (@reviewable: NEEDS_REVIEW) first,
+// then oldest first; a page continues after the cursor's (rank, created_at,
+// id) when @after is set. Absent values are
 // ” and 0 (ids start at 1), which the Go side turns into nil.
 func (q *Queries) ListPayouts(ctx context.Context, arg ListPayoutsParams) ([]ListPayoutsRow, error) {
 	rows, err := q.db.Query(ctx, listPayouts,
 		arg.Status,
 		arg.After,
+		arg.Reviewable,
 		arg.Rank,
 		arg.At,
 		arg.AfterID,

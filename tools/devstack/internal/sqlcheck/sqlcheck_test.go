@@ -20,10 +20,6 @@ var sqlAllowed = map[string]string{
 	// it runs no statement of the product.
 	"pkg/pgtest/check.go":  "test support: reads CHECK constraints from pg_constraint",
 	"pkg/pgtest/pgtest.go": "test support: the template database's lock and existence",
-	// dlq-admin's dead-letter store is converted on its own (its list and
-	// group filters go to database.Templated); this is its file with SQL
-	// today, so that a new one fails.
-	"services/dlq-admin/internal/deadletter/store/queries.go": "dlq-admin, converted separately",
 }
 
 // stateAllowed are the files that may spell a payout state, each with its

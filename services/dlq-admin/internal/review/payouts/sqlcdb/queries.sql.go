@@ -16,7 +16,7 @@ const getPayout = `-- name: GetPayout :one
 
 SELECT id::text AS id, user_id, amount, currency, provider, destination, coalesce(destination_id::text, '')::text AS destination_id,
        status, attempts, psp_reference, psp_status, last_error, error_class, correlation_id, created_at, updated_at
-FROM payouts WHERE id = $1::uuid
+FROM payouts_for_ops WHERE id = $1::uuid
 `
 
 type GetPayoutRow struct {
@@ -71,7 +71,7 @@ SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destinat
        coalesce((SELECT d.id FROM dead_letters d WHERE d.subject ? 'payout_id' AND d.subject->>'payout_id' = p.id::text
         ORDER BY d.id DESC LIMIT 1), 0)::bigint AS dead_letter_id,
        coalesce(r.id::text, '')::text AS resolution_id, coalesce(r.status, '')::text AS resolution_status
-FROM payouts p
+FROM payouts_for_ops p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
                    ORDER BY created_at DESC LIMIT 1) r ON true
 WHERE ($1::text = '' OR p.status = $1::text)
@@ -161,7 +161,7 @@ func (q *Queries) ListPayouts(ctx context.Context, arg ListPayoutsParams) ([]Lis
 
 const payoutAttempts = `-- name: PayoutAttempts :many
 SELECT attempt, kind, outcome, psp_reference, error, at
-FROM payout_attempts WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
+FROM payout_attempts_for_ops WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
 `
 
 type PayoutAttemptsParams struct {
@@ -207,7 +207,7 @@ func (q *Queries) PayoutAttempts(ctx context.Context, arg PayoutAttemptsParams) 
 
 const payoutTransitions = `-- name: PayoutTransitions :many
 SELECT from_status, to_status, attempt, error, error_class, at
-FROM payout_transitions WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
+FROM payout_transitions_for_ops WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
 `
 
 type PayoutTransitionsParams struct {

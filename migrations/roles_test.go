@@ -28,16 +28,16 @@ var wantGrants = map[string]map[string]string{
 	"destinations":               {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_cursors": {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_runs":    {RoleWebhookAPI: "SIU", RoleDLQAdmin: "SIU"},
-	"psp_disagreements":          {RoleWebhookAPI: "SIU", RoleDLQAdmin: "S"},
-	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU", RoleDLQAdmin: "S"},
-	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
-	"payout_attempts":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIu", RoleDLQAdmin: "S"},
-	"payout_evidence":            {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
-	"wallets":                    {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
-	"ledger_transactions":        {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
-	"ledger_entries":             {RoleWebhookAPI: "S", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
+	"psp_disagreements":          {RoleWebhookAPI: "SIU"},
+	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU"},
+	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI"},
+	"payout_attempts":            {RolePayoutWorker: "SIu"},
+	"payout_evidence":            {RolePayoutWorker: "SI"},
+	"wallets":                    {RolePayoutWorker: "SIU"},
+	"ledger_transactions":        {RolePayoutWorker: "SI"},
+	"ledger_entries":             {RolePayoutWorker: "SI"},
 	"credit_availability":        {RolePayoutWorker: "SI"},
-	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
+	"payment_returns":            {RolePayoutWorker: "SIU"},
 	"processed_events":           {RolePayoutWorker: "SI"},
 	"payout_resolutions":         {RolePayoutWorker: "SU", RoleDLQAdmin: "SIU"},
 	"approvals":                  {RoleDLQAdmin: "SIU"},
@@ -53,6 +53,29 @@ var wantGrants = map[string]map[string]string{
 	"river_queue":                {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
 	"river_migration":            {},
 	"river_notification":         {},
+}
+
+// wantViews are the views through which a service reads a table another
+// service writes, and the roles that may read each: a view missing here, or
+// a grant on one that is not here (or the reverse), fails
+// TestServiceRoleGrants. docs/design/architecture.md's table ownership
+// lists them with their tables.
+var wantViews = map[string][]string{
+	"payouts_for_ops":             {RoleDLQAdmin},
+	"payout_transitions_for_ops":  {RoleDLQAdmin},
+	"payout_attempts_for_ops":     {RoleDLQAdmin},
+	"payout_evidence_for_ops":     {RoleDLQAdmin},
+	"wallets_for_ops":             {RoleDLQAdmin},
+	"ledger_transactions_for_ops": {RoleDLQAdmin},
+	"ledger_entries_for_ops":      {RoleDLQAdmin},
+	"payment_returns_for_ops":     {RoleDLQAdmin},
+	"psp_disagreements_for_ops":   {RoleDLQAdmin},
+	"payout_attempts_for_api":     {RoleWebhookAPI},
+	"payout_evidence_for_api":     {RoleWebhookAPI},
+	"wallets_for_api":             {RoleWebhookAPI},
+	"ledger_transactions_for_api": {RoleWebhookAPI},
+	"ledger_entries_for_api":      {RoleWebhookAPI},
+	"payment_returns_for_api":     {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the
@@ -170,6 +193,58 @@ func TestServiceRoleGrants(t *testing.T) {
 		}
 	}
 
+	// A role reads a table it does not write only through a view.
+	for table, roles := range wantGrants {
+		for role, verbs := range roles {
+			if strings.Contains(verbs, "S") && !strings.ContainsAny(verbs, "IUDiu") {
+				t.Errorf("%s reads %s, which it does not write: give it a view of the columns it needs (wantViews)", role, table)
+			}
+		}
+	}
+
+	rows, err = conn.Query(ctx, `SELECT viewname FROM pg_views WHERE schemaname = 'public' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, view := range views {
+		readers, ok := wantViews[view]
+		if !ok {
+			t.Errorf("view %s has no line in wantViews (and docs/design/architecture.md)", view)
+			continue
+		}
+		for _, role := range ServiceRoles() {
+			var got string
+			err := conn.QueryRow(ctx, `
+				SELECT concat(
+				    CASE WHEN has_table_privilege($1, $2, 'SELECT') THEN 'S' END,
+				    CASE WHEN has_table_privilege($1, $2, 'INSERT') THEN 'I' END,
+				    CASE WHEN has_table_privilege($1, $2, 'UPDATE') THEN 'U' END,
+				    CASE WHEN has_table_privilege($1, $2, 'DELETE') THEN 'D' END,
+				    CASE WHEN has_table_privilege($1, $2, 'TRUNCATE') THEN 'T' END,
+				    CASE WHEN has_table_privilege($1, $2, 'REFERENCES') THEN 'R' END,
+				    CASE WHEN has_table_privilege($1, $2, 'TRIGGER') THEN 'G' END)`, role, "public."+view).Scan(&got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if slices.Contains(readers, role) {
+				want = "S"
+			}
+			if got != want {
+				t.Errorf("%s on view %s: has %q, want %q", role, view, got, want)
+			}
+		}
+	}
+	for view := range wantViews {
+		if !slices.Contains(views, view) {
+			t.Errorf("wantViews lists %s, which the migrations do not create", view)
+		}
+	}
+
 	// No service role may create objects in the schema.
 	for _, role := range ServiceRoles() {
 		var create bool
@@ -223,7 +298,9 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		must(t, c, "storing a PSP event", insertEvent, "evt_roles_1")
 		must(t, c, "writing the outbox", insertOutbox, "user:alice")
 		must(t, c, "storing an ingest dead letter", insertLetter)
-		must(t, c, "reading balances", `SELECT count(*) FROM wallets JOIN ledger_entries ON ledger_entries.wallet_id = wallets.id`)
+		must(t, c, "reading balances", `SELECT count(*) FROM wallets_for_api w JOIN ledger_entries_for_api e ON e.wallet_id = w.id`)
+		refused(t, c, "reading the ledger's tables", `SELECT count(*) FROM wallets`)
+		refused(t, c, "reading the PSP calls table", `SELECT attempt FROM payout_attempts`)
 		refused(t, c, "posting to the ledger", `INSERT INTO wallets (kind, owner, currency) VALUES ('user', 'alice', 'usd')`)
 		refused(t, c, "marking an event processed", insertProcessed, "x")
 		refused(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing'`)
@@ -264,7 +341,11 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		must(t, c, "storing a dead letter", insertLetter)
 		must(t, c, "resolving dead letters", `UPDATE dead_letters SET status = 'discarded', resolved_at = now() WHERE status = 'open'`)
 		must(t, c, "replaying into the outbox", insertOutbox, "user:dave")
-		must(t, c, "reconciling the ledger", `SELECT count(*) FROM ledger_entries JOIN ledger_transactions t ON t.id = transaction_id`)
+		must(t, c, "reconciling the ledger", `SELECT count(*) FROM ledger_entries_for_ops JOIN ledger_transactions_for_ops t ON t.id = transaction_id`)
+		must(t, c, "reading payouts through its view", `SELECT status FROM payouts_for_ops`)
+		refused(t, c, "reading the payouts table", `SELECT status FROM payouts`)
+		refused(t, c, "reading the ledger's tables", `SELECT count(*) FROM ledger_entries`)
+		refused(t, c, "reading a payout's idempotency key", `SELECT idempotency_key FROM payouts`)
 		refused(t, c, "marking an event processed", insertProcessed, "evt_roles_5")
 		refused(t, c, "moving a balance", `UPDATE wallets SET balance = balance + 1`)
 		refused(t, c, "changing a payout", `UPDATE payouts SET status = 'FINALIZED'`)

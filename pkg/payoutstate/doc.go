@@ -3,8 +3,9 @@
 // payout: whether its outcome is settled here (Final), whether the PSP holds
 // it and its outcome webhook settles it (AtPSP), whether the PSP may still
 // be working on it (InFlight), whether a client may still cancel it
-// (Cancelable), whether it waits for an operator (Reviewable), and whether
-// it ended without paying out (Unpaid).
+// (Cancelable), whether it waits for an operator (Reviewable), whether it
+// ended without paying out (Unpaid), and whether nothing is left to do,
+// its hold paid out or given back (Closed).
 //
 // It is the one place these words are written: payout-worker's state machine
 // moves between them, webhook-api creates, cancels and reconciles payouts by

@@ -82,6 +82,11 @@ func (s Status) Reviewable() bool { return s == NeedsReview }
 // counts against no limit.
 func (s Status) Unpaid() bool { return s == Failed || s == Finalized }
 
+// Closed reports whether nothing is left for the worker to do and the
+// payout's hold is paid out or given back: Succeeded, or Finalized. A
+// Failed payout is final but still has its hold's release to post.
+func (s Status) Closed() bool { return s == Succeeded || s == Finalized }
+
 // Unfinished reports whether a payout can wait in s for the worker or an
 // operator (every state but the final ones).
 func (s Status) Unfinished() bool { return !s.Final() }

@@ -90,8 +90,8 @@ SELECT user_id FROM payouts WHERE id = @id;
 -- refund or dispute of it shares the wallet's partition. None yet (the
 -- credit is still on its way) is answered by no row; the worker then
 -- refuses the event as about a payment never credited.
-SELECT w.owner FROM ledger_transactions t
-JOIN ledger_entries le ON le.transaction_id = t.id
-JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
+SELECT w.owner FROM ledger_transactions_for_api t
+JOIN ledger_entries_for_api le ON le.transaction_id = t.id
+JOIN wallets_for_api w ON w.id = le.wallet_id AND w.kind = 'user'
 WHERE t.kind = 'credit' AND t.reference = @reference
 LIMIT 1;

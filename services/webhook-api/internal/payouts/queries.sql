@@ -46,12 +46,12 @@ FROM payout_transitions WHERE payout_id = @payout_id ORDER BY id;
 -- name: PSPRequests :many
 SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
        coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
-FROM payout_attempts WHERE payout_id = @payout_id ORDER BY id;
+FROM payout_attempts_for_api WHERE payout_id = @payout_id ORDER BY id;
 
 -- name: Evidence :many
 SELECT provider, event_id, event_type, coalesce(amount, 0)::bigint AS amount, coalesce(currency, '')::text AS currency,
        coalesce(psp_reference, '')::text AS psp_reference, verdict, coalesce(reason, '')::text AS reason, at
-FROM payout_evidence WHERE payout_id = @payout_id ORDER BY id;
+FROM payout_evidence_for_api WHERE payout_id = @payout_id ORDER BY id;
 
 -- name: LockForCancel :one
 -- Only a payout nobody has taken up yet is canceled, under its row lock

@@ -69,7 +69,7 @@ WHERE provider = @provider AND received_at >= @since AND received_at < now() - m
 ORDER BY id LIMIT @max_rows;
 
 -- name: ReturnPosted :one
-SELECT EXISTS (SELECT 1 FROM payment_returns WHERE provider = @provider AND kind = @kind AND object_id = @object_id);
+SELECT EXISTS (SELECT 1 FROM payment_returns_for_api WHERE provider = @provider AND kind = @kind AND object_id = @object_id);
 
 -- name: FinishCounts :exec
 -- The run's disagreements after their lifecycle (new, still open, cleared).

@@ -110,11 +110,60 @@ func generated(path string) (bool, error) {
 // StringLiterals returns the string literals of a Go file for which match
 // is true.
 func StringLiterals(root, file string, match func(string) bool) ([]Finding, error) {
+	return literals(root, file, func(_ *ast.File) func(*ast.BasicLit, string) bool {
+		return func(_ *ast.BasicLit, s string) bool { return match(s) }
+	})
+}
+
+// heading is a string a table's header row is made of: upper-case words.
+var heading = regexp.MustCompile(`^[A-Z][A-Z ]*$`)
+
+// StateLiterals returns the string literals of a Go file that spell one of
+// states, except in a header row: a call whose string arguments are all
+// upper-case words, some of them not states ("ID", "STATUS", "FAILED"),
+// names columns, not payout states.
+func StateLiterals(root, file string, states []string) ([]Finding, error) {
+	return literals(root, file, func(f *ast.File) func(*ast.BasicLit, string) bool {
+		headers := map[*ast.BasicLit]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			var lits []*ast.BasicLit
+			other := false
+			for _, a := range call.Args {
+				lit, ok := a.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil || !heading.MatchString(s) {
+					return true
+				}
+				other = other || !slices.Contains(states, s)
+				lits = append(lits, lit)
+			}
+			if len(lits) >= 2 && other {
+				for _, l := range lits {
+					headers[l] = true
+				}
+			}
+			return true
+		})
+		return func(lit *ast.BasicLit, s string) bool { return !headers[lit] && slices.Contains(states, s) }
+	})
+}
+
+// literals returns the string literals of a Go file that the function
+// prepare returns for the parsed file matches.
+func literals(root, file string, prepare func(*ast.File) func(*ast.BasicLit, string) bool) ([]Finding, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, filepath.Join(root, file), nil, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", file, err)
 	}
+	match := prepare(f)
 	var out []Finding
 	ast.Inspect(f, func(n ast.Node) bool {
 		lit, ok := n.(*ast.BasicLit)
@@ -122,7 +171,7 @@ func StringLiterals(root, file string, match func(string) bool) ([]Finding, erro
 			return true
 		}
 		s, err := strconv.Unquote(lit.Value)
-		if err != nil || !match(s) {
+		if err != nil || !match(lit, s) {
 			return true
 		}
 		text := strings.Join(strings.Fields(s), " ")

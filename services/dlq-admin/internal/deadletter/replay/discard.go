@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
@@ -72,7 +73,8 @@ func refuseHeld(ctx context.Context, q *sqlcdb.Queries, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := q.LettersHoldingMoney(ctx, ids)
+	rows, err := q.LettersHoldingMoney(ctx, sqlcdb.LettersHoldingMoneyParams{IDs: ids,
+		Closed: payoutstate.Names(payoutstate.Status.Closed)})
 	if err != nil {
 		return fmt.Errorf("look up the payouts of dead letters: %w", err)
 	}

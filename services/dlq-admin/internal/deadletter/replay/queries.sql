@@ -97,15 +97,15 @@ SELECT EXISTS (SELECT 1 FROM replay_jobs WHERE id = @id);
 -- left only through PSP evidence, never through a replayed message.
 
 -- name: PayoutStatus :one
-SELECT status FROM payouts WHERE id = @id;
+SELECT status FROM payouts_for_ops WHERE id = @id;
 
 -- name: CreditPosted :one
-SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND reference = @reference);
+SELECT EXISTS (SELECT 1 FROM ledger_transactions_for_ops WHERE kind = 'credit' AND reference = @reference);
 
 -- name: EvidenceApplied :one
 -- The payout an outcome event was applied to, and that payout's state now.
 SELECT p.status
-FROM payout_evidence e JOIN payouts p ON p.id = e.payout_id
+FROM payout_evidence_for_ops e JOIN payouts_for_ops p ON p.id = e.payout_id
 WHERE e.payout_id = @payout_id AND e.provider = @provider AND e.event_id = @event_id AND e.verdict = 'applied'
 LIMIT 1;
 
@@ -114,17 +114,17 @@ SELECT status FROM payout_resolutions WHERE id = @id;
 
 -- name: LettersHoldingMoney :many
 -- Of the letters @ids, those about a payout that still holds money: not
--- finished (SUCCEEDED, FINALIZED), its hold posted and neither settled nor
+-- finished (@closed: SUCCEEDED, FINALIZED), its hold posted and neither settled nor
 -- released. Discarding such a letter would strand the hold with nobody
 -- asked (discard.go). The payout id is cast only when it is a UUID, so a
 -- letter whose payload names a malformed one is not an error.
 SELECT d.id AS dead_letter_id, p.id::text AS payout_id, p.status
 FROM dead_letters d
-JOIN payouts p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+JOIN payouts_for_ops p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                               THEN (d.subject->>'payout_id')::uuid END
 WHERE d.id = ANY(@ids::bigint[])
-  AND p.status NOT IN ('SUCCEEDED', 'FINALIZED')
-  AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
-  AND NOT EXISTS (SELECT 1 FROM ledger_transactions t
+  AND p.status <> ALL(@closed::text[])
+  AND EXISTS (SELECT 1 FROM ledger_transactions_for_ops t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
+  AND NOT EXISTS (SELECT 1 FROM ledger_transactions_for_ops t
                   WHERE t.kind IN ('payout_settle', 'payout_release') AND t.reference = p.id::text)
 ORDER BY d.id;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
@@ -22,14 +23,6 @@ const (
 	// StateCredited: the payment the event reports is already in the ledger.
 	StateCredited = "CREDITED"
 )
-
-// payoutIgnoresCommands lists the payout states in which payout-worker
-// ignores a payout command (its "already sent or finished" branch): the
-// payout is final, or at the PSP, whose outcome webhook settles it.
-var payoutIgnoresCommands = map[string]bool{
-	"SUCCEEDED": true, "FAILED": true, "FINALIZED": true,
-	"SENT_TO_GATEWAY": true, "AWAITING_RESPONSE": true,
-}
 
 // noopState says whether replaying d would change nothing, and why: the
 // state of its subject ("" when a replay has work to do, or when it cannot
@@ -46,7 +39,9 @@ func noopState(ctx context.Context, q *sqlcdb.Queries, d store.DeadLetter) (stri
 			return "", nil
 		}
 		status, err := payoutStatus(ctx, q, cmd.PayoutID)
-		if err != nil || !payoutIgnoresCommands[status] {
+		// payout-worker ignores a command for a payout in such a state
+		// (final, or at the PSP, whose outcome webhook settles it).
+		if err != nil || !payoutstate.Status(status).IgnoresCommands() {
 			return "", err
 		}
 		return status, nil

@@ -25,14 +25,15 @@
 // (partition_key for the user, correlation_id, event_type, which is the
 // record's event_type header: the PSP's own type on aegis.webhook.pending,
 // payout.requested on aegis.transactions), each through its own index; the
-// WHERE clause holds only the filters a request sets (queries.go), so the
-// planner can use them. Groups collapse ids and numbers out of the error
-// message (errorGroup) so that one failure of many payouts is one group.
+// WHERE clause holds only the filters a request sets, so the planner can use
+// them. Groups collapse ids and numbers out of the error message so that one
+// failure of many payouts is one group.
 //
-// The static statements that do not return a letter's summary columns are
-// in queries.sql (sqlc, package sqlcdb); every statement assembled from a
-// request's filters, and the five that share the summary columns and their
-// one scan, are in queries.go (pkg/database's doc says why). Driver errors
+// Every statement is in queries.sql (sqlc, package sqlcdb). The filtered
+// ones (the list, the groups, the bulk actions' selections) take their
+// conditions through pkg/database's Templated: filter.go chooses them from
+// constant conditions, and every value a request sends is a bound
+// parameter, so no filter value can become SQL. Driver errors
 // are translated here: pgx.ErrNoRows becomes ErrNotFound, and every other
 // error is marked as the dead-letter store's (package fault).
 package store

@@ -1,12 +1,15 @@
 package store
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
@@ -123,4 +126,65 @@ func decodeCursor(c string) (int64, error) {
 		return 0, bad
 	}
 	return id, nil
+}
+
+// filters are the conditions of a filtered statement (queries.sql says
+// which): each a constant of this file whose values are @named parameters,
+// so that nothing a request sends becomes SQL text. No parameter name may
+// begin another's (sqlctemplate replaces @name as text).
+type filters struct {
+	conds []string
+	args  map[string]any
+}
+
+func (f *filters) add(cond, name string, v any) {
+	if f.args == nil {
+		f.args = map[string]any{}
+	}
+	f.conds = append(f.conds, cond)
+	f.args[name] = v
+}
+
+// in returns ctx carrying the conditions as the statement's filters
+// template ("true" when there are none).
+func (f *filters) in(ctx context.Context) context.Context {
+	text := "true"
+	if len(f.conds) > 0 {
+		text = strings.Join(f.conds, " AND ")
+	}
+	return database.WithTemplate(ctx, "filters", text, f.args)
+}
+
+// filters returns m's conditions.
+func (m Match) filters() *filters {
+	var f filters
+	if m.Topic != "" {
+		f.add("original_topic = @topic", "topic", m.Topic)
+	}
+	if m.Status != "" {
+		f.add("status = @status", "status", m.Status)
+	}
+	if m.ErrorClass != "" {
+		f.add("error_class = @error_class", "error_class", m.ErrorClass)
+	}
+	if !m.Since.IsZero() {
+		f.add("failed_at >= @since", "since", m.Since)
+	}
+	if !m.Until.IsZero() {
+		f.add("failed_at < @until", "until", m.Until)
+	}
+	if m.PayoutID != "" {
+		// The first condition is dead_letters_payout_idx's predicate.
+		f.add("subject ? 'payout_id' AND subject->>'payout_id' = @payout_id", "payout_id", m.PayoutID)
+	}
+	if m.User != "" {
+		f.add("partition_key = @user", "user", m.User)
+	}
+	if m.CorrelationID != "" {
+		f.add("correlation_id = @correlation_id", "correlation_id", m.CorrelationID)
+	}
+	if m.EventType != "" {
+		f.add("event_type = @event_type", "event_type", m.EventType)
+	}
+	return &f
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/database"
+
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 )
@@ -36,12 +38,14 @@ const (
 // Lock returns letter id, whole, locked until tx ends; ErrNotFound if there
 // is none.
 func Lock(ctx context.Context, tx pgx.Tx, id int64) (DeadLetter, error) {
-	var d DeadLetter
-	dest := append(d.fields(), &d.Payload, &d.Headers, &d.RetryHistory)
-	err := tx.QueryRow(ctx, sqlLock, id).Scan(dest...)
+	row, err := sqlcdb.New(tx).Lock(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, ErrNotFound
 	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("lock dead letter %d: %w", id, err)
+	}
+	d, err := letter(sqlcdb.ListRow(row))
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("lock dead letter %d: %w", id, err)
 	}
@@ -73,27 +77,33 @@ func MarkReplayed(ctx context.Context, tx pgx.Tx, id int64, r Resolution, rp Rep
 	if rp.OutboxID != 0 {
 		outboxID = &rp.OutboxID
 	}
-	return resolve(ctx, tx, "mark dead letter replayed", sqlMarkReplayed, id, r.By, r.At, r.Reason, outboxID,
-		rp.Outcome, rp.SubjectState)
+	row, err := sqlcdb.New(tx).MarkReplayed(ctx, sqlcdb.MarkReplayedParams{ID: id, ResolvedBy: r.By, ResolvedAt: r.At,
+		Reason: r.Reason, ReplayOutboxID: outboxID, ReplayOutcome: rp.Outcome, ReplaySubjectState: rp.SubjectState})
+	return resolved(id, "mark dead letter replayed", sqlcdb.ListRow(row), err)
 }
 
 // MarkDiscarded resolves open letter id as discarded and returns its new
 // state. The caller holds the lock (Lock).
 func MarkDiscarded(ctx context.Context, tx pgx.Tx, id int64, r Resolution) (Summary, error) {
-	return resolve(ctx, tx, "mark dead letter discarded", sqlMarkDiscarded, id, r.By, r.At, r.Reason)
+	row, err := sqlcdb.New(tx).MarkDiscarded(ctx, sqlcdb.MarkDiscardedParams{ID: id, ResolvedBy: r.By, ResolvedAt: r.At,
+		Reason: r.Reason})
+	return resolved(id, "mark dead letter discarded", sqlcdb.ListRow(row), err)
 }
 
-func resolve(ctx context.Context, tx pgx.Tx, what, sql string, args ...any) (Summary, error) {
-	var sm Summary
-	err := tx.QueryRow(ctx, sql, args...).Scan(sm.fields()...)
+// resolved is the letter a Mark statement returned (err its error).
+func resolved(id int64, what string, row sqlcdb.ListRow, err error) (Summary, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Only reachable without the lock: the letter is gone or resolved.
-		return Summary{}, fmt.Errorf("%s %v: %w", what, args[0], ErrNotOpen)
+		return Summary{}, fmt.Errorf("%s %d: %w", what, id, ErrNotOpen)
 	}
 	if err != nil {
-		return Summary{}, fmt.Errorf("%s %v: %w", what, args[0], err)
+		return Summary{}, fmt.Errorf("%s %d: %w", what, id, err)
 	}
-	return sm, nil
+	d, err := letter(row)
+	if err != nil {
+		return Summary{}, fmt.Errorf("%s %d: %w", what, id, err)
+	}
+	return d.Summary, nil
 }
 
 // ErrNotOpen is returned by the Mark functions when the letter is no longer
@@ -110,15 +120,22 @@ type Selection struct {
 	IDs   []int64
 }
 
+// filters returns the conditions of sel besides its id range and status.
+func (sel Selection) filters() *filters {
+	m := sel.Match
+	m.Status = ""
+	f := m.filters()
+	if len(sel.IDs) > 0 {
+		f.add("id = ANY(@ids)", "ids", sel.IDs)
+	}
+	return f
+}
+
 // OpenIDs returns up to limit ids of open letters in sel, oldest first.
 func (s *Store) OpenIDs(ctx context.Context, sel Selection, limit int) (_ []int64, err error) {
 	defer fault.Mark(&err, what)
-	sql, args := openIDsQuery(sel, limit)
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("select open dead letters: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := s.filtered.OpenIDs(sel.filters().in(ctx), sqlcdb.OpenIDsParams{After: sel.After, Upto: sel.Upto,
+		MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("select open dead letters: %w", err)
 	}
@@ -134,9 +151,9 @@ func (s *Store) CountOpen(ctx context.Context, sel Selection) (_ int64, err erro
 // CountOpen counts the open letters in sel through q (a transaction or a
 // pool).
 func CountOpen(ctx context.Context, q sqlcdb.DBTX, sel Selection) (int64, error) {
-	var n int64
-	sql, args := openQuery("count(*)", sel)
-	if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+	n, err := sqlcdb.New(database.NewTemplated(q)).CountOpen(sel.filters().in(ctx),
+		sqlcdb.CountOpenParams{After: sel.After, Upto: sel.Upto})
+	if err != nil {
 		return 0, fmt.Errorf("count open dead letters: %w", err)
 	}
 	return n, nil
@@ -145,12 +162,8 @@ func CountOpen(ctx context.Context, q sqlcdb.DBTX, sel Selection) (int64, error)
 // LockOpen locks up to limit open letters of sel within tx, oldest first,
 // and returns their ids; they stay locked until tx ends.
 func LockOpen(ctx context.Context, tx pgx.Tx, sel Selection, limit int) ([]int64, error) {
-	sql, args := lockOpenQuery(sel, limit)
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("lock open dead letters: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := sqlcdb.New(database.NewTemplated(tx)).LockOpen(sel.filters().in(ctx),
+		sqlcdb.LockOpenParams{After: sel.After, Upto: sel.Upto, MaxRows: limit})
 	if err != nil {
 		return nil, fmt.Errorf("lock open dead letters: %w", err)
 	}
@@ -189,15 +202,11 @@ func (s *Store) AlertPending(ctx context.Context, limit int, raise func([]Summar
 		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, sqlPendingAlerts, limit)
+	rows, err := sqlcdb.New(tx).PendingAlerts(ctx, limit)
 	if err != nil {
 		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
-		var sm Summary
-		err := row.Scan(sm.fields()...)
-		return sm, err
-	})
+	items, err := summaries(rows, func(r sqlcdb.PendingAlertsRow) sqlcdb.ListRow { return sqlcdb.ListRow(r) })
 	if err != nil {
 		return 0, fmt.Errorf("claim dead letters to alert: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 )
@@ -123,10 +124,15 @@ type TopicStats struct {
 // Store reads dead letters.
 type Store struct {
 	pool *pgxpool.Pool
+	q    *sqlcdb.Queries
+	// filtered runs the statements with a filters template (queries.sql).
+	filtered *sqlcdb.Queries
 }
 
 // New returns a Store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: sqlcdb.New(pool), filtered: sqlcdb.New(database.NewTemplated(pool))}
+}
 
 // List returns the page of letters matching f, newest (highest id) first,
 // and the cursor of the next page ("" when this page is the last).
@@ -139,16 +145,11 @@ func (s *Store) List(ctx context.Context, f Filter) (_ []Summary, _ string, err 
 	limit := f.limit()
 	// One row more than asked tells whether another page exists without a
 	// second query.
-	sql, args := listQuery(f.Match, below, limit+1)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.filtered.List(f.filters().in(ctx), sqlcdb.ListParams{Below: below, MaxRows: limit + 1})
 	if err != nil {
 		return nil, "", fmt.Errorf("list dead letters: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
-		var sm Summary
-		err := row.Scan(sm.fields()...)
-		return sm, err
-	})
+	items, err := summaries(rows, listRow)
 	if err != nil {
 		return nil, "", fmt.Errorf("list dead letters: %w", err)
 	}
@@ -163,19 +164,21 @@ func (s *Store) List(ctx context.Context, f Filter) (_ []Summary, _ string, err 
 // Get returns the letter with id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (_ DeadLetter, err error) {
 	defer fault.Mark(&err, what)
-	var d DeadLetter
-	dest := append(d.fields(), &d.Payload, &d.Headers, &d.RetryHistory)
-	err = s.pool.QueryRow(ctx, sqlGet, id).Scan(dest...)
+	row, err := s.q.Get(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, ErrNotFound
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
 	}
+	d, err := letter(sqlcdb.ListRow(row))
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
+	}
 	if d.Status != StatusReplayed {
 		return d, nil
 	}
-	if d.FailedAgainAs, err = sqlcdb.New(s.pool).FailedAgain(ctx, id); err != nil {
+	if d.FailedAgainAs, err = s.q.FailedAgain(ctx, id); err != nil {
 		return DeadLetter{}, fmt.Errorf("get dead letter %d: letters its replay became: %w", id, err)
 	}
 	return d, nil
@@ -191,18 +194,13 @@ func (s *Store) Groups(ctx context.Context, m Match) (_ []Group, err error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	sql, args := groupsQuery(m, MaxGroups)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.filtered.Groups(m.filters().in(ctx), MaxGroups)
 	if err != nil {
 		return nil, fmt.Errorf("group dead letters: %w", err)
 	}
-	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Group, error) {
-		var g Group
-		err := row.Scan(&g.ErrorClass, &g.Message, &g.Count, &g.Oldest, &g.Newest, &g.SampleID, &g.SampleError, &g.Topics)
-		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("group dead letters: %w", err)
+	groups := make([]Group, len(rows))
+	for i, g := range rows {
+		groups[i] = Group(g)
 	}
 	return groups, nil
 }
@@ -211,7 +209,7 @@ func (s *Store) Groups(ctx context.Context, m Match) (_ []Group, err error) {
 // the oldest open letter, overall and per topic, at now.
 func (s *Store) Stats(ctx context.Context, now time.Time) (_ Stats, err error) {
 	defer fault.Mark(&err, what)
-	groups, err := sqlcdb.New(s.pool).Stats(ctx)
+	groups, err := s.q.Stats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("dead-letter stats: %w", err)
 	}
@@ -245,17 +243,43 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (_ Stats, err error) {
 	return st, nil
 }
 
-// fields are the scan destinations of summaryColumns, in order.
-func (sm *Summary) fields() []any {
-	return []any{
-		&sm.ID, &sm.Source, &sm.OriginalTopic, &sm.OriginalPartition, &sm.OriginalOffset,
-		&sm.ConsumerGroup, &sm.OutboxID, &sm.PartitionKey, &sm.EventType,
-		&sm.Error, &sm.ErrorClass, &sm.RetryCount, &sm.FirstFailureAt, &sm.FailedAt, &sm.CorrelationID,
-		&sm.Status, &sm.ReplayCount, &sm.ReplayOutboxID, &sm.ResolvedBy, &sm.ResolvedAt,
-		&sm.ResolutionReason, &sm.CreatedAt, &sm.PayloadBytes,
-		&sm.Subject, &sm.ReplayOutcome, &sm.ReplaySubjectState,
+// letter is a row of any statement returning letters (List's row: the
+// others are converted to it).
+func letter(r sqlcdb.ListRow) (DeadLetter, error) {
+	d := DeadLetter{
+		Summary: Summary{
+			ID: r.ID, Source: r.Source, OriginalTopic: r.OriginalTopic, OriginalPartition: r.OriginalPartition,
+			OriginalOffset: r.OriginalOffset, ConsumerGroup: r.ConsumerGroup, OutboxID: r.OutboxID,
+			PartitionKey: r.PartitionKey, EventType: r.EventType, Error: r.Error, ErrorClass: r.ErrorClass,
+			RetryCount: r.RetryCount, FirstFailureAt: r.FirstFailureAt, FailedAt: r.FailedAt,
+			CorrelationID: r.CorrelationID, Status: r.Status, ReplayCount: r.ReplayCount,
+			ReplayOutboxID: r.ReplayOutboxID, ResolvedBy: r.ResolvedBy, ResolvedAt: r.ResolvedAt,
+			ResolutionReason: r.ResolutionReason, CreatedAt: r.CreatedAt, PayloadBytes: r.PayloadBytes,
+			ReplayOutcome: r.ReplayOutcome, ReplaySubjectState: r.ReplaySubjectState,
+		},
+		Payload: r.Payload, Headers: r.Headers, RetryHistory: r.RetryHistory,
 	}
+	if err := json.Unmarshal(r.Subject, &d.Subject); err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: read its subject: %w", r.ID, err)
+	}
+	return d, nil
 }
+
+// summaries are the summaries of rows, each converted to List's row by
+// asList.
+func summaries[R any](rows []R, asList func(R) sqlcdb.ListRow) ([]Summary, error) {
+	out := make([]Summary, len(rows))
+	for i, r := range rows {
+		d, err := letter(asList(r))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d.Summary
+	}
+	return out, nil
+}
+
+func listRow(r sqlcdb.ListRow) sqlcdb.ListRow { return r }
 
 func zeroCounts() map[string]int64 {
 	m := make(map[string]int64, 3)

@@ -39,11 +39,11 @@ UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = @id;
 SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
     coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
     first_seen_run, first_seen_at, last_seen_run, last_seen_at
-FROM psp_disagreements WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT @max_rows;
+FROM psp_disagreements_for_ops WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT @max_rows;
 
 -- name: ClearedDisagreements :many
 -- What run @run_id found gone.
 SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
     coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
     first_seen_run, first_seen_at, last_seen_run, last_seen_at
-FROM psp_disagreements WHERE cleared_run = @run_id::bigint ORDER BY id LIMIT @max_rows;
+FROM psp_disagreements_for_ops WHERE cleared_run = @run_id::bigint ORDER BY id LIMIT @max_rows;

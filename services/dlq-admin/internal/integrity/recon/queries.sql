@@ -2,16 +2,16 @@
 -- package sqlcdb.
 
 -- name: Counts :one
-SELECT (SELECT count(*) FROM ledger_transactions)::bigint AS transactions,
-       (SELECT count(*) FROM ledger_entries)::bigint AS entries,
-       (SELECT count(*) FROM wallets WHERE kind = 'user')::bigint AS user_wallets,
-       (SELECT count(*) FROM wallets WHERE kind = 'system')::bigint AS system_wallets;
+SELECT (SELECT count(*) FROM ledger_transactions_for_ops)::bigint AS transactions,
+       (SELECT count(*) FROM ledger_entries_for_ops)::bigint AS entries,
+       (SELECT count(*) FROM wallets_for_ops WHERE kind = 'user')::bigint AS user_wallets,
+       (SELECT count(*) FROM wallets_for_ops WHERE kind = 'system')::bigint AS system_wallets;
 
 -- name: Unbalanced :many
 -- (transaction, currency) groups that do not sum to zero; total is the count
 -- before LIMIT.
 SELECT transaction_id::text AS transaction_id, currency, sum(amount)::bigint AS sum, count(*) OVER () AS total
-FROM ledger_entries
+FROM ledger_entries_for_ops
 GROUP BY transaction_id, currency
 HAVING sum(amount) <> 0
 ORDER BY transaction_id, currency
@@ -23,12 +23,12 @@ LIMIT @max_rows;
 -- problem.
 WITH sums AS (
     SELECT e.wallet_id, sum(e.amount) AS computed
-    FROM ledger_entries e
-    WHERE e.wallet_id IN (SELECT id FROM wallets WHERE kind = 'user')
+    FROM ledger_entries_for_ops e
+    WHERE e.wallet_id IN (SELECT id FROM wallets_for_ops WHERE kind = 'user')
     GROUP BY e.wallet_id
 ), checked AS (
     SELECT w.owner, w.currency, w.balance, coalesce(s.computed, 0)::bigint AS computed
-    FROM wallets w
+    FROM wallets_for_ops w
     LEFT JOIN sums s ON s.wallet_id = w.id
     WHERE w.kind = 'user'
 )
@@ -42,17 +42,17 @@ ORDER BY owner, currency
 LIMIT @max_rows;
 
 -- name: OpenHolds :many
--- Finished payouts (SUCCEEDED, FINALIZED) whose share of the payout holds
+-- Finished payouts (@closed: SUCCEEDED, FINALIZED) whose share of the payout holds
 -- account is not zero: the hold was neither paid out nor given back exactly
 -- once (a release and a settlement both posted, or neither). total is the
 -- count before LIMIT.
 SELECT p.id::text AS payout_id, p.status, p.currency, sum(e.amount)::bigint AS held, count(*) OVER () AS total
-FROM payouts p
-JOIN ledger_transactions t ON t.reference = p.id::text
+FROM payouts_for_ops p
+JOIN ledger_transactions_for_ops t ON t.reference = p.id::text
      AND t.kind IN ('payout_hold', 'payout_settle', 'payout_release')
-JOIN ledger_entries e ON e.transaction_id = t.id
-JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
-WHERE p.status IN ('SUCCEEDED', 'FINALIZED')
+JOIN ledger_entries_for_ops e ON e.transaction_id = t.id
+JOIN wallets_for_ops w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
+WHERE p.status = ANY(@closed::text[])
 GROUP BY p.id, p.status, p.currency
 HAVING sum(e.amount) <> 0
 ORDER BY p.id
@@ -70,21 +70,24 @@ WITH shares AS (
     SELECT p.id, p.user_id, p.status, p.currency, p.amount,
            coalesce(sum(e.amount) FILTER (WHERE w.id IS NOT NULL), 0)::bigint AS actual,
            bool_or(t.kind = 'payout_release') AS released
-    FROM payouts p
-    LEFT JOIN ledger_transactions t ON t.reference = p.id::text
+    FROM payouts_for_ops p
+    LEFT JOIN ledger_transactions_for_ops t ON t.reference = p.id::text
          AND t.kind IN ('payout_hold', 'payout_settle', 'payout_release')
-    LEFT JOIN ledger_entries e ON e.transaction_id = t.id
-    LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
+    LEFT JOIN ledger_entries_for_ops e ON e.transaction_id = t.id
+    LEFT JOIN wallets_for_ops w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'payout_holds'
          AND w.currency = p.currency
-    -- Every state but SUCCEEDED and FINALIZED, listed so that the
-    -- payouts_status_created_idx serves it.
+    -- Every state but SUCCEEDED and FINALIZED (payoutstate's Closed),
+    -- written out rather than a parameter: the list proves the predicate of
+    -- the partial index payouts_status_since_idx (status NOT IN
+    -- ('SUCCEEDED', 'FINALIZED')), which the planner then scans instead of
+    -- every finished payout; a parameter, under a generic plan, would lose it.
     WHERE p.status IN ('INITIALIZED', 'SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING',
                        'FAILED', 'NEEDS_REVIEW')
     GROUP BY p.id, p.user_id, p.status, p.currency, p.amount
 ), judged AS (
     SELECT id, user_id, status, currency, actual,
-           (CASE WHEN status IN ('INITIALIZED', 'FAILED') THEN 0
-                 WHEN status = 'NEEDS_REVIEW' AND coalesce(released, false) THEN 0
+           (CASE WHEN status = ANY(@unheld::text[]) THEN 0
+                 WHEN status = ANY(@reviewable::text[]) AND coalesce(released, false) THEN 0
                  ELSE amount END)::bigint AS expected
     FROM shares
 )
@@ -101,11 +104,11 @@ LIMIT @max_rows;
 WITH shares AS (
     SELECT r.provider, r.object_id, r.user_id, r.currency, r.state, r.amount,
            coalesce(sum(e.amount) FILTER (WHERE w.id IS NOT NULL), 0)::bigint AS actual
-    FROM payment_returns r
-    LEFT JOIN ledger_transactions t ON t.reference = r.provider || ':' || r.object_id
+    FROM payment_returns_for_ops r
+    LEFT JOIN ledger_transactions_for_ops t ON t.reference = r.provider || ':' || r.object_id
          AND t.kind IN ('dispute_hold', 'dispute_release', 'dispute_loss')
-    LEFT JOIN ledger_entries e ON e.transaction_id = t.id
-    LEFT JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'disputes'
+    LEFT JOIN ledger_entries_for_ops e ON e.transaction_id = t.id
+    LEFT JOIN wallets_for_ops w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'disputes'
          AND w.currency = r.currency
     WHERE r.kind = 'dispute'
     GROUP BY r.provider, r.object_id, r.user_id, r.currency, r.state, r.amount
@@ -131,15 +134,15 @@ LIMIT @max_rows;
 -- AccountTotals. total is the count before LIMIT.
 WITH rec AS (
     SELECT e.transaction_id, e.amount, e.currency, t.kind, t.reference
-    FROM ledger_entries e
-    JOIN wallets w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'receivables'
-    JOIN ledger_transactions t ON t.id = e.transaction_id
+    FROM ledger_entries_for_ops e
+    JOIN wallets_for_ops w ON w.id = e.wallet_id AND w.kind = 'system' AND w.owner = 'receivables'
+    JOIN ledger_transactions_for_ops t ON t.id = e.transaction_id
 ), owned AS (
     SELECT coalesce(
-               (SELECT uw.owner FROM ledger_entries ue
-                JOIN wallets uw ON uw.id = ue.wallet_id AND uw.kind = 'user'
+               (SELECT uw.owner FROM ledger_entries_for_ops ue
+                JOIN wallets_for_ops uw ON uw.id = ue.wallet_id AND uw.kind = 'user'
                 WHERE ue.transaction_id = rec.transaction_id LIMIT 1),
-               (SELECT r.user_id FROM payment_returns r
+               (SELECT r.user_id FROM payment_returns_for_ops r
                 WHERE r.provider || ':' || r.object_id = rec.reference
                   AND r.kind = CASE rec.kind WHEN 'refund' THEN 'refund' ELSE 'dispute' END
                 LIMIT 1)) AS user_id,
@@ -152,7 +155,7 @@ WITH rec AS (
 ), checked AS (
     SELECT coalesce(w.owner, p.user_id) AS user_id, coalesce(w.currency, p.currency) AS currency,
            coalesce(w.owed, 0)::bigint AS owed, coalesce(p.ledger_owed, 0)::bigint AS ledger_owed
-    FROM (SELECT owner, currency, owed FROM wallets WHERE kind = 'user') w
+    FROM (SELECT owner, currency, owed FROM wallets_for_ops WHERE kind = 'user') w
     FULL JOIN per_user p ON p.user_id = w.owner AND p.currency = w.currency
 )
 SELECT user_id::text AS user_id, currency::text AS currency, owed, ledger_owed, count(*) OVER () AS total
@@ -169,22 +172,24 @@ LIMIT @max_rows;
 -- that belongs to no user, dispute or payout shows here.
 WITH actual AS (
     SELECT w.owner, w.currency, coalesce(sum(e.amount), 0)::bigint AS balance
-    FROM wallets w
-    LEFT JOIN ledger_entries e ON e.wallet_id = w.id
+    FROM wallets_for_ops w
+    LEFT JOIN ledger_entries_for_ops e ON e.wallet_id = w.id
     WHERE w.kind = 'system' AND w.owner IN ('receivables', 'disputes', 'payout_holds')
     GROUP BY w.owner, w.currency
 ), expected AS (
     SELECT 'receivables'::text AS owner, currency, -sum(owed)::bigint AS balance
-    FROM wallets WHERE kind = 'user' GROUP BY currency
+    FROM wallets_for_ops WHERE kind = 'user' GROUP BY currency
     UNION ALL
     SELECT 'disputes', currency, sum(amount)::bigint
-    FROM payment_returns WHERE kind = 'dispute' AND state = 'open' GROUP BY currency
+    FROM payment_returns_for_ops WHERE kind = 'dispute' AND state = 'open' GROUP BY currency
     UNION ALL
     SELECT 'payout_holds', p.currency, sum(p.amount)::bigint
-    FROM payouts p
+    FROM payouts_for_ops p
+    -- The states holding money (payoutstate's InFlight), written out for
+    -- payouts_status_since_idx as in UnfinishedHolds.
     WHERE p.status IN ('SENDING_TO_GATEWAY', 'SENT_TO_GATEWAY', 'AWAITING_RESPONSE', 'RETRYING')
        OR (p.status = 'NEEDS_REVIEW' AND NOT EXISTS (
-           SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_release' AND t.reference = p.id::text))
+           SELECT 1 FROM ledger_transactions_for_ops t WHERE t.kind = 'payout_release' AND t.reference = p.id::text))
     GROUP BY p.currency
 ), totals AS (
     SELECT owner, currency, sum(balance)::bigint AS balance FROM expected GROUP BY owner, currency
@@ -202,8 +207,8 @@ SELECT set_config('statement_timeout', @timeout::text, true);
 
 -- name: SystemAccounts :many
 SELECT w.owner, w.currency, coalesce(sum(e.amount), 0)::bigint AS balance
-FROM wallets w
-LEFT JOIN ledger_entries e ON e.wallet_id = w.id
+FROM wallets_for_ops w
+LEFT JOIN ledger_entries_for_ops e ON e.wallet_id = w.id
 WHERE w.kind = 'system'
 GROUP BY w.id, w.owner, w.currency
 ORDER BY w.owner, w.currency;

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon/sqlcdb"
@@ -356,7 +357,7 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 		s.WalletMismatches, s.NegativeWallets = row.Mismatches, row.Negatives
 	}
 
-	holds, err := q.OpenHolds(ctx, MaxListed)
+	holds, err := q.OpenHolds(ctx, sqlcdb.OpenHoldsParams{Closed: payoutstate.Names(payoutstate.Status.Closed), MaxRows: MaxListed})
 	if err != nil {
 		return Summary{}, fmt.Errorf("reconciliation: payout holds: %w", err)
 	}
@@ -383,7 +384,7 @@ func (r *Reconciler) check(ctx context.Context, exclusive bool) (Summary, error)
 // (docs/reference/accounting.md): each unfinished payout's hold, each dispute, each
 // user's receivable, and each account's total.
 func checkShares(ctx context.Context, q *sqlcdb.Queries, s *Summary) error {
-	holds, err := q.UnfinishedHolds(ctx, MaxListed)
+	holds, err := q.UnfinishedHolds(ctx, sqlcdb.UnfinishedHoldsParams{Unheld: payoutstate.Names(unheld), Reviewable: payoutstate.Names(payoutstate.Status.Reviewable), MaxRows: MaxListed})
 	if err != nil {
 		return fmt.Errorf("reconciliation: holds of unfinished payouts: %w", err)
 	}
@@ -538,3 +539,8 @@ func shareProblems(s Summary) []string {
 	}
 	return out
 }
+
+// unheld are the states in which a payout holds nothing in the payout holds
+// account (UnfinishedHolds): before the hold is posted (Cancelable: nobody
+// took it up) or once it failed (released, or settled and then returned).
+func unheld(s payoutstate.Status) bool { return s.Cancelable() || s == payoutstate.Failed }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
+
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts/sqlcdb"
@@ -18,8 +20,7 @@ import (
 
 // PayoutStatuses are the payout states a list may filter on (payouts.status).
 func PayoutStatuses() []string {
-	return []string{"INITIALIZED", "SENDING_TO_GATEWAY", "SENT_TO_GATEWAY", "AWAITING_RESPONSE", "SUCCEEDED",
-		"RETRYING", "FAILED", "NEEDS_REVIEW", "FINALIZED"}
+	return payoutstate.Names(payoutstate.Status.Valid)
 }
 
 // PayoutSummary is one row of the payouts list: the payout, why it is where
@@ -66,7 +67,8 @@ func (r *Reader) List(ctx context.Context, f PayoutFilter) (_ []PayoutSummary, _
 		return nil, "", err
 	}
 	f.Limit = limit
-	arg := sqlcdb.ListPayoutsParams{Status: f.Status, MaxRows: f.Limit + 1}
+	arg := sqlcdb.ListPayoutsParams{Status: f.Status, Reviewable: payoutstate.Names(payoutstate.Status.Reviewable),
+		MaxRows: f.Limit + 1}
 	if f.Cursor != "" {
 		if arg.Rank, arg.At, arg.AfterID, err = decodePayoutCursor(f.Cursor); err != nil {
 			return nil, "", &input.Invalid{Param: "cursor", Reason: "is not a cursor this list returned"}
@@ -89,7 +91,7 @@ func (r *Reader) List(ctx context.Context, f PayoutFilter) (_ []PayoutSummary, _
 		items = items[:f.Limit]
 		last := items[len(items)-1]
 		r := 1
-		if last.Status == "NEEDS_REVIEW" {
+		if payoutstate.Status(last.Status).Reviewable() {
 			r = 0
 		}
 		next = encodePayoutCursor(r, last.CreatedAt, last.ID)

@@ -4,10 +4,10 @@
 -- text on the Go side (::text::uuid).
 
 -- name: PayoutForResolution :one
-SELECT user_id, status, amount FROM payouts WHERE id = (@payout_id::text)::uuid;
+SELECT user_id, status, amount FROM payouts_for_ops WHERE id = (@payout_id::text)::uuid;
 
 -- name: PayoutCorrelation :one
-SELECT correlation_id FROM payouts WHERE id = (@payout_id::text)::uuid;
+SELECT correlation_id FROM payouts_for_ops WHERE id = (@payout_id::text)::uuid;
 
 -- name: InsertResolution :exec
 INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status, created_at)

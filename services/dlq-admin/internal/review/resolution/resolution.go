@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
@@ -40,7 +41,6 @@ const (
 const (
 	ActionResolve     = "payout_resolve"
 	TargetPayout      = "payout"
-	statusNeedsReview = "NEEDS_REVIEW"
 	maxObjectIDLength = 255
 )
 
@@ -179,7 +179,7 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 		if err != nil {
 			return fmt.Errorf("resolve payout %s: %w", payoutID, err)
 		}
-		if p.Status != statusNeedsReview {
+		if !payoutstate.Status(p.Status).Reviewable() {
 			return &NotInReviewError{Status: p.Status}
 		}
 		now := s.now()

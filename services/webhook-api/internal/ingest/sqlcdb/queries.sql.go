@@ -217,9 +217,9 @@ func (q *Queries) InsertUnstorable(ctx context.Context, arg InsertUnstorablePara
 }
 
 const paymentOwner = `-- name: PaymentOwner :one
-SELECT w.owner FROM ledger_transactions t
-JOIN ledger_entries le ON le.transaction_id = t.id
-JOIN wallets w ON w.id = le.wallet_id AND w.kind = 'user'
+SELECT w.owner FROM ledger_transactions_for_api t
+JOIN ledger_entries_for_api le ON le.transaction_id = t.id
+JOIN wallets_for_api w ON w.id = le.wallet_id AND w.kind = 'user'
 WHERE t.kind = 'credit' AND t.reference = $1
 LIMIT 1
 `

@@ -86,7 +86,7 @@ func (q *Queries) CancelTransitions(ctx context.Context, arg CancelTransitionsPa
 const evidence = `-- name: Evidence :many
 SELECT provider, event_id, event_type, coalesce(amount, 0)::bigint AS amount, coalesce(currency, '')::text AS currency,
        coalesce(psp_reference, '')::text AS psp_reference, verdict, coalesce(reason, '')::text AS reason, at
-FROM payout_evidence WHERE payout_id = $1 ORDER BY id
+FROM payout_evidence_for_api WHERE payout_id = $1 ORDER BY id
 `
 
 type EvidenceRow struct {
@@ -374,7 +374,7 @@ func (q *Queries) NewDestinationPaid(ctx context.Context, arg NewDestinationPaid
 const pSPRequests = `-- name: PSPRequests :many
 SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
        coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
-FROM payout_attempts WHERE payout_id = $1 ORDER BY id
+FROM payout_attempts_for_api WHERE payout_id = $1 ORDER BY id
 `
 
 type PSPRequestsRow struct {

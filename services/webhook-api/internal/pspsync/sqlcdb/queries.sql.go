@@ -259,7 +259,7 @@ func (q *Queries) Release(ctx context.Context, arg ReleaseParams) error {
 }
 
 const returnPosted = `-- name: ReturnPosted :one
-SELECT EXISTS (SELECT 1 FROM payment_returns WHERE provider = $1 AND kind = $2 AND object_id = $3)
+SELECT EXISTS (SELECT 1 FROM payment_returns_for_api WHERE provider = $1 AND kind = $2 AND object_id = $3)
 `
 
 type ReturnPostedParams struct {

@@ -11,7 +11,7 @@ import (
 )
 
 const balances = `-- name: Balances :many
-SELECT id, currency, balance, owed, updated_at FROM wallets
+SELECT id, currency, balance, owed, updated_at FROM wallets_for_api
 WHERE kind = 'user' AND owner = $1
 ORDER BY updated_at DESC, currency
 `
@@ -53,7 +53,7 @@ func (q *Queries) Balances(ctx context.Context, owner string) ([]BalancesRow, er
 
 const entries = `-- name: Entries :many
 SELECT t.id::text AS transaction_id, t.kind, t.reference, e.amount, e.currency, e.created_at
-FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.transaction_id
+FROM ledger_entries_for_api e JOIN ledger_transactions_for_api t ON t.id = e.transaction_id
 WHERE e.wallet_id = $1
 ORDER BY e.id DESC
 LIMIT $2

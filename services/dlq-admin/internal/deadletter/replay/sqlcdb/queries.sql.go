@@ -149,7 +149,7 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (CancelJob
 }
 
 const creditPosted = `-- name: CreditPosted :one
-SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND reference = $1)
+SELECT EXISTS (SELECT 1 FROM ledger_transactions_for_ops WHERE kind = 'credit' AND reference = $1)
 `
 
 func (q *Queries) CreditPosted(ctx context.Context, reference string) (bool, error) {
@@ -161,7 +161,7 @@ func (q *Queries) CreditPosted(ctx context.Context, reference string) (bool, err
 
 const evidenceApplied = `-- name: EvidenceApplied :one
 SELECT p.status
-FROM payout_evidence e JOIN payouts p ON p.id = e.payout_id
+FROM payout_evidence_for_ops e JOIN payouts_for_ops p ON p.id = e.payout_id
 WHERE e.payout_id = $1 AND e.provider = $2 AND e.event_id = $3 AND e.verdict = 'applied'
 LIMIT 1
 `
@@ -437,15 +437,20 @@ func (q *Queries) JobLetters(ctx context.Context, arg JobLettersParams) ([]JobLe
 const lettersHoldingMoney = `-- name: LettersHoldingMoney :many
 SELECT d.id AS dead_letter_id, p.id::text AS payout_id, p.status
 FROM dead_letters d
-JOIN payouts p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+JOIN payouts_for_ops p ON p.id = CASE WHEN d.subject->>'payout_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                               THEN (d.subject->>'payout_id')::uuid END
 WHERE d.id = ANY($1::bigint[])
-  AND p.status NOT IN ('SUCCEEDED', 'FINALIZED')
-  AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
-  AND NOT EXISTS (SELECT 1 FROM ledger_transactions t
+  AND p.status <> ALL($2::text[])
+  AND EXISTS (SELECT 1 FROM ledger_transactions_for_ops t WHERE t.kind = 'payout_hold' AND t.reference = p.id::text)
+  AND NOT EXISTS (SELECT 1 FROM ledger_transactions_for_ops t
                   WHERE t.kind IN ('payout_settle', 'payout_release') AND t.reference = p.id::text)
 ORDER BY d.id
 `
+
+type LettersHoldingMoneyParams struct {
+	IDs    []int64
+	Closed []string
+}
 
 type LettersHoldingMoneyRow struct {
 	DeadLetterID int64
@@ -454,12 +459,12 @@ type LettersHoldingMoneyRow struct {
 }
 
 // Of the letters @ids, those about a payout that still holds money: not
-// finished (SUCCEEDED, FINALIZED), its hold posted and neither settled nor
+// finished (@closed: SUCCEEDED, FINALIZED), its hold posted and neither settled nor
 // released. Discarding such a letter would strand the hold with nobody
 // asked (discard.go). The payout id is cast only when it is a UUID, so a
 // letter whose payload names a malformed one is not an error.
-func (q *Queries) LettersHoldingMoney(ctx context.Context, ids []int64) ([]LettersHoldingMoneyRow, error) {
-	rows, err := q.db.Query(ctx, lettersHoldingMoney, ids)
+func (q *Queries) LettersHoldingMoney(ctx context.Context, arg LettersHoldingMoneyParams) ([]LettersHoldingMoneyRow, error) {
+	rows, err := q.db.Query(ctx, lettersHoldingMoney, arg.IDs, arg.Closed)
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +582,7 @@ func (q *Queries) LockJobForWork(ctx context.Context, id int64) (LockJobForWorkR
 
 const payoutStatus = `-- name: PayoutStatus :one
 
-SELECT status FROM payouts WHERE id = $1
+SELECT status FROM payouts_for_ops WHERE id = $1
 `
 
 // What a replay looks at to decide whether it would change anything (see

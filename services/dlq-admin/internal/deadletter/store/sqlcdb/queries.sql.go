@@ -19,6 +19,24 @@ func (q *Queries) ClearAlerts(ctx context.Context, ids []int64) error {
 	return err
 }
 
+const countOpen = `-- name: CountOpen :one
+SELECT count(*)::bigint AS count FROM dead_letters
+WHERE status = 'open' AND id > $1::bigint AND id <= $2::bigint
+  AND /* TEMPLATE_BEGIN: filters */ true /* TEMPLATE_END */
+`
+
+type CountOpenParams struct {
+	After int64
+	Upto  int64
+}
+
+func (q *Queries) CountOpen(ctx context.Context, arg CountOpenParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countOpen, arg.After, arg.Upto)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const discardMany = `-- name: DiscardMany :many
 WITH done AS (
     UPDATE dead_letters
@@ -101,22 +119,738 @@ func (q *Queries) FailedAgain(ctx context.Context, id int64) ([]int64, error) {
 	return items, nil
 }
 
-const maxID = `-- name: MaxID :one
+const get = `-- name: Get :one
+SELECT id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       payload, headers, retry_history
+FROM dead_letters
+WHERE id = $1
+`
 
+type GetRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+func (q *Queries) Get(ctx context.Context, id int64) (GetRow, error) {
+	row := q.db.QueryRow(ctx, get, id)
+	var i GetRow
+	err := row.Scan(
+		&i.ID,
+		&i.Source,
+		&i.OriginalTopic,
+		&i.OriginalPartition,
+		&i.OriginalOffset,
+		&i.ConsumerGroup,
+		&i.OutboxID,
+		&i.PartitionKey,
+		&i.EventType,
+		&i.Error,
+		&i.ErrorClass,
+		&i.RetryCount,
+		&i.FirstFailureAt,
+		&i.FailedAt,
+		&i.CorrelationID,
+		&i.Status,
+		&i.ReplayCount,
+		&i.ReplayOutboxID,
+		&i.ResolvedBy,
+		&i.ResolvedAt,
+		&i.ResolutionReason,
+		&i.CreatedAt,
+		&i.PayloadBytes,
+		&i.Subject,
+		&i.ReplayOutcome,
+		&i.ReplaySubjectState,
+		&i.Payload,
+		&i.Headers,
+		&i.RetryHistory,
+	)
+	return i, err
+}
+
+const groups = `-- name: Groups :many
+SELECT error_class,
+       regexp_replace(regexp_replace(regexp_replace(left(error, 1000),
+           '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<id>', 'gi'),
+           '[A-Za-z_]*[0-9][A-Za-z0-9_]*', '<n>', 'g'),
+           '\s+', ' ', 'g')::text AS message,
+       count(*)::bigint AS count, min(failed_at)::timestamptz AS oldest, max(failed_at)::timestamptz AS newest,
+       max(id)::bigint AS sample_id, (array_agg(error ORDER BY id DESC))[1]::text AS sample_error,
+       array_agg(DISTINCT original_topic ORDER BY original_topic)::text[] AS topics
+FROM dead_letters
+WHERE /* TEMPLATE_BEGIN: filters */ true /* TEMPLATE_END */
+GROUP BY 1, 2
+ORDER BY 3 DESC, 6 DESC
+LIMIT $1
+`
+
+type GroupsRow struct {
+	ErrorClass  string
+	Message     string
+	Count       int64
+	Oldest      time.Time
+	Newest      time.Time
+	SampleID    int64
+	SampleError string
+	Topics      []string
+}
+
+// The letters grouped by error class and normalised error message, biggest
+// group first; sample_id is the group's newest letter. The message's ids
+// (UUIDs, then any run of digits, with the letters and underscores glued to
+// it: po_1Abc9, evt_123) become placeholders, so that "payout 3f2a…
+// failed: account_invalid" of eight payouts is one group.
+func (q *Queries) Groups(ctx context.Context, maxRows int) ([]GroupsRow, error) {
+	rows, err := q.db.Query(ctx, groups, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GroupsRow
+	for rows.Next() {
+		var i GroupsRow
+		if err := rows.Scan(
+			&i.ErrorClass,
+			&i.Message,
+			&i.Count,
+			&i.Oldest,
+			&i.Newest,
+			&i.SampleID,
+			&i.SampleError,
+			&i.Topics,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const list = `-- name: List :many
+
+SELECT id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       NULL::bytea AS payload, NULL::jsonb AS headers, NULL::jsonb AS retry_history
+FROM dead_letters
+WHERE id < $1::bigint AND /* TEMPLATE_BEGIN: filters */ true /* TEMPLATE_END */
+ORDER BY id DESC
+LIMIT $2
+`
+
+type ListParams struct {
+	Below   int64
+	MaxRows int
+}
+
+type ListRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+// The SQL of package store, compiled by sqlc into package sqlcdb.
+//
+// Every statement that returns letters returns the same columns (List's
+// row; the others are converted to it): the summary, then the payload,
+// headers and retry history, which only Get and Lock read and the others
+// return as NULL, so that a list never reads a payload (only its size).
+//
+// The statements filtered by a request (List, Groups, and the open-letter
+// selections of the bulk actions) take the request's conditions through
+// the filters template (pkg/database's Templated; filters.go builds them
+// from constant conditions, every value a parameter): their WHERE clause
+// then holds only the filters a request sets, each a plain equality or
+// range the planner serves from its index (dead_letters_list_idx for id
+// order, the per-filter indexes of migration 000009), which one static
+// statement with "no filter when the parameter is empty" conditions would
+// not be under a generic plan.
+// A page of letters: id below the cursor (MaxInt64 on the first page),
+// newest first.
+func (q *Queries) List(ctx context.Context, arg ListParams) ([]ListRow, error) {
+	rows, err := q.db.Query(ctx, list, arg.Below, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRow
+	for rows.Next() {
+		var i ListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Source,
+			&i.OriginalTopic,
+			&i.OriginalPartition,
+			&i.OriginalOffset,
+			&i.ConsumerGroup,
+			&i.OutboxID,
+			&i.PartitionKey,
+			&i.EventType,
+			&i.Error,
+			&i.ErrorClass,
+			&i.RetryCount,
+			&i.FirstFailureAt,
+			&i.FailedAt,
+			&i.CorrelationID,
+			&i.Status,
+			&i.ReplayCount,
+			&i.ReplayOutboxID,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResolutionReason,
+			&i.CreatedAt,
+			&i.PayloadBytes,
+			&i.Subject,
+			&i.ReplayOutcome,
+			&i.ReplaySubjectState,
+			&i.Payload,
+			&i.Headers,
+			&i.RetryHistory,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lock = `-- name: Lock :one
+SELECT id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       payload, headers, retry_history
+FROM dead_letters
+WHERE id = $1
+FOR UPDATE
+`
+
+type LockRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+// One letter, whole, locked for the rest of the transaction: replay and
+// discard decide on its status under this lock, so two operators (or a
+// bulk job and an operator) cannot both resolve it.
+func (q *Queries) Lock(ctx context.Context, id int64) (LockRow, error) {
+	row := q.db.QueryRow(ctx, lock, id)
+	var i LockRow
+	err := row.Scan(
+		&i.ID,
+		&i.Source,
+		&i.OriginalTopic,
+		&i.OriginalPartition,
+		&i.OriginalOffset,
+		&i.ConsumerGroup,
+		&i.OutboxID,
+		&i.PartitionKey,
+		&i.EventType,
+		&i.Error,
+		&i.ErrorClass,
+		&i.RetryCount,
+		&i.FirstFailureAt,
+		&i.FailedAt,
+		&i.CorrelationID,
+		&i.Status,
+		&i.ReplayCount,
+		&i.ReplayOutboxID,
+		&i.ResolvedBy,
+		&i.ResolvedAt,
+		&i.ResolutionReason,
+		&i.CreatedAt,
+		&i.PayloadBytes,
+		&i.Subject,
+		&i.ReplayOutcome,
+		&i.ReplaySubjectState,
+		&i.Payload,
+		&i.Headers,
+		&i.RetryHistory,
+	)
+	return i, err
+}
+
+const lockOpen = `-- name: LockOpen :many
+SELECT id FROM dead_letters
+WHERE status = 'open' AND id > $1::bigint AND id <= $2::bigint
+  AND /* TEMPLATE_BEGIN: filters */ true /* TEMPLATE_END */
+ORDER BY id
+LIMIT $3
+FOR UPDATE
+`
+
+type LockOpenParams struct {
+	After   int64
+	Upto    int64
+	MaxRows int
+}
+
+// As OpenIDs, locking the letters until the transaction ends. A letter
+// resolved while this waits for its lock is re-checked against
+// status = 'open' by Postgres and left out.
+func (q *Queries) LockOpen(ctx context.Context, arg LockOpenParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, lockOpen, arg.After, arg.Upto, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const markDiscarded = `-- name: MarkDiscarded :one
+UPDATE dead_letters
+SET status = 'discarded', resolved_by = $1::text, resolved_at = $2::timestamptz,
+    resolution_reason = $3::text
+WHERE id = $4 AND status = 'open'
+RETURNING id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       NULL::bytea AS payload, NULL::jsonb AS headers, NULL::jsonb AS retry_history
+`
+
+type MarkDiscardedParams struct {
+	ResolvedBy string
+	ResolvedAt time.Time
+	Reason     string
+	ID         int64
+}
+
+type MarkDiscardedRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+func (q *Queries) MarkDiscarded(ctx context.Context, arg MarkDiscardedParams) (MarkDiscardedRow, error) {
+	row := q.db.QueryRow(ctx, markDiscarded,
+		arg.ResolvedBy,
+		arg.ResolvedAt,
+		arg.Reason,
+		arg.ID,
+	)
+	var i MarkDiscardedRow
+	err := row.Scan(
+		&i.ID,
+		&i.Source,
+		&i.OriginalTopic,
+		&i.OriginalPartition,
+		&i.OriginalOffset,
+		&i.ConsumerGroup,
+		&i.OutboxID,
+		&i.PartitionKey,
+		&i.EventType,
+		&i.Error,
+		&i.ErrorClass,
+		&i.RetryCount,
+		&i.FirstFailureAt,
+		&i.FailedAt,
+		&i.CorrelationID,
+		&i.Status,
+		&i.ReplayCount,
+		&i.ReplayOutboxID,
+		&i.ResolvedBy,
+		&i.ResolvedAt,
+		&i.ResolutionReason,
+		&i.CreatedAt,
+		&i.PayloadBytes,
+		&i.Subject,
+		&i.ReplayOutcome,
+		&i.ReplaySubjectState,
+		&i.Payload,
+		&i.Headers,
+		&i.RetryHistory,
+	)
+	return i, err
+}
+
+const markReplayed = `-- name: MarkReplayed :one
+UPDATE dead_letters
+SET status = 'replayed', resolved_by = $1::text, resolved_at = $2::timestamptz,
+    resolution_reason = nullif($3::text, ''), replay_count = replay_count + 1,
+    replay_outbox_id = $4::bigint, replay_outcome = $5::text,
+    replay_subject_state = nullif($6::text, '')
+WHERE id = $7 AND status = 'open'
+RETURNING id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       NULL::bytea AS payload, NULL::jsonb AS headers, NULL::jsonb AS retry_history
+`
+
+type MarkReplayedParams struct {
+	ResolvedBy         string
+	ResolvedAt         time.Time
+	Reason             string
+	ReplayOutboxID     *int64
+	ReplayOutcome      string
+	ReplaySubjectState string
+	ID                 int64
+}
+
+type MarkReplayedRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+// MarkReplayed and MarkDiscarded re-check status = 'open': the lock
+// already guarantees it, and the condition keeps the statements safe on
+// their own.
+func (q *Queries) MarkReplayed(ctx context.Context, arg MarkReplayedParams) (MarkReplayedRow, error) {
+	row := q.db.QueryRow(ctx, markReplayed,
+		arg.ResolvedBy,
+		arg.ResolvedAt,
+		arg.Reason,
+		arg.ReplayOutboxID,
+		arg.ReplayOutcome,
+		arg.ReplaySubjectState,
+		arg.ID,
+	)
+	var i MarkReplayedRow
+	err := row.Scan(
+		&i.ID,
+		&i.Source,
+		&i.OriginalTopic,
+		&i.OriginalPartition,
+		&i.OriginalOffset,
+		&i.ConsumerGroup,
+		&i.OutboxID,
+		&i.PartitionKey,
+		&i.EventType,
+		&i.Error,
+		&i.ErrorClass,
+		&i.RetryCount,
+		&i.FirstFailureAt,
+		&i.FailedAt,
+		&i.CorrelationID,
+		&i.Status,
+		&i.ReplayCount,
+		&i.ReplayOutboxID,
+		&i.ResolvedBy,
+		&i.ResolvedAt,
+		&i.ResolutionReason,
+		&i.CreatedAt,
+		&i.PayloadBytes,
+		&i.Subject,
+		&i.ReplayOutcome,
+		&i.ReplaySubjectState,
+		&i.Payload,
+		&i.Headers,
+		&i.RetryHistory,
+	)
+	return i, err
+}
+
+const maxID = `-- name: MaxID :one
 SELECT coalesce(max(id), 0)::bigint AS max_id FROM dead_letters
 `
 
-// The static SQL of package store, compiled by sqlc into package sqlcdb.
-// Two kinds stay in queries.go (see there and pkg/database's doc): the
-// statements whose WHERE clause depends on the filters a request sets
-// (lists, groups, open-letter selections), and the five that return a
-// letter's summary columns (Get, Lock, MarkReplayed, MarkDiscarded,
-// PendingAlerts), which share one column list and one scan.
 func (q *Queries) MaxID(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, maxID)
 	var max_id int64
 	err := row.Scan(&max_id)
 	return max_id, err
+}
+
+const openIDs = `-- name: OpenIDs :many
+
+SELECT id FROM dead_letters
+WHERE status = 'open' AND id > $1::bigint AND id <= $2::bigint
+  AND /* TEMPLATE_BEGIN: filters */ true /* TEMPLATE_END */
+ORDER BY id
+LIMIT $3
+`
+
+type OpenIDsParams struct {
+	After   int64
+	Upto    int64
+	MaxRows int
+}
+
+// The open letters of a bulk action's selection (after < id <= upto and
+// its filters), walking dead_letters_open_id_idx in id order, oldest first,
+// as the letters failed.
+func (q *Queries) OpenIDs(ctx context.Context, arg OpenIDsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, openIDs, arg.After, arg.Upto, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const pendingAlerts = `-- name: PendingAlerts :many
+SELECT id, source, original_topic, original_partition, original_offset,
+       coalesce(consumer_group, '')::text AS consumer_group, outbox_id, partition_key, event_type,
+       error, error_class, retry_count, first_failure_at, failed_at, correlation_id,
+       status, replay_count, replay_outbox_id, resolved_by, resolved_at,
+       resolution_reason, created_at, octet_length(payload)::int AS payload_bytes,
+       subject, replay_outcome, replay_subject_state,
+       NULL::bytea AS payload, NULL::jsonb AS headers, NULL::jsonb AS retry_history
+FROM dead_letters
+WHERE alert_pending
+ORDER BY id
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+`
+
+type PendingAlertsRow struct {
+	ID                 int64
+	Source             string
+	OriginalTopic      string
+	OriginalPartition  *int32
+	OriginalOffset     *int64
+	ConsumerGroup      string
+	OutboxID           *int64
+	PartitionKey       string
+	EventType          string
+	Error              string
+	ErrorClass         string
+	RetryCount         int
+	FirstFailureAt     time.Time
+	FailedAt           time.Time
+	CorrelationID      string
+	Status             string
+	ReplayCount        int
+	ReplayOutboxID     *int64
+	ResolvedBy         *string
+	ResolvedAt         *time.Time
+	ResolutionReason   *string
+	CreatedAt          time.Time
+	PayloadBytes       int
+	Subject            []byte
+	ReplayOutcome      *string
+	ReplaySubjectState *string
+	Payload            []byte
+	Headers            []byte
+	RetryHistory       []byte
+}
+
+// Claims letters nobody has been alerted about. SKIP LOCKED lets several
+// dlq-admin replicas sweep at once without alerting twice.
+func (q *Queries) PendingAlerts(ctx context.Context, maxRows int) ([]PendingAlertsRow, error) {
+	rows, err := q.db.Query(ctx, pendingAlerts, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PendingAlertsRow
+	for rows.Next() {
+		var i PendingAlertsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Source,
+			&i.OriginalTopic,
+			&i.OriginalPartition,
+			&i.OriginalOffset,
+			&i.ConsumerGroup,
+			&i.OutboxID,
+			&i.PartitionKey,
+			&i.EventType,
+			&i.Error,
+			&i.ErrorClass,
+			&i.RetryCount,
+			&i.FirstFailureAt,
+			&i.FailedAt,
+			&i.CorrelationID,
+			&i.Status,
+			&i.ReplayCount,
+			&i.ReplayOutboxID,
+			&i.ResolvedBy,
+			&i.ResolvedAt,
+			&i.ResolutionReason,
+			&i.CreatedAt,
+			&i.PayloadBytes,
+			&i.Subject,
+			&i.ReplayOutcome,
+			&i.ReplaySubjectState,
+			&i.Payload,
+			&i.Headers,
+			&i.RetryHistory,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const stats = `-- name: Stats :many

@@ -14,7 +14,7 @@ const clearedDisagreements = `-- name: ClearedDisagreements :many
 SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
     coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
     first_seen_run, first_seen_at, last_seen_run, last_seen_at
-FROM psp_disagreements WHERE cleared_run = $1::bigint ORDER BY id LIMIT $2
+FROM psp_disagreements_for_ops WHERE cleared_run = $1::bigint ORDER BY id LIMIT $2
 `
 
 type ClearedDisagreementsParams struct {
@@ -194,7 +194,7 @@ const openDisagreements = `-- name: OpenDisagreements :many
 SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
     coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
     first_seen_run, first_seen_at, last_seen_run, last_seen_at
-FROM psp_disagreements WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT $1
+FROM psp_disagreements_for_ops WHERE cleared_at IS NULL ORDER BY first_seen_at, id LIMIT $1
 `
 
 type OpenDisagreementsRow struct {

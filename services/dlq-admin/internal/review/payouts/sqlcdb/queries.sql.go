@@ -16,7 +16,7 @@ const getPayout = `-- name: GetPayout :one
 
 SELECT id::text AS id, user_id, amount, currency, provider, destination, coalesce(destination_id::text, '')::text AS destination_id,
        status, attempts, psp_reference, psp_status, last_error, error_class, correlation_id, created_at, updated_at
-FROM payouts WHERE id = $1::uuid
+FROM payouts_for_ops WHERE id = $1::uuid
 `
 
 type GetPayoutRow struct {
@@ -71,23 +71,24 @@ SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destinat
        coalesce((SELECT d.id FROM dead_letters d WHERE d.subject ? 'payout_id' AND d.subject->>'payout_id' = p.id::text
         ORDER BY d.id DESC LIMIT 1), 0)::bigint AS dead_letter_id,
        coalesce(r.id::text, '')::text AS resolution_id, coalesce(r.status, '')::text AS resolution_status
-FROM payouts p
+FROM payouts_for_ops p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
                    ORDER BY created_at DESC LIMIT 1) r ON true
 WHERE ($1::text = '' OR p.status = $1::text)
-  AND (NOT $2::bool OR (CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id)
-       > ($3::int, $4::timestamptz, $5::uuid))
-ORDER BY CASE WHEN p.status = 'NEEDS_REVIEW' THEN 0 ELSE 1 END, p.created_at, p.id
-LIMIT $6
+  AND (NOT $2::bool OR (CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)
+       > ($4::int, $5::timestamptz, $6::uuid))
+ORDER BY CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id
+LIMIT $7
 `
 
 type ListPayoutsParams struct {
-	Status  string
-	After   bool
-	Rank    int
-	At      time.Time
-	AfterID uuid.UUID
-	MaxRows int
+	Status     string
+	After      bool
+	Reviewable []string
+	Rank       int
+	At         time.Time
+	AfterID    uuid.UUID
+	MaxRows    int
 }
 
 type ListPayoutsRow struct {
@@ -109,13 +110,15 @@ type ListPayoutsRow struct {
 	ResolutionStatus string
 }
 
-// NEEDS_REVIEW first, then oldest first; a page continues after the
-// cursor's (rank, created_at, id) when @after is set. Absent values are
+// The payouts waiting for an operator (@reviewable: NEEDS_REVIEW) first,
+// then oldest first; a page continues after the cursor's (rank, created_at,
+// id) when @after is set. Absent values are
 // ” and 0 (ids start at 1), which the Go side turns into nil.
 func (q *Queries) ListPayouts(ctx context.Context, arg ListPayoutsParams) ([]ListPayoutsRow, error) {
 	rows, err := q.db.Query(ctx, listPayouts,
 		arg.Status,
 		arg.After,
+		arg.Reviewable,
 		arg.Rank,
 		arg.At,
 		arg.AfterID,
@@ -158,7 +161,7 @@ func (q *Queries) ListPayouts(ctx context.Context, arg ListPayoutsParams) ([]Lis
 
 const payoutAttempts = `-- name: PayoutAttempts :many
 SELECT attempt, kind, outcome, psp_reference, error, at
-FROM payout_attempts WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
+FROM payout_attempts_for_ops WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
 `
 
 type PayoutAttemptsParams struct {
@@ -204,7 +207,7 @@ func (q *Queries) PayoutAttempts(ctx context.Context, arg PayoutAttemptsParams) 
 
 const payoutTransitions = `-- name: PayoutTransitions :many
 SELECT from_status, to_status, attempt, error, error_class, at
-FROM payout_transitions WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
+FROM payout_transitions_for_ops WHERE payout_id = $1::uuid ORDER BY id LIMIT $2
 `
 
 type PayoutTransitionsParams struct {

@@ -109,7 +109,7 @@ func (q *Queries) MarkSent(ctx context.Context, arg MarkSentParams) error {
 }
 
 const payoutCorrelation = `-- name: PayoutCorrelation :one
-SELECT correlation_id FROM payouts WHERE id = ($1::text)::uuid
+SELECT correlation_id FROM payouts_for_ops WHERE id = ($1::text)::uuid
 `
 
 func (q *Queries) PayoutCorrelation(ctx context.Context, payoutID string) (string, error) {
@@ -121,7 +121,7 @@ func (q *Queries) PayoutCorrelation(ctx context.Context, payoutID string) (strin
 
 const payoutForResolution = `-- name: PayoutForResolution :one
 
-SELECT user_id, status, amount FROM payouts WHERE id = ($1::text)::uuid
+SELECT user_id, status, amount FROM payouts_for_ops WHERE id = ($1::text)::uuid
 `
 
 type PayoutForResolutionRow struct {

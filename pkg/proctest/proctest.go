@@ -21,9 +21,11 @@ import (
 
 // Build compiles the main package at importPath (resolved through the
 // workspace) into dir and returns the binary's path. Go's build cache makes
-// repeated builds cheap. race builds it with the race detector.
+// repeated builds cheap. race builds it with the race detector. Under -short
+// it skips t (Heavy).
 func Build(t testing.TB, dir, importPath string, race bool) string {
 	t.Helper()
+	Heavy(t, "builds "+filepath.Base(importPath))
 	if err := BuildAll(dir, race, importPath); err != nil {
 		t.Fatalf("proctest: %v", err)
 	}

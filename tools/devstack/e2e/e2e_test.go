@@ -74,10 +74,11 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	for k, v := range env {
 		allEnv[k] = v
 	}
+	ports := proctest.FreePorts(t, 6)
 	cfg := stack.Config{
 		BinDir: bin,
-		Ports: stack.Ports{WebhookAPI: proctest.FreePort(t), OutboxRelay: proctest.FreePort(t), PayoutWorker: proctest.FreePort(t),
-			DLQAdmin: proctest.FreePort(t), Kafka: proctest.FreePort(t), PSP: proctest.FreePort(t)},
+		Ports: stack.Ports{WebhookAPI: ports[0], OutboxRelay: ports[1], PayoutWorker: ports[2],
+			DLQAdmin: ports[3], Kafka: ports[4], PSP: ports[5]},
 		Secrets:        stack.DevSecrets(),
 		DatabaseURL:    db.URL,
 		RedisURL:       redisURL,

@@ -139,7 +139,7 @@ func ensureShared(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("connect to %s (is Postgres running? make test starts it): %w", AdminURL(), err)
 	}
-	defer admin.Close(context.Background())
+	defer admin.Close(context.WithoutCancel(ctx))
 	tmpl, err := ensureTemplate(ctx, admin)
 	if err != nil {
 		return err

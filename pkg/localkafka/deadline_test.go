@@ -247,9 +247,6 @@ func roundOutcome(t *testing.T, cfg Config, resendJoin bool) (answered bool, bRe
 // Kafka sets the deadline once, when the round starts, and removes at it every
 // member that has not rejoined.
 func TestKfakeMovesTheRebalanceDeadlineOnEveryJoin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out rebalance timeouts")
-	}
 	t.Parallel()
 	t.Run("kfake alone ends the round at its deadline when nobody joins again", func(t *testing.T) {
 		t.Parallel()

@@ -180,9 +180,14 @@ func (r *reaper) observe(req kmsg.Request) {
 		if q.MemberID == "" {
 			return
 		}
+		session := time.Duration(q.SessionTimeoutMillis) * time.Millisecond
+		rebalance := time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond
+		if rebalance <= 0 {
+			rebalance = session // JoinGroup v0 has none: Apache Kafka uses the session timeout
+		}
 		r.members[memberKey{q.Group, q.MemberID}] = &member{
-			sessionTimeout:   time.Duration(q.SessionTimeoutMillis) * time.Millisecond,
-			rebalanceTimeout: time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond,
+			sessionTimeout:   session,
+			rebalanceTimeout: rebalance,
 			lastSeen:         now,
 			joinedAt:         now,
 			parked:           parkedInJoin,

@@ -224,9 +224,16 @@ func TestObserveBookkeeping(t *testing.T) {
 		t.Fatalf("a JoinGroup without a member id is kfake's pending member, not ours: tracked %v", r.members)
 	}
 
+	v0 := join("g", "m", 10*time.Second)
+	v0.RebalanceTimeoutMillis = -1
+	r.observe(v0)
+	if m := r.members[memberKey{"g", "m"}]; m == nil || m.rebalanceTimeout != 10*time.Second {
+		t.Fatalf("a JoinGroup without a rebalance timeout (v0) waits for its session timeout: %+v", m)
+	}
+
 	r.observe(join("g", "m", 10*time.Second))
 	m := r.members[memberKey{"g", "m"}]
-	if m == nil || m.sessionTimeout != 10*time.Second || m.parked != parkedInJoin {
+	if m == nil || m.sessionTimeout != 10*time.Second || m.rebalanceTimeout != rebalanceTimeout || m.parked != parkedInJoin {
 		t.Fatalf("after JoinGroup: %+v", m)
 	}
 

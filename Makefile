@@ -8,7 +8,7 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check generate generate-check clean
+.PHONY: all build dev test test-fast migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check generate generate-check clean
 
 all: build
 
@@ -41,6 +41,15 @@ test:
 	if [ $$checked -ne 0 ]; then echo "make test: lint, generate-check, deploy-check or rules-check failed (see above)"; fi; \
 	[ $$tested -eq 0 ] && [ $$checked -eq 0 ]
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+## test-fast: the fast tier, under two minutes: unit and store tests with the race detector and -short,
+## which skips every heavy test (proctest.Heavy: binaries, stacks, chaos, real session timeouts); the
+## end-to-end package and the packages driving a browser are left out whole. No checks, no fuzz.
+FAST_PACKAGES = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' $(PACKAGES) | \
+	awk '$$1 !~ /\/e2e$$/ && !/chromedp/ { print $$1 }')
+test-fast:
+	@scripts/devdeps.sh
+	$(GO) test -short -race -count=1 -timeout 5m $(FAST_PACKAGES)
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build

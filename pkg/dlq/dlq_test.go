@@ -77,14 +77,14 @@ func TestFromRecordToleratesBareRecords(t *testing.T) {
 
 func TestInsertIsIdempotentOnOrigin(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	ctx := context.Background()
 	l := consumerLetter()
 
-	id, inserted, err := dlq.Insert(ctx, db.Pool, l)
+	id, inserted, err := dlq.Insert(ctx, tx, l)
 	require.NoError(t, err)
 	require.True(t, inserted)
-	again, inserted, err := dlq.Insert(ctx, db.Pool, l)
+	again, inserted, err := dlq.Insert(ctx, tx, l)
 	require.NoError(t, err)
 	require.False(t, inserted, "the same origin must be stored once")
 	require.Zero(t, again)
@@ -93,18 +93,18 @@ func TestInsertIsIdempotentOnOrigin(t *testing.T) {
 	relay := dlq.Letter{Source: dlq.SourceRelay, OriginalTopic: kafkax.TopicWebhookPending, OutboxID: &outboxID,
 		Payload: []byte(`{}`), Error: "kafka unreachable", ErrorClass: "transient", RetryCount: 6,
 		FirstFailureAt: time.Now(), FailedAt: time.Now()}
-	_, inserted, err = dlq.Insert(ctx, db.Pool, relay)
+	_, inserted, err = dlq.Insert(ctx, tx, relay)
 	require.NoError(t, err)
 	require.True(t, inserted)
-	_, inserted, err = dlq.Insert(ctx, db.Pool, relay)
+	_, inserted, err = dlq.Insert(ctx, tx, relay)
 	require.NoError(t, err)
 	require.False(t, inserted)
 
 	var n int
 	var history string
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM dead_letters").Scan(&n))
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM dead_letters").Scan(&n))
 	require.Equal(t, 2, n)
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT retry_history::text FROM dead_letters WHERE id = $1", id).Scan(&history))
+	require.NoError(t, tx.QueryRow(ctx, "SELECT retry_history::text FROM dead_letters WHERE id = $1", id).Scan(&history))
 	require.Contains(t, history, "account_invalid")
 }
 

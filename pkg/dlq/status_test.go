@@ -11,17 +11,17 @@ import (
 // The Go lists and the dead_letters CHECK constraints name the same values.
 func TestStatusesAndSourcesMatchTheSchema(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	var statuses []string
 	for _, s := range dlq.Statuses() {
 		statuses = append(statuses, string(s))
 	}
 	slices.Sort(statuses)
-	if got := db.CheckValues(t, "dead_letters", "status"); !slices.Equal(got, statuses) {
+	if got := pgtest.CheckValues(t, tx, "dead_letters", "status"); !slices.Equal(got, statuses) {
 		t.Errorf("dead_letters.status CHECK allows %q, dlq.Statuses() is %q", got, statuses)
 	}
 	sources := slices.Sorted(slices.Values(dlq.Sources()))
-	if got := db.CheckValues(t, "dead_letters", "source"); !slices.Equal(got, sources) {
+	if got := pgtest.CheckValues(t, tx, "dead_letters", "source"); !slices.Equal(got, sources) {
 		t.Errorf("dead_letters.source CHECK allows %q, dlq.Sources() is %q", got, sources)
 	}
 	for _, s := range []string{"", "Open", "closed"} {

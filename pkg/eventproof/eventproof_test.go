@@ -107,7 +107,7 @@ func TestKeysMustBeLongEnough(t *testing.T) {
 // proof is over the fields, so it survives Postgres's round trip.
 func TestTheProofSurvivesAJSONBRoundTrip(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	k := keys(t, keyA, "")
 	e := typical()
 	e.Returns = []event.Return{{ID: "re_1", Amount: 200, Currency: "usd", Outcome: event.OutcomeRefunded}}
@@ -115,7 +115,7 @@ func TestTheProofSurvivesAJSONBRoundTrip(t *testing.T) {
 	b, err := json.Marshal(e)
 	require.NoError(t, err)
 	var back []byte
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(b)).Scan(&back))
+	require.NoError(t, tx.QueryRow(context.Background(), `SELECT $1::jsonb::text`, string(b)).Scan(&back))
 	require.NotEqual(t, string(b), string(back), "jsonb rewrote the bytes")
 	var got event.PSPEvent
 	require.NoError(t, json.Unmarshal(back, &got))

@@ -16,12 +16,16 @@
 // without changing kfake: control hooks observe every JoinGroup, SyncGroup,
 // Heartbeat and OffsetCommit per (group, member id); a member that has not
 // been heard from for its session timeout (from its JoinGroup) is removed with
-// a LeaveGroup request sent on its behalf. Members parked in a request kfake
-// is holding (JoinGroup while the group prepares a rebalance, SyncGroup while
-// it completes one) are left alone, as Apache Kafka leaves members awaiting
-// join or sync alone: kfake's own rebalance and pending-sync deadlines bound
-// those. docs/kfake.md lists this and every other kfake difference we know
-// of, with the tests that prove what we do about each.
+// a LeaveGroup request sent on its behalf, again at the next check if that
+// request fails. Members parked in a request kfake is holding (JoinGroup while
+// the group prepares a rebalance, SyncGroup while it completes one) are left
+// alone, as Apache Kafka leaves members awaiting join or sync alone; a
+// JoinGroup counts as parked for at most the member's rebalance timeout plus
+// a session. A round gets Apache Kafka's deadline, set once when it starts
+// (kfake restarts its own on every JoinGroup): members that have not rejoined
+// by then are removed the same way. docs/kfake.md lists this and every other
+// kfake difference we know of, with the tests that prove what we do about
+// each.
 //
 // The reaper only talks to the cluster over the wire (DescribeGroups,
 // LeaveGroup), never through kfake's in-process admin calls, so a cluster

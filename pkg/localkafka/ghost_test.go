@@ -285,9 +285,7 @@ func consumedUpTo(g *kfake.GroupInfo, ends map[int32]int64) (behind []int32) {
 // an eager balancer (the ghosts stay in a Stable group) and for franz-go's
 // default cooperative-sticky one (the second round waits for them).
 func TestKilledConsumersLeaveTheGroup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills consumer processes and waits out session timeouts")
-	}
+	proctest.Heavy(t, "kills consumer processes and waits out session timeouts")
 	t.Parallel()
 	for _, balancer := range []string{"eager", "cooperative"} {
 		t.Run(balancer+"/with the reaper the dead members leave after their session timeout", func(t *testing.T) {
@@ -336,9 +334,7 @@ func TestKilledConsumersLeaveTheGroup(t *testing.T) {
 // members awaiting join, kfake alone would expire them (and never answer
 // their JoinGroup).
 func TestParkedJoinOutlivesSessionTimeout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out session timeouts")
-	}
+	proctest.Heavy(t, "waits out session timeouts")
 	t.Parallel()
 	w := newGhostWorld(t, localkafka.Config{}, "cooperative")
 	short, long := 6*time.Second, 20*time.Second

@@ -35,9 +35,11 @@ type memberKey struct{ group, member string }
 
 // member is what the reaper knows of one classic group member.
 type member struct {
-	sessionTimeout time.Duration
-	lastSeen       time.Time // its latest JoinGroup, SyncGroup, Heartbeat or OffsetCommit
-	parked         parking
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	lastSeen         time.Time // its latest JoinGroup, SyncGroup, Heartbeat or OffsetCommit
+	joinedAt         time.Time // its latest JoinGroup
+	parked           parking
 	// joinCompletedAt is, for a member whose latest request is a JoinGroup,
 	// when the reaper learned that join round was over (another member's
 	// SyncGroup, or the group seen out of PreparingRebalance). Apache Kafka
@@ -47,11 +49,18 @@ type member struct {
 	keptAliveAt     time.Time // the reaper's last Heartbeat on its behalf
 }
 
-// waitingInJoin reports whether kfake may still be holding m's JoinGroup:
-// it is the member's latest request and the reaper has not learned that the
-// round it waits for is over.
-func (m *member) waitingInJoin(g *groupView) bool {
-	return m.parked == parkedInJoin && m.joinCompletedAt.IsZero() && (g == nil || !g.settledAt.After(m.lastSeen))
+// waitingInJoin reports whether kfake may still be holding m's JoinGroup at
+// now: it is the member's latest request, the reaper has not learned that the
+// round it waits for is over, and it is younger than the member's rebalance
+// timeout plus one session. No round lasts longer in Apache Kafka, so an older
+// join was answered (or its answer lost) in a round the reaper did not see
+// end: the group left PreparingRebalance and came back to it between two
+// checks, with no SyncGroup (the leader killed too). Without that bound the
+// reaper would keep such a dead member alive with its heartbeats for good,
+// and the next round would wait for it forever.
+func (m *member) waitingInJoin(g *groupView, now time.Time) bool {
+	return m.parked == parkedInJoin && m.joinCompletedAt.IsZero() && (g == nil || !g.settledAt.After(m.lastSeen)) &&
+		now.Sub(m.joinedAt) < m.rebalanceTimeout+m.sessionTimeout
 }
 
 // groupView is what the reaper saw of a group at its last check.
@@ -63,14 +72,43 @@ type groupView struct {
 	// generation is the highest generation a member named in a request:
 	// what a Heartbeat on a member's behalf must carry.
 	generation int32
+	// lastViewAt is when the reaper last described the group.
+	lastViewAt time.Time
+	// roundAfter is, while the group prepares a rebalance, an instant
+	// before the round began: the previous look, when the group was in
+	// another state (zero: not known). A member whose latest JoinGroup is
+	// older has not joined this round.
+	roundAfter time.Time
+	// preparingSince is, while the group prepares a rebalance, an instant
+	// after the round began (the first look that saw it, or a later sign
+	// of a newer round): the round's deadline runs from here.
+	preparingSince time.Time
 }
 
 // saw records the group's state at a check made at now.
 func (g *groupView) saw(state string, now time.Time) {
-	if state != statePreparing && g.state == statePreparing {
-		g.settledAt = now
+	switch {
+	case state == statePreparing && g.state != statePreparing:
+		g.roundAfter, g.preparingSince = g.lastViewAt, now
+	case state != statePreparing:
+		if g.state == statePreparing {
+			g.settledAt = now
+		}
+		g.roundAfter, g.preparingSince = time.Time{}, time.Time{}
 	}
 	g.state = state
+	g.lastViewAt = now
+}
+
+// roundExpired reports whether m has not joined the round g has been
+// preparing for longer than rebalance, a deadline Apache Kafka sets once when
+// the round starts and at which it removes every member that has not
+// rejoined. kfake restarts its deadline on every JoinGroup instead, so
+// members that send their JoinGroup again (franz-go does when it times out)
+// keep the round waiting for good for a member that never rejoins.
+func (g *groupView) roundExpired(m *member, rebalance time.Duration, now time.Time) bool {
+	return g != nil && g.state == statePreparing && !g.roundAfter.IsZero() && m.joinedAt.Before(g.roundAfter) &&
+		now.Sub(g.preparingSince) >= rebalance
 }
 
 // reaper removes classic group members that stopped talking to the
@@ -142,13 +180,20 @@ func (r *reaper) observe(req kmsg.Request) {
 		if q.MemberID == "" {
 			return
 		}
+		session := time.Duration(q.SessionTimeoutMillis) * time.Millisecond
+		rebalance := time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond
+		if rebalance <= 0 {
+			rebalance = session // JoinGroup v0 has none: Apache Kafka uses the session timeout
+		}
 		r.members[memberKey{q.Group, q.MemberID}] = &member{
-			sessionTimeout: time.Duration(q.SessionTimeoutMillis) * time.Millisecond,
-			lastSeen:       now,
-			parked:         parkedInJoin,
+			sessionTimeout:   session,
+			rebalanceTimeout: rebalance,
+			lastSeen:         now,
+			joinedAt:         now,
+			parked:           parkedInJoin,
 		}
 	case *kmsg.SyncGroupRequest:
-		r.sawGeneration(q.Group, q.Generation)
+		r.sawGeneration(q.Group, q.Generation, now)
 		// A SyncGroup means the join round is over: every member still
 		// parked in JoinGroup was answered (or its answer was lost).
 		for k, m := range r.members {
@@ -161,7 +206,7 @@ func (r *reaper) observe(req kmsg.Request) {
 		if isKeepAlive(q) {
 			return
 		}
-		r.sawGeneration(q.Group, q.Generation)
+		r.sawGeneration(q.Group, q.Generation, now)
 		// franz-go heartbeats only between a completed sync and its next
 		// join, so a heartbeating member is parked nowhere.
 		r.seen(q.Group, q.MemberID, now, parkedNowhere)
@@ -170,7 +215,7 @@ func (r *reaper) observe(req kmsg.Request) {
 		// say where the member is.
 		if m := r.members[memberKey{q.Group, q.MemberID}]; m != nil {
 			m.lastSeen = now
-			r.sawGeneration(q.Group, q.Generation)
+			r.sawGeneration(q.Group, q.Generation, now)
 		}
 	case *kmsg.LeaveGroupRequest:
 		delete(r.members, memberKey{q.Group, q.MemberID})
@@ -180,11 +225,16 @@ func (r *reaper) observe(req kmsg.Request) {
 	}
 }
 
-func (r *reaper) sawGeneration(group string, gen int32) {
+func (r *reaper) sawGeneration(group string, gen int32, now time.Time) {
 	g := r.groups[group]
 	if g == nil {
 		g = &groupView{}
 		r.groups[group] = g
+	}
+	if gen > g.generation && g.state == statePreparing {
+		// A round ended since the reaper saw this one begin; a round
+		// being prepared now began later: its deadline runs from now.
+		g.preparingSince = now
 	}
 	g.generation = max(g.generation, gen)
 }
@@ -206,14 +256,14 @@ func (r *reaper) seen(group, memberID string, now time.Time, p parking) {
 // pending-sync timeout (for syncs) remove the ones that never come back.
 func expiredFor(state string, g *groupView, m *member, now time.Time) (bool, time.Duration) {
 	switch {
-	case state == statePreparing && m.waitingInJoin(g),
+	case state == statePreparing && m.waitingInJoin(g, now),
 		state == stateCompleting && m.parked == parkedInSync:
 		return false, 0
 	case state != statePreparing && state != stateCompleting && state != stateStable:
 		return false, 0
 	}
 	since := m.lastSeen
-	if m.parked == parkedInJoin && !m.waitingInJoin(g) {
+	if m.parked == parkedInJoin && !m.waitingInJoin(g, now) {
 		// Its join was answered when the round ended; the session runs
 		// from there, as in Apache Kafka.
 		if m.joinCompletedAt.After(since) {
@@ -247,6 +297,8 @@ type reapable struct {
 	m          member
 	state      string
 	generation int32
+	// why is the reason the LeaveGroup gives and the log line says.
+	why string
 }
 
 // check describes every group with tracked members, forgets members the
@@ -296,6 +348,14 @@ func (r *reaper) check(ctx context.Context) {
 		for _, dm := range dg.Members {
 			present[dm.MemberID] = true
 		}
+		// The round's deadline is the longest rebalance timeout of its
+		// members, as in Apache Kafka.
+		var rebalance time.Duration
+		for k, m := range r.members {
+			if k.group == dg.Group && present[k.member] {
+				rebalance = max(rebalance, m.rebalanceTimeout)
+			}
+		}
 		for k, m := range r.members {
 			if k.group != dg.Group {
 				continue
@@ -309,9 +369,16 @@ func (r *reaper) check(ctx context.Context) {
 				continue
 			}
 			if ok, idle := expiredFor(dg.State, gv, m, now); ok {
-				victims = append(victims, reapable{key: k, idle: idle, m: *m, state: dg.State, generation: gv.generation})
+				victims = append(victims, reapable{key: k, idle: idle, m: *m, state: dg.State, generation: gv.generation,
+					why: "no heartbeat within its session timeout"})
+				continue
 			}
-			if dg.State == statePreparing && m.waitingInJoin(gv) && now.Sub(maxTime(m.lastSeen, m.keptAliveAt)) >= m.sessionTimeout/3 {
+			if gv.roundExpired(m, rebalance, now) {
+				victims = append(victims, reapable{key: k, idle: now.Sub(m.joinedAt), m: *m, state: dg.State, generation: gv.generation,
+					why: "not rejoined within the round's rebalance timeout"})
+				continue
+			}
+			if dg.State == statePreparing && m.waitingInJoin(gv, now) && now.Sub(maxTime(m.lastSeen, m.keptAliveAt)) >= m.sessionTimeout/3 {
 				m.keptAliveAt = now
 				parked = append(parked, reapable{key: k, m: *m, state: dg.State, generation: gv.generation})
 			}
@@ -374,7 +441,8 @@ func (r *reaper) remove(ctx context.Context, v reapable) {
 	req.Group = v.key.group
 	lm := kmsg.NewLeaveGroupRequestMember()
 	lm.MemberID = v.key.member
-	lm.Reason = kmsg.StringPtr(fmt.Sprintf("aegis localkafka: no request for %s, session timeout %s", v.idle.Round(time.Millisecond), v.m.sessionTimeout))
+	lm.Reason = kmsg.StringPtr(fmt.Sprintf("aegis localkafka: %s (silent for %s, session timeout %s, rebalance timeout %s)",
+		v.why, v.idle.Round(time.Millisecond), v.m.sessionTimeout, v.m.rebalanceTimeout))
 	req.Members = append(req.Members, lm)
 	lctx, cancel := context.WithTimeout(ctx, 4*r.interval+time.Second)
 	resp, err := req.RequestWith(lctx, r.cl)
@@ -388,15 +456,21 @@ func (r *reaper) remove(ctx context.Context, v reapable) {
 	switch {
 	case err == nil:
 		r.expired.Add(1)
-		r.logger.Warn("kafka group member expired: no heartbeat within its session timeout",
+		r.logger.Warn("kafka group member expired: "+v.why,
 			"group", v.key.group, "member_id", v.key.member, "silent_for", v.idle.Round(time.Millisecond).String(),
-			"session_timeout", v.m.sessionTimeout.String(), "group_state", v.state)
-	case kerr.IsRetriable(err) || ctx.Err() != nil:
-		// Next check tries again.
-		return
+			"session_timeout", v.m.sessionTimeout.String(), "rebalance_timeout", v.m.rebalanceTimeout.String(), "group_state", v.state)
+	case errors.Is(err, kerr.UnknownMemberID):
+		// It went by itself meanwhile.
 	default:
-		// UNKNOWN_MEMBER_ID: it went by itself meanwhile.
-		r.logger.Debug("localkafka reaper: leave group", "group", v.key.group, "member_id", v.key.member, "error", err.Error())
+		// Anything else (a timeout on a loaded machine, a closed
+		// connection, a retriable code) is tried again at the next
+		// check: forgetting the member here would leave a dead one in the
+		// group for good.
+		if ctx.Err() == nil {
+			r.logger.Warn("localkafka reaper: leave group failed; trying again at the next check", "group", v.key.group,
+				"member_id", v.key.member, "error", err.Error())
+		}
+		return
 	}
 	r.mu.Lock()
 	if m := r.members[v.key]; m != nil && !m.lastSeen.After(v.m.lastSeen) {

@@ -17,9 +17,13 @@ func fakeReaper(now *time.Time) *reaper {
 	}
 }
 
+// rebalanceTimeout is every member's here, the services' own.
+const rebalanceTimeout = 2 * time.Minute
+
 func join(group, memberID string, session time.Duration) *kmsg.JoinGroupRequest {
 	r := kmsg.NewPtrJoinGroupRequest()
 	r.Group, r.MemberID, r.SessionTimeoutMillis = group, memberID, int32(session.Milliseconds())
+	r.RebalanceTimeoutMillis = int32(rebalanceTimeout.Milliseconds())
 	return r
 }
 
@@ -94,6 +98,21 @@ func TestExpiry(t *testing.T) {
 			state: statePreparing, after: session, expired: true,
 		},
 		{
+			name:  "a member waiting in JoinGroup is kept up to its rebalance timeout plus a session",
+			steps: []step{{0, join("g", "m", session), statePreparing}},
+			state: statePreparing, after: rebalanceTimeout + session - time.Millisecond, expired: false,
+		},
+		{
+			// The round it joined ended unseen (the group left
+			// PreparingRebalance and came back between two checks, no
+			// SyncGroup: the leader was killed too). Kept alive for good,
+			// it held every later round: the chaos run whose payout-worker
+			// group never re-formed.
+			name:  "a dead member taken for parked in JoinGroup is expired past its rebalance timeout plus a session",
+			steps: []step{{0, join("g", "m", session), statePreparing}},
+			state: statePreparing, after: rebalanceTimeout + session, expired: true,
+		},
+		{
 			name:  "a member waiting in SyncGroup while the group completes is kept",
 			steps: []step{{0, join("g", "m", session), statePreparing}, {time.Second, syncReq("g", "m", 1), stateCompleting}},
 			state: stateCompleting, after: 3 * session, expired: false,
@@ -140,6 +159,61 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// TestRoundDeadline: a member that has not joined a round is due for removal
+// once the round has been prepared for the rebalance timeout, counted from
+// the first look that saw it (Apache Kafka's deadline, which kfake moves on
+// every JoinGroup); one that joined the round, or a round whose start the
+// reaper cannot place, is not.
+func TestRoundDeadline(t *testing.T) {
+	t.Parallel()
+	const session = 10 * time.Second
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0
+	r := fakeReaper(&now)
+	r.observe(join("g", "silent", session))
+	r.observe(join("g", "m", session))
+	g := &groupView{}
+	g.saw(statePreparing, now) // the group forming: its start is not known
+	now = now.Add(time.Second)
+	g.saw(stateStable, now)
+	now = now.Add(time.Second)
+	g.saw(stateStable, now)
+	lastStable := now
+	now = now.Add(time.Second)
+	r.observe(join("g", "m", session)) // m rejoins: a new round
+	g.saw(statePreparing, now)
+	if !g.roundAfter.Equal(lastStable) {
+		t.Fatalf("roundAfter = %v, want the last look before the round (%v)", g.roundAfter, lastStable)
+	}
+	silent, m := r.members[memberKey{"g", "silent"}], r.members[memberKey{"g", "m"}]
+	at := g.preparingSince.Add(rebalanceTimeout - time.Millisecond)
+	if g.roundExpired(silent, rebalanceTimeout, at) {
+		t.Errorf("silent removed before the round's deadline")
+	}
+	at = g.preparingSince.Add(rebalanceTimeout)
+	if !g.roundExpired(silent, rebalanceTimeout, at) {
+		t.Errorf("silent, which never joined the round, kept past its deadline")
+	}
+	if g.roundExpired(m, rebalanceTimeout, at) {
+		t.Errorf("m, which joined the round, removed at its deadline")
+	}
+
+	// A member names a newer generation: a round ended unseen, the one
+	// being prepared began later, and its deadline runs from then.
+	now = now.Add(time.Minute)
+	r.groups["g"] = g
+	r.observe(heartbeat("g", "m", 7))
+	if !g.preparingSince.Equal(now) {
+		t.Errorf("preparingSince = %v after a newer generation at %v", g.preparingSince, now)
+	}
+
+	fresh := &groupView{}
+	fresh.saw(statePreparing, t0)
+	if fresh.roundExpired(silent, rebalanceTimeout, t0.Add(time.Hour)) {
+		t.Errorf("a round whose start is not known has no deadline here")
+	}
+}
+
 func TestObserveBookkeeping(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
@@ -150,9 +224,16 @@ func TestObserveBookkeeping(t *testing.T) {
 		t.Fatalf("a JoinGroup without a member id is kfake's pending member, not ours: tracked %v", r.members)
 	}
 
+	v0 := join("g", "m", 10*time.Second)
+	v0.RebalanceTimeoutMillis = -1
+	r.observe(v0)
+	if m := r.members[memberKey{"g", "m"}]; m == nil || m.rebalanceTimeout != 10*time.Second {
+		t.Fatalf("a JoinGroup without a rebalance timeout (v0) waits for its session timeout: %+v", m)
+	}
+
 	r.observe(join("g", "m", 10*time.Second))
 	m := r.members[memberKey{"g", "m"}]
-	if m == nil || m.sessionTimeout != 10*time.Second || m.parked != parkedInJoin {
+	if m == nil || m.sessionTimeout != 10*time.Second || m.rebalanceTimeout != rebalanceTimeout || m.parked != parkedInJoin {
 		t.Fatalf("after JoinGroup: %+v", m)
 	}
 

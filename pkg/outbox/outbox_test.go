@@ -56,18 +56,16 @@ func ids(rows []outbox.Row) []int64 {
 
 func TestInsertRollsBackWithTheBusinessWrite(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	outer := pgtest.Tx(t)
 	ctx := context.Background()
-	boom := errors.New("business write failed")
-	err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
-		if _, err := outbox.Insert(ctx, tx, msg("u1", 1)); err != nil {
-			return err
-		}
-		return boom
-	})
-	require.ErrorIs(t, err, boom)
+	// The business write's transaction: a savepoint of the test's.
+	tx, err := outer.Begin(ctx)
+	require.NoError(t, err)
+	_, err = outbox.Insert(ctx, tx, msg(t.Name(), 1))
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx), "the business write failed")
 	var n int
-	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&n))
+	require.NoError(t, outer.QueryRow(ctx, "SELECT count(*) FROM transaction_outbox").Scan(&n))
 	require.Zero(t, n, "a rolled-back transaction must leave no outbox row")
 
 	_, err = outbox.Insert(ctx, nil, outbox.Message{Topic: "t", EventType: "e", Payload: []byte("{not json")})
@@ -336,23 +334,18 @@ func TestWritersOfOneKeySerializeSoIdOrderIsCommitOrder(t *testing.T) {
 
 func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	ctx := context.Background()
 	var msgs []outbox.Message
 	for n := range 40 {
-		msgs = append(msgs, msg(fmt.Sprintf("wallet-%d", (n*7)%5), n)) // keys interleaved
+		msgs = append(msgs, msg(fmt.Sprintf("%s-wallet-%d", t.Name(), (n*7)%5), n)) // keys interleaved
 	}
 	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	msgs[3].MaxRetries, msgs[3].NotBefore = 2, later
 	got := make([]int64, len(msgs))
-	err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		if err := outbox.Queue(b, msgs, got); err != nil {
-			return err
-		}
-		return tx.SendBatch(ctx, b).Close()
-	})
-	require.NoError(t, err)
+	b := &pgx.Batch{}
+	require.NoError(t, outbox.Queue(b, msgs, got))
+	require.NoError(t, tx.SendBatch(ctx, b).Close())
 	for i := 1; i < len(got); i++ {
 		require.Less(t, got[i-1], got[i], "ids are drawn in message order")
 	}
@@ -360,7 +353,7 @@ func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
 		var n, maxRetries int
 		var key, corr, header string
 		var due time.Time
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (payload->>'n')::int, partition_key, correlation_id, headers->>'event_type', max_retries, next_retry_at
+		require.NoError(t, tx.QueryRow(ctx, `SELECT (payload->>'n')::int, partition_key, correlation_id, headers->>'event_type', max_retries, next_retry_at
 			FROM transaction_outbox WHERE id = $1`, id).Scan(&n, &key, &corr, &header, &maxRetries, &due))
 		require.Equal(t, i, n, "row %d holds message %d", id, i)
 		require.Equal(t, msgs[i].PartitionKey, key)
@@ -375,7 +368,7 @@ func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
 		}
 	}
 
-	b := &pgx.Batch{}
+	b = &pgx.Batch{}
 	require.ErrorContains(t, outbox.Queue(b, msgs, make([]int64, 2)), "2 ids for 40 messages")
 	require.ErrorContains(t, outbox.Queue(b, []outbox.Message{{Topic: "t", EventType: "e", Payload: []byte("nope")}}, nil), "not valid JSON")
 	require.Zero(t, b.Len(), "a refused message queues nothing")

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var checkLiteral = regexp.MustCompile(`'((?:[^']|'')*)'::text`)
@@ -16,7 +18,19 @@ var checkLiteral = regexp.MustCompile(`'((?:[^']|'')*)'::text`)
 // cannot drift. It fails t unless exactly one such constraint exists.
 func (db *DB) CheckValues(t testing.TB, table, column string) []string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `
+	return CheckValues(t, db.Pool, table, column)
+}
+
+// Querier is what CheckValues reads through: a pool, a connection or a
+// transaction (Tx).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// CheckValues is DB.CheckValues through q, such as a Tx.
+func CheckValues(t testing.TB, q Querier, table, column string) []string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `
 		SELECT pg_get_constraintdef(c.oid)
 		FROM pg_constraint c
 		JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]

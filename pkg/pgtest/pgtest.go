@@ -85,6 +85,82 @@ func New(t testing.TB) *DB {
 	return &DB{URL: dbURL, Name: name, Pool: pool}
 }
 
+// Tx begins a transaction for t on the shared database of the current
+// migrations and rolls it back when t ends, as River's tests do: a store
+// test whose code runs on one pgx.Tx (or a sqlc DBTX) costs a BEGIN instead
+// of a CREATE DATABASE and a DROP. The shared database is made once per
+// server and migration set from the template and kept; every test's writes
+// vanish with its rollback, so it stays empty. Use pgx.Tx.Begin for a
+// nested transaction (a savepoint).
+//
+// Tests that must commit (the relay, consumers, anything a second
+// connection must see), need a pool or LISTEN, or hold locks other tests
+// could wait on stay on New. Rows a test inserts on the shared database
+// lock their unique keys until its rollback: parallel tests that insert the
+// same key wait for each other, so keep keys distinct (t.Name() in them).
+func Tx(t testing.TB) pgx.Tx {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := migrationsHash()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	name := "aegis_shared_" + h
+	conn, err := pgx.Connect(ctx, withDatabase(AdminURL(), name))
+	if err != nil {
+		if err := ensureShared(ctx, name); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		if conn, err = pgx.Connect(ctx, withDatabase(AdminURL(), name)); err != nil {
+			t.Fatalf("pgtest: connect to the shared database: %v", err)
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		t.Fatalf("pgtest: begin: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tx.Rollback(ctx); err != nil {
+			t.Errorf("pgtest: roll back the test's transaction: %v", err)
+		}
+		_ = conn.Close(ctx) // the rollback above is what mattered
+	})
+	return tx
+}
+
+// ensureShared creates the shared database name from the template unless it
+// exists, under the template's lock.
+func ensureShared(ctx context.Context, name string) error {
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return fmt.Errorf("connect to %s (is Postgres running? make test starts it): %w", AdminURL(), err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	tmpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		return err
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(424242)"); err != nil {
+		return fmt.Errorf("lock shared database creation: %w", err)
+	}
+	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock(424242)") }() //nolint:contextcheck // unlock even when ctx has expired
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up the shared database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		return fmt.Errorf("create the shared database from the template: %w", err)
+	}
+	return nil
+}
+
 // ensureTemplate creates and migrates the template database for the current
 // migrations once per server, under an advisory lock so that test binaries
 // running in parallel do not race.

@@ -28,3 +28,20 @@ func TestPortIsBindableAndBelowTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// Ports hands out distinct ports: a stack's ports drawn one by one from Port
+// could repeat (300 draws from Port's range repeat one 97 times in 100), and
+// the service given the second copy exits at startup (address in use).
+func TestPortsAreDistinct(t *testing.T) {
+	ports, err := Ports(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d handed out twice", p)
+		}
+		seen[p] = true
+	}
+}

@@ -21,9 +21,11 @@ import (
 
 // Build compiles the main package at importPath (resolved through the
 // workspace) into dir and returns the binary's path. Go's build cache makes
-// repeated builds cheap. race builds it with the race detector.
+// repeated builds cheap. race builds it with the race detector. Under -short
+// it skips t (Heavy).
 func Build(t testing.TB, dir, importPath string, race bool) string {
 	t.Helper()
+	Heavy(t, "builds "+filepath.Base(importPath))
 	if err := BuildAll(dir, race, importPath); err != nil {
 		t.Fatalf("proctest: %v", err)
 	}
@@ -91,6 +93,42 @@ func Port() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Ports returns n distinct loopback ports nothing listens on right now: each
+// is held while the next is picked, so that Port cannot hand one out twice
+// (it probes, then lets go). A stack's ports come from one call.
+func Ports(n int) ([]int, error) {
+	out := make([]int, 0, n)
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close() // a probe: only freeing the port matters
+		}
+	}()
+	for len(out) < n {
+		port, err := Port()
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken in between: pick another
+		}
+		held = append(held, ln)
+		out = append(out, port)
+	}
+	return out, nil
+}
+
+// FreePorts is Ports, failing the test when there are none.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := Ports(n)
+	if err != nil {
+		t.Fatalf("proctest: free ports: %v", err)
+	}
+	return ports
 }
 
 // portsFrom is the lowest port Port picks: above the well-known and the

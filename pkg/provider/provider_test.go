@@ -10,14 +10,14 @@ import (
 
 // The Go list and the schema's CHECK constraints name the same providers.
 func TestAllMatchesTheSchema(t *testing.T) {
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	var want []string
 	for _, p := range provider.All() {
 		want = append(want, string(p))
 	}
 	slices.Sort(want)
 	for _, table := range []string{"webhook_events", "payouts", "destinations"} {
-		if got := db.CheckValues(t, table, "provider"); !slices.Equal(got, want) {
+		if got := pgtest.CheckValues(t, tx, table, "provider"); !slices.Equal(got, want) {
 			t.Errorf("%s.provider CHECK allows %q, provider.All() is %q", table, got, want)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aegis-payments/aegis/pkg/proctest"
 )
 
 func root(t *testing.T) string {
@@ -140,6 +142,7 @@ func images(t *testing.T) [][2]string {
 }
 
 func TestEveryImageBuildsWithoutTheWorkspace(t *testing.T) {
+	proctest.Heavy(t, "builds every image's binary outside the workspace")
 	t.Parallel()
 	src := root(t)
 	for _, img := range images(t) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
 
@@ -18,9 +19,7 @@ import (
 // (race-built) for a minute under every kind of fault, then the invariants.
 // CHAOS_SEED picks the seed (default 1); `make chaos` runs the long profile.
 func TestChaosShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos run skipped with -short")
-	}
+	proctest.Heavy(t, "a chaos run")
 	seed := uint64(1)
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -74,10 +74,11 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	for k, v := range env {
 		allEnv[k] = v
 	}
+	ports := proctest.FreePorts(t, 6)
 	cfg := stack.Config{
 		BinDir: bin,
-		Ports: stack.Ports{WebhookAPI: proctest.FreePort(t), OutboxRelay: proctest.FreePort(t), PayoutWorker: proctest.FreePort(t),
-			DLQAdmin: proctest.FreePort(t), Kafka: proctest.FreePort(t), PSP: proctest.FreePort(t)},
+		Ports: stack.Ports{WebhookAPI: ports[0], OutboxRelay: ports[1], PayoutWorker: ports[2],
+			DLQAdmin: ports[3], Kafka: ports[4], PSP: ports[5]},
 		Secrets:        stack.DevSecrets(),
 		DatabaseURL:    db.URL,
 		RedisURL:       redisURL,
@@ -92,6 +93,9 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 		t.Fatalf("start the stack: %v\n%s", err, logs.String())
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- database at the failure ---\n%s", dumpTables(db))
+		}
 		err := s.Stop(30 * time.Second)
 		if t.Failed() || err != nil {
 			t.Logf("--- stack log ---\n%s", logs.String())
@@ -120,6 +124,34 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	}, 30*time.Second, 50*time.Millisecond, "each service connects as its own role")
 	return &suite{t: t, db: db, stack: s, cfg: cfg, api: stack.URL(cfg.Ports.WebhookAPI), dlq: stack.URL(cfg.Ports.DLQAdmin),
 		psp: stack.URL(cfg.Ports.PSP), token: "dev-api-token-0123456789", opToken: "dev-ops-token-0123456789", logs: logs}
+}
+
+// dumpTables is the rows of the tables that say where a payment or payout
+// stopped (payloads left out), for a failed test's log.
+func dumpTables(db *pgtest.DB) string {
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT to_jsonb(t) - 'payload' - 'headers' - 'retry_history' FROM transaction_outbox t ORDER BY id LIMIT 50`,
+		`SELECT to_jsonb(t) FROM payouts t LIMIT 50`,
+		`SELECT to_jsonb(t) FROM processed_events t LIMIT 50`,
+		`SELECT to_jsonb(t) - 'payload' FROM dead_letters t LIMIT 50`,
+		`SELECT to_jsonb(t) FROM wallets t LIMIT 50`,
+	} {
+		fmt.Fprintf(&b, "%s\n", q)
+		rows, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			fmt.Fprintf(&b, "  %v\n", err)
+			continue
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			fmt.Fprintf(&b, "  %v\n", err)
+		}
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	return b.String()
 }
 
 // stackLog is what the stack's processes have written so far.

@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 // aegis-kafka and aegis-psp, building them on first use.
 func binaries(t *testing.T) string {
 	t.Helper()
+	proctest.Heavy(t, "runs the suite's binaries")
 	b := shared
 	b.once.Do(func() {
 		var wg sync.WaitGroup

@@ -134,16 +134,36 @@ func (b *bundle) insert(t *testing.T, key string, n int, maxRetries int) int64 {
 	var id int64
 	err := database.InTx(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
 		var err error
-		id, err = outbox.Insert(context.Background(), tx, outbox.Message{
-			Topic: kafkax.TopicWebhookPending, EventType: "test.event", PartitionKey: key,
-			Payload: []byte(fmt.Sprintf(`{"key":%q,"n":%d}`, key, n)), CorrelationID: fmt.Sprintf("corr-%s-%d", key, n),
-			Headers:    map[string]string{kafkax.HeaderEventType: "test.event"},
-			MaxRetries: maxRetries,
-		})
+		id, err = outbox.Insert(context.Background(), tx, testMessage(key, n, maxRetries))
 		return err
 	})
 	require.NoError(t, err)
 	return id
+}
+
+// testMessage is the n-th test message of key.
+func testMessage(key string, n, maxRetries int) outbox.Message {
+	return outbox.Message{
+		Topic: kafkax.TopicWebhookPending, EventType: "test.event", PartitionKey: key,
+		Payload: []byte(fmt.Sprintf(`{"key":%q,"n":%d}`, key, n)), CorrelationID: fmt.Sprintf("corr-%s-%d", key, n),
+		Headers:    map[string]string{kafkax.HeaderEventType: "test.event"},
+		MaxRetries: maxRetries,
+	}
+}
+
+// insertMany commits n rows in one transaction, row i under key(i): a
+// backlog at the cost of one commit, not n.
+func (b *bundle) insertMany(t *testing.T, n int, key func(int) string) {
+	t.Helper()
+	err := database.InTx(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
+		for i := range n {
+			if _, err := outbox.Insert(context.Background(), tx, testMessage(key(i), i, 0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 func (b *bundle) status(t *testing.T, id int64) (status string, retries int) {
@@ -635,9 +655,7 @@ func TestLoopsSharingTheClientNeverProduceDuringAnotherLoopsFlush(t *testing.T) 
 		return watch
 	}})
 	const rows = 2000
-	for n := range rows {
-		b.insert(t, "key-"+strconv.Itoa(n%200), n, 0)
-	}
+	b.insertMany(t, rows, func(n int) string { return "key-" + strconv.Itoa(n%200) })
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	for range 2 {

@@ -15,16 +15,17 @@ import (
 // payout row in its final state); when any step is refused it fails
 // permanently and nothing of the move survives the transaction.
 func TestMoveRecordsAllowedStepsAndRefusesTheRest(t *testing.T) {
-	db := pgtest.New(t)
+	outer := pgtest.Tx(t)
 	ctx := context.Background()
 	id := uuid.New()
-	if _, err := db.Pool.Exec(ctx, `
+	if _, err := outer.Exec(ctx, `
 		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider)
-		VALUES ($1, 'c', 'k', 'h', 'u1', 100, 'usd', 'ba_1', 'stripe')`, id); err != nil {
+		VALUES ($1, 'c', $2, 'h', 'u1', 100, 'usd', 'ba_1', 'stripe')`, id, id.String()); err != nil {
 		t.Fatal(err)
 	}
+	// Each move runs in a transaction of its own: a savepoint of the test's.
 	inTx := func(fn func(tx pgx.Tx) error) error {
-		tx, err := db.Pool.Begin(ctx)
+		tx, err := outer.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +38,7 @@ func TestMoveRecordsAllowedStepsAndRefusesTheRest(t *testing.T) {
 	state := func() (Status, int) {
 		var s Status
 		var n int
-		if err := db.Pool.QueryRow(ctx, `SELECT p.status, (SELECT count(*) FROM payout_transitions WHERE payout_id = p.id)
+		if err := outer.QueryRow(ctx, `SELECT p.status, (SELECT count(*) FROM payout_transitions WHERE payout_id = p.id)
 			FROM payouts p WHERE p.id = $1`, id).Scan(&s, &n); err != nil {
 			t.Fatal(err)
 		}

@@ -11,13 +11,13 @@ import (
 // the transition matrix test walks statuses(), so a state only the schema
 // knows would have no tested transitions.
 func TestStatusesMatchTheSchema(t *testing.T) {
-	db := pgtest.New(t)
+	tx := pgtest.Tx(t)
 	var want []string
 	for _, s := range statuses() {
 		want = append(want, string(s))
 	}
 	slices.Sort(want)
-	if got := db.CheckValues(t, "payouts", "status"); !slices.Equal(got, want) {
+	if got := pgtest.CheckValues(t, tx, "payouts", "status"); !slices.Equal(got, want) {
 		t.Errorf("payouts.status CHECK allows %q, statuses() is %q", got, want)
 	}
 }

@@ -59,7 +59,17 @@ func TestUsageMeterReadsProc(t *testing.T) {
 	m := &usageMeter{}
 	m.watch("self", false, os.Getpid())
 	m.begin()
-	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	// Spin until the process has been given CPU, not for a wall time: on a
+	// loaded machine 100 ms of wall time could bring less than one clock
+	// tick of CPU, measured as 0 cores.
+	start, err := cpuTicks(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if now, err := cpuTicks(os.Getpid()); err == nil && now >= start+2 {
+			break
+		}
 	}
 	u := m.end()
 	if len(u) != 1 || u[0].Cores <= 0 || u[0].RSSMiB <= 0 {

@@ -251,11 +251,9 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		return nil, err
 	}
 
-	ports := make([]int, 9)
-	for i := range ports {
-		if ports[i], err = proctest.Port(); err != nil {
-			return nil, err
-		}
+	ports, err := proctest.Ports(9)
+	if err != nil {
+		return nil, err
 	}
 	su.ports = stack.Ports{WebhookAPI: ports[0], OutboxRelay: ports[1], PayoutWorker: ports[2], DLQAdmin: ports[3],
 		Kafka: ports[4], PSP: ports[5]}

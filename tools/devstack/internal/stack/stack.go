@@ -213,7 +213,7 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		}, max(1, cfg.WorkerReplicas)},
 		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens}, 1},
 	}
-	var ready []string
+	var ready []waitFor
 	for _, svc := range services {
 		for r := 0; r < svc.replicas; r++ {
 			port := svc.port
@@ -229,15 +229,88 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			if err := s.Launch(name, svc.bin, env); err != nil {
 				return s.abort(err)
 			}
-			ready = append(ready, URL(port)+"/readyz")
+			ready = append(ready, waitFor{name, URL(port) + "/readyz"})
 		}
 	}
-	for _, u := range ready {
-		if err := s.WaitHTTP(ctx, u); err != nil {
-			return s.abort(err)
-		}
+	if err := s.waitReady(ctx, ready); err != nil {
+		return s.abort(err)
 	}
 	return s, nil
+}
+
+// waitFor is a service of the stack and the URL that answers 200 once it is
+// ready.
+type waitFor struct{ name, url string }
+
+// waitReady waits until every service of ready answers. A service that exits
+// before it is ready is started again, up to startAttempts times in all.
+func (s *Stack) waitReady(ctx context.Context, ready []waitFor) error {
+	isService := map[string]bool{}
+	for _, w := range ready {
+		isService[w.name] = true
+	}
+	starts := map[string]int{}
+	for _, w := range ready {
+		for {
+			err := s.WaitHTTP(ctx, w.url)
+			var exited *ExitedError
+			if !errors.As(err, &exited) || !isService[exited.Proc.Name] || starts[exited.Proc.Name] >= startAttempts-1 {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// The services do not retry what they check at startup
+			// (Postgres answering within 5 s, with a free connection
+			// slot): a process manager restarts them. On a loaded
+			// machine, with other stacks on the same server, that
+			// happens; so the stack restarts them too, a bounded number
+			// of times, and says so.
+			starts[exited.Proc.Name]++
+			s.out.line(fmt.Sprintf("stack: %s exited during startup (%v); starting it again (%d of %d), as a process manager would",
+				exited.Proc.Name, exited.Proc.exitErr(), starts[exited.Proc.Name]+1, startAttempts))
+			s.forgetExit(exited.Proc)
+			if err := s.Relaunch(exited.Proc.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startAttempts is how many times Start starts a service that exits before
+// it is ready.
+const startAttempts = 3
+
+// ExitedError is WaitHTTP's answer when a process of the stack exited.
+type ExitedError struct{ Proc *Proc }
+
+func (e *ExitedError) Error() string {
+	return fmt.Sprintf("%s exited during startup: %v", e.Proc.Name, e.Proc.exitErr())
+}
+
+func (p *Proc) exitErr() error { return cmp.Or(p.err, errors.New("exit status 0")) }
+
+// forgetExit takes p's exit off the Exited channel: Start restarted it.
+func (s *Stack) forgetExit(p *Proc) {
+	var keep []*Proc
+	for {
+		select {
+		case q := <-s.exited:
+			if q != p {
+				keep = append(keep, q)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for _, q := range keep {
+		select {
+		case s.exited <- q:
+		default:
+		}
+	}
 }
 
 // serviceDatabaseURLs returns the DATABASE_URL of each service (see
@@ -323,11 +396,13 @@ func (s *Stack) LaunchPath(name, path string, env map[string]string) error {
 	go func() {
 		pipes.Wait()
 		p.err = cmd.Wait()
-		close(p.done)
+		// On the channel before done closes: whoever sees done (Start's
+		// restart) finds the exit there to take back.
 		select {
 		case s.exited <- p:
 		default:
 		}
+		close(p.done)
 	}()
 	for i, old := range s.procs {
 		if old.Name == name {
@@ -417,7 +492,7 @@ func (s *Stack) WaitHTTP(ctx context.Context, url string) error {
 		for _, p := range s.procs {
 			select {
 			case <-p.done:
-				return fmt.Errorf("%s exited during startup: %w", p.Name, cmp.Or(p.err, errors.New("exit status 0")))
+				return &ExitedError{Proc: p}
 			default:
 			}
 		}
@@ -496,6 +571,13 @@ func (s *Stack) Stop(grace time.Duration) error {
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// line writes one line of the stack's own.
+func (l *lineWriter) line(text string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintln(l.w, text)
 }
 
 func (l *lineWriter) copy(r io.Reader, prefix string) {

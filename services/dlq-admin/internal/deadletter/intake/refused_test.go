@@ -86,7 +86,7 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	produce(t, cluster, record(t, consumerLetter()))
 	c := startWith(t, cluster, broken, intake.Config{RetryFor: 100 * time.Millisecond}, nil)
 	require.Eventually(t, func() bool {
-		return counter(t, c.reg, "aegis_dlq_batches_released_total", nil) >= 2
+		return counter(t, c.reg, "aegis_consumer_retry_exhausted_total", nil) >= 2
 	}, waitFor, 10*time.Millisecond, "the batch is released and polled again, more than once")
 	require.NoError(t, c.stop())
 	require.Empty(t, committed(t, cluster), "a released batch is not committed")

@@ -325,7 +325,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	inbound := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
 	if cfg.Settlements.URL != "" {
 		cfg.Settlements.OnDeadLetter = mon.Notify
-		deliverer, err := deliver.New(cfg.Settlements, pool, deps)
+		deliverer, err := deliver.New(cfg.Settlements, pool, alerter, deps)
 		if err != nil {
 			return err
 		}

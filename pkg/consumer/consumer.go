@@ -85,6 +85,8 @@ type Config struct {
 	// LeaveQueued: when the window ends (Window passed, or shutdown), only
 	// the records already started finish; records queued behind them are
 	// not started, and their partitions are rewound to be polled again.
+	// Each key (PerPartition: partition) that found a free slot starts its
+	// first record, so even a window shorter than one record moves on.
 	// Without it every record polled in the window is handled first, which
 	// keeps a rebalance short only while each record is quick; a consumer
 	// whose records may each take long (a receiver that is down) sets it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -387,4 +388,25 @@ func TestAKeysRecordsOnTwoPartitionsAreHandledOneAtATime(t *testing.T) {
 	close(release)
 	require.Eventually(t, func() bool { return b.h.attempts("user") == 2 }, 20*time.Second, 5*time.Millisecond,
 		"the key's second record handled once the first is done")
+}
+
+// With LeaveQueued a window shorter than one record still starts the first
+// record of each partition with a free slot: every window moves the
+// partition on by at least one record, so a window that ends at once
+// delivers everything, in order, without rewinding more than once per
+// record.
+func TestLeaveQueuedWithAWindowShorterThanARecordStillMovesOn(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, nil)
+	keys := []string{"r1", "r2", "r3", "r4", "r5"}
+	for _, k := range keys {
+		b.produce(t, 0, k)
+	}
+	var rewinds counting
+	b.logger = slog.New(&rewinds)
+	b.start(t, consumer.Config{Order: consumer.PerPartition, LeaveQueued: true, Window: time.Nanosecond}, nil, false)
+	b.waitDone(t, keys...)
+	require.Equal(t, keys, b.h.handledOrder())
+	require.LessOrEqual(t, rewinds.count("record left undone; its partition is rewound to redeliver it"), len(keys)-1,
+		"a window started nothing")
 }

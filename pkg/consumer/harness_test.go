@@ -213,3 +213,30 @@ func (b *harness) committed(t *testing.T, p int32) int64 {
 }
 
 var others = []string{"k1", "k2", "k3", "k4", "k5", "k6"}
+
+// counting is a slog handler that counts records by message.
+type counting struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (c *counting) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c *counting) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msgs == nil {
+		c.msgs = map[string]int{}
+	}
+	c.msgs[r.Message]++
+	return nil
+}
+
+func (c *counting) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *counting) WithGroup(string) slog.Handler      { return c }
+
+func (c *counting) count(msg string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.msgs[msg]
+}

@@ -193,25 +193,25 @@ func (w *window) dispatch(fetches kgo.Fetches) {
 }
 
 // runKey handles one key's records in order while any are queued, holding
-// one slot.
+// one slot. A run that got a slot handles its first record even when the
+// window closed meanwhile (LeaveQueued): otherwise a window shorter than
+// the time a run takes to start would start nothing, and its partitions
+// would be rewound and polled again without end.
 func (w *window) runKey(k partitionKey, q *keyQueue) {
 	defer w.keyRuns.Done()
-	select {
-	case w.slots <- struct{}{}:
-		defer func() { <-w.slots }()
-	case <-w.work.Done():
-		w.stop(k, q)
-		return
-	case <-w.closed:
+	if !w.acquire() {
 		w.stop(k, q)
 		return
 	}
-	for {
-		select {
-		case <-w.closed:
-			w.stop(k, q)
-			return
-		default:
+	defer func() { <-w.slots }()
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-w.closed:
+				w.stop(k, q)
+				return
+			default:
+			}
 		}
 		w.mu.Lock()
 		if len(q.waiting) == 0 {
@@ -234,6 +234,28 @@ func (w *window) runKey(k partitionKey, q *keyQueue) {
 			w.stop(k, q)
 			return
 		}
+	}
+}
+
+// acquire takes a slot for a key run: a free one at once, even after the
+// window closed, or else the first to free up while the window is open and
+// the work goes on. It reports false when the run must not start.
+func (w *window) acquire() bool {
+	if w.work.Err() != nil {
+		return false
+	}
+	select {
+	case w.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case w.slots <- struct{}{}:
+		return true
+	case <-w.work.Done():
+		return false
+	case <-w.closed:
+		return false
 	}
 }
 

@@ -67,8 +67,8 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
-	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one batch is retried
-	// in place before it is released and polled again.
+	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one dead letter is
+	// retried in place before it is released and polled again.
 	StoreRetryFor time.Duration
 	// Stall is STALL_GROUPS, STALL_AFTER and STALL_CHECK_INTERVAL.
 	Stall stall.Config
@@ -108,7 +108,7 @@ type FourEyes struct {
 //	DLQ_CONSUMER_GROUP                 the consumer group that moves `<topic>.dlq` records into the dead-letter store
 //	DLQ_CHECK_INTERVAL                 how often the dead-letter depth is measured and new letters are alerted on
 //	DLQ_DEPTH_ALERT_THRESHOLD          open dead letters of one topic above which an alert is raised
-//	DLQ_STORE_RETRY_FOR                how long one batch of dead letters is retried in place while Postgres cannot store it; then it is
+//	DLQ_STORE_RETRY_FOR                how long one dead letter is retried in place while Postgres cannot store it; then it is
 //	                                   released (nothing committed) and polled again. A letter Postgres refuses for its data is stored raw
 //	                                   (class `poison`) instead
 //	REPLAY_RATE                        dead letters per second a bulk replay job replays (0.1 to 10000)
@@ -325,7 +325,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	inbound := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
 	if cfg.Settlements.URL != "" {
 		cfg.Settlements.OnDeadLetter = mon.Notify
-		deliverer, err := deliver.New(cfg.Settlements, pool, deps)
+		deliverer, err := deliver.New(cfg.Settlements, pool, alerter, deps)
 		if err != nil {
 			return err
 		}

@@ -11,15 +11,16 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/consumer"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event/schema"
@@ -131,22 +132,31 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// partitions bounds how many partitions of aegis.settlements are delivered
+// at once: more than the topic has, so every partition of a poll is sent
+// concurrently (the loop starts a run per partition with records only).
+const partitions = 256
+
+// notDelivered prefixes the error of every settlement dead letter.
+const notDelivered = "settlement webhook not delivered: "
+
 // Deliverer consumes aegis.settlements and delivers each event. Run it
 // once; Close it after Run returned.
 type Deliverer struct {
 	cfg    Config
 	client *kgo.Client
 	http   *http.Client
-	pool   *pgxpool.Pool
 	schema *schema.Validator
 	logger *slog.Logger
 	now    func() time.Time
 	m      *metrics
+	loop   *consumer.Consumer
 }
 
 // New builds the deliverer and its Kafka client; the group is joined by the
-// first poll in Run. Dead letters go to pool's dead_letters table.
-func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Deliverer, error) {
+// first poll in Run. Dead letters go to pool's dead_letters table; alerts
+// (nil: none) hears of one that cannot be stored.
+func New(cfg Config, pool *pgxpool.Pool, alerts *alert.Alerter, deps lifecycle.Deps) (*Deliverer, error) {
 	deps = deps.WithDefaults()
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -160,18 +170,15 @@ func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Deliverer, error
 	if err != nil {
 		return nil, err
 	}
+	writer, err := dlq.NewWriter("dlq-admin", deps)
+	if err != nil {
+		return nil, fmt.Errorf("settlement webhooks: %w", err)
+	}
 	logger := deps.Logger.With("component", "settlement-webhooks", "group", cfg.Group)
-	client, err := kafkax.NewClient(cfg.Brokers, logger, append([]kgo.Opt{
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(kafkax.TopicSettlements),
-		kgo.DisableAutoCommit(),
-		// The batch in hand is finished (delivered or dead-lettered, each
-		// within its bounded budget) and committed before partitions move.
-		kgo.BlockRebalanceOnPoll(),
-		// A new group starts with what Kafka still holds: turning webhooks
-		// on delivers the retained backlog (receivers dedupe on the id).
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	}, append(cfg.Membership.Opts(), cfg.Security.Opts()...)...)...)
+	// A new group starts with what Kafka still holds: turning webhooks on
+	// delivers the retained backlog (receivers dedupe on the id).
+	client, err := kafkax.NewClient(cfg.Brokers, logger, append(
+		consumer.ClientOpts(cfg.Group, cfg.Membership, kafkax.TopicSettlements), cfg.Security.Opts()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +187,31 @@ func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Deliverer, error
 		// A redirect is a misconfigured URL: answered, not followed.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Deliverer{cfg: cfg, client: client, http: hc, pool: pool, schema: v, logger: logger, now: deps.Clock, m: m}, nil
+	d := &Deliverer{cfg: cfg, client: client, http: hc, schema: v, logger: logger, now: deps.Clock, m: m}
+	d.loop, err = consumer.New(client, d.handle, consumer.Config{
+		Name: "dlq-admin/settlement-webhooks", Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords,
+		Concurrency: partitions, Order: consumer.PerPartition, Backoff: cfg.Backoff,
+		RetryAttempts: cfg.Backoff.MaxAttempts, RetryFor: 24 * time.Hour, Window: cfg.BatchFor, LeaveQueued: true,
+		CommitTimeout: cfg.CommitTimeout,
+	}, consumer.Deps{Deps: deps, Alerts: alerts, DeadLetters: consumer.Store{
+		DB: pool, Group: cfg.Group, Writer: writer, OnStored: cfg.OnDeadLetter, Letter: letter}})
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("settlement webhooks: %w", err)
+	}
+	return d, nil
+}
+
+// letter is the dead letter of an event not delivered: the record as
+// consumed, its error prefixed, and class retries_exhausted for an event
+// whose transient failures outlasted SETTLEMENT_WEBHOOK_MAX_ATTEMPTS.
+func letter(r *kgo.Record, group string, f dlq.Failure) dlq.Letter {
+	l := consumer.Letter(r, group, f)
+	l.Error = notDelivered + l.Error
+	if f.Class == errclass.Transient {
+		l.ErrorClass = "retries_exhausted"
+	}
+	return l
 }
 
 // Ping is the readiness check: Kafka answers.
@@ -193,121 +224,38 @@ func (d *Deliverer) Close() {
 	d.http.CloseIdleConnections()
 }
 
-// Run delivers until ctx is done, then returns nil once the batch in hand
-// is committed as far as it got.
+// Run delivers until ctx is done, then returns nil once what was delivered
+// is committed; the events in flight are abandoned uncommitted.
 func (d *Deliverer) Run(ctx context.Context) error {
 	d.logger.Info("settlement webhooks started", "url", redactURL(d.cfg.URL), "max_attempts", d.cfg.Backoff.MaxAttempts)
-	for {
-		fetches := d.client.PollRecords(ctx, d.cfg.MaxPollRecords)
-		if fetches.IsClientClosed() {
-			d.client.AllowRebalance()
-			return errors.New("settlement webhooks: kafka client closed")
-		}
-		if ctx.Err() != nil {
-			d.client.AllowRebalance()
-			d.logger.Info("settlement webhooks stopped")
-			return nil
-		}
-		fetches.EachError(func(topic string, partition int32, err error) {
-			d.logger.Warn("kafka fetch failed", "topic", topic, "partition", partition, "error", err.Error())
-		})
-		var (
-			mu     sync.Mutex
-			done   []*kgo.Record
-			rewind = map[string]map[int32]kgo.EpochOffset{}
-			wg     sync.WaitGroup
-		)
-		deadline := time.Now().Add(d.cfg.BatchFor)
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) == 0 {
-				return
-			}
-			wg.Go(func() {
-				finished := d.partition(ctx, p.Records, deadline)
-				mu.Lock()
-				defer mu.Unlock()
-				done = append(done, finished...)
-				if n := len(finished); n < len(p.Records) && ctx.Err() == nil {
-					next := p.Records[n]
-					if rewind[next.Topic] == nil {
-						rewind[next.Topic] = map[int32]kgo.EpochOffset{}
-					}
-					rewind[next.Topic][next.Partition] = kgo.EpochOffset{Epoch: next.LeaderEpoch, Offset: next.Offset}
-				}
-			})
-		})
-		wg.Wait()
-		if len(done) > 0 {
-			// Committed even while shutting down: what was delivered must
-			// not be delivered again by the next member.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CommitTimeout)
-			if err := d.client.CommitRecords(cctx, done...); err != nil {
-				d.logger.Warn("offset commit failed; delivered events will be delivered again", "error", err.Error())
-			}
-			cancel()
-		}
-		if len(rewind) > 0 {
-			// Past BatchFor: the rest of the batch is polled again (with
-			// rebalances still blocked, as SetOffsets requires).
-			d.client.SetOffsets(rewind)
-		}
-		d.client.AllowRebalance()
-	}
+	err := d.loop.Run(ctx)
+	d.logger.Info("settlement webhooks stopped")
+	return err
 }
 
-// partition delivers one partition's records in order and returns those
-// finished (delivered or dead-lettered): a prefix, shorter when ctx ended
-// or deadline passed (the first record is always tried).
-func (d *Deliverer) partition(ctx context.Context, records []*kgo.Record, deadline time.Time) []*kgo.Record {
-	for i, r := range records {
-		if i > 0 && time.Now().After(deadline) {
-			return records[:i]
-		}
-		if err := d.handle(ctx, r); err != nil {
-			return records[:i]
-		}
-	}
-	return records
-}
-
-// handle delivers r, or dead-letters it. It fails only when ctx ended
-// first.
+// handle delivers r once. Its error is classed for the loop: transient
+// (retried, then a dead letter of class retries_exhausted), permanent (a
+// dead letter at once: an answer outside 2xx that is not worth retrying, a
+// body off the contract), or ctx's when the loop stops.
 func (d *Deliverer) handle(ctx context.Context, r *kgo.Record) error {
 	var head struct {
 		EventID string `json:"event_id"`
 		Type    string `json:"type"`
 	}
 	_ = json.Unmarshal(r.Value, &head) // a body that is not an event fails the schema below
-	log := d.logger.With("event_id", head.EventID, "type", head.Type, "partition", r.Partition, "offset", r.Offset,
-		"correlation_id", kafkax.Header(r, kafkax.HeaderCorrelationID))
 	if err := d.schema.Validate(r.Value); err != nil {
-		return d.deadLetter(ctx, log, r, errclass.AsPermanent(err), nil)
+		return errclass.AsPermanent(err)
 	}
-	var history []dlq.Attempt
-	for attempt := 1; ; attempt++ {
-		err := d.post(ctx, head.EventID, head.Type, r.Value)
-		if err == nil {
-			d.m.delivered.WithLabelValues(head.Type).Inc()
-			log.Info("settlement webhook delivered", "attempts", attempt)
-			return nil
-		}
+	if err := d.post(ctx, head.EventID, head.Type, r.Value); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		class := errclass.Of(err)
-		history = append(history, dlq.Attempt{At: d.now().UTC(), Error: err.Error(), Class: string(class)})
-		if class != errclass.Transient || d.cfg.Backoff.Exhausted(attempt) {
-			return d.deadLetter(ctx, log, r, err, history)
-		}
-		d.m.retried.Inc()
-		wait := d.cfg.Backoff.Delay(attempt)
-		log.Warn("settlement webhook failed; retrying", "attempt", attempt, "retry_in", wait.String(), "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+		return err
 	}
+	d.m.delivered.WithLabelValues(head.Type).Inc()
+	d.logger.InfoContext(ctx, "settlement webhook delivered", "event_id", head.EventID, "type", head.Type,
+		"partition", r.Partition, "offset", r.Offset)
+	return nil
 }
 
 // post sends body once. Its error is classed transient (retry) or
@@ -340,50 +288,6 @@ func (d *Deliverer) post(ctx context.Context, eventID, typ string, body []byte) 
 	}
 }
 
-// deadLetter stores r in dead_letters as a consumer letter of this group,
-// retrying while Postgres cannot take it (there is nowhere safer for it);
-// it fails only when ctx ends first, leaving r uncommitted.
-func (d *Deliverer) deadLetter(ctx context.Context, log *slog.Logger, r *kgo.Record, cause error, history []dlq.Attempt) error {
-	class := errclass.Of(cause)
-	if class == errclass.Transient {
-		class = "retries_exhausted"
-	}
-	now := d.now().UTC()
-	first := now
-	if len(history) > 0 {
-		first = history[0].At
-	}
-	part, off := r.Partition, r.Offset
-	headers := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		headers[h.Key] = string(h.Value)
-	}
-	l := dlq.Letter{Source: dlq.SourceConsumer, OriginalTopic: r.Topic, OriginalPartition: &part, OriginalOffset: &off,
-		ConsumerGroup: d.cfg.Group, PartitionKey: string(r.Key), EventType: headers[kafkax.HeaderEventType],
-		Payload: r.Value, Headers: headers, Error: "settlement webhook not delivered: " + cause.Error(),
-		ErrorClass: string(class), RetryCount: len(history), RetryHistory: history, FirstFailureAt: first,
-		FailedAt: now, CorrelationID: headers[kafkax.HeaderCorrelationID]}
-	wait := d.cfg.Backoff
-	wait.MaxAttempts = 1
-	for try := 1; ; try++ {
-		_, inserted, err := dlq.Insert(ctx, d.pool, l)
-		if err == nil {
-			d.m.deadLettered.WithLabelValues(string(class)).Inc()
-			log.Error("settlement webhook dead-lettered", "error_class", string(class), "attempts", len(history), "error", cause.Error())
-			if inserted && d.cfg.OnDeadLetter != nil {
-				d.cfg.OnDeadLetter()
-			}
-			return nil
-		}
-		log.Warn("storing a settlement dead letter failed; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait.Delay(try)):
-		}
-	}
-}
-
 // redactURL keeps a URL's scheme, host and path for logs: its query or
 // user info may carry a token.
 func redactURL(raw string) string {
@@ -400,27 +304,15 @@ func oneLine(b []byte) string {
 }
 
 type metrics struct {
-	delivered    *prometheus.CounterVec
-	retried      prometheus.Counter
-	deadLettered *prometheus.CounterVec
+	delivered *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_settlement_webhooks_delivered_total", Help: "Settlement events delivered to SETTLEMENT_WEBHOOK_URL, by type.",
-		}, []string{"type"}),
-		retried: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aegis_settlement_webhook_retries_total", Help: "Settlement webhook attempts that failed and were retried.",
-		}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_settlement_webhooks_dead_lettered_total", Help: "Settlement events given up and stored as dead letters, by error class.",
-		}, []string{"error_class"}),
-	}
-	for _, c := range []prometheus.Collector{m.delivered, m.retried, m.deadLettered} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register settlement webhook metrics: %w", err)
-		}
+	m := &metrics{delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aegis_settlement_webhooks_delivered_total", Help: "Settlement events delivered to SETTLEMENT_WEBHOOK_URL, by type.",
+	}, []string{"type"})}
+	if err := reg.Register(m.delivered); err != nil {
+		return nil, fmt.Errorf("register settlement webhook metrics: %w", err)
 	}
 	return m, nil
 }

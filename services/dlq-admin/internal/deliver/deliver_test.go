@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
@@ -115,22 +117,36 @@ func setup(t *testing.T, answer func(eventID string, n int) int) *bench {
 func setupWith(t *testing.T, answer func(eventID string, n int) int, tune func(*deliver.Config)) *bench {
 	t.Helper()
 	b := &bench{db: pgtest.New(t), cluster: kafkatest.NewCluster(t), rc: newReceiver(t, answer), reg: prometheus.NewRegistry()}
+	b.run(t, tune, b.db.Pool, nil, b.reg)
+	return b
+}
+
+// run runs a deliverer of the bench's receiver and cluster, with dead
+// letters in pool, until the test ends or stop is called.
+func (b *bench) run(t *testing.T, tune func(*deliver.Config), pool *pgxpool.Pool, alerts *alert.Alerter,
+	reg *prometheus.Registry,
+) (stop func()) {
+	t.Helper()
 	cfg := deliver.Config{URL: b.rc.srv.URL + "/hooks/aegis", Secret: secret, Group: group,
 		Brokers: b.cluster.ListenAddrs(), Timeout: 2 * time.Second,
 		Backoff: backoff.Policy{Base: 10 * time.Millisecond, Multiplier: 2, Max: 50 * time.Millisecond, MaxAttempts: 4},
 	}
 	tune(&cfg)
-	d, err := deliver.New(cfg, b.db.Pool, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: b.reg})
+	d, err := deliver.New(cfg, pool, alerts, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		d.Close()
-	})
-	return b
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+			d.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // publish produces events on aegis.settlements as the relay would: keyed

@@ -17,24 +17,30 @@
 //     the same on every retry, redelivery and replay: receivers dedupe on
 //     it, because delivery is at least once.
 //   - Per-user order: the topic is keyed by user id; a partition's events
-//     are sent one at a time, in order. Partitions of one poll are sent
-//     concurrently, so one user's slow receiver answer holds only its own
-//     partition.
+//     are sent one at a time, in order. Partitions are sent concurrently,
+//     so one user's slow receiver answer holds only its own partition.
 //   - Bounded retry: a timeout, a network error, 408, 429 or 5xx is retried
-//     with exponential backoff and full jitter (pkg/backoff) up to
-//     SETTLEMENT_WEBHOOK_MAX_ATTEMPTS; any other answer outside 2xx (a 4xx,
-//     a redirect) is permanent at once. Either way the event then becomes
-//     a dead letter in dead_letters (source consumer, original topic
-//     aegis.settlements, this group) with every attempt, ops see it with
-//     the others and its alert, and a replay sends it again with the same
-//     event id. The partition moves on: one bad event or receiver never
-//     blocks the others for longer than the retry budget.
+//     in place with exponential backoff and full jitter (pkg/backoff) up to
+//     SETTLEMENT_WEBHOOK_MAX_ATTEMPTS attempts in all; any other answer
+//     outside 2xx (a 4xx, a redirect) is permanent at once. Either way the
+//     event then becomes a dead letter in dead_letters (source consumer,
+//     original topic aegis.settlements, this group, class permanent or
+//     retries_exhausted) with every attempt; ops see it with the others and
+//     its alert, and a replay sends it again with the same event id. The
+//     partition moves on: one bad event or receiver never blocks the others
+//     for longer than the retry budget.
 //   - Only the contract is sent: a body that does not match the schema is
 //     dead-lettered, never delivered.
-//   - Offsets are committed by hand after an event is delivered or
-//     dead-lettered; rebalances wait for the batch in hand, but only for
-//     Config.BatchFor (30s): then the events not started are rewound and
-//     polled again, so a receiver that is down paces the stream without
-//     pinning partitions to a replica. On shutdown the event in flight is
-//     abandoned uncommitted and redelivered by the next member.
+//   - An event is committed only after it was delivered or its dead letter
+//     stored. A dead letter Postgres cannot store is retried within the same
+//     budget; past it an alert says so and the event is left uncommitted,
+//     its partition rewound: it is polled again, never committed without
+//     its letter.
+//
+// The loop is pkg/consumer's (PerPartition, one partition per slot):
+// rebalances wait for the events in hand for at most Config.BatchFor (30s);
+// then only the events already started finish, the rest is rewound and
+// polled again, so a receiver that is down paces the stream without
+// pinning partitions to a replica. On shutdown the events in flight are
+// abandoned at once, uncommitted, and redelivered by the next member.
 package deliver

@@ -42,12 +42,12 @@ type running struct {
 
 // start runs a consumer on cluster with pool until stop is called (or the
 // test ends).
-func start(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool) running {
+func start(t testing.TB, cluster *kfake.Cluster, pool *pgxpool.Pool) running {
 	t.Helper()
 	return startWith(t, cluster, pool, intake.Config{}, nil)
 }
 
-func startWith(t *testing.T, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg intake.Config, counter *panics.Counter) running {
+func startWith(t testing.TB, cluster *kfake.Cluster, pool *pgxpool.Pool, cfg intake.Config, counter *panics.Counter) running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Brokers, cfg.Group = cluster.ListenAddrs(), group
@@ -100,7 +100,7 @@ func record(t *testing.T, l dlq.Letter) *kgo.Record {
 	return r
 }
 
-func rows(t *testing.T, db *pgtest.DB) int {
+func rows(t testing.TB, db *pgtest.DB) int {
 	t.Helper()
 	var n int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM dead_letters").Scan(&n))
@@ -268,7 +268,7 @@ func TestConsumerDoesNotCommitWhilePostgresFails(t *testing.T) {
 	produce(t, cluster, record(t, consumerLetter()))
 	c := start(t, cluster, broken)
 	require.Eventually(t, func() bool {
-		return counter(t, c.reg, "aegis_dlq_store_failures_total", nil) >= 3
+		return counter(t, c.reg, "aegis_consumer_messages_total", map[string]string{"outcome": "transient"}) >= 3
 	}, waitFor, 10*time.Millisecond, "the batch is retried")
 	require.NoError(t, c.stop())
 	require.Empty(t, committed(t, cluster), "nothing is committed while nothing is stored")

@@ -33,10 +33,10 @@ func incompressible(t *testing.T, n int) string {
 }
 
 // A dead letter Postgres refuses for its data (here an original topic too
-// long for the origin index, SQLSTATE 54000) must not fail its batch for
-// ever, with nothing after it stored or committed: it is stored raw, the
-// rest of the batch normally, and the offsets move.
-func TestALetterPostgresRefusesIsStoredRawAndDoesNotBlockTheBatch(t *testing.T) {
+// long for the origin index, SQLSTATE 54000) must not fail for ever, with
+// nothing after it stored or committed: it is stored raw, the letter after
+// it normally, and the offsets move.
+func TestALetterPostgresRefusesIsStoredRawAndDoesNotBlockItsPartition(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.NewCluster(t)
 	db := pgtest.New(t)
@@ -69,10 +69,10 @@ func TestALetterPostgresRefusesIsStoredRawAndDoesNotBlockTheBatch(t *testing.T) 
 	require.Len(t, topic, 249)
 }
 
-// While Postgres cannot store a batch the retries are bounded by RetryFor:
-// the batch is then released (nothing committed) and polled again, and it
-// is stored once Postgres answers.
-func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
+// While Postgres cannot store a letter the retries are bounded by RetryFor:
+// the record is then released (nothing committed, its partition rewound)
+// and polled again, and it is stored once Postgres answers.
+func TestAnUnstorableLetterIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.NewCluster(t)
 	db := pgtest.New(t)
@@ -86,10 +86,10 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	produce(t, cluster, record(t, consumerLetter()))
 	c := startWith(t, cluster, broken, intake.Config{RetryFor: 100 * time.Millisecond}, nil)
 	require.Eventually(t, func() bool {
-		return counter(t, c.reg, "aegis_dlq_batches_released_total", nil) >= 2
-	}, waitFor, 10*time.Millisecond, "the batch is released and polled again, more than once")
+		return counter(t, c.reg, "aegis_consumer_retry_exhausted_total", nil) >= 2
+	}, waitFor, 10*time.Millisecond, "the record is released and polled again, more than once")
 	require.NoError(t, c.stop())
-	require.Empty(t, committed(t, cluster), "a released batch is not committed")
+	require.Empty(t, committed(t, cluster), "a released record is not committed")
 
 	good := start(t, cluster, db.Pool)
 	waitForRows(t, db, 1)
@@ -97,10 +97,10 @@ func TestAnUnstorableBatchIsReleasedAfterRetryForAndStoredLater(t *testing.T) {
 	require.Equal(t, ends(t, cluster), committed(t, cluster))
 }
 
-// A panic while storing a batch (here in the OnStored callback) is
-// recovered and counted; the batch is released, polled again and stored
+// A panic while storing a letter (here in the OnStored callback) is
+// recovered and counted; the record is released, polled again and stored
 // once, and the consumer goes on.
-func TestAPanicWhileStoringReleasesTheBatch(t *testing.T) {
+func TestAPanicWhileStoringReleasesTheLetter(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.NewCluster(t)
 	db := pgtest.New(t)

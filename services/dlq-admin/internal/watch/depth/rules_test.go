@@ -34,14 +34,16 @@ func exported() map[string]string {
 		"aegis_reconciliation_runs_total":                      "dlq-admin recon",
 		"aegis_dlq_ingested_total":                             "dlq-admin consume",
 		"aegis_dlq_ingested_malformed_total":                   "dlq-admin consume",
-		"aegis_dlq_store_failures_total":                       "dlq-admin consume",
-		"aegis_dlq_commit_failures_total":                      "dlq-admin consume",
 		"aegis_dlq_stored_raw_total":                           "dlq-admin consume",
-		"aegis_dlq_batches_released_total":                     "dlq-admin consume",
-		"aegis_dlq_consumer_last_progress_timestamp_seconds":   "dlq-admin consume",
 		"aegis_consumer_group_lag":                             "dlq-admin stall",
 		"aegis_consumer_group_last_progress_timestamp_seconds": "dlq-admin stall",
 		"aegis_consumer_group_stalled":                         "dlq-admin stall",
+		// pkg/consumer (every consumer-group loop: payout-worker, dlq-admin's intake and delivery)
+		"aegis_consumer_messages_total":                  "pkg/consumer",
+		"aegis_consumer_handle_seconds":                  "pkg/consumer",
+		"aegis_consumer_retry_exhausted_total":           "pkg/consumer",
+		"aegis_consumer_last_progress_timestamp_seconds": "pkg/consumer",
+		"aegis_consumer_lag":                             "pkg/consumer",
 		// pkg/dlq (payout-worker, outbox-relay, webhook-api: the one dead-letter counter)
 		"aegis_dead_letters_total": "pkg/dlq",
 		// pkg/panics (every service)
@@ -59,17 +61,13 @@ func exported() map[string]string {
 		"aegis_outbox_publish_failures_total":               "outbox-relay",
 		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
 		// payout-worker
-		"aegis_psp_calls_total":                          "payout-worker",
-		"aegis_payouts_finished_total":                   "payout-worker",
-		"aegis_payout_retries_total":                     "payout-worker",
-		"aegis_wallet_credits_total":                     "payout-worker",
-		"aegis_consumer_messages_total":                  "payout-worker",
-		"aegis_consumer_retry_exhausted_total":           "payout-worker",
-		"aegis_consumer_last_progress_timestamp_seconds": "payout-worker",
-		"aegis_consumer_lag":                             "payout-worker",
-		"aegis_payout_oldest_age_seconds":                "payout-worker",
-		"aegis_payout_overdue":                           "payout-worker",
-		"aegis_payout_deadline_escalations_total":        "payout-worker",
+		"aegis_psp_calls_total":                   "payout-worker",
+		"aegis_payouts_finished_total":            "payout-worker",
+		"aegis_payout_retries_total":              "payout-worker",
+		"aegis_wallet_credits_total":              "payout-worker",
+		"aegis_payout_oldest_age_seconds":         "payout-worker",
+		"aegis_payout_overdue":                    "payout-worker",
+		"aegis_payout_deadline_escalations_total": "payout-worker",
 	}
 }
 

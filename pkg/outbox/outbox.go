@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
@@ -110,11 +111,16 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 			notBefore[i] = &m.NotBefore
 		}
 	}
-	// sqlcdb.LockKeysParams order: namespace, keys.
-	b.Queue(sqlcdb.LockKeys, lockNamespace, keys)
-	// sqlcdb.InsertMessagesParams order; the last two arrays hold NULL for
-	// "the default", which the generated method's []int and []time.Time
-	// cannot: the statement is queued by its text.
+	if _, err := database.Queue(b, func(r *database.Recorder) {
+		_ = sqlcdb.New(r).LockKeys(context.Background(), sqlcdb.LockKeysParams{Namespace: lockNamespace, Keys: keys})
+	}); err != nil {
+		return err
+	}
+	// Not through database.Queue, the reason written here: the last two
+	// arrays hold NULL elements for "the default", which the generated
+	// method's []int and []time.Time cannot carry, so InsertMessages is
+	// queued by its exported text, its arguments in sqlcdb.InsertMessagesParams
+	// order.
 	q := b.Queue(sqlcdb.InsertMessages, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
 	if ids != nil {
 		q.Query(func(rows pgx.Rows) error {

@@ -22,50 +22,24 @@ func queue(b *pgx.Batch, call func(q *sqlcdb.Queries)) (*pgx.QueuedQuery, error)
 	return database.Queue(b, func(r *database.Recorder) { call(sqlcdb.New(r)) })
 }
 
-// queueLoad queues Load on b; fn gets its row (or pgx.ErrNoRows) when b's
-// results are read.
-func queueLoad(ctx context.Context, b *pgx.Batch, id uuid.UUID, fn func(sqlcdb.LoadRow, error) error) error {
-	q, err := queue(b, func(q *sqlcdb.Queries) { _, _ = q.Load(ctx, id) })
+// queueRow queues the one-row statement call sends (a generated :one
+// method); when b's results are read, fn gets what the same method returns
+// for the row (or pgx.ErrNoRows, or the statement's error).
+func queueRow[T any](b *pgx.Batch, call func(q *sqlcdb.Queries) (T, error), fn func(T, error) error) error {
+	q, err := queue(b, func(q *sqlcdb.Queries) { _, _ = call(q) })
 	if err != nil {
 		return err
 	}
-	q.QueryRow(func(row pgx.Row) error { return fn(sqlcdb.New(database.Reply(row)).Load(ctx, id)) })
+	q.QueryRow(func(row pgx.Row) error { return fn(call(sqlcdb.New(database.Reply(row)))) })
 	return nil
 }
 
-// queueTransition queues Transition on b; fn gets the new row's id (or the
-// error) when b's results are read.
-func queueTransition(ctx context.Context, b *pgx.Batch, arg sqlcdb.TransitionParams, fn func(int64, error) error) error {
-	q, err := queue(b, func(q *sqlcdb.Queries) { _, _ = q.Transition(ctx, arg) })
-	if err != nil {
-		return err
-	}
-	q.QueryRow(func(row pgx.Row) error { return fn(sqlcdb.New(database.Reply(row)).Transition(ctx, arg)) })
-	return nil
-}
-
-// queueUpdate queues Update on b.
-func queueUpdate(ctx context.Context, b *pgx.Batch, arg sqlcdb.UpdateParams) error {
-	_, err := queue(b, func(q *sqlcdb.Queries) { _ = q.Update(ctx, arg) })
-	return err
-}
-
-// queueRecordSending queues RecordSending on b; fn gets the new row's id
-// (or the error) when b's results are read.
-func queueRecordSending(ctx context.Context, b *pgx.Batch, arg sqlcdb.RecordSendingParams, fn func(int64, error) error) error {
-	q, err := queue(b, func(q *sqlcdb.Queries) { _, _ = q.RecordSending(ctx, arg) })
-	if err != nil {
-		return err
-	}
-	q.QueryRow(func(row pgx.Row) error { return fn(sqlcdb.New(database.Reply(row)).RecordSending(ctx, arg)) })
-	return nil
-}
-
-// queueFinishCreate queues FinishCreate on b; fn gets its error (nil when
-// it succeeded) when b's results are read.
-func queueFinishCreate(ctx context.Context, b *pgx.Batch, arg sqlcdb.FinishCreateParams, fn func(error) error) error {
-	q, err := queue(b, func(q *sqlcdb.Queries) { _ = q.FinishCreate(ctx, arg) })
-	if err != nil {
+// queueExec queues the statement call sends (a generated :exec method);
+// when b's results are read, fn gets its error (nil when it succeeded), or
+// a failure stops the batch when fn is nil.
+func queueExec(b *pgx.Batch, call func(q *sqlcdb.Queries) error, fn func(error) error) error {
+	q, err := queue(b, func(q *sqlcdb.Queries) { _ = call(q) })
+	if err != nil || fn == nil {
 		return err
 	}
 	q.Fn = func(br pgx.BatchResults) error {
@@ -73,4 +47,10 @@ func queueFinishCreate(ctx context.Context, b *pgx.Batch, arg sqlcdb.FinishCreat
 		return fn(err)
 	}
 	return nil
+}
+
+// queueLoad queues Load on b; fn gets its row (or pgx.ErrNoRows) when b's
+// results are read.
+func queueLoad(ctx context.Context, b *pgx.Batch, id uuid.UUID, fn func(sqlcdb.LoadRow, error) error) error {
+	return queueRow(b, func(q *sqlcdb.Queries) (sqlcdb.LoadRow, error) { return q.Load(ctx, id) }, fn)
 }

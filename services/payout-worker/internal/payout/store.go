@@ -185,8 +185,9 @@ func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...
 		}
 		f, to := from, s.to
 		fs := string(f)
-		if err := queueTransition(ctx, b, sqlcdb.TransitionParams{PayoutID: p.ID, FromStatus: &fs, ToStatus: string(to),
-			Attempt: p.Attempts, Error: s.err, ErrorClass: s.class, Detail: detail}, func(id int64, err error) error {
+		arg := sqlcdb.TransitionParams{PayoutID: p.ID, FromStatus: &fs, ToStatus: string(to), Attempt: p.Attempts,
+			Error: s.err, ErrorClass: s.class, Detail: detail}
+		if err := queueRow(b, func(q *sqlcdb.Queries) (int64, error) { return q.Transition(ctx, arg) }, func(id int64, err error) error {
 			if err != nil {
 				return fmt.Errorf("record transition %s → %s: %w", f, to, err)
 			}
@@ -214,10 +215,11 @@ func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...
 		}
 		sendingAt = nil
 	}
-	if err := queueUpdate(ctx, b, sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
+	update := sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
 		PSPReference: p.PSPReference, PspStatus: p.PSPStatus, PspUpdatedAt: p.PSPUpdatedAt, LastError: lastErr,
 		ErrorClass: lastClass, OutcomeUnknown: p.OutcomeUnknown, LookupNeeded: p.LookupNeeded, PspKey: p.PSPKey,
-		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt}); err != nil {
+		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt}
+	if err := queueExec(b, func(q *sqlcdb.Queries) error { return q.Update(ctx, update) }, nil); err != nil {
 		return 0, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -300,8 +302,8 @@ func queueAnswers(ctx context.Context, b *pgx.Batch, id uuid.UUID, reqs []pspReq
 			rest = append(rest, r)
 			continue
 		}
-		if err := queueFinishCreate(ctx, b, sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref,
-			Error: r.err}, func(err error) error {
+		arg := sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref, Error: r.err}
+		if err := queueExec(b, func(q *sqlcdb.Queries) error { return q.FinishCreate(ctx, arg) }, func(err error) error {
 			if err != nil {
 				return fmt.Errorf("record payout %s create's answer: %w", id, err)
 			}

@@ -62,7 +62,7 @@ func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
 	msg.Headers = telemetry.Inject(ctx, msg.Headers)
 	ids := make([]int64, 1)
 	b := &pgx.Batch{}
-	if err := Queue(b, []Message{msg}, ids); err != nil {
+	if err := Queue(ctx, b, []Message{msg}, ids); err != nil {
 		return 0, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -77,7 +77,7 @@ func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
 // The statements run in the order queued, so the locks are held before any
 // id is drawn. If ids is not nil it must have one element per message and
 // receives their ids, in msgs order, when the batch is read.
-func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
+func Queue(ctx context.Context, b *pgx.Batch, msgs []Message, ids []int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -112,7 +112,7 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 		}
 	}
 	if _, err := database.Queue(b, func(r *database.Recorder) {
-		_ = sqlcdb.New(r).LockKeys(context.Background(), sqlcdb.LockKeysParams{Namespace: lockNamespace, Keys: keys})
+		_ = sqlcdb.New(r).LockKeys(ctx, sqlcdb.LockKeysParams{Namespace: lockNamespace, Keys: keys})
 	}); err != nil {
 		return err
 	}

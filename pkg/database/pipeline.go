@@ -60,3 +60,28 @@ func Queue(b *pgx.Batch, call func(r *Recorder)) (*pgx.QueuedQuery, error) {
 	}
 	return b.Queue(r.sql, r.args...), nil
 }
+
+// Reply is a sqlcdb.DBTX that answers a generated method's QueryRow with a
+// row already read from a pipeline: call the same generated method on
+// sqlcdb.New(Reply(row)) inside the QueuedQuery's QueryRow, and the row is
+// scanned by the generated code too, so neither the statement's text, its
+// argument order nor its columns are ever copied by hand.
+func Reply(row pgx.Row) ReplyRow { return ReplyRow{row: row} }
+
+// ReplyRow is what Reply returns. Its Exec and Query fail: a statement
+// without a row is read by the QueuedQuery's Exec.
+type ReplyRow struct{ row pgx.Row }
+
+// errNotRow is a misuse of Reply: only QueryRow has a row to replay.
+var errNotRow = errors.New("a replayed pipeline row answers QueryRow only")
+
+// Exec fails (see ReplyRow).
+func (ReplyRow) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNotRow
+}
+
+// Query fails (see ReplyRow).
+func (ReplyRow) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errNotRow }
+
+// QueryRow returns the replayed row.
+func (r ReplyRow) QueryRow(context.Context, string, ...any) pgx.Row { return r.row }

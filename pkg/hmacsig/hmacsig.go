@@ -1,10 +1,14 @@
 // Package hmacsig is the one HMAC mechanic of the suite: a keyed digest of
-// parts written one after the other, hex-encoded, and its comparison in
-// constant time. Callers own their formats (which parts, which separator,
-// which hash: Stripe's "<t>.<body>" under SHA-256, Paystack's body under
-// SHA-512, Aegis's own event proof); this package only makes sure the digest
-// is computed and compared the same way everywhere, so that no signer
-// compares with == and leaks a prefix through timing.
+// parts written one after the other, hex-encoded, and its verification in
+// constant time, under any hash, pooled (Keyed) where a key signs or
+// verifies on a hot path. Callers own their formats (which parts, which
+// separator, which hash: Paystack's body under SHA-512, Aegis's own event
+// proof), except the timestamped "t=…,v1=…" scheme, which Stripe and
+// Aegis's settlement webhooks share and which lives here
+// (SignTimestamped, VerifyTimestamped). Every signer and verifier of the
+// suite, its test and load tools included, goes through this package, so
+// the digest is computed and compared the same way everywhere and no
+// verifier compares with == and leaks a prefix through timing.
 package hmacsig
 
 import (
@@ -27,6 +31,12 @@ func Hex(h func() hash.Hash, key []byte, parts ...[]byte) string {
 
 // Equal compares two hex digests in constant time (for equal lengths).
 func Equal(got, want string) bool { return hmac.Equal([]byte(got), []byte(want)) }
+
+// Verify reports whether sig, hex-encoded (either case), is the HMAC of
+// parts under key with the hash h, compared in constant time.
+func Verify(h func() hash.Hash, key []byte, sig string, parts ...[]byte) bool {
+	return verify(hmac.New(h, key), sig, parts)
+}
 
 // Keyed computes HMACs under one key many times, reusing its hash states
 // (hmac's Reset keeps the keyed pads): for a key used on a hot path, where
@@ -53,4 +63,29 @@ func (k *Keyed) Hex(parts ...[]byte) string {
 	out := hex.EncodeToString(m.Sum(sum[:0]))
 	k.pool.Put(m)
 	return out
+}
+
+// Verify is Verify(h, key, sig, parts...).
+func (k *Keyed) Verify(sig string, parts ...[]byte) bool {
+	m := k.pool.Get().(hash.Hash)
+	m.Reset()
+	ok := verify(m, sig, parts)
+	k.pool.Put(m)
+	return ok
+}
+
+// verify writes parts to m (fresh or reset) and compares its sum with the
+// hex digest sig; both live on the stack for hashes up to SHA-512.
+func verify(m hash.Hash, sig string, parts [][]byte) bool {
+	var got, sum [sha512.Size]byte
+	if len(sig) != 2*m.Size() || m.Size() > len(got) {
+		return false
+	}
+	if _, err := hex.Decode(got[:m.Size()], []byte(sig)); err != nil {
+		return false
+	}
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return hmac.Equal(m.Sum(sum[:0]), got[:m.Size()])
 }

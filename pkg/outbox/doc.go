@@ -36,13 +36,15 @@
 // queries.sql, compiled by sqlc into package sqlcdb (sqlc.yaml): the relay's
 // statements (Claim, MarkProcessed, Retry, Release, MarkDeadLetter,
 // PurgeProcessed, Stats) run through the generated methods, one round trip
-// each. LockKeys, InsertMessages and Notify are queued by their exported
-// text (emit_exported_queries) into the caller's own pgx.Batch — Queue and
-// QueueNotify exist so a writer's outbox rows, key locks and NOTIFY ride in
-// the round trip of its own transaction, which a generated method (or sqlc's
-// :batchexec, which sends a batch of its own) cannot join; InsertMessages
-// also takes NULL elements (a message without its own retry bound or
-// start), which its generated parameter types cannot carry. A COPY
+// each. LockKeys, InsertMessages and Notify are queued into the caller's
+// own pgx.Batch — Queue and QueueNotify exist so a writer's outbox rows, key
+// locks and NOTIFY ride in the round trip of its own transaction, which a
+// generated method (or sqlc's :batchexec, which sends a batch of its own)
+// cannot join. LockKeys and Notify go through database.Queue, as every
+// pipelined statement does; InsertMessages alone is queued by its exported
+// text (emit_exported_queries), because it takes NULL elements (a message
+// without its own retry bound or start), which its generated parameter
+// types cannot carry. A COPY
 // (:copyfrom) is no alternative: it cannot return the ids nor share the
 // batch.
 package outbox

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 )
 
@@ -64,7 +65,13 @@ func (n *Notifier) QueueNotify(b *pgx.Batch) bool {
 	if !n.claim() {
 		return false
 	}
-	b.Queue(sqlcdb.Notify, NotifyChannel)
+	if _, err := database.Queue(b, func(r *database.Recorder) {
+		_ = sqlcdb.New(r).Notify(context.Background(), NotifyChannel)
+	}); err != nil {
+		// Unreachable: Notify always sends its statement. Not queued, so
+		// the caller notifies after its commit.
+		return false
+	}
 	return true
 }
 

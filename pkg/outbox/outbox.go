@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/outbox/sqlcdb"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
@@ -61,7 +62,7 @@ func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
 	msg.Headers = telemetry.Inject(ctx, msg.Headers)
 	ids := make([]int64, 1)
 	b := &pgx.Batch{}
-	if err := Queue(b, []Message{msg}, ids); err != nil {
+	if err := Queue(ctx, b, []Message{msg}, ids); err != nil {
 		return 0, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -76,7 +77,7 @@ func Insert(ctx context.Context, tx pgx.Tx, msg Message) (int64, error) {
 // The statements run in the order queued, so the locks are held before any
 // id is drawn. If ids is not nil it must have one element per message and
 // receives their ids, in msgs order, when the batch is read.
-func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
+func Queue(ctx context.Context, b *pgx.Batch, msgs []Message, ids []int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -110,11 +111,16 @@ func Queue(b *pgx.Batch, msgs []Message, ids []int64) error {
 			notBefore[i] = &m.NotBefore
 		}
 	}
-	// sqlcdb.LockKeysParams order: namespace, keys.
-	b.Queue(sqlcdb.LockKeys, lockNamespace, keys)
-	// sqlcdb.InsertMessagesParams order; the last two arrays hold NULL for
-	// "the default", which the generated method's []int and []time.Time
-	// cannot: the statement is queued by its text.
+	if _, err := database.Queue(b, func(r *database.Recorder) {
+		_ = sqlcdb.New(r).LockKeys(ctx, sqlcdb.LockKeysParams{Namespace: lockNamespace, Keys: keys})
+	}); err != nil {
+		return err
+	}
+	// Not through database.Queue, the reason written here: the last two
+	// arrays hold NULL elements for "the default", which the generated
+	// method's []int and []time.Time cannot carry, so InsertMessages is
+	// queued by its exported text, its arguments in sqlcdb.InsertMessagesParams
+	// order.
 	q := b.Queue(sqlcdb.InsertMessages, topics, types, keys, payloads, headers, corrIDs, maxRetries, notBefore)
 	if ids != nil {
 		q.Query(func(rows pgx.Rows) error {

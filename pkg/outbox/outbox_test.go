@@ -344,7 +344,7 @@ func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
 	msgs[3].MaxRetries, msgs[3].NotBefore = 2, later
 	got := make([]int64, len(msgs))
 	b := &pgx.Batch{}
-	require.NoError(t, outbox.Queue(b, msgs, got))
+	require.NoError(t, outbox.Queue(ctx, b, msgs, got))
 	require.NoError(t, tx.SendBatch(ctx, b).Close())
 	for i := 1; i < len(got); i++ {
 		require.Less(t, got[i-1], got[i], "ids are drawn in message order")
@@ -369,8 +369,8 @@ func TestQueueWritesManyRowsInMessageOrder(t *testing.T) {
 	}
 
 	b = &pgx.Batch{}
-	require.ErrorContains(t, outbox.Queue(b, msgs, make([]int64, 2)), "2 ids for 40 messages")
-	require.ErrorContains(t, outbox.Queue(b, []outbox.Message{{Topic: "t", EventType: "e", Payload: []byte("nope")}}, nil), "not valid JSON")
+	require.ErrorContains(t, outbox.Queue(ctx, b, msgs, make([]int64, 2)), "2 ids for 40 messages")
+	require.ErrorContains(t, outbox.Queue(ctx, b, []outbox.Message{{Topic: "t", EventType: "e", Payload: []byte("nope")}}, nil), "not valid JSON")
 	require.Zero(t, b.Len(), "a refused message queues nothing")
 }
 
@@ -398,7 +398,7 @@ func TestQueueWritersOfOverlappingKeysDoNotDeadlock(t *testing.T) {
 				}
 				err := database.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
 					b := &pgx.Batch{}
-					if err := outbox.Queue(b, msgs, nil); err != nil {
+					if err := outbox.Queue(ctx, b, msgs, nil); err != nil {
 						return err
 					}
 					// Hold the locks a little, as a group commit does.
@@ -469,7 +469,7 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	require.NoError(t, outbox.Queue(b, []outbox.Message{msg("wallet-1", 1)}, nil))
+	require.NoError(t, outbox.Queue(ctx, b, []outbox.Message{msg("wallet-1", 1)}, nil))
 	b.Queue("COMMIT")
 	require.True(t, n.QueueNotify(b), "the first writer carries the notification")
 	require.False(t, n.QueueNotify(&pgx.Batch{}), "one notification per interval")

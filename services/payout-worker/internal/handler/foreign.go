@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -37,11 +36,7 @@ func moneyEvent(a event.Action) bool {
 func (h *Handler) refuseForeign(ctx context.Context, m inbox.Message, e event.PSPEvent, why string) error {
 	problem := fmt.Errorf("%s: %s %s %s moves no money: %s", ClassEvidenceMismatch, e.Provider, e.Type, e.EventID, why)
 	staged := false
-	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			return err
-		}
+	err := inbox.InTx(ctx, h.pool, m, func(tx pgx.Tx) error {
 		staged = true
 		return h.letters.Stage(ctx, tx, m.Letter().WithFailure(dlq.Failure{Err: problem, Class: ClassEvidenceMismatch}, h.now()))
 	})

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
-	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -179,13 +178,9 @@ func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent)
 		h.creditCount.WithLabelValues(e.Provider, string(outcome)).Inc()
 		return nil
 	}
-	result := "dead_lettered"
-	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			result = "duplicate"
-			return err
-		}
+	result := "duplicate"
+	err := inbox.InTx(ctx, h.pool, m, func(tx pgx.Tx) error {
+		result = "dead_lettered"
 		return h.letters.Stage(ctx, tx, m.Letter().WithFailure(dlq.Failure{Err: problem, Class: errclass.Permanent}, h.now()))
 	})
 	if err != nil {

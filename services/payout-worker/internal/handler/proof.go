@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/eventproof"
@@ -33,11 +32,7 @@ func (h *Handler) unproven(ctx context.Context, m inbox.Message, e event.PSPEven
 	}
 	problem = fmt.Errorf("%s: %s %s %s (%s): %w", eventproof.Class, e.Provider, e.Type, e.EventID, e.Action, problem)
 	stored := false
-	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, refusal(m))
-		if err != nil || !fresh {
-			return err
-		}
+	err := inbox.InTx(ctx, h.pool, refusal(m), func(tx pgx.Tx) error {
 		stored = true
 		return h.letters.Stage(ctx, tx, m.Letter().WithFailure(dlq.Failure{Err: problem, Class: eventproof.Class}, h.now()))
 	})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/backoff"
-	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
@@ -48,12 +47,8 @@ func (h *Handler) moneyBack(ctx context.Context, m inbox.Message, e event.PSPEve
 	}
 	var results []ledger.ReturnResult
 	if problem == nil {
-		err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
+		err := inbox.InTx(ctx, h.pool, m, func(tx pgx.Tx) error {
 			results = results[:0]
-			fresh, err := inbox.Claim(ctx, tx, m)
-			if err != nil || !fresh {
-				return err
-			}
 			for _, r := range e.Returns {
 				res, err := h.ledger.ApplyReturn(ctx, tx, e.Provider, kind, e.Reference, e.MessageID(), r)
 				if err != nil {
@@ -202,12 +197,8 @@ func (h *Handler) awaitCredit(ctx context.Context, m inbox.Message, e event.PSPE
 	// first is applied at once and a long wait costs a few copies.
 	delay := min(h.creditWait-waited, backoff.Policy{Base: time.Second, Multiplier: 2,
 		Max: max(time.Second, h.creditWait/10)}.Ceiling(attempt))
-	err := database.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			return err
-		}
-		_, err = outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: eventType,
+	err := inbox.InTx(ctx, h.pool, m, func(tx pgx.Tx) error {
+		_, err := outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: eventType,
 			PartitionKey: creditWaitKey(string(m.Key)), Payload: m.Value, Headers: headers,
 			CorrelationID: m.Headers[kafkax.HeaderCorrelationID], NotBefore: now.Add(delay)})
 		return err

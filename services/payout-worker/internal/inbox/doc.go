@@ -4,4 +4,11 @@
 // own package so that the domain packages (payout, handler) do not import
 // the transport (consume), which only turns Kafka records into Messages
 // and decides when offsets may be committed.
+//
+// A handler applies a message exactly once by stating its effect to Once
+// (or InTx, Once in a transaction of its own): the claim is written in the
+// effect's transaction, before it, and a message already claimed changes
+// nothing. The claim is written nowhere else but QueueClaim (the same
+// statement pipelined with a caller's load) and the ledger's credit
+// statement (claim and posting as one decision).
 package inbox

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox/sqlcdb"
@@ -16,9 +17,36 @@ import (
 // transaction as the message's effect, so a redelivered or replayed message
 // finds it and changes nothing. Its statements are in queries.sql.
 
-// Claim records m as processed within tx and reports whether it was new. A
-// concurrent duplicate waits on the row until tx ends, then finds it.
-func Claim(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
+// Once is how a handler applies m exactly once: it claims m in tx and runs
+// effect (in tx) only when m was not processed before; a message already
+// processed changes nothing and Once returns nil. A nil effect only claims:
+// a message that ends with nothing to do (a stale or duplicate command) is
+// still recorded, so its redelivery is skipped before any work. The claim
+// comes first, so a concurrent duplicate waits on it until tx ends, then
+// finds it and skips its effect; claim and effect hold only if tx commits.
+//
+// The claim is written here and in QueueClaim (the same statement, for a
+// caller that pipelines it with its own); the credit path claims inside
+// the ledger's own statement, so that claim and posting are one decision.
+func Once(ctx context.Context, tx pgx.Tx, m Message, effect func() error) error {
+	fresh, err := claim(ctx, tx, m)
+	if err != nil || !fresh || effect == nil {
+		return err
+	}
+	return effect()
+}
+
+// InTx runs effect in a transaction of its own that claims m first: Once in
+// database.InTx, for a handler whose whole transaction is m's effect.
+func InTx(ctx context.Context, pool *pgxpool.Pool, m Message, effect func(tx pgx.Tx) error) error {
+	return database.InTx(ctx, pool, func(tx pgx.Tx) error {
+		return Once(ctx, tx, m, func() error { return effect(tx) })
+	})
+}
+
+// claim records m as processed within tx and reports whether it was new.
+// A concurrent duplicate waits on the row until tx ends, then finds it.
+func claim(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
 	_, err := sqlcdb.New(tx).Claim(ctx, sqlcdb.ClaimParams{ConsumerGroup: m.Group, EventID: m.ID()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -57,9 +85,9 @@ func QueueProcessed(ctx context.Context, b *pgx.Batch, m Message, done *bool) er
 	return nil
 }
 
-// QueueClaim queues on b what Claim does, for a caller that needs not know
+// QueueClaim queues on b Once's claim, for a caller that needs not know
 // whether m was new: it lets the claim go in the same round trip as the
-// caller's other statements. Like Claim, it holds only if tx commits.
+// caller's other statements. Like Once's, it holds only if tx commits.
 func QueueClaim(ctx context.Context, b *pgx.Batch, m Message) error {
 	q, err := database.Queue(b, func(r *database.Recorder) {
 		_, _ = sqlcdb.New(r).Claim(ctx, sqlcdb.ClaimParams{ConsumerGroup: m.Group, EventID: m.ID()})

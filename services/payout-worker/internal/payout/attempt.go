@@ -229,14 +229,16 @@ func moveSending(ctx context.Context, tx pgx.Tx, p *Payout, c *sendingCreate, st
 		return move(ctx, tx, p, steps...)
 	}
 	b := &pgx.Batch{}
-	sqlcdb.QueueRecordSending(b, sqlcdb.RecordSendingParams{PayoutID: p.ID, Attempt: p.Attempts,
-		IdempotencyKey: c.key, At: c.at}, func(id int64, err error) error {
+	arg := sqlcdb.RecordSendingParams{PayoutID: p.ID, Attempt: p.Attempts, IdempotencyKey: c.key, At: c.at}
+	if err := queueRow(b, func(q *sqlcdb.Queries) (int64, error) { return q.RecordSending(ctx, arg) }, func(id int64, err error) error {
 		if err != nil {
 			return fmt.Errorf("record payout %s create before sending it: %w", p.ID, err)
 		}
 		c.row = id
 		return nil
-	})
+	}); err != nil {
+		return 0, err
+	}
 	at := c.at
 	if p.FirstAttemptAt == nil {
 		p.FirstAttemptAt = &at

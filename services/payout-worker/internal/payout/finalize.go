@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
@@ -28,11 +27,7 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 			return err
 		}
 	}
-	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			return err
-		}
+	return inbox.InTx(ctx, pr.pool, m, func(tx pgx.Tx) error {
 		p, err := load(ctx, tx, e.PayoutID)
 		if errors.Is(err, ErrUnknownPayout) {
 			return pr.deadLetter(ctx, tx, m, fmt.Errorf("%s %s names %w", e.Provider, e.Type, err), errclass.Permanent, nil)

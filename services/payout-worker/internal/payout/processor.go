@@ -164,16 +164,14 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 				case errors.Is(err, ledger.ErrNotYetAvailable):
 					reason = err.Error()
 				}
-				if _, err := move(ctx, tx, po,
-					step{to: Failed, err: reason, class: string(errclass.Permanent)},
-					step{to: Finalized}); err != nil {
-					return err
-				}
-				if err := pr.outcome(ctx, tx, po, reason); err != nil {
-					return err
-				}
-				_, err = inbox.Claim(ctx, tx, m)
-				return err
+				return inbox.Once(ctx, tx, m, func() error {
+					if _, err := move(ctx, tx, po,
+						step{to: Failed, err: reason, class: string(errclass.Permanent)},
+						step{to: Finalized}); err != nil {
+						return err
+					}
+					return pr.outcome(ctx, tx, po, reason)
+				})
 			}
 			if err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
 				return err
@@ -195,8 +193,7 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 				// again and park it again with a second letter.
 				pr.logger.InfoContext(ctx, "command for a payout in NEEDS_REVIEW ignored: only an operator's replay resumes it",
 					"payout_id", po.ID, "message_id", m.ID())
-				_, err := inbox.Claim(ctx, tx, m)
-				return err
+				return inbox.Once(ctx, tx, m, nil)
 			}
 			if po.Status == NeedsReview {
 				released, err := ledger.Posted(ctx, tx, ledger.KindPayoutRelease, po.ID.String())
@@ -207,11 +204,10 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 					// Paid after its hold was given back: there is nothing
 					// to send and no hold to settle. A person must recover
 					// the money.
-					if _, err := inbox.Claim(ctx, tx, m); err != nil {
-						return err
-					}
-					return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
-						"nothing to send; recover the money by hand"), errclass.Permanent, po)
+					return inbox.Once(ctx, tx, m, func() error {
+						return pr.deadLetter(ctx, tx, m, errors.New("payout in NEEDS_REVIEW after its hold was released: "+
+							"nothing to send; recover the money by hand"), errclass.Permanent, po)
+					})
 				}
 			}
 			call, wasReview = true, po.Status == NeedsReview
@@ -238,8 +234,7 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 			return err
 		default:
 			// Already sent or finished: a stale or duplicate command.
-			_, err := inbox.Claim(ctx, tx, m)
-			return err
+			return inbox.Once(ctx, tx, m, nil)
 		}
 	})
 	if err != nil || !call {
@@ -310,12 +305,8 @@ func (pr *Processor) deferBusy(ctx context.Context, m inbox.Message, cmd event.P
 	}
 	headers[kafkax.HeaderMessageID] = event.BusyDeferID(m.ID(), now.UnixNano())
 	headers[kafkax.HeaderEventType] = string(event.TypePayoutRequested)
-	err := database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			return err
-		}
-		_, err = outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: string(event.TypePayoutRequested),
+	err := inbox.InTx(ctx, pr.pool, m, func(tx pgx.Tx) error {
+		_, err := outbox.Insert(ctx, tx, outbox.Message{Topic: m.Topic, EventType: string(event.TypePayoutRequested),
 			PartitionKey: string(m.Key), Payload: m.Value, CorrelationID: m.CorrelationID(), NotBefore: now.Add(busyDefer),
 			Headers: headers})
 		return err
@@ -339,10 +330,7 @@ func (pr *Processor) unknownPayout(ctx context.Context, m inbox.Message, err err
 	if !errors.Is(err, ErrUnknownPayout) {
 		return err
 	}
-	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		if _, err := inbox.Claim(ctx, tx, m); err != nil {
-			return err
-		}
+	return inbox.InTx(ctx, pr.pool, m, func(tx pgx.Tx) error {
 		return pr.deadLetter(ctx, tx, m, err, errclass.Permanent, nil)
 	})
 }

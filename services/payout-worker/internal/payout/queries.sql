@@ -1,8 +1,8 @@
 -- The SQL on payouts, payout_transitions, payout_attempts and
 -- payout_evidence (store.go, sweep.go), compiled by sqlc into package
 -- sqlcdb. Statements the processor pipelines (Transition, Update, Load,
--- RecordSending, FinishCreate) are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
--- stay as they were.
+-- RecordSending, FinishCreate) are queued on its pgx.Batch through
+-- database.Queue (pipeline.go), so the round trips stay as they were.
 
 -- name: Load :one
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,

@@ -122,11 +122,7 @@ func (pr *Processor) Resolve(ctx context.Context, m inbox.Message) error {
 	}
 
 	// 2. Decide, in one transaction.
-	return database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, m)
-		if err != nil || !fresh {
-			return err
-		}
+	return inbox.InTx(ctx, pr.pool, m, func(tx pgx.Tx) error {
 		r, err := loadResolution(ctx, tx, rid)
 		if err != nil {
 			return err

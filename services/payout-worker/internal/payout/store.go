@@ -80,13 +80,15 @@ func loadUnprocessed(ctx context.Context, tx pgx.Tx, m inbox.Message, id string)
 	if err := inbox.QueueProcessed(ctx, b, m, &done); err != nil {
 		return nil, false, err
 	}
-	sqlcdb.QueueLoad(b, pid, func(row sqlcdb.LoadRow, err error) error {
+	if err := queueLoad(ctx, b, pid, func(row sqlcdb.LoadRow, err error) error {
 		p, loadErr = fromRow(row), err
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // decided below, after done is known
 		}
 		return err
-	})
+	}); err != nil {
+		return nil, false, err
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, false, fmt.Errorf("load payout %s: %w", id, err)
 	}
@@ -107,21 +109,26 @@ func loadAnswered(ctx context.Context, tx pgx.Tx, m inbox.Message, id uuid.UUID,
 	var p *Payout
 	var loadErr error
 	b := &pgx.Batch{}
-	sqlcdb.QueueLoad(b, id, func(row sqlcdb.LoadRow, err error) error {
+	if err := queueLoad(ctx, b, id, func(row sqlcdb.LoadRow, err error) error {
 		p, loadErr = fromRow(row), err
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // decided by loaded
 		}
 		return err
-	})
-	rest := queueAnswers(b, id, reqs)
+	}); err != nil {
+		return nil, nil, err
+	}
+	rest, err := queueAnswers(ctx, b, id, reqs)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := inbox.QueueClaim(ctx, b, m); err != nil {
 		return nil, nil, err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, fmt.Errorf("record payout %s attempt: %w", id, err)
 	}
-	p, err := loaded(id.String(), p, loadErr)
+	p, err = loaded(id.String(), p, loadErr)
 	return p, rest, err
 }
 
@@ -178,14 +185,17 @@ func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...
 		}
 		f, to := from, s.to
 		fs := string(f)
-		sqlcdb.QueueTransition(b, sqlcdb.TransitionParams{PayoutID: p.ID, FromStatus: &fs, ToStatus: string(to),
-			Attempt: p.Attempts, Error: s.err, ErrorClass: s.class, Detail: detail}, func(id int64, err error) error {
+		arg := sqlcdb.TransitionParams{PayoutID: p.ID, FromStatus: &fs, ToStatus: string(to), Attempt: p.Attempts,
+			Error: s.err, ErrorClass: s.class, Detail: detail}
+		if err := queueRow(b, func(q *sqlcdb.Queries) (int64, error) { return q.Transition(ctx, arg) }, func(id int64, err error) error {
 			if err != nil {
 				return fmt.Errorf("record transition %s → %s: %w", f, to, err)
 			}
 			last = id
 			return nil
-		})
+		}); err != nil {
+			return 0, err
+		}
 		from = s.to
 		if s.err != "" || s.class != "" {
 			lastErr, lastClass = s.err, s.class
@@ -205,10 +215,13 @@ func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...
 		}
 		sendingAt = nil
 	}
-	sqlcdb.QueueUpdate(b, sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
+	update := sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
 		PSPReference: p.PSPReference, PspStatus: p.PSPStatus, PspUpdatedAt: p.PSPUpdatedAt, LastError: lastErr,
 		ErrorClass: lastClass, OutcomeUnknown: p.OutcomeUnknown, LookupNeeded: p.LookupNeeded, PspKey: p.PSPKey,
-		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt})
+		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt}
+	if err := queueExec(b, func(q *sqlcdb.Queries) error { return q.Update(ctx, update) }, nil); err != nil {
+		return 0, err
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("move payout %s: %w", p.ID, err)
 	}
@@ -259,7 +272,10 @@ type pspRequest struct {
 
 func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest) error {
 	b := &pgx.Batch{}
-	reqs = queueAnswers(b, p.ID, reqs)
+	reqs, err := queueAnswers(ctx, b, p.ID, reqs)
+	if err != nil {
+		return err
+	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
@@ -279,22 +295,24 @@ func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest
 // "sending" row was written before they were sent (it needs nothing of the
 // payout's row, so it can go with the statement that loads it) and returns
 // the other requests, to be inserted in order.
-func queueAnswers(b *pgx.Batch, id uuid.UUID, reqs []pspRequest) []pspRequest {
+func queueAnswers(ctx context.Context, b *pgx.Batch, id uuid.UUID, reqs []pspRequest) ([]pspRequest, error) {
 	var rest []pspRequest
 	for _, r := range reqs {
 		if r.row == 0 {
 			rest = append(rest, r)
 			continue
 		}
-		sqlcdb.QueueFinishCreate(b, sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref,
-			Error: r.err}, func(err error) error {
+		arg := sqlcdb.FinishCreateParams{ID: r.row, Outcome: r.outcome, PSPReference: r.ref, Error: r.err}
+		if err := queueExec(b, func(q *sqlcdb.Queries) error { return q.FinishCreate(ctx, arg) }, func(err error) error {
 			if err != nil {
 				return fmt.Errorf("record payout %s create's answer: %w", id, err)
 			}
 			return nil
-		})
+		}); err != nil {
+			return nil, err
+		}
 	}
-	return rest
+	return rest, nil
 }
 
 // evidence is what a PSP outcome event said about a payout and what became

@@ -269,7 +269,7 @@ func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
 		}
 		return nil
 	})
-	if err := s.queueOutbox(b, jobs); err != nil {
+	if err := s.queueOutbox(ctx, b, jobs); err != nil {
 		return err
 	}
 	conn, err := s.pool.Acquire(ctx)
@@ -356,7 +356,7 @@ func envelope(e event.PSPEvent) ([]byte, error) {
 
 // queueOutbox queues the outbox rows of jobs (outbox.Queue takes their key
 // locks in an order that cannot deadlock against concurrent groups).
-func (s *Store) queueOutbox(b *pgx.Batch, jobs []*job) error {
+func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, jobs []*job) error {
 	msgs := make([]outbox.Message, len(jobs))
 	for i, j := range jobs {
 		msgs[i] = outbox.Message{
@@ -364,7 +364,7 @@ func (s *Store) queueOutbox(b *pgx.Batch, jobs []*job) error {
 			Payload: j.payload, Headers: j.headers, CorrelationID: j.CorrelationID,
 		}
 	}
-	return outbox.Queue(b, msgs, nil)
+	return outbox.Queue(ctx, b, msgs, nil)
 }
 
 // saveGroupInTwo is the general path: BEGIN with the event inserts, then,
@@ -470,7 +470,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 	}
 
 	second := &pgx.Batch{}
-	if err := s.queueOutbox(second, publish); err != nil {
+	if err := s.queueOutbox(ctx, second, publish); err != nil {
 		return s.fail(ctx, conn, err)
 	}
 	return s.commit(ctx, conn, second, len(publish) > 0)

@@ -3,9 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/eventproof"
+	"github.com/aegis-payments/aegis/pkg/hmacsig"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
@@ -34,10 +32,7 @@ func stripeBody(eventID, user string, created int64) []byte {
 }
 
 func sign(body []byte, t int64) string {
-	mac := hmac.New(sha256.New, []byte(benchSecret))
-	fmt.Fprintf(mac, "%d.", t)
-	mac.Write(body)
-	return fmt.Sprintf("t=%d,v1=%s", t, hex.EncodeToString(mac.Sum(nil)))
+	return hmacsig.SignTimestamped([]byte(benchSecret), time.Unix(t, 0), body)
 }
 
 func median(xs []float64) float64 {

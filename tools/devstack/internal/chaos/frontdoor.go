@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/hmacsig"
 )
 
 // The front door's part of the run: payouts need a registered
@@ -176,11 +177,7 @@ func (w *workload) registerDestination(body string) {
 
 // signStripe is a Stripe-Signature header for body, signed now.
 func signStripe(secret string, body []byte) string {
-	t := time.Now().Unix()
-	mac := hmac.New(sha256.New, []byte(secret))
-	fmt.Fprintf(mac, "%d.", t)
-	mac.Write(body)
-	return fmt.Sprintf("t=%d,v1=%s", t, hex.EncodeToString(mac.Sum(nil)))
+	return hmacsig.SignTimestamped([]byte(secret), time.Now(), body)
 }
 
 func (w *workload) somePayout() string {

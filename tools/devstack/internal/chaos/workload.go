@@ -3,9 +3,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -14,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
 
 // webhook is one webhook the workload sent, with its final answer.
@@ -314,24 +313,18 @@ func (w *workload) sendStripe(body []byte) int {
 }
 
 func (w *workload) sendPaystack(body []byte) int {
-	mac := hmac.New(sha512.New, []byte(w.paystackKey))
-	mac.Write(body)
-	return w.post("/webhooks/paystack", body, map[string]string{"x-paystack-signature": hex.EncodeToString(mac.Sum(nil))}, false)
+	return w.post("/webhooks/paystack", body, map[string]string{"x-paystack-signature": psp.PaystackSignature(w.paystackKey, body)}, false)
 }
 
-func (w *workload) post(path string, body []byte, headers map[string]string, signStripe bool) int {
+func (w *workload) post(path string, body []byte, headers map[string]string, sign bool) int {
 	var status int
 	retryLikeAPSP(func() int {
 		h := map[string]string{"Content-Type": "application/json"}
 		for k, v := range headers {
 			h[k] = v
 		}
-		if signStripe {
-			t := time.Now().Unix()
-			mac := hmac.New(sha256.New, []byte(w.secret))
-			fmt.Fprintf(mac, "%d.", t)
-			mac.Write(body)
-			h["Stripe-Signature"] = fmt.Sprintf("t=%d,v1=%s", t, hex.EncodeToString(mac.Sum(nil)))
+		if sign {
+			h["Stripe-Signature"] = signStripe(w.secret, body)
 		}
 		status, _ = w.postJSON(path, body, h)
 		return status

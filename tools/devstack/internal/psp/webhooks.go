@@ -3,14 +3,12 @@ package psp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/sha512"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -292,8 +290,7 @@ func (s *Server) scheduleLocked(st *state, d *delivery, now time.Time) {
 
 // StripeSignature returns the Stripe-Signature header value for payload.
 func StripeSignature(secret string, t time.Time, payload []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hmacsig.Hex(sha256.New, []byte(secret), []byte(ts), []byte("."), payload)
+	return hmacsig.SignTimestamped([]byte(secret), t, payload)
 }
 
 // PaystackSignature returns the x-paystack-signature header value for payload.

@@ -217,8 +217,8 @@ type LoadRow struct {
 // The SQL on payouts, payout_transitions, payout_attempts and
 // payout_evidence (store.go, sweep.go), compiled by sqlc into package
 // sqlcdb. Statements the processor pipelines (Transition, Update, Load,
-// RecordSending, FinishCreate) are queued on its pgx.Batch through sqlcdb/batch.go, so the round trips
-// stay as they were.
+// RecordSending, FinishCreate) are queued on its pgx.Batch through
+// database.Queue (pipeline.go), so the round trips stay as they were.
 func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 	row := q.db.QueryRow(ctx, load, id)
 	var i LoadRow

@@ -31,6 +31,9 @@ type WeekFigures struct {
 	Alerts, Settlements, Duplicates, Refused int
 	// Forged money events sent.
 	Forged int
+	// OTPSeen are the Paystack transfers seen waiting for an OTP,
+	// OTPAlerted those of them an alert names (invariant 17).
+	OTPSeen, OTPAlerted int
 }
 
 func (f *WeekFigures) lines() []string {
@@ -38,8 +41,10 @@ func (f *WeekFigures) lines() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("week figures: %d payouts, %d PSP lookups, %d deadlines hit, %d escalations to NEEDS_REVIEW, "+
-		"%d double-pay attempts refused by the PSP; %d alerts; settlement receiver: %d events delivered, %d delivered again, %d refused while down; %d forged money events",
-		f.Payouts, f.Lookups, f.DeadlinesHit, f.Escalations, f.DoubleRefused, f.Alerts, f.Settlements, f.Duplicates, f.Refused, f.Forged)}
+		"%d double-pay attempts refused by the PSP; %d Paystack transfers seen in otp, %d of them alerted on; %d alerts; "+
+		"settlement receiver: %d events delivered, %d delivered again, %d refused while down; %d forged money events",
+		f.Payouts, f.Lookups, f.DeadlinesHit, f.Escalations, f.DoubleRefused, f.OTPSeen, f.OTPAlerted, f.Alerts,
+		f.Settlements, f.Duplicates, f.Refused, f.Forged)}
 }
 
 // liveObjects groups the PSP's objects that are not failed by payout id.
@@ -341,6 +346,12 @@ func (su *suite) weekFigures(ctx context.Context, rep *Report) error {
 	f.Lookups, f.DoubleRefused = callFigures(calls)
 	if su.sink != nil {
 		f.Alerts, f.Settlements, f.Duplicates, f.Refused = su.sink.counts()
+	}
+	f.OTPSeen = len(su.otpHeld)
+	for _, o := range su.otpHeld {
+		if su.sink != nil && su.sink.alertsNaming(o.PayoutID) > 0 {
+			f.OTPAlerted++
+		}
 	}
 	return nil
 }

@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		chaosToken, rng.Uint64(), cfg.Profile.Users)
 	in := &injector{s: su.s, redis: su.redis, pool: su.pool, dbName: su.dbName, psp: stack.URL(su.ports.PSP),
 		kafkaAdmin: "http://" + su.kafka, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), profile: cfg.Profile,
-		log: cfg.log, injected: map[string]int{}, adminURL: cfg.AdminURL, sink: su.sink}
+		log: cfg.log, injected: map[string]int{}, adminURL: cfg.AdminURL, sink: su.sink, work: wl}
 	if cfg.Profile.TimeScale > 1 {
 		rep.Week = &WeekFigures{}
 	}

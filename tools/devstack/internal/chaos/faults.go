@@ -64,6 +64,9 @@ type injector struct {
 	// (faultReceiverDown), nil outside the week profile.
 	adminURL string
 	sink     *sink
+	// work is the run's workload, which the OTP fault sends Paystack
+	// payouts through (week.go); nil sends none.
+	work *workload
 
 	mu       sync.Mutex
 	injected map[string]int

@@ -63,10 +63,7 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 	case faultPSP503After:
 		return true, in.pspFor(ctx, `{"error_after_create_rate":1,"error_status":503}`, p.Sim(time.Hour+in.rngHours(2)))
 	case faultPaystackOTP:
-		if err := in.pspFor(ctx, fmt.Sprintf(`{"provider":"paystack","otp_for":%q}`, p.Sim(simDay)), p.Sim(2*time.Hour)); err != nil {
-			return true, err
-		}
-		return true, in.noteOTP()
+		return true, in.paystackOTP(ctx)
 	case faultPendingDays:
 		return true, in.pspFor(ctx, fmt.Sprintf(`{"pending_for":%q}`, p.Sim(2*simDay)), p.Sim(2*time.Hour))
 	case faultReceiverDown:
@@ -81,28 +78,90 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 	return false, nil
 }
 
+// otpWant is how many Paystack transfers the OTP fault waits to see held
+// in "otp" before it ends (otpPayouts of its own make them likely).
+const (
+	otpWant    = 3
+	otpPayouts = 4
+)
+
+// paystackOTP holds every Paystack transfer made for a simulated two hours
+// (longer, up to twelve, until otpWant were seen) in "otp" for a simulated
+// day. The workload alone makes about one Paystack payout in two simulated
+// hours, and one that reaches the PSP only after the window, or is refused
+// for want of a naira balance, never meets the fault: so the fault sends
+// otpPayouts funded Paystack payouts of its own, and notes the transfers
+// held while the fault is on, not only at its end.
+func (in *injector) paystackOTP(ctx context.Context) error {
+	p := in.profile
+	if err := in.pspFaults(fmt.Sprintf(`{"provider":"paystack","otp_for":%q}`, p.Sim(simDay))); err != nil {
+		return err
+	}
+	start, before := time.Now(), in.otpCount()
+	var wg sync.WaitGroup
+	if in.work != nil {
+		for i := 0; i < otpPayouts; i++ {
+			user := in.work.user(in.rng.IntN(in.work.users))
+			amount := int64(100 + in.rng.IntN(1900))
+			wg.Add(1)
+			go func() { defer wg.Done(); in.work.fundedPaystackPayout(user, amount*100) }()
+		}
+	}
+	var seen int
+	var err error
+	for {
+		sleep(ctx, 250*time.Millisecond)
+		var all int
+		if all, err = in.noteOTP(); err != nil {
+			break
+		}
+		seen = all - before
+		elapsed := time.Since(start)
+		if ctx.Err() != nil || elapsed >= p.Sim(12*time.Hour) || (elapsed >= p.Sim(2*time.Hour) && seen >= otpWant) {
+			break
+		}
+	}
+	wg.Wait()
+	if seen < otpWant {
+		in.log("fault %s: only %d Paystack transfers seen waiting for an OTP", faultPaystackOTP, seen)
+	}
+	return errors.Join(err, in.pspFaults(""))
+}
+
+func (in *injector) otpCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.otpHeld)
+}
+
 // noteOTP records the Paystack transfers the stand-in holds in "otp" now
-// (invariant 17 wants each alerted on).
-func (in *injector) noteOTP() error {
+// and not recorded before (invariant 17 wants each alerted on), and
+// returns how many are recorded in all.
+func (in *injector) noteOTP() (int, error) {
 	resp, err := http.Get(in.psp + "/_psp/objects?provider=paystack")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	var v struct {
 		Items []pspObject `json:"items"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return fmt.Errorf("PSP objects: %w", err)
+		return 0, fmt.Errorf("PSP objects: %w", err)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	known := make(map[string]bool, len(in.otpHeld))
+	for _, o := range in.otpHeld {
+		known[o.ID] = true
+	}
 	for _, o := range v.Items {
-		if o.Status == "otp" {
+		if o.Status == "otp" && !known[o.ID] {
 			in.otpHeld = append(in.otpHeld, o)
+			known[o.ID] = true
 		}
 	}
-	return nil
+	return len(in.otpHeld), nil
 }
 
 // rngHours is a seeded whole number of hours in [0, n].

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
@@ -31,6 +32,10 @@ type WeekFigures struct {
 	Alerts, Settlements, Duplicates, Refused int
 	// Forged money events sent.
 	Forged int
+	// OTPSeen are the Paystack transfers seen waiting for an OTP; of
+	// them, OTPNamed are named in a page and OTPFolded have a letter whose
+	// class paged (invariant 17).
+	OTPSeen, OTPNamed, OTPFolded int
 }
 
 func (f *WeekFigures) lines() []string {
@@ -38,8 +43,10 @@ func (f *WeekFigures) lines() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("week figures: %d payouts, %d PSP lookups, %d deadlines hit, %d escalations to NEEDS_REVIEW, "+
-		"%d double-pay attempts refused by the PSP; %d alerts; settlement receiver: %d events delivered, %d delivered again, %d refused while down; %d forged money events",
-		f.Payouts, f.Lookups, f.DeadlinesHit, f.Escalations, f.DoubleRefused, f.Alerts, f.Settlements, f.Duplicates, f.Refused, f.Forged)}
+		"%d double-pay attempts refused by the PSP; %d Paystack transfers seen in otp (%d named in a page, %d by a letter of a paged class); %d alerts; "+
+		"settlement receiver: %d events delivered, %d delivered again, %d refused while down; %d forged money events",
+		f.Payouts, f.Lookups, f.DeadlinesHit, f.Escalations, f.DoubleRefused, f.OTPSeen, f.OTPNamed, f.OTPFolded, f.Alerts,
+		f.Settlements, f.Duplicates, f.Refused, f.Forged)}
 }
 
 // liveObjects groups the PSP's objects that are not failed by payout id.
@@ -366,24 +373,50 @@ func callFigures(calls []psp.CallRecord) (lookups, refused int) {
 }
 
 // 17. A transfer waiting for an OTP is operator-visible: every Paystack
-// transfer the run saw in "otp" has an alert naming its payout (Paystack:
-// the transfer waits until the OTP sent to the business is entered; it
-// never completes by itself).
-func (su *suite) checkOTP(_ context.Context, _ *workload, rep *Report) error {
+// transfer the run saw in "otp" has an alert naming its payout, or its
+// payout has a dead letter of class psp_otp_required and that class paged
+// (Paystack: the transfer waits until the OTP sent to the business is
+// entered; it never completes by itself). Alerts are de-duplicated per key
+// within a window (pkg/alert: a burst of letters of one class pages once),
+// so of several transfers held at once only the first is named in a page;
+// the others are the letters that page sends the operator to.
+func (su *suite) checkOTP(ctx context.Context, _ *workload, rep *Report) error {
 	var silent []string
+	named, folded := 0, 0
+	classPaged := su.sink != nil && su.sink.alertsNaming(otpAlertKey) > 0
 	for _, o := range su.otpHeld {
 		if su.sink != nil && su.sink.alertsNaming(o.PayoutID) > 0 {
+			named++
 			continue
 		}
-		silent = append(silent, fmt.Sprintf("payout %s (paystack %s)", o.PayoutID, o.ID))
+		letters, err := su.count(ctx, `SELECT count(*) FROM dead_letters
+			WHERE error_class = 'psp_otp_required' AND position(convert_to($1, 'UTF8') in payload) > 0`, o.PayoutID)
+		if err != nil {
+			return err
+		}
+		if classPaged && letters > 0 {
+			folded++
+			continue
+		}
+		silent = append(silent, fmt.Sprintf("payout %s (paystack %s; %d psp_otp_required letters; class paged: %t)",
+			o.PayoutID, o.ID, letters, classPaged))
+	}
+	if rep.Week != nil {
+		rep.Week.OTPSeen, rep.Week.OTPNamed, rep.Week.OTPFolded = len(su.otpHeld), named, folded
 	}
 	if len(silent) > 0 {
-		rep.violation("%d Paystack transfers waited for an OTP with no alert naming them: %s", len(silent), strings.Join(first(silent, 10), "; "))
+		rep.violation("%d Paystack transfers waited for an OTP with no alert naming them and no paged psp_otp_required letter: %s",
+			len(silent), strings.Join(first(silent, 10), "; "))
 		return nil
 	}
-	rep.passed("17. every Paystack transfer seen waiting for an OTP (%d) was alerted on", len(su.otpHeld))
+	rep.passed("17. every Paystack transfer seen waiting for an OTP (%d) was alerted on: %d named in a page, %d by a psp_otp_required letter "+
+		"its class's page folded", len(su.otpHeld), named, folded)
 	return nil
 }
+
+// otpAlertKey is the key dlq-admin pages psp_otp_required letters under
+// (one key per topic and class).
+var otpAlertKey = alert.DeadLetterKey("aegis.transactions", "psp_otp_required")
 
 // 18. Every settlement event reached the outbound receiver (at least once)
 // or a dead letter, the receiver's outage notwithstanding.

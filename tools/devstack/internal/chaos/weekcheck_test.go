@@ -321,22 +321,58 @@ func TestCheckDeadlinesAcceptsALookupAfterTheDeadline(t *testing.T) {
 	}
 }
 
-// Invariant 17 names a transfer seen waiting for an OTP with no alert.
+// Invariant 17 names a transfer seen waiting for an OTP with no alert and
+// no letter its class's page folded; a transfer named in a page, or whose
+// psp_otp_required letter was folded into its class's page, passes.
 func TestCheckOTPNamesATransferHeldOnOTPWithoutAnAlert(t *testing.T) {
+	db := newWeekDB(t)
 	k, err := startSink()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.close)
-	su := &suite{sink: k, otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"}, {ID: "TRF_silent", PayoutID: "p-silent"}}}
-	k.alerts = append(k.alerts, `{"key":"payout_otp","details":{"payout_id":"p-alerted"}}`)
-	rep := &Report{}
+	su := &suite{pool: db.pool, sink: k, otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"},
+		{ID: "TRF_folded", PayoutID: "p-folded"}, {ID: "TRF_silent", PayoutID: "p-silent"}}}
+	if _, err := db.pool.Exec(context.Background(), `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
+		VALUES ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-folded"}', 'UTF8'), 'waits for an OTP', 'psp_otp_required', '[{}]'),
+		       ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-silent"}', 'UTF8'), 'refused', 'permanent', '[{}]')`); err != nil {
+		t.Fatal(err)
+	}
+	k.alerts = append(k.alerts, `{"key":"dead_letter:aegis.transactions:psp_otp_required","details":{"payout_id":"p-alerted"}}`)
+	rep := &Report{Week: &WeekFigures{}}
 	if err := su.checkOTP(context.Background(), &workload{}, rep); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(rep.Violations, "\n")
-	if len(rep.Violations) != 1 || !strings.Contains(got, "payout p-silent (paystack TRF_silent)") || strings.Contains(got, "p-alerted") {
+	if len(rep.Violations) != 1 || !strings.Contains(got, "payout p-silent (paystack TRF_silent") ||
+		strings.Contains(got, "p-alerted") || strings.Contains(got, "p-folded") {
 		t.Fatalf("violations:\n%s\nwant p-silent named", got)
+	}
+	if w := rep.Week; w.OTPSeen != 3 || w.OTPNamed != 1 || w.OTPFolded != 1 {
+		t.Fatalf("figures %+v, want 3 seen, 1 named, 1 folded", *w)
+	}
+}
+
+// Without its class's page, a psp_otp_required letter alone does not make
+// a transfer operator-visible.
+func TestCheckOTPWantsTheClassPaged(t *testing.T) {
+	db := newWeekDB(t)
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	su := &suite{pool: db.pool, sink: k, otpHeld: []pspObject{{ID: "TRF_folded", PayoutID: "p-folded"}}}
+	if _, err := db.pool.Exec(context.Background(), `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
+		VALUES ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-folded"}', 'UTF8'), 'waits for an OTP', 'psp_otp_required', '[{}]')`); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{}
+	if err := su.checkOTP(context.Background(), &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], "p-folded") {
+		t.Fatalf("violations %q, want p-folded named", rep.Violations)
 	}
 }
 

@@ -235,6 +235,22 @@ func (w *workload) payoutOp(n int, user string) func() {
 	return func() { w.payout(key, body, "new") }
 }
 
+// fundedPaystackPayout credits user amount naira (minor units) by a
+// Paystack payment, then asks for a Paystack payout of it: one that has
+// the balance to reach the PSP (the OTP fault's own payouts, week.go).
+// Its choices are the caller's, so the seeded workload is not disturbed.
+func (w *workload) fundedPaystackPayout(user string, amount int64) {
+	w.mu.Lock()
+	w.seq++
+	n := w.seq
+	body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":"ngn","destination":"RCP_chaos_%d","provider":"paystack"}`, user, amount, n)
+	key := fmt.Sprintf("chaos-key-%d", n)
+	w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, Expect: "new"})
+	w.mu.Unlock()
+	w.paystackPayment(n, user, amount)
+	w.payout(key, body, "new")
+}
+
 func (w *workload) payout(key, body, expect string) {
 	w.registerDestination(body)
 	h := map[string]string{"Authorization": "Bearer " + w.token, "Idempotency-Key": key, "Content-Type": "application/json"}

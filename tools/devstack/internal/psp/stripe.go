@@ -442,19 +442,23 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 // addObjectLocked stores o and schedules its auto-settlement: after the
 // settle delay, or after the faults' pending_for, and for a Paystack
 // transfer made under otp_for after that wait in status "otp" plus the
-// settle delay.
+// settle delay. A Paystack transfer made under otp_for is in "otp" even
+// without auto-settlement (then it stays there until settled by hand).
 func (s *Server) addObjectLocked(st *state, o *object, now time.Time) {
+	spec := s.faults[o.rec.Provider].spec
+	otp := o.paystack != nil && spec.OTPFor > 0
+	if otp {
+		o.paystack.Status, o.rec.Status = "otp", "otp"
+	}
 	st.addObject(o)
 	if s.cfg.SettleDelay <= 0 {
 		return
 	}
-	spec := s.faults[o.rec.Provider].spec
 	delay := s.cfg.SettleDelay
 	if spec.PendingFor > 0 {
 		delay = time.Duration(spec.PendingFor)
 	}
-	if o.paystack != nil && spec.OTPFor > 0 {
-		o.paystack.Status, o.rec.Status = "otp", "otp"
+	if otp {
 		delay += time.Duration(spec.OTPFor)
 	}
 	st.schedule(&task{due: now.Add(delay), settleID: o.rec.ID})

@@ -45,6 +45,18 @@ func TestOTPForHoldsAPaystackTransferInOTP(t *testing.T) {
 	require.Equal(t, "otp", h.objects()[0].Status)
 }
 
+// Without auto-settlement (no settle delay) a transfer made under otp_for
+// is still created in "otp", as Paystack's is.
+func TestOTPForHoldsATransferWithoutASettleDelay(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	h.putFaults(`{"provider":"paystack","otp_for":"1h"}`)
+	resp, out := h.paystackTransfer(transferBody("otp_ref_3", "RCP_abc", 50000), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "otp", out.Data.Status)
+	require.Equal(t, "Transfer requires OTP to continue", out.Message)
+	require.Equal(t, "otp", h.objects()[0].Status)
+}
+
 // After otp_for the stand-in completes the transfer and it settles.
 func TestOTPForEndsWithTheTransferSettled(t *testing.T) {
 	h := newHarness(t, psp.Config{SettleDelay: time.Millisecond}, withRun())

@@ -42,14 +42,16 @@ test:
 	[ $$tested -eq 0 ] && [ $$checked -eq 0 ]
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
-## test-fast: the fast tier, under two minutes: unit and store tests with the race detector and -short,
-## which skips every heavy test (proctest.Heavy: binaries, stacks, chaos, real session timeouts); the
-## end-to-end package and the packages driving a browser are left out whole. No checks, no fuzz.
+## test-fast: the fast tier, under two minutes: unit and store tests with -short, which skips every
+## heavy test (proctest.Heavy: binaries, stacks, chaos, real session timeouts); the end-to-end package
+## and the packages driving a browser are left out whole. No race detector (make test runs every test
+## with it: it doubles this tier's time), four packages at once (they wait on Postgres and kfake more
+## than they compute), no checks, no fuzz.
 FAST_PACKAGES = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' $(PACKAGES) | \
 	awk '$$1 !~ /\/e2e$$/ && !/chromedp/ { print $$1 }')
 test-fast:
 	@scripts/devdeps.sh
-	$(GO) test -short -race -count=1 -timeout 5m $(FAST_PACKAGES)
+	$(GO) test -short -count=1 -p 4 -timeout 5m $(FAST_PACKAGES)
 
 ## migrate: apply the embedded migrations to DATABASE_URL
 migrate: build

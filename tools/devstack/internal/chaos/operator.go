@@ -69,6 +69,10 @@ type OperatorReport struct {
 	// Refused counts resolutions the worker refused because the PSP's
 	// record disagreed: evidence, reported, never hidden.
 	Refused []string
+	// Replayed counts payouts the PSP never received a request for, whose
+	// dead letter the operator replayed (nothing to resolve: the replay
+	// looks the payout up and sends it).
+	Replayed int
 	// Left names payouts left in review because the PSP's record did not
 	// say what happened.
 	Left []string
@@ -88,6 +92,11 @@ type pspCall struct {
 // verdict is what an operator decided from the PSP's record.
 type verdict struct {
 	outcome, object, reason string
+	// neverSent: the PSP has no object and no request for the payout, so
+	// there is nothing to resolve; a person replays its dead letter (the
+	// replay looks the payout up first and sends only if the PSP has
+	// nothing).
+	neverSent bool
 }
 
 // decideFromPSP says how a person holding the PSP's record resolves a
@@ -134,7 +143,7 @@ func decideFromPSP(objs []pspObject, calls []pspCall) (verdict, bool) {
 		last = c
 	}
 	if last == nil || last.RequestID == "" {
-		return verdict{reason: "the PSP has no object and no request for it"}, false
+		return verdict{reason: "the PSP has no object and no request for it", neverSent: true}, false
 	}
 	return verdict{outcome: "failed", object: last.RequestID,
 		reason: fmt.Sprintf("chaos operator: PSP has no object; request %s was refused %d (%s)", last.RequestID, last.Status, last.Outcome)}, true
@@ -251,6 +260,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 		Amount           int64   `json:"amount"`
 		Status           string  `json:"status"`
 		ResolutionStatus *string `json:"resolution_status"`
+		DeadLetterID     *int64  `json:"dead_letter_id"`
 	}
 	var review []item
 	cursor := ""
@@ -286,6 +296,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 	}
 	started, before := time.Now(), len(op.Left)
 	pending := map[string]string{} // resolution id → payout id
+	replays := map[string]bool{}   // payouts whose dead letter was replayed
 	for _, p := range review {
 		if p.Status != "NEEDS_REVIEW" || (maxAmount >= 0 && p.Amount > maxAmount) {
 			continue
@@ -301,6 +312,17 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 			return err
 		}
 		v, ok := decideFromPSP(objs.Items, callsOf[p.ID])
+		if !ok && v.neverSent && p.DeadLetterID != nil {
+			replayed, err := su.replayOne(ctx, *p.DeadLetterID)
+			if err != nil {
+				return err
+			}
+			if replayed {
+				op.Replayed++
+				replays[p.ID] = true
+				continue
+			}
+		}
 		if !ok {
 			op.Left = append(op.Left, p.ID+": "+v.reason)
 			continue
@@ -344,7 +366,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 		}
 		pending[rid] = p.ID
 	}
-	// The worker's verdicts.
+	// The worker's verdicts, and the replayed payouts finished.
 	sent := len(pending)
 	defer func() {
 		su.cfg.log("operator pass (four-eyes %t): %d listed, %d resolutions sent, %d left, %s", fourEyes, len(review), sent,
@@ -368,7 +390,16 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 				delete(pending, rid)
 			}
 		}
-		return len(pending) == 0, nil
+		for pid := range replays {
+			var status string
+			if err := su.pool.QueryRow(ctx, `SELECT status FROM payouts WHERE id::text = $1`, pid).Scan(&status); err != nil {
+				return false, nil // Postgres may be briefly unavailable; ask again
+			}
+			if status == "SUCCEEDED" || status == "FINALIZED" {
+				delete(replays, pid)
+			}
+		}
+		return len(pending) == 0 && len(replays) == 0, nil
 	})
 }
 
@@ -543,8 +574,8 @@ func (op *OperatorReport) lines() []string {
 	if op.Disabled {
 		out = append(out, "operator disabled (-no-operator): NEEDS_REVIEW payouts are left to invariant 3")
 	}
-	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d left (PSP record unknown)",
-		op.Planted, op.PlantedInReview, op.Listed, op.Resolved, op.Approved, len(op.Refused), len(op.Left)))
+	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d never sent, their dead letter replayed; %d left (PSP record unknown)",
+		op.Planted, op.PlantedInReview, op.Listed, op.Resolved, op.Approved, len(op.Refused), op.Replayed, len(op.Left)))
 	sort.Strings(op.Refused)
 	for _, r := range op.Refused {
 		out = append(out, "  refused: "+r)

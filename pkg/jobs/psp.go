@@ -2,9 +2,9 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -47,10 +47,6 @@ func (PSPReconcileArgs) InsertOpts() river.InsertOpts {
 var liveJobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
 	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
 
-// maxLiveRuns bounds the live jobs EndOrphanedPSPRun lists: one run is
-// active at a time, so its job is one of very few live ones of its kind.
-const maxLiveRuns = 1000
-
 // EndOrphanedPSPRun ends, as failed with why, the requested or running
 // psp_reconciliation_runs row whose River job will never work it
 // (discarded after its last attempt, or cancelled), and returns its id;
@@ -60,57 +56,45 @@ const maxLiveRuns = 1000
 // and webhook-api's schedule.
 //
 // River's jobs are read through River's client (JobListTx), never by SQL
-// on its tables. The active runs are read first: a run and its job commit
-// together, so the job of every run read is visible to the job list that
-// follows, and a run committed in between is not among those ended.
+// on its tables, and only the active run's own job is asked for, so no
+// number of other jobs of the kind can hide it. The active run is read
+// first: a run and its job commit together, so its job is visible to the
+// job list that follows.
 func EndOrphanedPSPRun(ctx context.Context, tx pgx.Tx, why string) (id int64, ok bool, err error) {
 	q := sqlcdb.New(tx)
-	active, err := q.ActivePSPRuns(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("end an orphaned psp reconciliation run: read the active runs: %w", err)
-	}
-	if len(active) == 0 {
+	run, err := q.ActivePSPRun(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
-	live, err := livePSPRuns(ctx, tx)
 	if err != nil {
+		return 0, false, fmt.Errorf("end an orphaned psp reconciliation run: read the active run: %w", err)
+	}
+	live, err := runHasLiveJob(ctx, tx, run)
+	if err != nil || live {
 		return 0, false, err
 	}
-	for _, run := range active {
-		if live[run] {
-			continue
-		}
-		id, err := q.EndPSPRun(ctx, sqlcdb.EndPSPRunParams{Error: why, ID: run})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // it finished meanwhile
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("end orphaned psp reconciliation run %d: %w", run, err)
-		}
-		return id, true, nil
+	id, err = q.EndPSPRun(ctx, sqlcdb.EndPSPRunParams{Error: why, ID: run})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil // it finished meanwhile
 	}
-	return 0, false, nil
+	if err != nil {
+		return 0, false, fmt.Errorf("end orphaned psp reconciliation run %d: %w", run, err)
+	}
+	return id, true, nil
 }
 
-// livePSPRuns returns the runs whose River job will still be worked.
-func livePSPRuns(ctx context.Context, tx pgx.Tx) (map[int64]bool, error) {
+// runHasLiveJob reports whether run's River job will still be worked.
+func runHasLiveJob(ctx context.Context, tx pgx.Tx, run int64) (bool, error) {
 	// A client without a pool: JobListTx works on the caller's transaction.
 	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
 	if err != nil {
-		return nil, fmt.Errorf("list live psp reconciliation jobs: River client: %w", err)
+		return false, fmt.Errorf("list psp reconciliation run %d's job: River client: %w", run, err)
 	}
 	res, err := client.JobListTx(ctx, tx, river.NewJobListParams().
-		Kinds(PSPReconcileArgs{}.Kind()).States(liveJobStates...).First(maxLiveRuns))
+		Kinds(PSPReconcileArgs{}.Kind()).States(liveJobStates...).
+		Where("args->>'run_id' = @run_id", river.NamedArgs{"run_id": strconv.FormatInt(run, 10)}).First(1))
 	if err != nil {
-		return nil, fmt.Errorf("list live psp reconciliation jobs: %w", err)
+		return false, fmt.Errorf("list psp reconciliation run %d's job: %w", run, err)
 	}
-	live := make(map[int64]bool, len(res.Jobs))
-	for _, j := range res.Jobs {
-		var args PSPReconcileArgs
-		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
-			return nil, fmt.Errorf("decode psp reconciliation job %d: %w", j.ID, err)
-		}
-		live[args.RunID] = true
-	}
-	return live, nil
+	return len(res.Jobs) > 0, nil
 }

@@ -54,6 +54,9 @@ func TestEndOrphanedPSPRunEndsOnlyARunWithoutALiveJob(t *testing.T) {
 	s, _ := status()
 	require.Equal(t, "requested", s)
 
+	// A live job of another run does not keep this one alive.
+	_, err = enq.Insert(ctx, jobs.PSPReconcileArgs{RunID: run + 1000}, nil)
+	require.NoError(t, err)
 	_, err = enq.JobCancel(ctx, jobID)
 	require.NoError(t, err)
 	id, ok := end()

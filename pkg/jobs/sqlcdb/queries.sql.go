@@ -9,32 +9,20 @@ import (
 	"context"
 )
 
-const activePSPRuns = `-- name: ActivePSPRuns :many
+const activePSPRun = `-- name: ActivePSPRun :one
 
-SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running') ORDER BY id
+SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running') ORDER BY id LIMIT 1
 `
 
 // The psp_reconciliation_runs statements the River job kinds declared here
 // need. sqlc compiles this into ./sqlcdb. River's own tables are never
 // queried here: River's client reads them (psp.go).
-func (q *Queries) ActivePSPRuns(ctx context.Context) ([]int64, error) {
-	rows, err := q.db.Query(ctx, activePSPRuns)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// At most one run is active (psp_reconciliation_runs_one_active).
+func (q *Queries) ActivePSPRun(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, activePSPRun)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const endPSPRun = `-- name: EndPSPRun :one

@@ -1,6 +1,6 @@
 -- dlq-admin, version 2: alerting on new dead letters, tracked bulk replays
 -- and the reconciliation report. See services/dlq-admin (doc.go of
--- internal/replay, internal/monitor and internal/recon).
+-- internal/deadletter/replay, internal/watch/depth and internal/integrity/recon).
 
 SET lock_timeout = '5s';
 

@@ -1,6 +1,7 @@
 -- dlq-admin, the API of the ops console: what a replay did, and
 -- the subject of every letter (payout, event, user, amount), filterable.
--- See services/dlq-admin/internal/store/doc.go and internal/replay/doc.go.
+-- See services/dlq-admin/internal/deadletter/store/doc.go and
+-- internal/deadletter/replay/doc.go.
 
 SET lock_timeout = '5s';
 

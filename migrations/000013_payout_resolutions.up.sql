@@ -4,7 +4,7 @@
 -- and the command on aegis.transactions, in one transaction); payout-worker,
 -- which owns payouts and the ledger, applies it or refuses it and writes the
 -- verdict back here (status, psp_answer, decided_at) in the transaction that
--- settles or releases the hold. See services/dlq-admin/internal/resolve.
+-- settles or releases the hold. See services/dlq-admin/internal/review/resolution.
 SET lock_timeout = '5s';
 
 CREATE TABLE payout_resolutions (

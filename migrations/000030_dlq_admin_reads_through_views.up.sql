@@ -3,7 +3,11 @@
 -- views, not the tables: a writer may change a table's other columns
 -- without dlq-admin noticing, and dlq-admin sees nothing it has no use
 -- for (a payout's idempotency key, request hash and PSP key; a ledger
--- entry's metadata). The views are simple, so the planner inlines them:
+-- entry's metadata). This migration is the expand step: the previous
+-- release reads the tables during the rollout, so its table grants stay;
+-- the next release's contract migration revokes them (docs/operations/
+-- deploy.md, "A zero-downtime upgrade"; migrations/roles_test.go,
+-- contractNext). The views are simple, so the planner inlines them:
 -- every index (and every partial index's predicate) of the table serves a
 -- query on its view as before. They belong to the migrator, which owns the
 -- tables, so a view's reader needs no grant on its table.
@@ -57,8 +61,6 @@ SELECT id, provider, kind, payout_id, psp_object_id, psp_status, ledger_status, 
        first_seen_run, first_seen_at, last_seen_run, last_seen_at, cleared_run, cleared_at
 FROM psp_disagreements;
 
-REVOKE SELECT ON payouts, payout_transitions, payout_attempts, payout_evidence, wallets, ledger_transactions,
-    ledger_entries, payment_returns, psp_disagreements FROM aegis_dlq_admin;
 GRANT SELECT ON payouts_for_ops, payout_transitions_for_ops, payout_attempts_for_ops, payout_evidence_for_ops,
     wallets_for_ops, ledger_transactions_for_ops, ledger_entries_for_ops, payment_returns_for_ops,
     psp_disagreements_for_ops TO aegis_dlq_admin;

@@ -1,6 +1,8 @@
 -- webhook-api reads payout-worker's tables only through these views, each
 -- with the columns its queries need (as dlq-admin does, 000030), and holds
--- SELECT on the views, not the tables. Simple views: the planner inlines
+-- SELECT on the views; its table grants stay for the previous release's
+-- pods during the rollout and go in the next release's contract migration
+-- (as 000030's). Simple views: the planner inlines
 -- them and the tables' indexes serve them.
 --
 -- Named <table>_for_api: api is webhook-api, the clients' and PSPs' front
@@ -34,7 +36,5 @@ CREATE VIEW payment_returns_for_api AS
 SELECT provider, kind, object_id
 FROM payment_returns;
 
-REVOKE SELECT ON payout_attempts, payout_evidence, wallets, ledger_transactions, ledger_entries, payment_returns
-    FROM aegis_webhook_api;
 GRANT SELECT ON payout_attempts_for_api, payout_evidence_for_api, wallets_for_api, ledger_transactions_for_api,
     ledger_entries_for_api, payment_returns_for_api TO aegis_webhook_api;

@@ -31,7 +31,8 @@ type Order int
 
 const (
 	// PerKey handles the records of one key one at a time, in the order
-	// polled, whatever their topic and partition, and different keys
+	// polled (the log's within a partition, none promised across
+	// partitions), whatever their topic and partition, and different keys
 	// concurrently; records without a key are ordered per partition.
 	PerKey Order = iota
 	// PerPartition handles a partition's records one at a time, in order,
@@ -72,6 +73,12 @@ type Config struct {
 	// first ends them (defaults 20 and 1m).
 	RetryAttempts int
 	RetryFor      time.Duration
+	// DeadLetterFor, when set, bounds the retries of a dead letter's write
+	// by time alone, in place of RetryAttempts and RetryFor: for a handler
+	// whose attempts are few and costly (a POST to a receiver), so that a
+	// short outage of the dead-letter store neither pages nor sends the
+	// record's effect again.
+	DeadLetterFor time.Duration
 	// StuckAfter is after how many in-place attempts a record is logged as
 	// blocking its key (default 10). It is logged, not paged: dlq-admin's
 	// stall detector owns the partition-stalled page.
@@ -271,7 +278,7 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) bool {
 			c.metrics.exhausted.WithLabelValues(r.Topic).Inc()
 			cause := fmt.Errorf("still failing after %d in-place attempts over %s: %w",
 				attempt, time.Since(first).Round(time.Millisecond), err)
-			c.logger.ErrorContext(ctx, "in-place retries exhausted; dead-lettering the record", "group", c.cfg.Group,
+			c.logger.ErrorContext(ctx, "in-place retries exhausted; the record goes to its dead-letter path", "group", c.cfg.Group,
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempts", attempt, "error", err.Error())
 			return c.deadLetter(ctx, r, cause, errclass.Transient, history)
 		}
@@ -313,12 +320,17 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error, c
 		if ctx.Err() != nil {
 			return false
 		}
-		if class, ok := errclass.Explicit(err); ok && class == errclass.Permanent {
-			c.logger.ErrorContext(ctx, "cannot build dead letter", "group", c.cfg.Group, "topic", r.Topic,
-				"partition", r.Partition, "offset", r.Offset, "error", err.Error())
-			return false
-		}
-		if attempt >= c.cfg.RetryAttempts || time.Since(first) >= c.cfg.RetryFor {
+		// A letter that cannot be built fails the same way every time:
+		// leave the record undone at once, paused and paged, as one whose
+		// write keeps failing.
+		class, explicit := errclass.Explicit(err)
+		cannotBuild := explicit && class == errclass.Permanent
+		if cannotBuild || c.deadLetterBounded(attempt, first) {
+			if cannotBuild {
+				c.logger.ErrorContext(ctx, "cannot build dead letter", "group", c.cfg.Group, "topic", r.Topic,
+					"partition", r.Partition, "offset", r.Offset, "error", err.Error())
+				backoff.Sleep(ctx, c.cfg.Backoff.Max)
+			}
 			if c.alerts != nil {
 				c.alerts.Raise(ctx, alert.Alert{Key: alert.DeadLetterPublishFailedKey(r.Topic), Severity: alert.Critical,
 					Summary: c.cfg.Group + " cannot write a dead letter; the record will be redelivered",
@@ -333,6 +345,16 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error, c
 			return false
 		}
 	}
+}
+
+// deadLetterBounded reports whether a dead letter's write, tried attempt
+// times since first, has had its retries (Config.DeadLetterFor, or the
+// record's own bound).
+func (c *Consumer) deadLetterBounded(attempt int, first time.Time) bool {
+	if c.cfg.DeadLetterFor > 0 {
+		return time.Since(first) >= c.cfg.DeadLetterFor
+	}
+	return attempt >= c.cfg.RetryAttempts || time.Since(first) >= c.cfg.RetryFor
 }
 
 func outcome(class errclass.Class) string {

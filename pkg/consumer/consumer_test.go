@@ -351,7 +351,7 @@ func TestLeaveQueuedStartsNothingAfterTheWindowEnds(t *testing.T) {
 // A user's credit (aegis.webhook.pending) and the payout command accepted
 // after it (aegis.transactions) share the user's key but not a partition:
 // the command must not start while the credit is still being handled, or
-// its hold does not find the credit in the wallet (services/payout-worker's
+// its hold misses the credit that is being applied (services/payout-worker's
 // payout/order.go). Two partitions of one topic stand for the two topics:
 // the window keys its queues by the Kafka key alone.
 func TestAKeysRecordsOnTwoPartitionsAreHandledOneAtATime(t *testing.T) {

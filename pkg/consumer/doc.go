@@ -25,9 +25,12 @@
 // (pkg/panics), and the record it held is dead-lettered or left undone.
 //
 // Order: with PerKey (the default) records of one key are handled one at a
-// time in the order polled, across topics and partitions too (a user's credit
-// and the payout command accepted after it are on two topics), and different
-// keys, across partitions and within one, run concurrently
+// time, in the order polled, across topics and partitions too (a user's
+// credit and the payout command accepted after it are on two topics: never
+// at once), and different keys, across partitions and within one, run
+// concurrently. Within a partition the order polled is the log's order;
+// across partitions it is the fetch's, which a rewind can change, so no
+// order across partitions is promised
 // (Config.Concurrency at a time); with PerPartition a partition's records
 // are handled one at a time, in order, and partitions run concurrently. A
 // partition's offset is committed up to the last record of its done prefix.
@@ -39,8 +42,9 @@
 // already started), commits every done prefix, rewinds the partitions of
 // undone records and only then allows the rebalance. A
 // partition is therefore revoked with its finished work committed and its
-// unfinished work uncommitted, and neither is lost or applied twice by the
-// loop (a crash can still redeliver; handlers are idempotent).
+// unfinished work uncommitted: nothing is lost. A rewind redelivers the
+// records after an undone one that were already done, and a crash
+// redelivers what was not committed, so handlers must be idempotent.
 //
 // On shutdown the records in flight may finish within Config.Grace; what
 // finished is committed before Run returns.

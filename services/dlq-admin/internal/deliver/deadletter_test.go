@@ -43,7 +43,7 @@ func TestADeadLetterThatCannotBeStoredAlertsAndIsNotCommitted(t *testing.T) {
 	alerts, err := alert.New(alert.Config{Source: "deliver-test"},
 		lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	stop := b.run(t, func(*deliver.Config) {}, broken, alerts, reg)
+	stop := b.run(t, func(c *deliver.Config) { c.DeadLetterFor = 500 * time.Millisecond }, broken, alerts, reg)
 	key := alert.DeadLetterPublishFailedKey(kafkax.TopicSettlements)
 	require.Eventually(t, func() bool { return alertsRaised(t, reg, key) >= 2 }, waitFor, 20*time.Millisecond,
 		"the event was not polled again after its letter could not be stored")

@@ -33,6 +33,8 @@ const (
 	DefaultGroup       = "settlement-webhooks"
 	DefaultTimeout     = 5 * time.Second
 	DefaultMaxAttempts = 5
+	// DefaultDeadLetterFor outlasts a Postgres failover.
+	DefaultDeadLetterFor = time.Minute
 	// MinSecretLength keeps a guessable secret out: HMAC is only as strong
 	// as its key.
 	MinSecretLength = 16
@@ -72,6 +74,11 @@ type Config struct {
 	// polled again. A receiver that is down therefore paces the stream but
 	// never keeps partitions from moving between replicas for long.
 	BatchFor time.Duration
+	// DeadLetterFor is how long a dead letter's write to Postgres is
+	// retried before it pages and the event is rewound (and POSTed again
+	// when polled again): a short outage of Postgres does neither (default
+	// DefaultDeadLetterFor).
+	DeadLetterFor time.Duration
 	// OnDeadLetter, if set, is called after an event became a dead letter
 	// (package depth's Notify, which alerts on it). It must not block.
 	OnDeadLetter func()
@@ -83,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.DeadLetterFor <= 0 {
+		c.DeadLetterFor = DefaultDeadLetterFor
 	}
 	if c.Backoff.Base == 0 {
 		attempts := c.Backoff.MaxAttempts
@@ -192,6 +202,7 @@ func New(cfg Config, pool *pgxpool.Pool, alerts *alert.Alerter, deps lifecycle.D
 		Name: "dlq-admin/settlement-webhooks", Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords,
 		Concurrency: partitions, Order: consumer.PerPartition, Backoff: cfg.Backoff,
 		RetryAttempts: cfg.Backoff.MaxAttempts, RetryFor: 24 * time.Hour, Window: cfg.BatchFor, LeaveQueued: true,
+		DeadLetterFor: cfg.DeadLetterFor,
 		CommitTimeout: cfg.CommitTimeout,
 	}, consumer.Deps{Deps: deps, Alerts: alerts, DeadLetters: consumer.Store{
 		DB: pool, Group: cfg.Group, Writer: writer, OnStored: cfg.OnDeadLetter, Letter: letter}})

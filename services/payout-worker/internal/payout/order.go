@@ -6,11 +6,17 @@ package payout
 // A user's credits, payout commands, operator resolutions and the outcome
 // events on aegis.settlements are keyed by the user id: the outbox hands
 // out a key's rows in commit order and never past one that is unfinished
-// or not yet due, Kafka keeps a key on one partition, and the consumer
-// handles a key's records one at a time. So they are applied in the order
-// they were accepted. That order matters because a payout spends credits:
-// a payout accepted after a credit was acknowledged must find it in the
-// wallet, and a refund or dispute must meet the credit it takes back.
+// or not yet due, Kafka keeps a key on one partition of a topic, and the
+// consumer handles a key's records one at a time, in the order polled,
+// across topics too. Within a topic they are applied in the order they were
+// accepted. Across the two topics (credits on aegis.webhook.pending, payout
+// commands on aegis.transactions) the order polled is not the order
+// accepted when a fetch or a rewind brings the later record first. That
+// order matters because a payout spends credits: a payout accepted right
+// after a credit was acknowledged, before the credit was applied, can find
+// the wallet short and end FINALIZED "insufficient funds in the wallet",
+// visibly and with nothing moved (a refund or dispute that comes before its
+// credit waits for it: MONEY_BACK_CREDIT_WAIT).
 //
 // A payout's scheduled retry (every delayed attempt: backoff, the settle
 // window, an open breaker, a PSP's Retry-After) is keyed by its payout

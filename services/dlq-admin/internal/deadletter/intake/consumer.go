@@ -77,7 +77,7 @@ func (c Config) withDefaults() Config {
 		c.Backoff = DefaultBackoff()
 	}
 	if c.Backoff.MaxAttempts == 0 {
-		c.Backoff.MaxAttempts = 1
+		c.Backoff.MaxAttempts = 1 // the policy's validation wants one; RetryFor bounds the retries
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 10 * time.Second
@@ -160,6 +160,10 @@ func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Consumer, error)
 		Name: "dlq-admin/consumer", Group: cfg.Group, MaxPollRecords: cfg.MaxPollRecords,
 		Concurrency: concurrency, Order: consumer.PerKey, Backoff: cfg.Backoff,
 		RetryAttempts: math.MaxInt, RetryFor: cfg.RetryFor, Grace: cfg.AttemptTimeout,
+		// Only the letters already started finish when a window ends: a
+		// Postgres outage must not hold a rebalance for every queued key
+		// times DLQ_STORE_RETRY_FOR.
+		LeaveQueued:   true,
 		CommitTimeout: cfg.CommitTimeout,
 	}, consumer.Deps{Deps: deps})
 	if err != nil {

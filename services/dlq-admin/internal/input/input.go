@@ -3,6 +3,7 @@ package input
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Page sizes of every list.
@@ -33,12 +34,26 @@ func Limit(n, most int) (int, error) {
 	return n, nil
 }
 
+// Text refuses a value Postgres cannot store as text (invalid UTF-8, or a
+// NUL byte), naming param: such a value is the caller's mistake, a 400,
+// not a failure of the store.
+func Text(param, value string) error {
+	if !utf8.ValidString(value) || strings.ContainsRune(value, 0) {
+		return &Invalid{Param: param, Reason: "must be UTF-8 text without NUL characters"}
+	}
+	return nil
+}
+
 // MaxReasonLength bounds an operator's reason.
 const MaxReasonLength = 2000
 
-// CheckReason refuses an operator's reason that is too long or, when
-// required is not "" (what the reason must say: "say why ..."), blank.
+// CheckReason refuses an operator's reason that is not text (Text), too
+// long or, when required is not "" (what the reason must say: "say why
+// ..."), blank.
 func CheckReason(reason, required string) error {
+	if err := Text("reason", reason); err != nil {
+		return err
+	}
 	if required != "" && strings.TrimSpace(reason) == "" {
 		return &Invalid{Param: "reason", Reason: "is required: " + required}
 	}

@@ -81,6 +81,9 @@ func (m Match) Validate() error {
 		if len(v.value) > MaxFilterValue {
 			return &input.Invalid{Param: v.param, Reason: fmt.Sprintf("must be at most %d characters", MaxFilterValue)}
 		}
+		if err := input.Text(v.param, v.value); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -90,8 +93,8 @@ func (f Filter) Validate() error {
 	if err := f.Match.Validate(); err != nil {
 		return err
 	}
-	if f.Limit < 0 || f.Limit > input.MaxLimit {
-		return &input.Invalid{Param: "limit", Reason: fmt.Sprintf("must be between 1 and %d", input.MaxLimit)}
+	if _, err := input.Limit(f.Limit, input.MaxLimit); err != nil {
+		return err
 	}
 	if _, err := decodeCursor(f.Cursor); err != nil {
 		return err
@@ -100,10 +103,8 @@ func (f Filter) Validate() error {
 }
 
 func (f Filter) limit() int {
-	if f.Limit == 0 {
-		return input.DefaultLimit
-	}
-	return f.Limit
+	n, _ := input.Limit(f.Limit, input.MaxLimit) // checked by Validate
+	return n
 }
 
 // encodeCursor makes the cursor that continues after the row with id lastID.

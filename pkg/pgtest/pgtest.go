@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aegis-payments/aegis/migrations"
@@ -124,6 +126,14 @@ func Tx(t testing.TB) pgx.Tx {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// The deferred constraints (a ledger transaction's balance) would
+		// fire only at a commit that never comes: check them before the
+		// rollback, as a commit would.
+		var pgErr *pgconn.PgError
+		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil &&
+			(!errors.As(err, &pgErr) || pgErr.Code != "25P02") { // 25P02: the test left it failed, on purpose or not
+			t.Errorf("pgtest: the test's writes break a deferred constraint, which a commit would refuse: %v", err)
+		}
 		if err := tx.Rollback(ctx); err != nil {
 			t.Errorf("pgtest: roll back the test's transaction: %v", err)
 		}

@@ -1,5 +1,7 @@
 package payoutstate
 
+import "slices"
+
 // Status is a payout's state, as stored in payouts.status.
 type Status string
 
@@ -33,13 +35,7 @@ func All() []Status {
 }
 
 // Valid reports whether s is a payout state.
-func (s Status) Valid() bool {
-	switch s {
-	case Initialized, Sending, Sent, Awaiting, Succeeded, Retrying, Failed, NeedsReview, Finalized:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(All(), s) }
 
 // Final reports whether the payout's outcome is settled here: paid, or
 // failed. Only the PSP's later word (a bank return, a payment after the
@@ -86,10 +82,6 @@ func (s Status) Unpaid() bool { return s == Failed || s == Finalized }
 // payout's hold is paid out or given back: Succeeded, or Finalized. A
 // Failed payout is final but still has its hold's release to post.
 func (s Status) Closed() bool { return s == Succeeded || s == Finalized }
-
-// Unfinished reports whether a payout can wait in s for the worker or an
-// operator (every state but the final ones).
-func (s Status) Unfinished() bool { return !s.Final() }
 
 // Names returns the states for which has is true, as stored, in All's
 // order: the parameter a query takes instead of state literals in its SQL

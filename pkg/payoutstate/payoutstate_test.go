@@ -33,6 +33,4 @@ func TestMeanings(t *testing.T) {
 	require.Equal(t, []string{"NEEDS_REVIEW"}, names(payoutstate.Status.Reviewable))
 	require.Equal(t, []string{"FAILED", "FINALIZED"}, names(payoutstate.Status.Unpaid))
 	require.Equal(t, []string{"SUCCEEDED", "FINALIZED"}, names(payoutstate.Status.Closed))
-	require.Equal(t, []string{"INITIALIZED", "SENDING_TO_GATEWAY", "SENT_TO_GATEWAY", "AWAITING_RESPONSE", "RETRYING",
-		"NEEDS_REVIEW"}, names(payoutstate.Status.Unfinished))
 }

@@ -1,6 +1,6 @@
-// Package watch runs dlq-admin's watchers (the dead-letter depth and alert
-// sweep, consumer stalls, PSP reconciliation alerts) on one loop: each
-// task runs once at start, so a restarted service looks at once, then on
+// Package watch is the one ticker loop dlq-admin's watchers (the
+// dead-letter depth and alert sweep, consumer stalls, PSP reconciliation
+// alerts) run on, each on a loop of its own: each task runs once at start, so a restarted service looks at once, then on
 // its interval and whenever it is woken, until the context ends.
 //
 // Tasks of one loop run one at a time, in the order given, on the loop's

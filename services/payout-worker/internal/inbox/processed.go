@@ -70,16 +70,17 @@ func Processed(ctx context.Context, tx pgx.Tx, m Message) (bool, error) {
 // is set when b's results are read. It lets a caller send the check in the
 // same round trip as its first statement.
 func QueueProcessed(ctx context.Context, b *pgx.Batch, m Message, done *bool) error {
-	q, err := database.Queue(b, func(r *database.Recorder) {
-		_, _ = sqlcdb.New(r).Processed(ctx, sqlcdb.ProcessedParams{ConsumerGroup: m.Group, EventID: m.ID()})
-	})
+	arg := sqlcdb.ProcessedParams{ConsumerGroup: m.Group, EventID: m.ID()}
+	q, err := database.Queue(b, func(r *database.Recorder) { _, _ = sqlcdb.New(r).Processed(ctx, arg) })
 	if err != nil {
 		return err
 	}
-	q.QueryRow(func(r pgx.Row) error {
-		if err := r.Scan(done); err != nil {
+	q.QueryRow(func(row pgx.Row) error {
+		v, err := sqlcdb.New(database.Reply(row)).Processed(ctx, arg)
+		if err != nil {
 			return fmt.Errorf("check processed event: %w", err)
 		}
+		*done = v
 		return nil
 	})
 	return nil

@@ -20,13 +20,6 @@ import (
 // OutPath is where the reference lives, relative to the repository root.
 const OutPath = "docs/reference/configuration.md"
 
-// notConfiguration lists variables the code reads that must not appear in
-// the reference, each with its reason. None today: the planted defects are
-// switched in chaos builds only, outside every configuration reader.
-func notConfiguration() map[string]string {
-	return map[string]string{}
-}
-
 // readerMethods are config.Env's typed readers; the first argument is the
 // variable's name, the second (where there is one) its default.
 func readerMethods() map[string]bool {
@@ -576,7 +569,6 @@ func (l *loader) reach(x *fn, seen map[*fn]bool, out map[*fn]bool) {
 func (l *loader) variables() ([]Variable, error) {
 	vars := map[string]*Variable{}
 	meanings := map[string][]string{}
-	skip := notConfiguration()
 	for _, x := range l.fns {
 		for name, m := range x.docs {
 			meanings[name] = append(meanings[name], x.docFile+"\x00"+m)
@@ -610,9 +602,6 @@ func (l *loader) variables() ([]Variable, error) {
 		}
 		for r := range readers {
 			for _, rd := range r.reads {
-				if _, ok := skip[rd.name]; ok {
-					continue
-				}
 				v := vars[rd.name]
 				if v == nil {
 					v = &Variable{Name: rd.name, Defaults: map[string]string{}}
@@ -658,9 +647,6 @@ func (l *loader) variables() ([]Variable, error) {
 	}
 	for name, ms := range meanings {
 		if _, ok := vars[name]; !ok {
-			if _, skipped := skip[name]; skipped {
-				continue
-			}
 			for _, m := range ms {
 				w, _, _ := strings.Cut(m, "\x00")
 				problems = append(problems, fmt.Sprintf("%s is described in %s but no service reads it", name, w))

@@ -40,6 +40,7 @@ var wantGrants = map[string]map[string]string{
 	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
 	"processed_events":           {RolePayoutWorker: "SI"},
 	"payout_resolutions":         {RolePayoutWorker: "SU", RoleDLQAdmin: "SIU"},
+	"resolution_verdicts":        {RolePayoutWorker: "SI"},
 	"approvals":                  {RoleDLQAdmin: "SIU"},
 	"dead_letters":               {RoleWebhookAPI: "Ii", RoleOutboxRelay: "Ii", RolePayoutWorker: "Ii", RoleDLQAdmin: "SIU"},
 	"replay_jobs":                {RoleDLQAdmin: "SIU"},
@@ -55,18 +56,24 @@ var wantGrants = map[string]map[string]string{
 	"river_notification":         {},
 }
 
-// contractNext are the table reads a role keeps only for the previous
-// release's pods, which still read the tables during the rollout of the
-// release that moved its reads to views (000030, 000031: the expand step).
-// The next release's contract migration revokes them and empties this list;
-// until then no new code may read them (the readers' queries use the views,
-// which the e2e tests run under the service roles). A pair here that is not
-// a bare read in wantGrants fails the test, so the list cannot go stale.
-var contractNext = map[string][]string{
-	RoleDLQAdmin: {"payouts", "payout_transitions", "payout_attempts", "payout_evidence", "wallets",
-		"ledger_transactions", "ledger_entries", "payment_returns", "psp_disagreements"},
-	RoleWebhookAPI: {"payout_attempts", "payout_evidence", "wallets", "ledger_transactions", "ledger_entries",
-		"payment_returns"},
+// contractNext are the privileges (per role, per table, as in wantGrants)
+// a role keeps only for the previous release's pods, which still use them
+// during the rollout of the release that moved its reads to views (000030,
+// 000031) or its writes to a table of its own (000032: payout-worker's
+// verdicts; it reads the resolutions through a view): the expand step. The
+// next release's contract migration revokes them and empties this list;
+// until then no new code may use them (the services' queries use the views
+// and their own tables, which the e2e tests run under the service roles). A
+// privilege here that wantGrants does not have fails the test, so the list
+// cannot go stale, and the rule that a role reads a table it does not
+// write only through a view holds of the grants left after the contract.
+var contractNext = map[string]map[string]string{
+	RoleDLQAdmin: {"payouts": "S", "payout_transitions": "S", "payout_attempts": "S", "payout_evidence": "S",
+		"wallets": "S", "ledger_transactions": "S", "ledger_entries": "S", "payment_returns": "S",
+		"psp_disagreements": "S"},
+	RoleWebhookAPI: {"payout_attempts": "S", "payout_evidence": "S", "wallets": "S", "ledger_transactions": "S",
+		"ledger_entries": "S", "payment_returns": "S"},
+	RolePayoutWorker: {"payout_resolutions": "SU"},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -84,12 +91,16 @@ var wantViews = map[string][]string{
 	"ledger_entries_for_ops":      {RoleDLQAdmin},
 	"payment_returns_for_ops":     {RoleDLQAdmin},
 	"psp_disagreements_for_ops":   {RoleDLQAdmin},
-	"payout_attempts_for_api":     {RoleWebhookAPI},
-	"payout_evidence_for_api":     {RoleWebhookAPI},
-	"wallets_for_api":             {RoleWebhookAPI},
-	"ledger_transactions_for_api": {RoleWebhookAPI},
-	"ledger_entries_for_api":      {RoleWebhookAPI},
-	"payment_returns_for_api":     {RoleWebhookAPI},
+	"resolution_verdicts_for_ops": {RoleDLQAdmin},
+	// dlq-admin's resolutions with payout-worker's verdicts (000032).
+	"payout_resolutions_state":      {RoleDLQAdmin},
+	"payout_resolutions_for_worker": {RolePayoutWorker},
+	"payout_attempts_for_api":       {RoleWebhookAPI},
+	"payout_evidence_for_api":       {RoleWebhookAPI},
+	"wallets_for_api":               {RoleWebhookAPI},
+	"ledger_transactions_for_api":   {RoleWebhookAPI},
+	"ledger_entries_for_api":        {RoleWebhookAPI},
+	"payment_returns_for_api":       {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the
@@ -208,18 +219,26 @@ func TestServiceRoleGrants(t *testing.T) {
 	}
 
 	// A role reads a table it does not write only through a view (but for
-	// the previous release's reads, until the contract: contractNext).
+	// the previous release's privileges, until the contract: contractNext).
 	for table, roles := range wantGrants {
 		for role, verbs := range roles {
-			if strings.Contains(verbs, "S") && !strings.ContainsAny(verbs, "IUDiu") && !slices.Contains(contractNext[role], table) {
+			after := strings.Map(func(r rune) rune {
+				if strings.ContainsRune(contractNext[role][table], r) {
+					return -1
+				}
+				return r
+			}, verbs)
+			if strings.Contains(after, "S") && !strings.ContainsAny(after, "IUDiu") {
 				t.Errorf("%s reads %s, which it does not write: give it a view of the columns it needs (wantViews)", role, table)
 			}
 		}
 	}
 	for role, tables := range contractNext {
-		for _, table := range tables {
-			if wantGrants[table][role] != "S" {
-				t.Errorf("contractNext lists %s reading %s, which wantGrants does not have as a bare read: drop it from contractNext", role, table)
+		for table, verbs := range tables {
+			for _, v := range verbs {
+				if !strings.ContainsRune(wantGrants[table][role], v) {
+					t.Errorf("contractNext lists %s holding %c on %s, which wantGrants does not have: drop it from contractNext", role, v, table)
+				}
 			}
 		}
 	}
@@ -366,6 +385,8 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		refused(t, c, "writing the audit log", insertAudit)
 		refused(t, c, "changing posted ledger entries", `UPDATE ledger_entries SET amount = 0`)
 		refused(t, c, "deleting processed events", `DELETE FROM processed_events`)
+		must(t, c, "reading resolutions through its view", `SELECT status, outcome, psp_object_id FROM payout_resolutions_for_worker`)
+		undefined(t, c, "reading a resolution's outbox id through its view", `SELECT outbox_id FROM payout_resolutions_for_worker`)
 	})
 	t.Run("dlq-admin", func(t *testing.T) {
 		c := asRole(t, dbURL, RoleDLQAdmin)
@@ -382,6 +403,11 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		refused(t, c, "storing a PSP event", insertEvent, "evt_roles_6")
 		refused(t, c, "claiming outbox rows", `UPDATE transaction_outbox SET status = 'processing'`)
 		refused(t, c, "deleting the audit log", `DELETE FROM audit_log`)
+		must(t, c, "reading resolutions with their verdicts", `SELECT status, psp_answer, decided_at FROM payout_resolutions_state`)
+		must(t, c, "reading verdicts through its view", `SELECT status FROM resolution_verdicts_for_ops`)
+		refused(t, c, "recording a verdict", `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+			VALUES (gen_random_uuid(), 'applied', 'a', now())`)
+		refused(t, c, "changing a verdict", `UPDATE resolution_verdicts SET status = 'applied'`)
 		must(t, c, "queueing a River job", `INSERT INTO river_job (kind, args, queue, state, max_attempts) VALUES ('t', '{}', 'default', 'available', 1) RETURNING id`)
 		must(t, c, "cleaning River jobs", `DELETE FROM river_job WHERE kind = 't'`)
 		refused(t, c, "changing River's schema version", `DELETE FROM river_migration`)

@@ -33,12 +33,17 @@ func (w *world) reviewedMissing() string {
 	return pid
 }
 
-// resolve stores a resolution as dlq-admin does and publishes its command
-// under messageID; it returns the resolution id.
+// resolve stores a resolution as dlq-admin does (closing the payout's
+// decided ones first, so that payout_resolutions_open_idx admits it) and
+// publishes its command under messageID; it returns the resolution id.
 func (w *world) resolve(pid, outcome, objectID, messageID string) string {
 	w.t.Helper()
 	rid := uuid.Must(uuid.NewV7()).String()
 	_, err := w.db.Pool.Exec(context.Background(), `
+		UPDATE payout_resolutions r SET status = v.status FROM resolution_verdicts_for_ops v
+		WHERE v.resolution_id = r.id AND r.payout_id = $1 AND r.status = 'pending'`, pid)
+	require.NoError(w.t, err)
+	_, err = w.db.Pool.Exec(context.Background(), `
 		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status)
 		VALUES ($1, $2, $3, $4, 'checked the PSP dashboard', $5, 'alice', 'pending')`, rid, pid, w.user, outcome, objectID)
 	require.NoError(w.t, err)
@@ -58,10 +63,12 @@ func (w *world) sendResolution(rid, pid, outcome, objectID, messageID string) {
 	w.waitProcessed(messageID)
 }
 
+// resolution returns resolution rid's status and PSP answer as dlq-admin
+// shows them.
 func (w *world) resolution(rid string) (status, answer string) {
 	w.t.Helper()
 	require.NoError(w.t, w.db.Pool.QueryRow(context.Background(),
-		`SELECT status, coalesce(psp_answer, '') FROM payout_resolutions WHERE id = $1`, rid).Scan(&status, &answer))
+		`SELECT status, coalesce(psp_answer, '') FROM payout_resolutions_state WHERE id = $1`, rid).Scan(&status, &answer))
 	return status, answer
 }
 
@@ -164,4 +171,51 @@ func (w *world) produceWith(topic, key, messageID string, value []byte, headers 
 	}
 	w.sign(rec)
 	require.NoError(w.t, w.producer.ProduceSync(context.Background(), rec).FirstErr())
+}
+
+// The worker's verdict is a resolution_verdicts row, written with the
+// posting it decides; dlq-admin's payout_resolutions row is left as
+// dlq-admin wrote it.
+func TestResolutionVerdictIsTheWorkersOwnRow(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	pid := w.reviewedMissing()
+	before := w.clock.now()
+
+	rid := w.resolve(pid, "failed", "po_seen_on_dashboard", "")
+	var status, answer string
+	var decided time.Time
+	require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+		`SELECT status, psp_answer, decided_at FROM resolution_verdicts WHERE resolution_id = $1`, rid).Scan(&status, &answer, &decided))
+	require.Equal(t, payout.ResolutionApplied, status)
+	require.Contains(t, answer, "no object")
+	require.False(t, decided.Before(before.Truncate(time.Microsecond)), "decided at %v, before the command (%v)", decided, before)
+	require.Equal(t, 1, w.postings(pid, "payout_release"))
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM payout_resolutions WHERE id = $1 AND status = 'pending'
+		AND psp_answer IS NULL AND decided_at IS NULL`, rid), "payout_resolutions is dlq-admin's")
+}
+
+// During a rollout the previous worker writes its verdict on
+// payout_resolutions: a command for a resolution it decided (a replay, a
+// redelivery) finds it decided and changes nothing, and no second verdict
+// is written.
+func TestResolutionThePreviousWorkerDecidedIsNotDecidedAgain(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	pid := w.reviewedMissing()
+	rid := uuid.Must(uuid.NewV7()).String()
+	_, err := w.db.Pool.Exec(context.Background(), `
+		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status, psp_answer, decided_at)
+		VALUES ($1, $2, $3, 'failed', 'checked the PSP dashboard', 'po_x', 'alice', 'refused', 'lookup failed: 503', now())`,
+		rid, pid, w.user)
+	require.NoError(t, err)
+
+	w.sendResolution(rid, pid, "failed", "po_x", "")
+	status, answer := w.resolution(rid)
+	require.Equal(t, payout.ResolutionRefused, status)
+	require.Equal(t, "lookup failed: 503", answer)
+	require.Zero(t, w.count(`SELECT count(*) FROM resolution_verdicts WHERE resolution_id = $1`, rid))
+	require.Zero(t, w.postings(pid, "payout_release"), "the previous worker refused it: nothing moves")
+	require.Equal(t, payout.NeedsReview, w.payout(pid).Status)
+	require.EqualValues(t, 3500, w.balance())
 }

@@ -145,8 +145,9 @@
 // paid, with the payout's amount, currency and id; failed when the PSP has
 // no live object. Otherwise it refuses it, never giving a hold back while
 // the PSP may pay. An applied resolution settles or releases the hold in
-// one transaction with the verdict on payout_resolutions, idempotent by
-// resolution id.
+// one transaction with the verdict (a resolution_verdicts row: the worker's
+// own table; the request, payout_resolutions, is dlq-admin's), idempotent
+// by resolution id.
 //
 // Replays: dlq-admin replays a dead-lettered command under a new message id
 // (the original is in processed_events). A FINALIZED payout ignores it — its

@@ -141,12 +141,17 @@ SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = @sta
        (SELECT count(*) FROM payouts p WHERE p.status = @status AND p.status_since < @before)::bigint AS overdue;
 
 -- name: LoadResolution :one
--- An operator's resolution request as dlq-admin stored it (resolve.go):
--- the worker reads it and writes only the verdict.
+-- An operator's resolution request as dlq-admin stored it, with its status
+-- (pending until decided; the verdict of either release's worker once
+-- decided): resolve.go reads it after taking the payout's row lock, under
+-- which every verdict on the payout is written, so it sees any verdict
+-- committed before.
 SELECT payout_id, outcome, reason, psp_object_id, requested_by, coalesce(approved_by, '')::text AS approved_by, status
-FROM payout_resolutions WHERE id = @id
-FOR UPDATE;
+FROM payout_resolutions_for_worker WHERE id = @id;
 
 -- name: DecideResolution :execrows
-UPDATE payout_resolutions SET status = @status, psp_answer = @psp_answer::text, decided_at = @decided_at::timestamptz
-WHERE id = @id AND status = 'pending';
+-- The worker's verdict, in the transaction of the ledger posting it decides;
+-- no row when the resolution already has one.
+INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+VALUES (@resolution_id, @status, @psp_answer, @decided_at)
+ON CONFLICT (resolution_id) DO NOTHING;

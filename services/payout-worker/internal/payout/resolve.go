@@ -20,14 +20,17 @@ import (
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
-// Resolution statuses the worker decides (payout_resolutions.status).
+// Resolution statuses: pending until decided, then the worker's verdict
+// (resolution_verdicts.status, read with the request through
+// payout_resolutions_for_worker).
 const (
 	ResolutionPending = "pending"
 	ResolutionApplied = "applied"
 	ResolutionRefused = "refused"
 )
 
-// resolution is an operator's request as dlq-admin stored it.
+// resolution is an operator's request as dlq-admin stored it, with its
+// status.
 type resolution struct {
 	id          uuid.UUID
 	payoutID    uuid.UUID
@@ -83,12 +86,14 @@ type pspAnswer struct {
 // the PSP has no object for, past the settle window, is applied: the PSP
 // itself says nothing is live. A paid resolution of a payout whose hold
 // was already released is refused: there is no hold left to settle. The
-// verdict and its reason are on payout_resolutions (status, psp_answer),
-// which dlq-admin shows the operator.
+// verdict and its reason are a resolution_verdicts row (status,
+// psp_answer), which dlq-admin shows the operator; payout_resolutions is
+// dlq-admin's.
 //
-// Idempotent by resolution id: the resolution row is locked and decided
-// once; a replayed or redelivered command finds it decided and changes
-// nothing.
+// Idempotent by resolution id: the resolution is decided once, under the
+// payout's row lock, and read after taking it, so a replayed or
+// redelivered command finds it decided and changes nothing; the verdict's
+// primary key refuses a second one.
 func (pr *Processor) Resolve(ctx context.Context, m inbox.Message) error {
 	var cmd event.PayoutResolution
 	if err := json.Unmarshal(m.Value, &cmd); err != nil {
@@ -121,8 +126,16 @@ func (pr *Processor) Resolve(ctx context.Context, m inbox.Message) error {
 		ans = pr.lookUpForResolution(ctx, p)
 	}
 
-	// 2. Decide, in one transaction.
+	// 2. Decide, in one transaction. The payout's row lock first (a
+	// resolution's payout never changes): every verdict on the payout is
+	// written under it, so the resolution read after it shows any verdict
+	// committed before.
+	payoutID := r.payoutID
 	return inbox.InTx(ctx, pr.pool, m, func(tx pgx.Tx) error {
+		p, err := load(ctx, tx, payoutID.String())
+		if err != nil {
+			return err
+		}
 		r, err := loadResolution(ctx, tx, rid)
 		if err != nil {
 			return err
@@ -131,10 +144,6 @@ func (pr *Processor) Resolve(ctx context.Context, m inbox.Message) error {
 			// Decided already (a replayed command): nothing changes.
 			pr.logger.InfoContext(ctx, "payout resolution already decided", "resolution_id", rid, "status", r.status)
 			return nil
-		}
-		p, err := load(ctx, tx, r.payoutID.String())
-		if err != nil {
-			return err
 		}
 		if ans.asked {
 			req := pspRequest{kind: "lookup", outcome: reqFound, ref: ans.res.Reference, at: ans.at}
@@ -286,13 +295,15 @@ func evidenceMismatch(p *Payout, res psp.Result) string {
 }
 
 func decide(ctx context.Context, tx pgx.Tx, id uuid.UUID, status, answer string, at time.Time) error {
-	n, err := sqlcdb.New(tx).DecideResolution(ctx, sqlcdb.DecideResolutionParams{Status: status, PSPAnswer: answer,
-		DecidedAt: at, ID: id})
+	n, err := sqlcdb.New(tx).DecideResolution(ctx, sqlcdb.DecideResolutionParams{ResolutionID: id, Status: status,
+		PSPAnswer: answer, DecidedAt: at})
 	if err != nil {
 		return fmt.Errorf("record payout resolution %s: %w", id, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("record payout resolution %s: it is no longer pending", id)
+		// Decided meanwhile: this transaction, and what it posted, is
+		// rolled back; the command is retried and finds it decided.
+		return fmt.Errorf("record payout resolution %s: it is already decided", id)
 	}
 	return nil
 }

@@ -135,23 +135,26 @@ func (q *Queries) DeadlineState(ctx context.Context, id uuid.UUID) (DeadlineStat
 }
 
 const decideResolution = `-- name: DecideResolution :execrows
-UPDATE payout_resolutions SET status = $1, psp_answer = $2::text, decided_at = $3::timestamptz
-WHERE id = $4 AND status = 'pending'
+INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (resolution_id) DO NOTHING
 `
 
 type DecideResolutionParams struct {
-	Status    string
-	PSPAnswer string
-	DecidedAt time.Time
-	ID        uuid.UUID
+	ResolutionID uuid.UUID
+	Status       string
+	PSPAnswer    string
+	DecidedAt    time.Time
 }
 
+// The worker's verdict, in the transaction of the ledger posting it decides;
+// no row when the resolution already has one.
 func (q *Queries) DecideResolution(ctx context.Context, arg DecideResolutionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, decideResolution,
+		arg.ResolutionID,
 		arg.Status,
 		arg.PSPAnswer,
 		arg.DecidedAt,
-		arg.ID,
 	)
 	if err != nil {
 		return 0, err
@@ -247,8 +250,7 @@ func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 
 const loadResolution = `-- name: LoadResolution :one
 SELECT payout_id, outcome, reason, psp_object_id, requested_by, coalesce(approved_by, '')::text AS approved_by, status
-FROM payout_resolutions WHERE id = $1
-FOR UPDATE
+FROM payout_resolutions_for_worker WHERE id = $1
 `
 
 type LoadResolutionRow struct {
@@ -261,8 +263,11 @@ type LoadResolutionRow struct {
 	Status      string
 }
 
-// An operator's resolution request as dlq-admin stored it (resolve.go):
-// the worker reads it and writes only the verdict.
+// An operator's resolution request as dlq-admin stored it, with its status
+// (pending until decided; the verdict of either release's worker once
+// decided): resolve.go reads it after taking the payout's row lock, under
+// which every verdict on the payout is written, so it sees any verdict
+// committed before.
 func (q *Queries) LoadResolution(ctx context.Context, id uuid.UUID) (LoadResolutionRow, error) {
 	row := q.db.QueryRow(ctx, loadResolution, id)
 	var i LoadResolutionRow

@@ -123,19 +123,68 @@ func TestResolveRecordsAuditsAndSendsTheCommand(t *testing.T) {
 	require.Equal(t, http.StatusOK, g.status, g.raw)
 	require.Equal(t, "pending", g.body["status"])
 	// The worker's verdict, as payout-worker writes it.
-	_, err := b.db.Pool.Exec(context.Background(), `UPDATE payout_resolutions SET status = 'refused',
-		psp_answer = 'the PSP says the payout was paid', decided_at = now() WHERE id = $1`, rid)
-	require.NoError(t, err)
+	verdict(t, b, rid, "refused", "the PSP says the payout was paid")
 	g = get(t, b.url+"/v1/resolutions/"+rid, viewerToken)
 	require.Equal(t, "refused", g.body["status"])
 	require.Equal(t, "the PSP says the payout was paid", g.body["psp_answer"])
+	require.NotNil(t, g.body["decided_at"])
 	l := get(t, b.url+"/v1/payouts/"+id+"/resolutions", viewerToken)
 	require.Len(t, l.body["items"], 1)
 	require.Equal(t, http.StatusNotFound, get(t, b.url+"/v1/resolutions/nope", viewerToken).status)
 	p := get(t, b.url+"/v1/payouts?status=NEEDS_REVIEW", viewerToken)
 	require.Equal(t, "refused", p.body["items"].([]any)[0].(map[string]any)["resolution_status"])
-	// Refused: it may be resolved again.
-	require.Equal(t, http.StatusAccepted, resolve(operatorToken, id, good).status)
+	// Refused: it may be resolved again; the refused one keeps its verdict.
+	again := resolve(operatorToken, id, good)
+	require.Equal(t, http.StatusAccepted, again.status, again.raw)
+	require.Equal(t, "pending", again.body["status"])
+	g = get(t, b.url+"/v1/resolutions/"+rid, viewerToken)
+	require.Equal(t, "refused", g.body["status"])
+	require.Equal(t, "the PSP says the payout was paid", g.body["psp_answer"])
+	require.Equal(t, http.StatusConflict, resolve(operatorToken, id, good).status, "the new one is in flight")
+}
+
+// verdict records payout-worker's verdict on resolution rid as it does: a
+// resolution_verdicts row; payout_resolutions is left pending.
+func verdict(t *testing.T, b bundle, rid, status, answer string) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+		VALUES ($1, $2, $3, now())`, rid, status, answer)
+	require.NoError(t, err)
+}
+
+// During a rollout the previous payout-worker writes its verdict on
+// payout_resolutions itself: operators see it as before, and the payout may
+// be resolved again.
+func TestResolutionShowsTheVerdictOfThePreviousWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.payout(t, "NEEDS_REVIEW")
+	good := `{"outcome":"failed","reason":"Stripe dashboard: payout failed, account closed","psp_object_id":"po_1Abc"}`
+	a := call(t, http.MethodPost, b.url+"/v1/payouts/"+id+"/resolve", operatorToken, good)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	rid := a.body["id"].(string)
+
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE payout_resolutions SET status = 'refused',
+		psp_answer = 'lookup failed: 503', decided_at = now() WHERE id = $1 AND status = 'pending'`, rid)
+	require.NoError(t, err)
+	g := get(t, b.url+"/v1/resolutions/"+rid, viewerToken)
+	require.Equal(t, "refused", g.body["status"], g.raw)
+	require.Equal(t, "lookup failed: 503", g.body["psp_answer"])
+	require.NotNil(t, g.body["decided_at"])
+	l := get(t, b.url+"/v1/payouts/"+id+"/resolutions", viewerToken)
+	require.Equal(t, "refused", l.body["items"].([]any)[0].(map[string]any)["status"], l.raw)
+	p := get(t, b.url+"/v1/payouts?status=NEEDS_REVIEW", viewerToken)
+	require.Equal(t, "refused", p.body["items"].([]any)[0].(map[string]any)["resolution_status"], p.raw)
+
+	again := call(t, http.MethodPost, b.url+"/v1/payouts/"+id+"/resolve", operatorToken, good)
+	require.Equal(t, http.StatusAccepted, again.status, again.raw)
+	// The current worker decides the new one.
+	verdict(t, b, again.body["id"].(string), "applied", "the PSP has no object for the payout")
+	g = get(t, b.url+"/v1/resolutions/"+again.body["id"].(string), viewerToken)
+	require.Equal(t, "applied", g.body["status"], g.raw)
+	g = get(t, b.url+"/v1/resolutions/"+rid, viewerToken)
+	require.Equal(t, "refused", g.body["status"], g.raw)
+	require.Equal(t, "lookup failed: 503", g.body["psp_answer"])
 }
 
 func fourEyes(t *testing.T) bundle {
@@ -235,8 +284,7 @@ func TestReplayOfADecidedResolutionIsANoop(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 	require.Equal(t, "republished", r.body["outcome"], "still pending: the worker decides")
 
-	_, err := b.db.Pool.Exec(context.Background(), `UPDATE payout_resolutions SET status = 'applied' WHERE id = $1`, rid)
-	require.NoError(t, err)
+	verdict(t, b, rid, "applied", "the PSP has no object for the payout")
 	decided := insert(t, b.db, "aegis.transactions", "transient", 2, t0, payload, nil)
 	r = call(t, http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", b.url, decided), operatorToken, "")
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)

@@ -106,7 +106,8 @@ func TestAegisctlResolvesPayoutsWithFourEyes(t *testing.T) {
 	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 	require.Regexp(t, `status\s+pending`, r.stdout)
 	// payout-worker's verdict: the PSP disagreed.
-	_, err := db.Pool.Exec(ctx, `UPDATE payout_resolutions SET status = 'refused', psp_answer = 'the PSP says paid' WHERE id = $1`, rid)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+		VALUES ($1, 'refused', 'the PSP says paid', now())`, rid)
 	require.NoError(t, err)
 	r = cli(t, base, viewerToken, "resolutions", "show", rid)
 	require.Equal(t, ctl.ExitUnhealthy, r.code, r.stderr)

@@ -115,8 +115,8 @@ func TestOperatorResolvesAPayoutInTheBrowser(t *testing.T) {
 			require.Equal(t, 1, n)
 
 			// payout-worker refuses it (the PSP paid): the page shows why.
-			_, err := db.Pool.Exec(context.Background(), `UPDATE payout_resolutions SET status = 'refused', decided_at = now(),
-				psp_answer = 'the PSP says the payout was paid, the operator says failed' WHERE id = $1`, rid)
+			_, err := db.Pool.Exec(context.Background(), `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
+				VALUES ($1, 'refused', 'the PSP says the payout was paid, the operator says failed', now())`, rid)
 			require.NoError(t, err)
 			until(t, ctx, "verdict", `document.getElementById('po-result').textContent.startsWith('Refused')`)
 			require.Contains(t, text(t, ctx, "#po-result"), "the PSP says the payout was paid")

@@ -110,7 +110,7 @@ WHERE e.payout_id = @payout_id AND e.provider = @provider AND e.event_id = @even
 LIMIT 1;
 
 -- name: ResolutionDecided :one
-SELECT status FROM payout_resolutions WHERE id = @id;
+SELECT status FROM payout_resolutions_state WHERE id = @id;
 
 -- name: LettersHoldingMoney :many
 -- Of the letters @ids, those about a payout that still holds money: not

@@ -9,9 +9,15 @@
 // aegis.transactions keyed by the payout's user id, so it is ordered with
 // that wallet's payout commands; the worker checks the operator's evidence
 // against the PSP's own record and applies it (settle or release the hold,
-// once) or refuses it, and writes the verdict back on the resolution
-// (pending → applied or refused, with the PSP's answer), which GET
-// /v1/resolutions/{id} shows.
+// once) or refuses it, and records its verdict in its own table
+// (resolution_verdicts, in the transaction of the ledger posting). This
+// package reads a resolution through payout_resolutions_state, the one
+// definition of its status: pending → applied or refused, with the PSP's
+// answer, which GET /v1/resolutions/{id} shows. payout_resolutions has one
+// writer, this package: recording a payout's next resolution first closes
+// the decided ones (their status becomes the verdict's), so the unique
+// index that admits one open resolution per payout frees the payout once
+// the worker has decided.
 //
 // With a second approver required (package approval), nothing is sent
 // until a different person approves: a resolution of a payout of more than

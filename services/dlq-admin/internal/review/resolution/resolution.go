@@ -28,7 +28,9 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution/sqlcdb"
 )
 
-// Resolution statuses (payout_resolutions.status).
+// Resolution statuses (payout_resolutions_state.status): dlq-admin's
+// awaiting_approval, pending and rejected; payout-worker's verdict,
+// applied or refused.
 const (
 	StatusAwaitingApproval = "awaiting_approval"
 	StatusPending          = "pending"
@@ -129,7 +131,8 @@ func (r Request) Validate() error {
 	return nil
 }
 
-// Resolution is a payout_resolutions row.
+// Resolution is a payout_resolutions_state row: the request with the
+// worker's verdict.
 type Resolution struct {
 	ID          string
 	PayoutID    string
@@ -188,6 +191,9 @@ func (s *Service) Resolve(ctx context.Context, payoutID, actor string, req Reque
 			st = StatusAwaitingApproval
 		}
 		id := uuid.Must(uuid.NewV7()).String()
+		if err := q.CloseDecided(ctx, payoutID); err != nil {
+			return fmt.Errorf("close decided resolutions of payout %s: %w", payoutID, err)
+		}
 		if err := q.InsertResolution(ctx, sqlcdb.InsertResolutionParams{ID: id, PayoutID: payoutID, UserID: p.UserID,
 			Outcome: req.Outcome, Reason: req.Reason, PSPObjectID: req.PSPObjectID, RequestedBy: actor, Status: st,
 			CreatedAt: now}); err != nil {

@@ -642,7 +642,7 @@ func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) error {
 }
 
 const resolutionDecided = `-- name: ResolutionDecided :one
-SELECT status FROM payout_resolutions WHERE id = $1
+SELECT status FROM payout_resolutions_state WHERE id = $1
 `
 
 func (q *Queries) ResolutionDecided(ctx context.Context, id uuid.UUID) (string, error) {

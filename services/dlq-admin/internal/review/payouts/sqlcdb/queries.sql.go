@@ -72,7 +72,7 @@ SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destinat
         ORDER BY d.id DESC LIMIT 1), 0)::bigint AS dead_letter_id,
        coalesce(r.id::text, '')::text AS resolution_id, coalesce(r.status, '')::text AS resolution_status
 FROM payouts_for_ops p
-LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions WHERE payout_id = p.id
+LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions_state WHERE payout_id = p.id
                    ORDER BY created_at DESC LIMIT 1) r ON true
 WHERE ($1::text = '' OR p.status = $1::text)
   AND (NOT $2::bool OR (CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)

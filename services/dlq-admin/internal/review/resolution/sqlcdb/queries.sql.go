@@ -10,11 +10,25 @@ import (
 	"time"
 )
 
+const closeDecided = `-- name: CloseDecided :exec
+UPDATE payout_resolutions r SET status = v.status
+FROM resolution_verdicts_for_ops v
+WHERE v.resolution_id = r.id AND r.payout_id = ($1::text)::uuid AND r.status = 'pending'
+`
+
+// Closes the payout's resolutions the worker has decided: their status
+// becomes the verdict's, so that payout_resolutions_open_idx, which admits
+// one open resolution per payout, admits the next. Run before recording one.
+func (q *Queries) CloseDecided(ctx context.Context, payoutID string) error {
+	_, err := q.db.Exec(ctx, closeDecided, payoutID)
+	return err
+}
+
 const getResolution = `-- name: GetResolution :one
 SELECT r.id::text AS id, r.payout_id::text AS payout_id, r.user_id, r.outcome, r.reason, r.psp_object_id,
        r.requested_by, r.status, r.psp_answer, r.approved_by, r.outbox_id, r.created_at, r.decided_at,
        a.id AS approval_id
-FROM payout_resolutions r
+FROM payout_resolutions_state r
 LEFT JOIN approvals a ON a.id = (SELECT max(l.id) FROM approvals l
                                  WHERE l.kind = 'payout_resolution' AND l.target_id = r.id::text)
 WHERE r.id = ($1::text)::uuid
@@ -131,9 +145,11 @@ type PayoutForResolutionRow struct {
 }
 
 // All SQL on payout_resolutions dlq-admin runs, compiled by
-// sqlc into package sqlcdb. The worker writes a resolution's verdict
-// (status, psp_answer, decided_at) itself. Resolution and payout ids are
-// text on the Go side (::text::uuid).
+// sqlc into package sqlcdb. dlq-admin is the table's one writer; the
+// worker's verdict (status, psp_answer, decided_at) is in its own table,
+// read with the request through payout_resolutions_state (migration
+// 000032 says how the two combine). Resolution and payout ids are text on
+// the Go side (::text::uuid).
 func (q *Queries) PayoutForResolution(ctx context.Context, payoutID string) (PayoutForResolutionRow, error) {
 	row := q.db.QueryRow(ctx, payoutForResolution, payoutID)
 	var i PayoutForResolutionRow
@@ -171,7 +187,7 @@ const resolutionsOfPayout = `-- name: ResolutionsOfPayout :many
 SELECT r.id::text AS id, r.payout_id::text AS payout_id, r.user_id, r.outcome, r.reason, r.psp_object_id,
        r.requested_by, r.status, r.psp_answer, r.approved_by, r.outbox_id, r.created_at, r.decided_at,
        a.id AS approval_id
-FROM payout_resolutions r
+FROM payout_resolutions_state r
 LEFT JOIN approvals a ON a.id = (SELECT max(l.id) FROM approvals l
                                  WHERE l.kind = 'payout_resolution' AND l.target_id = r.id::text)
 WHERE r.payout_id = ($1::text)::uuid

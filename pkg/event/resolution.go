@@ -14,8 +14,10 @@ const (
 
 // PayoutResolution asks payout-worker to end a NEEDS_REVIEW payout as the
 // operator says, once the PSP's own record does not contradict it. The
-// payout_resolutions row (ResolutionID) is the source of truth and the unit
-// of idempotency: a replayed command finds it decided and changes nothing.
+// resolution (ResolutionID: dlq-admin's payout_resolutions row, with
+// payout-worker's resolution_verdicts row once decided) is the source of
+// truth and the unit of idempotency: a replayed command finds it decided
+// and changes nothing.
 type PayoutResolution struct {
 	ResolutionID string `json:"resolution_id"`
 	PayoutID     string `json:"payout_id"`

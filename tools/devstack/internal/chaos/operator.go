@@ -473,7 +473,7 @@ SELECT r.id::text, r.payout_id::text, r.outcome, r.status, r.psp_object_id, r.re
        (SELECT coalesce(sum(e.amount), 0)::bigint FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.transaction_id
           JOIN wallets w ON w.id = e.wallet_id
           WHERE w.kind = 'system' AND w.owner = 'payout_holds' AND t.reference = r.payout_id::text)
-FROM payout_resolutions r JOIN payouts p ON p.id = r.payout_id
+FROM payout_resolutions_state r JOIN payouts p ON p.id = r.payout_id
 ORDER BY r.created_at`
 
 // checkResolutions: 12. Every operator resolution is audited, matches the

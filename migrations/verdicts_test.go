@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +167,53 @@ func TestResolutionVerdictsKeepEveryVerdict(t *testing.T) {
 	}
 	if status != "refused" || answer != "still pending at the PSP" || !at.Equal(later) {
 		t.Errorf("after down: %s %q %v, want this release's verdict", status, answer, at)
+	}
+}
+
+// payout-worker decides a resolution with the grants it keeps after the
+// contract (deploy.md, "Pending contract"): none on payout_resolutions.
+func TestPayoutWorkerDecidesWithoutPayoutResolutionsGrants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := migrated(t)
+	owner := connect(t, dbURL)
+	var rid string
+	if err := owner.QueryRow(ctx, `
+		WITH p AS (
+		    INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
+		    VALUES (gen_random_uuid(), 'shop', 'k', 'h', 'alice', 1500, 'usd', 'ba_alice_1', 'stripe', 'NEEDS_REVIEW') RETURNING id)
+		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status)
+		SELECT gen_random_uuid(), p.id, 'alice', 'failed', 'checked', 'po_1', 'ops', 'pending' FROM p RETURNING id::text`).Scan(&rid); err != nil {
+		t.Fatal(err)
+	}
+	for role, verbs := range contractNext {
+		for table, privileges := range verbs {
+			var revoke []string
+			for _, p := range privileges {
+				revoke = append(revoke, map[rune]string{'S': "SELECT", 'I': "INSERT", 'U': "UPDATE", 'D': "DELETE"}[p])
+			}
+			if _, err := owner.Exec(ctx, "REVOKE "+strings.Join(revoke, ", ")+" ON "+table+" FROM "+role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	c := asRole(t, dbURL, RolePayoutWorker)
+	refused(t, c, "reading payout_resolutions", `SELECT status FROM payout_resolutions`)
+	var status string
+	if err := c.QueryRow(ctx, `SELECT status FROM payout_resolutions_for_worker WHERE id = $1`, rid).Scan(&status); err != nil || status != "pending" {
+		t.Fatalf("reading the resolution through its view: %q, %v", status, err)
+	}
+	decide := `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at) VALUES ($1, 'applied', 'no object', now())
+		ON CONFLICT (resolution_id) DO NOTHING`
+	for i, want := range []int64{1, 0} {
+		tag, err := c.Exec(ctx, decide, rid)
+		if err != nil || tag.RowsAffected() != want {
+			t.Fatalf("verdict %d: %v rows, %v; want %d", i+1, tag.RowsAffected(), err, want)
+		}
+	}
+	if err := c.QueryRow(ctx, `SELECT status FROM payout_resolutions_for_worker WHERE id = $1`, rid).Scan(&status); err != nil || status != "applied" {
+		t.Fatalf("the decided resolution through its view: %q, %v", status, err)
 	}
 }
 

@@ -405,6 +405,8 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		refused(t, c, "deleting the audit log", `DELETE FROM audit_log`)
 		must(t, c, "reading resolutions with their verdicts", `SELECT status, psp_answer, decided_at FROM payout_resolutions_state`)
 		must(t, c, "reading verdicts through its view", `SELECT status FROM resolution_verdicts_for_ops`)
+		must(t, c, "closing decided resolutions", `UPDATE payout_resolutions r SET status = v.status
+			FROM resolution_verdicts_for_ops v WHERE v.resolution_id = r.id AND r.status = 'pending'`)
 		refused(t, c, "recording a verdict", `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
 			VALUES (gen_random_uuid(), 'applied', 'a', now())`)
 		refused(t, c, "changing a verdict", `UPDATE resolution_verdicts SET status = 'applied'`)

@@ -104,12 +104,12 @@ var wantViews = map[string][]string{
 	"psp_disagreements_for_ops":   {RoleDLQAdmin},
 	// pkg/jobs reads the active run through it for both of its callers.
 	"psp_reconciliation_runs_for_ops": {RoleDLQAdmin, RoleWebhookAPI},
-	"payout_attempts_for_api":     {RoleWebhookAPI},
-	"payout_evidence_for_api":     {RoleWebhookAPI},
-	"wallets_for_api":             {RoleWebhookAPI},
-	"ledger_transactions_for_api": {RoleWebhookAPI},
-	"ledger_entries_for_api":      {RoleWebhookAPI},
-	"payment_returns_for_api":     {RoleWebhookAPI},
+	"payout_attempts_for_api":         {RoleWebhookAPI},
+	"payout_evidence_for_api":         {RoleWebhookAPI},
+	"wallets_for_api":                 {RoleWebhookAPI},
+	"ledger_transactions_for_api":     {RoleWebhookAPI},
+	"ledger_entries_for_api":          {RoleWebhookAPI},
+	"payment_returns_for_api":         {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the

@@ -28,6 +28,7 @@ var wantGrants = map[string]map[string]string{
 	"destinations":               {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_cursors": {RoleWebhookAPI: "SIU"},
 	"psp_reconciliation_runs":    {RoleWebhookAPI: "SIU", RoleDLQAdmin: "SIU"},
+	"psp_run_alerts":             {RoleDLQAdmin: "SI"},
 	"psp_disagreements":          {RoleWebhookAPI: "SIU", RoleDLQAdmin: "S"},
 	"payouts":                    {RoleWebhookAPI: "SIU", RolePayoutWorker: "SU", RoleDLQAdmin: "S"},
 	"payout_transitions":         {RoleWebhookAPI: "SI", RolePayoutWorker: "SI", RoleDLQAdmin: "S"},
@@ -58,22 +59,38 @@ var wantGrants = map[string]map[string]string{
 
 // contractNext are the privileges (per role, per table, as in wantGrants)
 // a role keeps only for the previous release's pods, which still use them
-// during the rollout of the release that moved its reads to views (000030,
-// 000031) or its writes to a table of its own (000032: payout-worker's
-// verdicts; it reads the resolutions through a view): the expand step. The
-// next release's contract migration revokes them and empties this list;
-// until then no new code may use them (the services' queries use the views
-// and their own tables, which the e2e tests run under the service roles). A
-// privilege here that wantGrants does not have fails the test, so the list
-// cannot go stale, and the rule that a role reads a table it does not
-// write only through a view holds of the grants left after the contract.
+// during the rollout of the release that stopped using them (the expand
+// step): table reads moved to views (000030, 000031), payout-worker's
+// writes of payout_resolutions moved to its own resolution_verdicts
+// (000032; it reads the resolutions through a view), dlq-admin's writes of
+// psp_reconciliation_runs moved to webhook-api's functions and its own
+// psp_run_alerts (000033). The next release's contract migration revokes
+// them and empties this list; until then no new code may use them (the
+// services' queries use the views, functions and their own tables, which
+// the e2e tests run under the service roles). A privilege here that
+// wantGrants does not have fails the test, so the list cannot go stale,
+// and the rule that a role reads a table it does not write only through a
+// view holds of the grants left after the contract.
 var contractNext = map[string]map[string]string{
 	RoleDLQAdmin: {"payouts": "S", "payout_transitions": "S", "payout_attempts": "S", "payout_evidence": "S",
 		"wallets": "S", "ledger_transactions": "S", "ledger_entries": "S", "payment_returns": "S",
-		"psp_disagreements": "S"},
+		"psp_disagreements": "S", "psp_reconciliation_runs": "SIU"},
 	RoleWebhookAPI: {"payout_attempts": "S", "payout_evidence": "S", "wallets": "S", "ledger_transactions": "S",
 		"ledger_entries": "S", "payment_returns": "S"},
 	RolePayoutWorker: {"payout_resolutions": "SU"},
+}
+
+// wantFunctions are the SECURITY DEFINER functions (a writer's operation
+// another service may call, docs/design/architecture.md, "Tables with more
+// than one writer"), by signature, and the roles that may EXECUTE each: a
+// function missing here, or an EXECUTE a role has that is not here (or the
+// reverse), fails TestServiceRoleGrants, as does one not owned by the schema
+// owner or without a pinned search_path. A trigger's function has no
+// callers.
+var wantFunctions = map[string][]string{
+	"request_psp_reconciliation_run(text)": {RoleDLQAdmin},
+	"end_orphaned_psp_run(bigint,text)":    {RoleDLQAdmin, RoleWebhookAPI},
+	"psp_run_alerts_bridge()":              {},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -95,12 +112,14 @@ var wantViews = map[string][]string{
 	// dlq-admin's resolutions with payout-worker's verdicts (000032).
 	"payout_resolutions_state":      {RoleDLQAdmin},
 	"payout_resolutions_for_worker": {RolePayoutWorker},
-	"payout_attempts_for_api":       {RoleWebhookAPI},
-	"payout_evidence_for_api":       {RoleWebhookAPI},
-	"wallets_for_api":               {RoleWebhookAPI},
-	"ledger_transactions_for_api":   {RoleWebhookAPI},
-	"ledger_entries_for_api":        {RoleWebhookAPI},
-	"payment_returns_for_api":       {RoleWebhookAPI},
+	// pkg/jobs reads the active run through it for both of its callers.
+	"psp_reconciliation_runs_for_ops": {RoleDLQAdmin, RoleWebhookAPI},
+	"payout_attempts_for_api":         {RoleWebhookAPI},
+	"payout_evidence_for_api":         {RoleWebhookAPI},
+	"wallets_for_api":                 {RoleWebhookAPI},
+	"ledger_transactions_for_api":     {RoleWebhookAPI},
+	"ledger_entries_for_api":          {RoleWebhookAPI},
+	"payment_returns_for_api":         {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the
@@ -286,6 +305,53 @@ func TestServiceRoleGrants(t *testing.T) {
 		}
 	}
 
+	rows, err = conn.Query(ctx, `
+		SELECT p.oid::regprocedure::text,
+		       p.proowner = (SELECT relowner FROM pg_class WHERE oid = 'public.schema_migrations'::regclass),
+		       coalesce(EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%'), false)
+		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type definer struct {
+		Signature       string
+		ByOwner, Pinned bool
+	}
+	definers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[definer])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signatures []string
+	for _, f := range definers {
+		signatures = append(signatures, f.Signature)
+		callers, ok := wantFunctions[f.Signature]
+		if !ok {
+			t.Errorf("SECURITY DEFINER function %s has no line in wantFunctions (and docs/design/architecture.md)", f.Signature)
+			continue
+		}
+		if !f.ByOwner {
+			t.Errorf("function %s is not owned by the schema owner", f.Signature)
+		}
+		if !f.Pinned {
+			t.Errorf("function %s runs with its caller's search_path: SET search_path = public, pg_temp", f.Signature)
+		}
+		for _, role := range ServiceRoles() {
+			var got bool
+			if err := conn.QueryRow(ctx, `SELECT has_function_privilege($1, $2, 'EXECUTE')`, role, f.Signature).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := slices.Contains(callers, role); got != want {
+				t.Errorf("%s EXECUTE on %s: has %v, want %v", role, f.Signature, got, want)
+			}
+		}
+	}
+	for f := range wantFunctions {
+		if !slices.Contains(signatures, f) {
+			t.Errorf("wantFunctions lists %s, which the migrations do not create as SECURITY DEFINER", f)
+		}
+	}
+
 	// No service role may create objects in the schema.
 	for _, role := range ServiceRoles() {
 		var create bool
@@ -413,6 +479,23 @@ func TestServiceRolesCannotWriteWhatTheyDoNotOwn(t *testing.T) {
 		must(t, c, "queueing a River job", `INSERT INTO river_job (kind, args, queue, state, max_attempts) VALUES ('t', '{}', 'default', 'available', 1) RETURNING id`)
 		must(t, c, "cleaning River jobs", `DELETE FROM river_job WHERE kind = 't'`)
 		refused(t, c, "changing River's schema version", `DELETE FROM river_migration`)
+	})
+	t.Run("PSP reconciliation runs change only through webhook-api's functions", func(t *testing.T) {
+		ops := asRole(t, dbURL, RoleDLQAdmin)
+		must(t, ops, "requesting a run", `SELECT request_psp_reconciliation_run('ops')`)
+		must(t, ops, "reading runs through the view", `SELECT status FROM psp_reconciliation_runs_for_ops`)
+		undefined(t, ops, "reading a run's lease through the view", `SELECT locked_by FROM psp_reconciliation_runs_for_ops`)
+		must(t, ops, "ending an orphaned run", `SELECT end_orphaned_psp_run(max(id), 'its job is gone') FROM psp_reconciliation_runs_for_ops`)
+		api := asRole(t, dbURL, RoleWebhookAPI)
+		must(t, api, "ending an orphaned run (the schedule)", `SELECT end_orphaned_psp_run(1, 'its job is gone')`)
+		refused(t, api, "requesting a manual run", `SELECT request_psp_reconciliation_run('ops')`)
+		refused(t, api, "claiming a run's alert", `INSERT INTO psp_run_alerts (run_id) VALUES (1)`)
+		for _, role := range []string{RoleOutboxRelay, RolePayoutWorker} {
+			c := asRole(t, dbURL, role)
+			refused(t, c, role+" requesting a run", `SELECT request_psp_reconciliation_run('x')`)
+			refused(t, c, role+" ending a run", `SELECT end_orphaned_psp_run(1, 'x')`)
+			refused(t, c, role+" reading runs", `SELECT status FROM psp_reconciliation_runs_for_ops`)
+		}
 	})
 	t.Run("webhook-api works the PSP reconciliation's River jobs", func(t *testing.T) {
 		c := asRole(t, dbURL, RoleWebhookAPI)

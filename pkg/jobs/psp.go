@@ -28,8 +28,9 @@ const PSPReconcileMaxAttempts = 10
 // PSPReconcileArgs is the River job that works the psp_reconciliation_runs
 // row RunID. The row is the operator's record of the run (status, counts,
 // window, disagreements); the River job is its lease, retries and rescue.
-// dlq-admin (POST /v1/psp-reconciliation) and webhook-api's schedule insert
-// both in one transaction; webhook-api works it.
+// dlq-admin (POST /v1/psp-reconciliation, through webhook-api's function
+// request_psp_reconciliation_run) and webhook-api's schedule record the run
+// and insert its job in one transaction; webhook-api works it.
 type PSPReconcileArgs struct {
 	RunID int64 `json:"run_id"`
 }
@@ -52,14 +53,17 @@ var liveJobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.
 // (discarded after its last attempt, or cancelled), and returns its id;
 // ok is false when there was none (at most one run is active). Such a run
 // would refuse every later one, so both ways of requesting a run call it
-// first: dlq-admin's request, in the transaction that inserts the new run,
-// and webhook-api's schedule.
+// first: dlq-admin's request, in the transaction that requests the new
+// run, and webhook-api's schedule.
 //
 // River's jobs are read through River's client (JobListTx), never by SQL
 // on its tables, and only the active run's own job is asked for, so no
 // number of other jobs of the kind can hide it. The active run is read
 // first: a run and its job commit together, so its job is visible to the
-// job list that follows.
+// job list that follows. The run is ended by webhook-api's function
+// end_orphaned_psp_run (migration 000033: the table has one writer), which
+// ends only a run still requested or running; whether its job is gone is
+// River's to say, so it is asked here, in the same transaction.
 func EndOrphanedPSPRun(ctx context.Context, tx pgx.Tx, why string) (id int64, ok bool, err error) {
 	q := sqlcdb.New(tx)
 	run, err := q.ActivePSPRun(ctx)

@@ -3,6 +3,7 @@
 // a database of their own (New). Import it only from _test.go files.
 //
 // Tx is the cheap one, for store tests whose code runs on one transaction.
+// DB.As opens a pool on a New database as a service's role.
 //
 // The schema is migrated once into a template database named after a hash of
 // the migration files. The shared database is a copy of it, made once; each

@@ -266,3 +266,32 @@ func (db *DB) Listen(t testing.TB, channel string) func(d time.Duration) error {
 		return err
 	}
 }
+
+// As returns a pool on the database as role (a service's role, made a
+// login first), closed when t ends: a test of what a service may do runs
+// with that service's grants, not the owner's.
+func (db *DB) As(t testing.TB, role string) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatalf("pgtest: connect as owner: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if err := migrations.EnableLogin(ctx, conn, role, ""); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	cfg.ConnConfig.User = role
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgtest: open pool as %s: %v", role, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

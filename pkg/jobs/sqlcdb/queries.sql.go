@@ -11,12 +11,14 @@ import (
 
 const activePSPRun = `-- name: ActivePSPRun :one
 
-SELECT id FROM psp_reconciliation_runs WHERE status IN ('requested', 'running') ORDER BY id LIMIT 1
+SELECT id FROM psp_reconciliation_runs_for_ops WHERE status IN ('requested', 'running') ORDER BY id LIMIT 1
 `
 
 // The psp_reconciliation_runs statements the River job kinds declared here
-// need. sqlc compiles this into ./sqlcdb. River's own tables are never
-// queried here: River's client reads them (psp.go).
+// need, compiled by sqlc into ./sqlcdb. Both webhook-api and dlq-admin run
+// them: runs are read through psp_reconciliation_runs_for_ops and ended
+// through webhook-api's function (migration 000033). River's own tables are
+// never queried here: River's client reads them (psp.go).
 // At most one run is active (psp_reconciliation_runs_one_active).
 func (q *Queries) ActivePSPRun(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, activePSPRun)
@@ -26,19 +28,17 @@ func (q *Queries) ActivePSPRun(ctx context.Context) (int64, error) {
 }
 
 const endPSPRun = `-- name: EndPSPRun :one
-UPDATE psp_reconciliation_runs SET status = 'failed', finished_at = now(), locked_by = NULL, lease_until = NULL,
-    error = $1::text
-WHERE id = $2 AND status IN ('requested', 'running')
-RETURNING id
+SELECT e.id::bigint AS id FROM (SELECT end_orphaned_psp_run($1::bigint, $2::text) AS id) e WHERE e.id IS NOT NULL
 `
 
 type EndPSPRunParams struct {
-	Error string
 	ID    int64
+	Error string
 }
 
+// The run's id; no row when it is no longer requested or running.
 func (q *Queries) EndPSPRun(ctx context.Context, arg EndPSPRunParams) (int64, error) {
-	row := q.db.QueryRow(ctx, endPSPRun, arg.Error, arg.ID)
+	row := q.db.QueryRow(ctx, endPSPRun, arg.ID, arg.Error)
 	var id int64
 	err := row.Scan(&id)
 	return id, err

@@ -8,7 +8,11 @@
 // outbox row in one transaction, deduplicated by the PSP's event id. Those
 // tables are webhook-api's, so the job that writes them runs in
 // webhook-api. dlq-admin only requests runs (POST /v1/psp-reconciliation),
-// reads them and alerts on their disagreements.
+// reads them and alerts on their disagreements; psp_reconciliation_runs has
+// one writer, webhook-api, and dlq-admin requests a run and ends an
+// orphaned one through this service's functions (request_psp_reconciliation_run,
+// end_orphaned_psp_run, migration 000033) and reads runs through
+// psp_reconciliation_runs_for_ops.
 //
 // What a run does, per configured PSP:
 //   - Reads the PSP's own record of events for a window: from the
@@ -57,7 +61,8 @@
 // window, counts, disagreements; dlq-admin alerts from it) and its River
 // job (jobs.PSPReconcileArgs in pkg/jobs, queue "psp_reconcile"), which is
 // the lease, the retries and the rescue. dlq-admin's POST
-// /v1/psp-reconciliation inserts both with an insert-only River client; the
+// /v1/psp-reconciliation records the run through request_psp_reconciliation_run
+// and inserts its job with an insert-only River client; the
 // schedule is a River periodic job (PeriodicJob, every
 // PSP_RECONCILE_INTERVAL, unique per period) that River's elected leader
 // inserts, so N replicas request one run per interval; its worker records

@@ -1,6 +1,7 @@
 package pspruns
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,7 +133,9 @@ type Run struct {
 // the others' row types convert to it.
 type runRow = sqlcdb.GetRow
 
-// toRun is the Run of row r, or r's error.
+// toRun is the Run of row r, or r's error. The run was alerted on when
+// dlq-admin claimed its alert, or, before that table existed (and by the
+// previous release during a rollout), when the run's alerted_at was set.
 func toRun(r runRow, err error) (Run, error) {
 	if err != nil {
 		return Run{}, err
@@ -140,7 +143,7 @@ func toRun(r runRow, err error) (Run, error) {
 	return Run{ID: r.ID, Status: r.Status, Trigger: r.Trigger, RequestedBy: r.RequestedBy, RequestedAt: r.RequestedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts, EventsFound: r.EventsFound,
 		EventsRecovered: r.EventsRecovered, EventsPresent: r.EventsPresent, DisagreementCount: r.DisagreementCount,
-		Providers: r.Report, Disagreements: r.Disagreements, Error: r.Error, AlertedAt: r.AlertedAt,
+		Providers: r.Report, Disagreements: r.Disagreements, Error: r.Error, AlertedAt: cmp.Or(r.ClaimedAt, r.AlertedAt),
 		DisagreementsNew: r.DisagreementsNew, DisagreementsOpen: r.DisagreementsOpen,
 		DisagreementsCleared: r.DisagreementsCleared}, nil
 }
@@ -158,7 +161,8 @@ func New(pool *pgxpool.Pool, enq jobs.Enqueuer) *Store {
 	return &Store{pool: pool, q: sqlcdb.New(pool), jobs: enq}
 }
 
-// Request asks for a run now, on behalf of actor (audited): the run record,
+// Request asks for a run now, on behalf of actor (audited): the run record
+// (through webhook-api's request_psp_reconciliation_run: the table is its),
 // its River job (jobs.PSPReconcileArgs, worked by webhook-api) and its
 // audit_log row in one transaction. ErrBusy while one is requested or
 // running. An active run whose River job will never work it (discarded
@@ -173,12 +177,15 @@ func (s *Store) Request(ctx context.Context, actor string) (_ Run, err error) {
 			return err
 		}
 		q := s.q.WithTx(tx)
-		row, err := q.Request(ctx, actor)
-		if run, err = toRun(runRow(row), err); err != nil {
-			if database.IsUniqueViolation(err, "psp_reconciliation_runs_one_active") {
-				return ErrBusy
-			}
+		id, err := q.Request(ctx, actor)
+		if database.IsUniqueViolation(err, "psp_reconciliation_runs_one_active") {
+			return ErrBusy
+		}
+		if err != nil {
 			return fmt.Errorf("request psp reconciliation: %w", err)
+		}
+		if run, err = toRun(q.Get(ctx, id)); err != nil {
+			return fmt.Errorf("read requested psp reconciliation run %d: %w", id, err)
 		}
 		if _, err := s.jobs.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: run.ID}, nil); err != nil {
 			return fmt.Errorf("queue River job for psp reconciliation run %d: %w", run.ID, err)
@@ -253,24 +260,38 @@ func (w *Watcher) Run(ctx context.Context) error {
 		Failed: func(err error) { w.logger.WarnContext(ctx, "psp reconciliation alerts", "error", err) }})
 }
 
-// Check alerts on every run waiting for it and reports how many.
+// Check alerts on every run waiting for it and reports how many. Each run
+// is claimed (its psp_run_alerts row), alerted on and committed in one
+// transaction: replicas checking at once alert on a run once, and a
+// rollback leaves it to the next check.
 func (w *Watcher) Check(ctx context.Context) (int, error) {
 	n := 0
+	var lost int64
 	for {
-		done := false
+		done, claimed := false, false
 		err := database.InTx(ctx, w.pool, func(tx pgx.Tx) error {
 			q := sqlcdb.New(tx)
-			row, err := q.Unalerted(ctx)
-			run, err := toRun(runRow(row), err)
+			c, err := q.ClaimAlert(ctx)
 			if errors.Is(err, pgx.ErrNoRows) {
 				done = true
 				return nil
 			}
 			if err != nil {
-				return fmt.Errorf("read runs to alert on: %w", err)
+				return fmt.Errorf("claim a run to alert on: %w", err)
 			}
-			if err := q.MarkAlerted(ctx, run.ID); err != nil {
-				return fmt.Errorf("mark run alerted: %w", err)
+			if !c.Claimed {
+				// Another replica's claim committed first: the next look
+				// skips the run. Lost twice, something else holds it.
+				if c.ID == lost {
+					return fmt.Errorf("claim psp reconciliation run %d to alert on: lost twice", c.ID)
+				}
+				lost = c.ID
+				return nil
+			}
+			claimed = true
+			run, err := toRun(q.Get(ctx, c.ID))
+			if err != nil {
+				return fmt.Errorf("read run %d to alert on: %w", c.ID, err)
 			}
 			var cleared []OpenDisagreement
 			if run.DisagreementsCleared > 0 {
@@ -289,7 +310,9 @@ func (w *Watcher) Check(ctx context.Context) (int, error) {
 		if err != nil || done {
 			return n, err
 		}
-		n++
+		if claimed {
+			n++
+		}
 	}
 }
 

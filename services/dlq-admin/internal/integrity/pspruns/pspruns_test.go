@@ -3,9 +3,11 @@ package pspruns_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -47,7 +50,7 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 		        '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here","state":"new"}]')`)
 	require.NoError(t, err)
 	r := &raised{}
-	w := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{})
+	w := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{})
 
 	n, err := w.Check(ctx)
 	require.NoError(t, err)
@@ -64,7 +67,7 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 	require.Zero(t, n)
 	require.Len(t, r.alerts, 1, "once per run")
 	var alerted int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM psp_reconciliation_runs WHERE alerted_at IS NOT NULL`).Scan(&alerted))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM psp_run_alerts`).Scan(&alerted))
 	require.Equal(t, 1, alerted)
 
 	_, err = db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
@@ -104,7 +107,7 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	require.NoError(t, err)
 
 	r := &raised{}
-	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	n, err := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{}).Check(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the still-open run is not alerted on")
 	require.Len(t, r.alerts, 2)
@@ -115,7 +118,7 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	require.Equal(t, alert.Info, r.alerts[1].Severity)
 	require.Contains(t, r.alerts[1].Summary, "p-7")
 	var alerted []int64
-	rows, err := db.Pool.Query(ctx, `SELECT id FROM psp_reconciliation_runs WHERE alerted_at IS NOT NULL ORDER BY id`)
+	rows, err := db.Pool.Query(ctx, `SELECT run_id FROM psp_run_alerts ORDER BY run_id`)
 	require.NoError(t, err)
 	alerted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -149,7 +152,7 @@ func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
 	// A job that cannot be queued rolls the record back.
 	_, err = db.Pool.Exec(ctx, `UPDATE psp_reconciliation_runs SET status = 'succeeded', finished_at = now()`)
 	require.NoError(t, err)
-	_, err = pspruns.New(db.Pool, failingEnqueuer{}).Request(ctx, "dave")
+	_, err = pspruns.New(db.As(t, migrations.RoleDLQAdmin), failingEnqueuer{}).Request(ctx, "dave")
 	require.ErrorContains(t, err, "queue River job")
 	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs`))
 }
@@ -159,9 +162,10 @@ func TestRequestQueuesTheRunsRiverJobInItsTransaction(t *testing.T) {
 func newStore(t *testing.T) (*pgtest.DB, *pspruns.Store) {
 	t.Helper()
 	db := pgtest.New(t)
-	enq, err := jobs.InsertOnly(db.Pool, slog.New(slog.DiscardHandler))
+	pool := db.As(t, migrations.RoleDLQAdmin)
+	enq, err := jobs.InsertOnly(pool, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	return db, pspruns.New(db.Pool, enq)
+	return db, pspruns.New(pool, enq)
 }
 
 type failingEnqueuer struct{}
@@ -221,10 +225,234 @@ func TestWatcherPagesADoublePaymentNamingBothObjects(t *testing.T) {
 		        '[{"provider":"stripe","kind":"double_payment_at_psp","payout_id":"p-2","psp_object_id":"po_a","psp_object_ids":["po_a","po_b"],"psp_status":"paid","ledger_status":"SUCCEEDED","detail":"2 live objects at the PSP for one payout","state":"new"}]')`)
 	require.NoError(t, err)
 	r := &raised{}
-	n, err := pspruns.NewWatcher(db.Pool, r, 0, lifecycle.Deps{}).Check(ctx)
+	n, err := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{}).Check(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Len(t, r.alerts, 1)
 	require.Equal(t, alert.Critical, r.alerts[0].Severity)
 	require.Contains(t, r.alerts[0].Summary, "double_payment_at_psp payout=p-2 psp=po_a,po_b")
+}
+
+// Two requests at once (two dlq-admin replicas, each on its own pool):
+// one run is recorded and queued, the other request is ErrBusy and leaves
+// no run, job or audit row.
+func TestConcurrentRequestsRecordOneRun(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	stores := make([]*pspruns.Store, 2)
+	for i := range stores {
+		pool := db.As(t, migrations.RoleDLQAdmin)
+		enq, err := jobs.InsertOnly(pool, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		stores[i] = pspruns.New(pool, enq)
+	}
+	start := make(chan struct{})
+	errs := make(chan error, len(stores))
+	for i, s := range stores {
+		go func() {
+			<-start
+			_, err := s.Request(ctx, fmt.Sprintf("operator-%d", i))
+			errs <- err
+		}()
+	}
+	close(start)
+	var ok, busy int
+	for range stores {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, pspruns.ErrBusy):
+			busy++
+		default:
+			t.Fatalf("request: %v", err)
+		}
+	}
+	require.Equal(t, 1, ok)
+	require.Equal(t, 1, busy)
+	count := func(q string) int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, q).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM psp_reconciliation_runs WHERE status = 'requested' AND trigger = 'manual'`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile'`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM audit_log`))
+}
+
+// held is a Raiser that holds the first alert's transaction open until
+// released: the run's claim is then uncommitted while another replica
+// looks.
+type held struct {
+	raised
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *held) Raise(ctx context.Context, a alert.Alert) {
+	h.raised.Raise(ctx, a)
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+}
+
+// waitForLockWait polls until some session of the test's database waits for
+// a lock: another replica's claim is queued behind the held one.
+func waitForLockWait(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		if waiting > 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal("no session waits for a lock")
+		case <-tick.C:
+		}
+	}
+}
+
+// Two dlq-admin replicas (two pools) check at once while the first holds
+// its claim of a run uncommitted: the second waits for it, then claims
+// nothing, so the run is alerted on once. So during the rollout (the
+// bridge trigger marks the run under its row lock) and after the contract
+// drops the bridge (the claim's ON CONFLICT alone).
+func TestReplicasCheckingAtOnceAlertOnARunOnce(t *testing.T) {
+	t.Parallel()
+	for _, contracted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("contracted=%v", contracted), func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.New(t)
+			ctx := context.Background()
+			if contracted {
+				_, err := db.Pool.Exec(ctx, `DROP TRIGGER psp_run_alerts_bridge ON psp_run_alerts`)
+				require.NoError(t, err)
+			}
+			_, err := db.Pool.Exec(ctx, `
+				INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
+				VALUES ('failed', 'scheduled', now(), now(), 'stripe: read events: 503')`)
+			require.NoError(t, err)
+			first := &held{entered: make(chan struct{}), release: make(chan struct{})}
+			second := &raised{}
+			a := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), first, 0, lifecycle.Deps{})
+			b := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), second, 0, lifecycle.Deps{})
+
+			type result struct {
+				n   int
+				err error
+			}
+			release := sync.OnceFunc(func() { close(first.release) })
+			t.Cleanup(release) // a failing test does not leave the first replica waiting
+			aDone, bDone := make(chan result, 1), make(chan result, 1)
+			go func() { n, err := a.Check(ctx); aDone <- result{n, err} }()
+			<-first.entered
+			go func() { n, err := b.Check(ctx); bDone <- result{n, err} }()
+			waitForLockWait(t, db)
+			release()
+
+			ra, rb := <-aDone, <-bDone
+			require.NoError(t, ra.err)
+			require.NoError(t, rb.err)
+			require.Equal(t, 1, ra.n)
+			require.Zero(t, rb.n)
+			require.Len(t, first.alerts, 1)
+			require.Equal(t, pspruns.AlertKeyFailed, first.alerts[0].Key)
+			require.Empty(t, second.alerts)
+			var claims int
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM psp_run_alerts`).Scan(&claims))
+			require.Equal(t, 1, claims)
+		})
+	}
+}
+
+// oldUnalerted is the previous release's watcher's claim of a run (before
+// migration 000033): it locks the run's row and marks alerted_at.
+const oldUnalerted = `SELECT id FROM psp_reconciliation_runs
+	WHERE (disagreements_new > 0 OR disagreements_cleared > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
+	ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+// During a rollout the previous release's watcher still marks
+// psp_reconciliation_runs.alerted_at. A run it alerted on, or is alerting
+// on (its row locked, the mark not yet committed), is not alerted on
+// again; and a run this release alerted on carries the mark, so the
+// previous release does not alert on it either.
+func TestARunThePreviousReleaseAlertedOnIsNotAlertedAgain(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	insertFailed := func() int64 {
+		var id int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
+			VALUES ('failed', 'scheduled', now(), now(), 'stripe: 503') RETURNING id`).Scan(&id))
+		return id
+	}
+	// The previous release's watcher: dlq-admin's role keeps its grants on
+	// psp_reconciliation_runs until the contract.
+	old := db.As(t, migrations.RoleDLQAdmin)
+	r := &raised{}
+	w := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{})
+
+	// Alerted on by the previous release, committed.
+	marked := insertFailed()
+	tx, err := old.Begin(ctx)
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, tx.QueryRow(ctx, oldUnalerted).Scan(&id))
+	require.Equal(t, marked, id)
+	_, err = tx.Exec(ctx, `UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	n, err := w.Check(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, r.alerts)
+
+	// Being alerted on by the previous release: this one waits for it and
+	// then leaves the run.
+	marking := insertFailed()
+	tx, err = old.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, oldUnalerted).Scan(&id))
+	require.Equal(t, marking, id)
+	_, err = tx.Exec(ctx, `UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // a failing test does not leave the check waiting
+	go func() {
+		n, err := w.Check(ctx)
+		if err == nil && n != 0 {
+			err = fmt.Errorf("alerted on %d run(s) the previous release is alerting on", n)
+		}
+		done <- err
+	}()
+	waitForLockWait(t, db)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done)
+	require.Empty(t, r.alerts)
+
+	// Alerted on by this release: the previous release finds nothing.
+	fresh := insertFailed()
+	n, err = w.Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, r.alerts, 1)
+	require.Contains(t, r.alerts[0].Summary, fmt.Sprintf("run %d failed", fresh))
+	err = old.QueryRow(ctx, oldUnalerted).Scan(&id)
+	require.ErrorIs(t, err, pgx.ErrNoRows)
+
+	var claimed []int64
+	rows, err := db.Pool.Query(ctx, `SELECT run_id FROM psp_run_alerts ORDER BY run_id`)
+	require.NoError(t, err)
+	claimed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{fresh}, claimed)
 }

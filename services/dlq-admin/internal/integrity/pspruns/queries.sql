@@ -1,38 +1,51 @@
--- All SQL of package pspruns on psp_reconciliation_runs (webhook-api's
--- pspsync claims and finishes the runs), compiled by sqlc into package
--- sqlcdb. Every statement returning a run returns the same columns (Get's
--- row: toRun converts the others to it).
+-- All SQL of package pspruns, compiled by sqlc into package sqlcdb.
+-- psp_reconciliation_runs is webhook-api's (its pspsync claims and finishes
+-- the runs): it is read through psp_reconciliation_runs_for_ops and a run is
+-- requested through webhook-api's function (migration 000033). Which runs
+-- were alerted on is this package's own table, psp_run_alerts; a run the
+-- previous release alerted on carries the view's alerted_at instead
+-- (claimed_at is this release's: toRun takes it first). Every statement
+-- returning a run returns Get's row.
 
 -- name: Request :one
-INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', @requested_by::text)
-RETURNING id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared;
+-- The new run's id; a unique violation of psp_reconciliation_runs_one_active
+-- when one is requested or running.
+SELECT request_psp_reconciliation_run(@requested_by::text)::bigint AS id;
 
 -- name: Get :one
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs WHERE id = @id;
+SELECT r.id, r.status, r.trigger, r.requested_by, r.requested_at, r.started_at, r.finished_at, r.attempts,
+    r.events_found, r.events_recovered, r.events_present, r.disagreement_count, r.report, r.disagreements, r.error,
+    r.alerted_at, r.disagreements_new, r.disagreements_open, r.disagreements_cleared,
+    a.alerted_at AS claimed_at
+FROM psp_reconciliation_runs_for_ops r LEFT JOIN psp_run_alerts a ON a.run_id = r.id
+WHERE r.id = @id;
 
 -- name: Latest :one
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs ORDER BY id DESC LIMIT 1;
+SELECT r.id, r.status, r.trigger, r.requested_by, r.requested_at, r.started_at, r.finished_at, r.attempts,
+    r.events_found, r.events_recovered, r.events_present, r.disagreement_count, r.report, r.disagreements, r.error,
+    r.alerted_at, r.disagreements_new, r.disagreements_open, r.disagreements_cleared,
+    a.alerted_at AS claimed_at
+FROM psp_reconciliation_runs_for_ops r LEFT JOIN psp_run_alerts a ON a.run_id = r.id
+ORDER BY r.id DESC LIMIT 1;
 
--- name: Unalerted :one
--- The oldest finished run with something to alert on, locked: replicas do
--- not alert on it twice.
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs
-WHERE (disagreements_new > 0 OR disagreements_cleared > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
-ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
-
--- name: MarkAlerted :exec
-UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = @id;
+-- name: ClaimAlert :one
+-- Claims the oldest finished run with something to alert on that nobody
+-- alerted on, by inserting its psp_run_alerts row: until this transaction
+-- ends, another replica's claim of it waits (ON CONFLICT) and then claims
+-- nothing. claimed is false when another claim won: it committed, so the
+-- next look skips the run. No row: nothing to alert on.
+WITH candidate AS (
+    SELECT r.id FROM psp_reconciliation_runs_for_ops r
+    WHERE (r.disagreements_new > 0 OR r.disagreements_cleared > 0 OR r.status = 'failed') AND r.alerted_at IS NULL
+      AND r.finished_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM psp_run_alerts a WHERE a.run_id = r.id)
+    ORDER BY r.id LIMIT 1
+), claimed AS (
+    INSERT INTO psp_run_alerts (run_id) SELECT id FROM candidate
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+)
+SELECT c.id, EXISTS (SELECT 1 FROM claimed)::bool AS claimed FROM candidate c;
 
 -- name: OpenDisagreements :many
 -- Every disagreement open now, oldest first.

@@ -10,6 +10,38 @@ import (
 	"time"
 )
 
+const claimAlert = `-- name: ClaimAlert :one
+WITH candidate AS (
+    SELECT r.id FROM psp_reconciliation_runs_for_ops r
+    WHERE (r.disagreements_new > 0 OR r.disagreements_cleared > 0 OR r.status = 'failed') AND r.alerted_at IS NULL
+      AND r.finished_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM psp_run_alerts a WHERE a.run_id = r.id)
+    ORDER BY r.id LIMIT 1
+), claimed AS (
+    INSERT INTO psp_run_alerts (run_id) SELECT id FROM candidate
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+)
+SELECT c.id, EXISTS (SELECT 1 FROM claimed)::bool AS claimed FROM candidate c
+`
+
+type ClaimAlertRow struct {
+	ID      int64
+	Claimed bool
+}
+
+// Claims the oldest finished run with something to alert on that nobody
+// alerted on, by inserting its psp_run_alerts row: until this transaction
+// ends, another replica's claim of it waits (ON CONFLICT) and then claims
+// nothing. claimed is false when another claim won: it committed, so the
+// next look skips the run. No row: nothing to alert on.
+func (q *Queries) ClaimAlert(ctx context.Context) (ClaimAlertRow, error) {
+	row := q.db.QueryRow(ctx, claimAlert)
+	var i ClaimAlertRow
+	err := row.Scan(&i.ID, &i.Claimed)
+	return i, err
+}
+
 const clearedDisagreements = `-- name: ClearedDisagreements :many
 SELECT provider, kind, coalesce(payout_id, '')::text AS payout_id, coalesce(psp_object_id, '')::text AS psp_object_id,
     coalesce(psp_status, '')::text AS psp_status, coalesce(ledger_status, '')::text AS ledger_status, detail,
@@ -70,10 +102,12 @@ func (q *Queries) ClearedDisagreements(ctx context.Context, arg ClearedDisagreem
 }
 
 const get = `-- name: Get :one
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs WHERE id = $1
+SELECT r.id, r.status, r.trigger, r.requested_by, r.requested_at, r.started_at, r.finished_at, r.attempts,
+    r.events_found, r.events_recovered, r.events_present, r.disagreement_count, r.report, r.disagreements, r.error,
+    r.alerted_at, r.disagreements_new, r.disagreements_open, r.disagreements_cleared,
+    a.alerted_at AS claimed_at
+FROM psp_reconciliation_runs_for_ops r LEFT JOIN psp_run_alerts a ON a.run_id = r.id
+WHERE r.id = $1
 `
 
 type GetRow struct {
@@ -96,6 +130,7 @@ type GetRow struct {
 	DisagreementsNew     int
 	DisagreementsOpen    int
 	DisagreementsCleared int
+	ClaimedAt            *time.Time
 }
 
 func (q *Queries) Get(ctx context.Context, id int64) (GetRow, error) {
@@ -121,15 +156,18 @@ func (q *Queries) Get(ctx context.Context, id int64) (GetRow, error) {
 		&i.DisagreementsNew,
 		&i.DisagreementsOpen,
 		&i.DisagreementsCleared,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
 
 const latest = `-- name: Latest :one
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs ORDER BY id DESC LIMIT 1
+SELECT r.id, r.status, r.trigger, r.requested_by, r.requested_at, r.started_at, r.finished_at, r.attempts,
+    r.events_found, r.events_recovered, r.events_present, r.disagreement_count, r.report, r.disagreements, r.error,
+    r.alerted_at, r.disagreements_new, r.disagreements_open, r.disagreements_cleared,
+    a.alerted_at AS claimed_at
+FROM psp_reconciliation_runs_for_ops r LEFT JOIN psp_run_alerts a ON a.run_id = r.id
+ORDER BY r.id DESC LIMIT 1
 `
 
 type LatestRow struct {
@@ -152,6 +190,7 @@ type LatestRow struct {
 	DisagreementsNew     int
 	DisagreementsOpen    int
 	DisagreementsCleared int
+	ClaimedAt            *time.Time
 }
 
 func (q *Queries) Latest(ctx context.Context) (LatestRow, error) {
@@ -177,17 +216,9 @@ func (q *Queries) Latest(ctx context.Context) (LatestRow, error) {
 		&i.DisagreementsNew,
 		&i.DisagreementsOpen,
 		&i.DisagreementsCleared,
+		&i.ClaimedAt,
 	)
 	return i, err
-}
-
-const markAlerted = `-- name: MarkAlerted :exec
-UPDATE psp_reconciliation_runs SET alerted_at = now() WHERE id = $1
-`
-
-func (q *Queries) MarkAlerted(ctx context.Context, id int64) error {
-	_, err := q.db.Exec(ctx, markAlerted, id)
-	return err
 }
 
 const openDisagreements = `-- name: OpenDisagreements :many
@@ -246,121 +277,22 @@ func (q *Queries) OpenDisagreements(ctx context.Context, maxRows int) ([]OpenDis
 
 const request = `-- name: Request :one
 
-INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', $1::text)
-RETURNING id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
+SELECT request_psp_reconciliation_run($1::text)::bigint AS id
 `
 
-type RequestRow struct {
-	ID                   int64
-	Status               string
-	Trigger              string
-	RequestedBy          *string
-	RequestedAt          time.Time
-	StartedAt            *time.Time
-	FinishedAt           *time.Time
-	Attempts             int
-	EventsFound          int
-	EventsRecovered      int
-	EventsPresent        int
-	DisagreementCount    int
-	Report               []byte
-	Disagreements        []byte
-	Error                *string
-	AlertedAt            *time.Time
-	DisagreementsNew     int
-	DisagreementsOpen    int
-	DisagreementsCleared int
-}
-
-// All SQL of package pspruns on psp_reconciliation_runs (webhook-api's
-// pspsync claims and finishes the runs), compiled by sqlc into package
-// sqlcdb. Every statement returning a run returns the same columns (Get's
-// row: toRun converts the others to it).
-func (q *Queries) Request(ctx context.Context, requestedBy string) (RequestRow, error) {
+// All SQL of package pspruns, compiled by sqlc into package sqlcdb.
+// psp_reconciliation_runs is webhook-api's (its pspsync claims and finishes
+// the runs): it is read through psp_reconciliation_runs_for_ops and a run is
+// requested through webhook-api's function (migration 000033). Which runs
+// were alerted on is this package's own table, psp_run_alerts; a run the
+// previous release alerted on carries the view's alerted_at instead
+// (claimed_at is this release's: toRun takes it first). Every statement
+// returning a run returns Get's row.
+// The new run's id; a unique violation of psp_reconciliation_runs_one_active
+// when one is requested or running.
+func (q *Queries) Request(ctx context.Context, requestedBy string) (int64, error) {
 	row := q.db.QueryRow(ctx, request, requestedBy)
-	var i RequestRow
-	err := row.Scan(
-		&i.ID,
-		&i.Status,
-		&i.Trigger,
-		&i.RequestedBy,
-		&i.RequestedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.Attempts,
-		&i.EventsFound,
-		&i.EventsRecovered,
-		&i.EventsPresent,
-		&i.DisagreementCount,
-		&i.Report,
-		&i.Disagreements,
-		&i.Error,
-		&i.AlertedAt,
-		&i.DisagreementsNew,
-		&i.DisagreementsOpen,
-		&i.DisagreementsCleared,
-	)
-	return i, err
-}
-
-const unalerted = `-- name: Unalerted :one
-SELECT id, status, trigger, requested_by, requested_at, started_at, finished_at, attempts,
-    events_found, events_recovered, events_present, disagreement_count, report, disagreements, error, alerted_at,
-    disagreements_new, disagreements_open, disagreements_cleared
-FROM psp_reconciliation_runs
-WHERE (disagreements_new > 0 OR disagreements_cleared > 0 OR status = 'failed') AND alerted_at IS NULL AND finished_at IS NOT NULL
-ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
-`
-
-type UnalertedRow struct {
-	ID                   int64
-	Status               string
-	Trigger              string
-	RequestedBy          *string
-	RequestedAt          time.Time
-	StartedAt            *time.Time
-	FinishedAt           *time.Time
-	Attempts             int
-	EventsFound          int
-	EventsRecovered      int
-	EventsPresent        int
-	DisagreementCount    int
-	Report               []byte
-	Disagreements        []byte
-	Error                *string
-	AlertedAt            *time.Time
-	DisagreementsNew     int
-	DisagreementsOpen    int
-	DisagreementsCleared int
-}
-
-// The oldest finished run with something to alert on, locked: replicas do
-// not alert on it twice.
-func (q *Queries) Unalerted(ctx context.Context) (UnalertedRow, error) {
-	row := q.db.QueryRow(ctx, unalerted)
-	var i UnalertedRow
-	err := row.Scan(
-		&i.ID,
-		&i.Status,
-		&i.Trigger,
-		&i.RequestedBy,
-		&i.RequestedAt,
-		&i.StartedAt,
-		&i.FinishedAt,
-		&i.Attempts,
-		&i.EventsFound,
-		&i.EventsRecovered,
-		&i.EventsPresent,
-		&i.DisagreementCount,
-		&i.Report,
-		&i.Disagreements,
-		&i.Error,
-		&i.AlertedAt,
-		&i.DisagreementsNew,
-		&i.DisagreementsOpen,
-		&i.DisagreementsCleared,
-	)
-	return i, err
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }

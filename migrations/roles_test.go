@@ -69,6 +69,30 @@ var contractNext = map[string][]string{
 		"payment_returns"},
 }
 
+// contractNextWrites are the writes a role keeps only for the previous
+// release's pods, which still write the tables during the rollout of the
+// release that moved those writes into the owner's functions (000034:
+// webhook-api creates and cancels payouts through create_payout and
+// cancel_payout). Per role, per table, the verbs (wantGrants' letters) the
+// next release's contract migration revokes; it then empties this list.
+// No new code may use them (the e2e tests run under the service roles, and
+// TestWritesThroughFunctionsAfterTheContract revokes them and runs the
+// functions). A verb here that wantGrants does not have fails the test.
+var contractNextWrites = map[string]map[string]string{
+	RoleWebhookAPI: {"payouts": "IU", "payout_transitions": "I"},
+}
+
+// wantFunctions are the functions through which a service changes a table
+// another service writes (SECURITY DEFINER, owned by the migrator), and the
+// roles that may call each: a SECURITY DEFINER function missing here, or
+// EXECUTE on one held by a role not here (or PUBLIC), or the reverse, fails
+// TestServiceRoleGrants. docs/design/architecture.md's table ownership
+// lists them with their tables.
+var wantFunctions = map[string][]string{
+	"create_payout": {RoleWebhookAPI},
+	"cancel_payout": {RoleWebhookAPI},
+}
+
 // wantViews are the views through which a service reads a table another
 // service writes, and the roles that may read each: a view missing here, or
 // a grant on one that is not here (or the reverse), fails
@@ -221,6 +245,69 @@ func TestServiceRoleGrants(t *testing.T) {
 			if wantGrants[table][role] != "S" {
 				t.Errorf("contractNext lists %s reading %s, which wantGrants does not have as a bare read: drop it from contractNext", role, table)
 			}
+		}
+	}
+
+	for role, tables := range contractNextWrites {
+		for table, verbs := range tables {
+			for _, v := range verbs {
+				if !strings.ContainsRune(wantGrants[table][role], v) {
+					t.Errorf("contractNextWrites lists %s's %c on %s, which wantGrants does not have: drop it from contractNextWrites", role, v, table)
+				}
+			}
+		}
+	}
+
+	// Functions that run as their owner: each is in wantFunctions, pins
+	// its search path, and only the roles listed there may call it.
+	rows, err = conn.Query(ctx, `
+		SELECT p.proname, p.oid::regprocedure::text,
+		       coalesce(array_to_string(p.proconfig, ','), '') LIKE '%search_path=%' AS pinned
+		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type definer struct {
+		Name, Signature string
+		Pinned          bool
+	}
+	definers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[definer])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, f := range definers {
+		named = append(named, f.Name)
+		callers, ok := wantFunctions[f.Name]
+		if !ok {
+			t.Errorf("SECURITY DEFINER function %s has no line in wantFunctions (and docs/design/architecture.md)", f.Signature)
+			continue
+		}
+		if !f.Pinned {
+			t.Errorf("SECURITY DEFINER function %s does not pin its search_path (SET search_path = ...)", f.Signature)
+		}
+		var public bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+			WHERE p.oid = $1::regprocedure AND a.grantee = 0 AND a.privilege_type = 'EXECUTE')`, f.Signature).Scan(&public); err != nil {
+			t.Fatal(err)
+		}
+		if public {
+			t.Errorf("PUBLIC may execute %s: REVOKE EXECUTE ... FROM PUBLIC", f.Signature)
+		}
+		for _, role := range ServiceRoles() {
+			var may bool
+			if err := conn.QueryRow(ctx, `SELECT has_function_privilege($1, $2, 'EXECUTE')`, role, f.Signature).Scan(&may); err != nil {
+				t.Fatal(err)
+			}
+			if want := slices.Contains(callers, role); may != want {
+				t.Errorf("%s EXECUTE on %s: %v, want %v", role, f.Signature, may, want)
+			}
+		}
+	}
+	for name := range wantFunctions {
+		if !slices.Contains(named, name) {
+			t.Errorf("wantFunctions lists %s, which the migrations do not create as SECURITY DEFINER", name)
 		}
 	}
 

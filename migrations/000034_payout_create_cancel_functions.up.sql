@@ -21,14 +21,14 @@
 -- "Pending contract"; migrations/roles_test.go, contractNextWrites).
 
 -- create_payout inserts a new INITIALIZED payout and its first transition
--- (from nothing to INITIALIZED, attempt 0), and returns its id. It returns
--- no row when the client's Idempotency-Key already made a payout: a
--- concurrent request with the key committed first (the caller then reads
--- that payout).
+-- (from nothing to INITIALIZED, attempt 0), and returns the payout's row.
+-- It returns no row when the client's Idempotency-Key already made a
+-- payout: a concurrent request with the key committed first (the caller
+-- then reads that payout).
 CREATE FUNCTION create_payout(p_id uuid, p_client_id text, p_idempotency_key text, p_request_hash text,
                               p_user_id text, p_amount bigint, p_currency text, p_destination text,
                               p_provider text, p_correlation_id text, p_destination_id uuid)
-RETURNS TABLE (id uuid)
+RETURNS SETOF payouts
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = public, pg_temp
@@ -39,12 +39,12 @@ AS $$
         VALUES (p_id, p_client_id, p_idempotency_key, p_request_hash, p_user_id, p_amount, p_currency,
                 p_destination, p_provider, p_correlation_id, p_destination_id, 'INITIALIZED')
         ON CONFLICT (client_id, idempotency_key) DO NOTHING
-        RETURNING payouts.id
+        RETURNING *
     ), first_transition AS (
         INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt)
         SELECT created.id, NULL, 'INITIALIZED', 0 FROM created
     )
-    SELECT created.id FROM created;
+    SELECT * FROM created;
 $$;
 
 -- cancel_payout cancels a payout nobody has taken up yet, under its row
@@ -52,14 +52,16 @@ $$;
 -- the worker's hold wins, never both): an INITIALIZED payout moves to
 -- FAILED and on to FINALIZED with class 'canceled' and the client named
 -- (last_error), both transitions recorded as the worker's state machine
--- records a failure. It returns the payout as it is after the call, and
--- canceled = whether this call canceled it; no row when there is no such
--- payout. A payout in any other state is left as it is (canceled false): a
--- FINALIZED one of class 'canceled' was canceled before, any other is not
--- cancelable. The caller writes the outcome event when canceled is true.
-CREATE FUNCTION cancel_payout(p_id uuid, p_client_id text)
-RETURNS TABLE (canceled boolean, status text, error_class text, last_error text, user_id text, amount bigint,
-               currency text, provider text, correlation_id text)
+-- records a failure. It answers one row: payout_exists false when there is
+-- no such payout (the rest NULL); else the payout as it is after the call,
+-- and canceled = whether this call canceled it. A payout in any other state
+-- is left as it is (canceled false): a FINALIZED one of class 'canceled'
+-- was canceled before, any other is not cancelable. The caller writes the
+-- outcome event when canceled is true.
+CREATE FUNCTION cancel_payout(p_id uuid, p_client_id text,
+                              OUT payout_exists boolean, OUT canceled boolean, OUT status text,
+                              OUT error_class text, OUT last_error text, OUT user_id text, OUT amount bigint,
+                              OUT currency text, OUT provider text, OUT correlation_id text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = public, pg_temp
@@ -69,14 +71,15 @@ DECLARE
     reason text := 'canceled by client ' || p_client_id;
 BEGIN
     SELECT * INTO p FROM payouts WHERE payouts.id = p_id FOR UPDATE;
-    IF NOT FOUND THEN
+    payout_exists := FOUND;
+    IF NOT payout_exists THEN
         RETURN;
     END IF;
     canceled := p.status = 'INITIALIZED';
     IF canceled THEN
         UPDATE payouts
         SET status = 'FINALIZED', last_error = reason, error_class = 'canceled', updated_at = now()
-        WHERE payouts.id = p_id
+        WHERE payouts.id = p_id AND payouts.status = 'INITIALIZED'
         RETURNING * INTO p;
         INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
         VALUES (p_id, 'INITIALIZED', 'FAILED', 0, reason, 'canceled'),
@@ -90,7 +93,6 @@ BEGIN
     currency := p.currency;
     provider := p.provider;
     correlation_id := p.correlation_id;
-    RETURN NEXT;
 END
 $$;
 

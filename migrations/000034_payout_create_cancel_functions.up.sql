@@ -1,10 +1,9 @@
--- A payout's rows change only through payout-worker's migrations: the
--- worker's state machine writes payouts and payout_transitions, and the two
--- changes webhook-api makes (a client's new payout, a client's cancel) are
--- these functions, which webhook-api calls in its own transaction (with the
--- Idempotency-Key's payout row and the outbox row of the same request), so
--- that POST /v1/payouts and its cancel still answer once the payout exists
--- or is canceled. The state words and what "cancelable" means are
+-- payouts and payout_transitions have one writer, payout-worker: its state
+-- machine, and for the two changes that start at a client (a new payout,
+-- a cancel) these functions of its schema, which webhook-api calls in its
+-- own transaction (with the outbox row of the same request), so that
+-- POST /v1/payouts and its cancel still answer once the payout exists or
+-- is canceled. The state words and what "cancelable" means are
 -- pkg/payoutstate's (Initialized, Cancelable, Failed, Finalized); a test
 -- there calls cancel_payout on a payout in every state and fails when the
 -- two disagree.
@@ -15,10 +14,11 @@
 -- EXECUTE is revoked from PUBLIC (Postgres grants it by default) and given
 -- to webhook-api alone.
 --
--- This is the expand step: webhook-api's INSERT and UPDATE on the tables
--- stay for the previous release's pods during the rollout and are revoked
--- by the next release's contract migration (docs/operations/deploy.md,
--- "Pending contract"; migrations/roles_test.go, contractNextWrites).
+-- This is the expand step: webhook-api's INSERT and UPDATE on payouts and
+-- INSERT on payout_transitions stay for the previous release's pods during
+-- the rollout and are revoked by the next release's contract migration
+-- (docs/operations/deploy.md, "Pending contract"; migrations/roles_test.go,
+-- contractNextWrites).
 
 -- create_payout inserts a new INITIALIZED payout and its first transition
 -- (from nothing to INITIALIZED, attempt 0), and returns the payout's row.

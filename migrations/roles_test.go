@@ -85,12 +85,31 @@ var contractNext = map[string]map[string]string{
 // than one writer"), by signature, and the roles that may EXECUTE each: a
 // function missing here, or an EXECUTE a role has that is not here (or the
 // reverse), fails TestServiceRoleGrants, as does one not owned by the schema
-// owner or without a pinned search_path. A trigger's function has no
-// callers.
+// owner, without a pinned search_path or callable by PUBLIC. A trigger's
+// function has no callers.
 var wantFunctions = map[string][]string{
-	"request_psp_reconciliation_run(text)": {RoleDLQAdmin},
-	"end_orphaned_psp_run(bigint,text)":    {RoleDLQAdmin, RoleWebhookAPI},
-	"psp_run_alerts_bridge()":              {},
+	"request_psp_reconciliation_run(text)":                                    {RoleDLQAdmin},
+	"end_orphaned_psp_run(bigint,text)":                                       {RoleDLQAdmin, RoleWebhookAPI},
+	"psp_run_alerts_bridge()":                                                 {},
+	"create_payout(uuid,text,text,text,text,bigint,text,text,text,text,uuid)": {RoleWebhookAPI},
+	"cancel_payout(uuid,text)":                                                {RoleWebhookAPI},
+}
+
+// contractNextWrites are the writes a role keeps only for the previous
+// release's pods, which still write the tables during the rollout of the
+// release that moved those writes into the owner's functions (000034:
+// webhook-api creates and cancels payouts through create_payout and
+// cancel_payout). Per role, per table, the verbs (wantGrants' letters) the
+// next release's contract migration revokes; it then empties this list.
+// No new code may use them (the e2e tests run under the service roles, and
+// TestWritesThroughFunctionsAfterTheContract revokes them and runs the
+// functions). A verb here that wantGrants does not have fails the test.
+// What the contract leaves webhook-api on these tables is a bare SELECT,
+// which the view rule below refuses: its reads of payouts and
+// payout_transitions (internal/payouts, ingest, pspsync) move to _for_api
+// views in the same release, or before.
+var contractNextWrites = map[string]map[string]string{
+	RoleWebhookAPI: {"payouts": "IU", "payout_transitions": "I"},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -252,11 +271,13 @@ func TestServiceRoleGrants(t *testing.T) {
 			}
 		}
 	}
-	for role, tables := range contractNext {
-		for table, verbs := range tables {
-			for _, v := range verbs {
-				if !strings.ContainsRune(wantGrants[table][role], v) {
-					t.Errorf("contractNext lists %s holding %c on %s, which wantGrants does not have: drop it from contractNext", role, v, table)
+	for name, list := range map[string]map[string]map[string]string{"contractNext": contractNext, "contractNextWrites": contractNextWrites} {
+		for role, tables := range list {
+			for table, verbs := range tables {
+				for _, v := range verbs {
+					if !strings.ContainsRune(wantGrants[table][role], v) {
+						t.Errorf("%s lists %s holding %c on %s, which wantGrants does not have: drop it from %s", name, role, v, table, name)
+					}
 				}
 			}
 		}
@@ -335,6 +356,14 @@ func TestServiceRoleGrants(t *testing.T) {
 		}
 		if !f.Pinned {
 			t.Errorf("function %s runs with its caller's search_path: SET search_path = public, pg_temp", f.Signature)
+		}
+		var public bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+			WHERE p.oid = $1::regprocedure AND a.grantee = 0 AND a.privilege_type = 'EXECUTE')`, f.Signature).Scan(&public); err != nil {
+			t.Fatal(err)
+		}
+		if public {
+			t.Errorf("PUBLIC may execute %s: REVOKE EXECUTE ... FROM PUBLIC", f.Signature)
 		}
 		for _, role := range ServiceRoles() {
 			var got bool

@@ -11,6 +11,8 @@
 // moves between them, webhook-api creates, cancels and reconciles payouts by
 // them, and the queries of every service receive them as parameters (Names)
 // rather than as literals in their SQL, so that a state cannot be renamed or
-// reinterpreted in one service alone. A test ties All to the payouts.status
-// CHECK constraint of the migrations.
+// reinterpreted in one service alone. Tests tie All to the payouts.status
+// CHECK constraint of the migrations, and Cancelable to payout-worker's
+// cancel_payout function (the one SQL that spells the states itself: it
+// decides under the row lock, and its caller cannot hand it the set).
 package payoutstate

@@ -8,6 +8,13 @@
 //	SENDING_TO_GATEWAY, RETRYING, SENT_TO_GATEWAY, AWAITING_RESPONSE → NEEDS_REVIEW
 //	                                                      (past the state's deadline; Deadlines)
 //
+// The two changes to a payout that start at a client are this service's
+// too, written as functions of its migration that webhook-api calls in its
+// own transaction (migrations 000034): create_payout writes the INITIALIZED
+// row and its first transition, cancel_payout moves an INITIALIZED payout
+// to FAILED → FINALIZED under the row lock Load takes, so a cancel and this
+// machine's first step never both win; the loser finds the other's state.
+//
 // Processing a payout command takes the wallet lock, then in one transaction
 // holds the money (wallet → payout holds) and moves to SENDING_TO_GATEWAY;
 // only then is the PSP called, with an Idempotency-Key derived from the payout

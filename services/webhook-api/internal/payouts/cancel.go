@@ -3,7 +3,6 @@ package payouts
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,56 +21,46 @@ import (
 const ClassCanceled = "canceled"
 
 // Cancel ends a payout that has not been taken up by the worker: it is
-// INITIALIZED, so no money is held and the PSP was never called. It moves
-// to FAILED → FINALIZED with class "canceled" and the client named, and
-// its outcome (payout.canceled) goes to aegis.settlements, in one
-// transaction under the payout's row lock — the lock the worker's first
-// step takes, so either the cancel or the worker's hold wins, never both;
-// the worker then ignores the payout's command as it does any for a
-// finished payout. Canceling a payout canceled before answers it again;
-// any other state is ErrNotCancelable.
+// Cancelable (payoutstate), so no money is held and the PSP was never
+// called. payout-worker's cancel_payout moves it to FAILED → FINALIZED
+// with class "canceled" and the client named under the payout's row lock —
+// the lock the worker's first step takes, so either the cancel or the
+// worker's hold wins, never both; the worker then ignores the payout's
+// command as it does any for a finished payout. Its outcome
+// (payout.canceled) goes to aegis.settlements in the same transaction.
+// Canceling a payout canceled before answers it again; any other state is
+// ErrNotCancelable.
 func (s *Store) Cancel(ctx context.Context, clientID, id string) (Payout, error) {
 	pid, err := uuid.Parse(id)
 	if err != nil {
 		return Payout{}, ErrNotFound
 	}
 	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		q := sqlcdb.New(tx)
-		row, err := q.LockForCancel(ctx, pid)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
+		row, err := sqlcdb.New(tx).CancelPayout(ctx, sqlcdb.CancelPayoutParams{ID: pid, ClientID: clientID})
 		if err != nil {
-			return fmt.Errorf("lock payout: %w", err)
-		}
-		status, userID, amount, currency, provider, corr := row.Status, row.UserID, row.Amount, row.Currency, row.Provider, row.CorrelationID
-		switch {
-		case payoutstate.Status(status) == payoutstate.Finalized && row.ErrorClass == ClassCanceled:
-			return nil // canceled before: the same answer
-		case !payoutstate.Status(status).Cancelable():
-			return fmt.Errorf("%w: it is %s", ErrNotCancelable, status)
-		}
-		reason := "canceled by client " + clientID
-		if err := q.Cancel(ctx, sqlcdb.CancelParams{ID: pid, Reason: reason,
-			FromStatus: string(payoutstate.Initialized), ToStatus: string(payoutstate.Finalized)}); err != nil {
 			return fmt.Errorf("cancel payout: %w", err)
 		}
-		if err := q.CancelTransitions(ctx, sqlcdb.CancelTransitionsParams{PayoutID: pid, Reason: reason,
-			FromStatus: string(payoutstate.Initialized), Failed: string(payoutstate.Failed),
-			ToStatus: string(payoutstate.Finalized)}); err != nil {
-			return fmt.Errorf("record payout cancel: %w", err)
+		if !row.PayoutExists {
+			return ErrNotFound
 		}
-		o := event.NewPayoutOutcome(event.TypePayoutCanceled, pid.String(), string(payoutstate.Finalized), userID, amount, currency, provider, time.Now())
-		o.Error = reason
+		if !row.Canceled {
+			if payoutstate.Status(row.Status) == payoutstate.Finalized && row.ErrorClass == ClassCanceled {
+				return nil // canceled before: the same answer
+			}
+			return fmt.Errorf("%w: it is %s", ErrNotCancelable, row.Status)
+		}
+		o := event.NewPayoutOutcome(event.TypePayoutCanceled, pid.String(), row.Status, row.UserID, row.Amount,
+			row.Currency, row.Provider, time.Now())
+		o.Error = row.LastError
 		body, err := json.Marshal(o)
 		if err != nil {
 			return fmt.Errorf("encode payout outcome: %w", err)
 		}
 		_, err = outbox.Insert(ctx, tx, outbox.Message{
-			Topic: kafkax.TopicSettlements, EventType: string(event.TypePayoutCanceled), PartitionKey: userID, Payload: body,
-			CorrelationID: corr,
+			Topic: kafkax.TopicSettlements, EventType: string(event.TypePayoutCanceled), PartitionKey: row.UserID,
+			Payload: body, CorrelationID: row.CorrelationID,
 			Headers: map[string]string{
-				kafkax.HeaderCorrelationID: corr,
+				kafkax.HeaderCorrelationID: row.CorrelationID,
 				kafkax.HeaderEventType:     string(event.TypePayoutCanceled),
 				kafkax.HeaderMessageID:     o.EventID,
 			},

@@ -20,6 +20,13 @@
 // daily check takes a transaction-scoped advisory lock on (user, currency),
 // so concurrent requests cannot slip under the limit together.
 //
+// The payout's rows are payout-worker's (one writer per table): the
+// payout and its first transition are written by payout-worker's
+// create_payout, a cancel by its cancel_payout (the cancelable check under
+// the payout's row lock), both called in this package's transaction, so
+// the answer still comes once the payout exists or is canceled, with its
+// Idempotency-Key and outbox row committed with it.
+//
 // Data Postgres refuses (database.RefusesData) is the client's to fix and is
 // answered as such (ErrRefused → 400), never as a 503 to retry; Normalize
 // refuses what it can see first.

@@ -1,18 +1,14 @@
 -- The SQL of the payouts store (create, get, cancel), compiled by sqlc into
--- package sqlcdb.
+-- package sqlcdb. A payout's rows are payout-worker's: creation and cancel
+-- go through the functions its migration defines (create_payout,
+-- cancel_payout).
 
--- name: InsertPayout :one
--- No row back: a concurrent request with the key committed first.
-INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination,
-                     provider, correlation_id, destination_id)
-VALUES (@id, @client_id, @idempotency_key, @request_hash, @user_id, @amount, @currency, @destination,
-        @provider, @correlation_id, @destination_id)
-ON CONFLICT (client_id, idempotency_key) DO NOTHING
-RETURNING id;
-
--- name: InsertFirstTransition :exec
--- to_status: payoutstate.Initialized.
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES (@payout_id, NULL, @to_status::text, 0);
+-- name: CreatePayout :one
+-- The INITIALIZED payout and its first transition (payout-worker's
+-- create_payout). No row back: a concurrent request with the key committed
+-- first.
+SELECT id FROM create_payout(@id, @client_id, @idempotency_key, @request_hash, @user_id, @amount, @currency,
+                             @destination, @provider, @correlation_id, @destination_id);
 
 -- name: ByKey :one
 SELECT id, request_hash FROM payouts WHERE client_id = @client_id AND idempotency_key = @idempotency_key;
@@ -53,23 +49,17 @@ SELECT provider, event_id, event_type, coalesce(amount, 0)::bigint AS amount, co
        coalesce(psp_reference, '')::text AS psp_reference, verdict, coalesce(reason, '')::text AS reason, at
 FROM payout_evidence_for_api WHERE payout_id = @payout_id ORDER BY id;
 
--- name: LockForCancel :one
--- Only a payout nobody has taken up yet is canceled, under its row lock
--- (the worker's first step takes the same lock).
-SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')::text AS error_class
-FROM payouts WHERE id = @id FOR UPDATE;
-
--- name: Cancel :exec
--- From payoutstate.Initialized (cancelable) to payoutstate.Finalized.
-UPDATE payouts SET status = @to_status::text, last_error = @reason::text, error_class = 'canceled', updated_at = now()
-WHERE id = @id AND status = @from_status::text;
-
--- name: CancelTransitions :exec
--- from_status -> failed (with the reason) -> to_status, as the worker's
--- state machine records a failure.
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
-VALUES (@payout_id, @from_status::text, @failed::text, 0, @reason::text, 'canceled'),
-       (@payout_id, @failed::text, @to_status::text, 0, NULL, NULL);
+-- name: CancelPayout :one
+-- Cancels the payout if nobody has taken it up yet, under its row lock (the
+-- worker's first step takes the same lock), and answers it as it is after
+-- the call (payout-worker's cancel_payout): payout_exists false when there
+-- is no such payout.
+SELECT coalesce(c.payout_exists, false)::boolean AS payout_exists, coalesce(c.canceled, false)::boolean AS canceled,
+       coalesce(c.status, '')::text AS status, coalesce(c.error_class, '')::text AS error_class,
+       coalesce(c.last_error, '')::text AS last_error, coalesce(c.user_id, '')::text AS user_id,
+       coalesce(c.amount, 0)::bigint AS amount, coalesce(c.currency, '')::text AS currency,
+       coalesce(c.provider, '')::text AS provider, coalesce(c.correlation_id, '')::text AS correlation_id
+FROM cancel_payout(@id, @client_id) c;
 
 -- name: LockNewDestination :exec
 -- Serializes the cooling-off check of one destination: two concurrent

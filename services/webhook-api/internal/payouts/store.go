@@ -21,7 +21,9 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts/sqlcdb"
 )
 
-// Every statement is in queries.sql (sqlc, package sqlcdb).
+// Every statement is in queries.sql (sqlc, package sqlcdb). The payout's
+// rows are written by payout-worker's functions create_payout and
+// cancel_payout, in this store's transactions.
 
 // Store reads and creates payouts.
 type Store struct {
@@ -73,23 +75,18 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 		if err := s.checkCoolingOff(ctx, tx, destID, req); err != nil {
 			return err
 		}
-		q := sqlcdb.New(tx)
-		_, err = q.InsertPayout(ctx, sqlcdb.InsertPayoutParams{ID: id, ClientID: clientID, IdempotencyKey: key,
+		_, err = sqlcdb.New(tx).CreatePayout(ctx, sqlcdb.CreatePayoutParams{ID: id, ClientID: clientID, IdempotencyKey: key,
 			RequestHash: hash, UserID: req.UserID, Amount: req.Amount, Currency: req.Currency, Destination: dest,
-			Provider: req.Provider, CorrelationID: corr, DestinationID: &destID})
+			Provider: req.Provider, CorrelationID: corr, DestinationID: destID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent request with the key committed first.
 			_, err = byKey(ctx, tx, clientID, key, hash, &existing)
 			return err
 		}
 		if err != nil {
-			return fmt.Errorf("insert payout: %w", err)
+			return fmt.Errorf("create payout: %w", err)
 		}
 		created = true
-		if err := q.InsertFirstTransition(ctx, sqlcdb.InsertFirstTransitionParams{PayoutID: id,
-			ToStatus: string(payoutstate.Initialized)}); err != nil {
-			return fmt.Errorf("insert payout transition: %w", err)
-		}
 		cmd, err := json.Marshal(event.PayoutRequested{PayoutID: id.String(), UserID: req.UserID,
 			Amount: req.Amount, Currency: req.Currency, Provider: req.Provider})
 		if err != nil {

@@ -33,54 +33,99 @@ func (q *Queries) ByKey(ctx context.Context, arg ByKeyParams) (ByKeyRow, error) 
 	return i, err
 }
 
-const cancel = `-- name: Cancel :exec
-UPDATE payouts SET status = $1::text, last_error = $2::text, error_class = 'canceled', updated_at = now()
-WHERE id = $3 AND status = $4::text
+const cancelPayout = `-- name: CancelPayout :one
+SELECT coalesce(c.payout_exists, false)::boolean AS payout_exists, coalesce(c.canceled, false)::boolean AS canceled,
+       coalesce(c.status, '')::text AS status, coalesce(c.error_class, '')::text AS error_class,
+       coalesce(c.last_error, '')::text AS last_error, coalesce(c.user_id, '')::text AS user_id,
+       coalesce(c.amount, 0)::bigint AS amount, coalesce(c.currency, '')::text AS currency,
+       coalesce(c.provider, '')::text AS provider, coalesce(c.correlation_id, '')::text AS correlation_id
+FROM cancel_payout($1, $2) c
 `
 
-type CancelParams struct {
-	ToStatus   string
-	Reason     string
-	ID         uuid.UUID
-	FromStatus string
+type CancelPayoutParams struct {
+	ID       uuid.UUID
+	ClientID string
 }
 
-// From payoutstate.Initialized (cancelable) to payoutstate.Finalized.
-func (q *Queries) Cancel(ctx context.Context, arg CancelParams) error {
-	_, err := q.db.Exec(ctx, cancel,
-		arg.ToStatus,
-		arg.Reason,
+type CancelPayoutRow struct {
+	PayoutExists  bool
+	Canceled      bool
+	Status        string
+	ErrorClass    string
+	LastError     string
+	UserID        string
+	Amount        int64
+	Currency      string
+	Provider      string
+	CorrelationID string
+}
+
+// Cancels the payout if nobody has taken it up yet, under its row lock (the
+// worker's first step takes the same lock), and answers it as it is after
+// the call (payout-worker's cancel_payout): payout_exists false when there
+// is no such payout.
+func (q *Queries) CancelPayout(ctx context.Context, arg CancelPayoutParams) (CancelPayoutRow, error) {
+	row := q.db.QueryRow(ctx, cancelPayout, arg.ID, arg.ClientID)
+	var i CancelPayoutRow
+	err := row.Scan(
+		&i.PayoutExists,
+		&i.Canceled,
+		&i.Status,
+		&i.ErrorClass,
+		&i.LastError,
+		&i.UserID,
+		&i.Amount,
+		&i.Currency,
+		&i.Provider,
+		&i.CorrelationID,
+	)
+	return i, err
+}
+
+const createPayout = `-- name: CreatePayout :one
+
+SELECT id FROM create_payout($1, $2, $3, $4, $5, $6, $7,
+                             $8, $9, $10, $11)
+`
+
+type CreatePayoutParams struct {
+	ID             uuid.UUID
+	ClientID       string
+	IdempotencyKey string
+	RequestHash    string
+	UserID         string
+	Amount         int64
+	Currency       string
+	Destination    string
+	Provider       string
+	CorrelationID  string
+	DestinationID  uuid.UUID
+}
+
+// The SQL of the payouts store (create, get, cancel), compiled by sqlc into
+// package sqlcdb. A payout's rows are payout-worker's: creation and cancel
+// go through the functions its migration defines (create_payout,
+// cancel_payout).
+// The INITIALIZED payout and its first transition (payout-worker's
+// create_payout). No row back: a concurrent request with the key committed
+// first.
+func (q *Queries) CreatePayout(ctx context.Context, arg CreatePayoutParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, createPayout,
 		arg.ID,
-		arg.FromStatus,
+		arg.ClientID,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.UserID,
+		arg.Amount,
+		arg.Currency,
+		arg.Destination,
+		arg.Provider,
+		arg.CorrelationID,
+		arg.DestinationID,
 	)
-	return err
-}
-
-const cancelTransitions = `-- name: CancelTransitions :exec
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class)
-VALUES ($1, $2::text, $3::text, 0, $4::text, 'canceled'),
-       ($1, $3::text, $5::text, 0, NULL, NULL)
-`
-
-type CancelTransitionsParams struct {
-	PayoutID   uuid.UUID
-	FromStatus string
-	Failed     string
-	Reason     string
-	ToStatus   string
-}
-
-// from_status -> failed (with the reason) -> to_status, as the worker's
-// state machine records a failure.
-func (q *Queries) CancelTransitions(ctx context.Context, arg CancelTransitionsParams) error {
-	_, err := q.db.Exec(ctx, cancelTransitions,
-		arg.PayoutID,
-		arg.FromStatus,
-		arg.Failed,
-		arg.Reason,
-		arg.ToStatus,
-	)
-	return err
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const evidence = `-- name: Evidence :many
@@ -219,67 +264,6 @@ func (q *Queries) History(ctx context.Context, payoutID uuid.UUID) ([]HistoryRow
 	return items, nil
 }
 
-const insertFirstTransition = `-- name: InsertFirstTransition :exec
-INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt) VALUES ($1, NULL, $2::text, 0)
-`
-
-type InsertFirstTransitionParams struct {
-	PayoutID uuid.UUID
-	ToStatus string
-}
-
-// to_status: payoutstate.Initialized.
-func (q *Queries) InsertFirstTransition(ctx context.Context, arg InsertFirstTransitionParams) error {
-	_, err := q.db.Exec(ctx, insertFirstTransition, arg.PayoutID, arg.ToStatus)
-	return err
-}
-
-const insertPayout = `-- name: InsertPayout :one
-
-INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination,
-                     provider, correlation_id, destination_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11)
-ON CONFLICT (client_id, idempotency_key) DO NOTHING
-RETURNING id
-`
-
-type InsertPayoutParams struct {
-	ID             uuid.UUID
-	ClientID       string
-	IdempotencyKey string
-	RequestHash    string
-	UserID         string
-	Amount         int64
-	Currency       string
-	Destination    string
-	Provider       string
-	CorrelationID  string
-	DestinationID  *uuid.UUID
-}
-
-// The SQL of the payouts store (create, get, cancel), compiled by sqlc into
-// package sqlcdb.
-// No row back: a concurrent request with the key committed first.
-func (q *Queries) InsertPayout(ctx context.Context, arg InsertPayoutParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, insertPayout,
-		arg.ID,
-		arg.ClientID,
-		arg.IdempotencyKey,
-		arg.RequestHash,
-		arg.UserID,
-		arg.Amount,
-		arg.Currency,
-		arg.Destination,
-		arg.Provider,
-		arg.CorrelationID,
-		arg.DestinationID,
-	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
 const lockDaily = `-- name: LockDaily :exec
 SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || $1::text || ':' || $2::text, 0))
 `
@@ -295,38 +279,6 @@ type LockDailyParams struct {
 func (q *Queries) LockDaily(ctx context.Context, arg LockDailyParams) error {
 	_, err := q.db.Exec(ctx, lockDaily, arg.UserID, arg.Currency)
 	return err
-}
-
-const lockForCancel = `-- name: LockForCancel :one
-SELECT status, user_id, amount, currency, provider, correlation_id, coalesce(error_class, '')::text AS error_class
-FROM payouts WHERE id = $1 FOR UPDATE
-`
-
-type LockForCancelRow struct {
-	Status        string
-	UserID        string
-	Amount        int64
-	Currency      string
-	Provider      string
-	CorrelationID string
-	ErrorClass    string
-}
-
-// Only a payout nobody has taken up yet is canceled, under its row lock
-// (the worker's first step takes the same lock).
-func (q *Queries) LockForCancel(ctx context.Context, id uuid.UUID) (LockForCancelRow, error) {
-	row := q.db.QueryRow(ctx, lockForCancel, id)
-	var i LockForCancelRow
-	err := row.Scan(
-		&i.Status,
-		&i.UserID,
-		&i.Amount,
-		&i.Currency,
-		&i.Provider,
-		&i.CorrelationID,
-		&i.ErrorClass,
-	)
-	return i, err
 }
 
 const lockNewDestination = `-- name: LockNewDestination :exec

@@ -1,0 +1,81 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	createPayout = `SELECT id FROM create_payout($1::uuid, 'acme', $2, 'hash', 'alice', 1500, 'usd', 'ba_123', 'stripe', 'corr', NULL)`
+	cancelPayout = `SELECT canceled, status, error_class, last_error FROM cancel_payout($1::uuid, 'acme')`
+)
+
+// Once the contract step revokes webhook-api's writes of payouts and
+// payout_transitions (contractNextWrites), its role cannot write them
+// directly, and still creates and cancels payouts through payout-worker's
+// functions. No other service role may call them.
+func TestWritesThroughFunctionsAfterTheContract(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	ctx := context.Background()
+	owner := connect(t, dbURL)
+	verbs := map[rune]string{'S': "SELECT", 'I': "INSERT", 'U': "UPDATE", 'D': "DELETE"}
+	for role, tables := range contractNextWrites {
+		for table, letters := range tables {
+			var privs []string
+			for _, l := range letters {
+				privs = append(privs, verbs[l])
+			}
+			// This test's database only: table grants are per database.
+			must(t, owner, "the contract step", fmt.Sprintf("REVOKE %s ON %s FROM %s", strings.Join(privs, ", "), table, role))
+		}
+	}
+
+	c := asRole(t, dbURL, RoleWebhookAPI)
+	const id = "01930000-0000-7000-8000-0000000000a1"
+	refused(t, c, "inserting a payout", `INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount,
+		currency, destination, provider) VALUES ($1::uuid, 'acme', 'k0', 'h', 'alice', 1, 'usd', 'ba', 'stripe')`, id)
+	refused(t, c, "updating a payout", `UPDATE payouts SET status = 'FINALIZED'`)
+	refused(t, c, "inserting a transition", `INSERT INTO payout_transitions (payout_id, to_status) VALUES ($1::uuid, 'FINALIZED')`, id)
+
+	var got string
+	if err := c.QueryRow(ctx, createPayout, id, "k1").Scan(&got); err != nil || got != id {
+		t.Fatalf("create_payout as %s: %q, %v", RoleWebhookAPI, got, err)
+	}
+	rows, err := c.Query(ctx, createPayout, "01930000-0000-7000-8000-0000000000a2", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(again) != 0 {
+		t.Fatalf("create_payout with a used key must return no row: %v, %v", again, err)
+	}
+	var (
+		canceled               bool
+		status, class, lastErr string
+	)
+	if err := c.QueryRow(ctx, cancelPayout, id).Scan(&canceled, &status, &class, &lastErr); err != nil {
+		t.Fatalf("cancel_payout as %s: %v", RoleWebhookAPI, err)
+	}
+	if !canceled || status != "FINALIZED" || class != "canceled" || lastErr != "canceled by client acme" {
+		t.Fatalf("cancel_payout: canceled %v, %s, %s, %q", canceled, status, class, lastErr)
+	}
+	var steps string
+	if err := owner.QueryRow(ctx, `SELECT string_agg(coalesce(from_status, '') || '>' || to_status, ' ' ORDER BY id)
+		FROM payout_transitions WHERE payout_id = $1::uuid`, id).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps != ">INITIALIZED INITIALIZED>FAILED FAILED>FINALIZED" {
+		t.Fatalf("transitions: %s", steps)
+	}
+
+	for _, role := range []string{RoleOutboxRelay, RolePayoutWorker, RoleDLQAdmin} {
+		r := asRole(t, dbURL, role)
+		refused(t, r, role+" creating a payout", createPayout, "01930000-0000-7000-8000-0000000000a3", "k2")
+		refused(t, r, role+" canceling a payout", cancelPayout, id)
+	}
+}

@@ -61,7 +61,7 @@ ensure_postgres() {
   ensure_pg_access "$version"
 }
 
-# The services connect as the current user without a password (CONTRACT.md's
+# The services connect as the current user without a password (docs/design/contract.md's
 # default DATABASE_URL has no credentials). On a machine where this script
 # installed Postgres, make that true: a superuser role for the user, and
 # trust for loopback TCP. It never touches a server it can already use.

@@ -27,7 +27,7 @@ SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destinat
        coalesce(r.id::text, '')::text AS resolution_id, coalesce(r.status, '')::text AS resolution_status
 FROM payouts_for_ops p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions_state WHERE payout_id = p.id
-                   ORDER BY created_at DESC LIMIT 1) r ON true
+                   ORDER BY created_at DESC, id DESC LIMIT 1) r ON true
 WHERE (@status::text = '' OR p.status = @status::text)
   AND (NOT @after::bool OR (CASE WHEN p.status = ANY(@reviewable::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)
        > (@rank::int, @at::timestamptz, @after_id::uuid))

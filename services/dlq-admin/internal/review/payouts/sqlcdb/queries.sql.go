@@ -73,7 +73,7 @@ SELECT p.id::text AS id, p.user_id, p.amount, p.currency, p.provider, p.destinat
        coalesce(r.id::text, '')::text AS resolution_id, coalesce(r.status, '')::text AS resolution_status
 FROM payouts_for_ops p
 LEFT JOIN LATERAL (SELECT id, status FROM payout_resolutions_state WHERE payout_id = p.id
-                   ORDER BY created_at DESC LIMIT 1) r ON true
+                   ORDER BY created_at DESC, id DESC LIMIT 1) r ON true
 WHERE ($1::text = '' OR p.status = $1::text)
   AND (NOT $2::bool OR (CASE WHEN p.status = ANY($3::text[]) THEN 0 ELSE 1 END, p.created_at, p.id)
        > ($4::int, $5::timestamptz, $6::uuid))

@@ -57,29 +57,6 @@ var wantGrants = map[string]map[string]string{
 	"river_notification":         {},
 }
 
-// contractNext are the privileges (per role, per table, as in wantGrants)
-// a role keeps only for the previous release's pods, which still use them
-// during the rollout of the release that stopped using them (the expand
-// step): table reads moved to views (000030, 000031), payout-worker's
-// writes of payout_resolutions moved to its own resolution_verdicts
-// (000032; it reads the resolutions through a view), dlq-admin's writes of
-// psp_reconciliation_runs moved to webhook-api's functions and its own
-// psp_run_alerts (000033). The next release's contract migration revokes
-// them and empties this list; until then no new code may use them (the
-// services' queries use the views, functions and their own tables, which
-// the e2e tests run under the service roles). A privilege here that
-// wantGrants does not have fails the test, so the list cannot go stale,
-// and the rule that a role reads a table it does not write only through a
-// view holds of the grants left after the contract.
-var contractNext = map[string]map[string]string{
-	RoleDLQAdmin: {"payouts": "S", "payout_transitions": "S", "payout_attempts": "S", "payout_evidence": "S",
-		"wallets": "S", "ledger_transactions": "S", "ledger_entries": "S", "payment_returns": "S",
-		"psp_disagreements": "S", "psp_reconciliation_runs": "SIU"},
-	RoleWebhookAPI: {"payout_attempts": "S", "payout_evidence": "S", "wallets": "S", "ledger_transactions": "S",
-		"ledger_entries": "S", "payment_returns": "S"},
-	RolePayoutWorker: {"payout_resolutions": "SU"},
-}
-
 // wantFunctions are the SECURITY DEFINER functions (a writer's operation
 // another service may call, docs/design/architecture.md, "Tables with more
 // than one writer"), by signature, and the roles that may EXECUTE each: a
@@ -93,23 +70,6 @@ var wantFunctions = map[string][]string{
 	"psp_run_alerts_bridge()":                                                 {},
 	"create_payout(uuid,text,text,text,text,bigint,text,text,text,text,uuid)": {RoleWebhookAPI},
 	"cancel_payout(uuid,text)":                                                {RoleWebhookAPI},
-}
-
-// contractNextWrites are the writes a role keeps only for the previous
-// release's pods, which still write the tables during the rollout of the
-// release that moved those writes into the owner's functions (000034:
-// webhook-api creates and cancels payouts through create_payout and
-// cancel_payout). Per role, per table, the verbs (wantGrants' letters) the
-// next release's contract migration revokes; it then empties this list.
-// No new code may use them (the e2e tests run under the service roles, and
-// TestWritesThroughFunctionsAfterTheContract revokes them and runs the
-// functions). A verb here that wantGrants does not have fails the test.
-// What the contract leaves webhook-api on these tables is a bare SELECT,
-// which the view rule below refuses: its reads of payouts and
-// payout_transitions (internal/payouts, ingest, pspsync) move to _for_api
-// views in the same release, or before.
-var contractNextWrites = map[string]map[string]string{
-	RoleWebhookAPI: {"payouts": "IU", "payout_transitions": "I"},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -139,6 +99,8 @@ var wantViews = map[string][]string{
 	"ledger_transactions_for_api":     {RoleWebhookAPI},
 	"ledger_entries_for_api":          {RoleWebhookAPI},
 	"payment_returns_for_api":         {RoleWebhookAPI},
+	"payouts_for_api":                 {RoleWebhookAPI},
+	"payout_transitions_for_api":      {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the
@@ -257,21 +219,12 @@ func TestServiceRoleGrants(t *testing.T) {
 	}
 
 	// A role reads a table it does not write only through a view (but for
-	// the previous release's privileges, until the contract: contractNext).
-	for table, roles := range wantGrants {
-		for role, verbs := range roles {
-			after := strings.Map(func(r rune) rune {
-				if strings.ContainsRune(contractNext[role][table], r) {
-					return -1
-				}
-				return r
-			}, verbs)
-			if strings.Contains(after, "S") && !strings.ContainsAny(after, "IUDiu") {
-				t.Errorf("%s reads %s, which it does not write: give it a view of the columns it needs (wantViews)", role, table)
-			}
-		}
+	// the previous release's privileges, until the contract revokes
+	// ContractNext and ContractNextWrites).
+	if bad := readsWithoutView(wantGrants, ContractNext(), ContractNextWrites()); len(bad) > 0 {
+		t.Errorf("after the contract, roles read tables they do not write: give each a view of the columns it needs (wantViews): %v", bad)
 	}
-	for name, list := range map[string]map[string]map[string]string{"contractNext": contractNext, "contractNextWrites": contractNextWrites} {
+	for name, list := range map[string]map[string]map[string]string{"ContractNext": ContractNext(), "ContractNextWrites": ContractNextWrites()} {
 		for role, tables := range list {
 			for table, verbs := range tables {
 				for _, v := range verbs {
@@ -390,6 +343,49 @@ func TestServiceRoleGrants(t *testing.T) {
 		if create {
 			t.Errorf("%s may CREATE in schema public", role)
 		}
+	}
+}
+
+// readsWithoutView returns "role table" for each table a role may still
+// read once the privileges in contract are revoked but does not write:
+// such a read must go through a view.
+func readsWithoutView(grants map[string]map[string]string, contract ...map[string]map[string]string) []string {
+	var bad []string
+	for table, roles := range grants {
+		for role, verbs := range roles {
+			after := strings.Map(func(r rune) rune {
+				for _, c := range contract {
+					if strings.ContainsRune(c[role][table], r) {
+						return -1
+					}
+				}
+				return r
+			}, verbs)
+			if strings.Contains(after, "S") && !strings.ContainsAny(after, "IUDiu") {
+				bad = append(bad, role+" "+table)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// The view rule counts the contract's revoked writes: a role whose writes
+// of a table the contract revokes and whose SELECT it keeps reads the table
+// directly afterwards (webhook-api on payouts, had 000035 not moved its
+// reads to views).
+func TestViewRuleAfterTheContract(t *testing.T) {
+	t.Parallel()
+	reads := ContractNext()
+	delete(reads[RoleWebhookAPI], "payouts")
+	delete(reads[RoleWebhookAPI], "payout_transitions")
+	got := readsWithoutView(wantGrants, reads, ContractNextWrites())
+	want := []string{RoleWebhookAPI + " payout_transitions", RoleWebhookAPI + " payouts"}
+	if !slices.Equal(got, want) {
+		t.Errorf("without webhook-api's reads of payouts in the contract: %v, want %v", got, want)
+	}
+	if got := readsWithoutView(wantGrants, ContractNext(), ContractNextWrites()); len(got) > 0 {
+		t.Errorf("after the whole contract: %v, want none", got)
 	}
 }
 

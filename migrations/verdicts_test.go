@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -186,16 +185,8 @@ func TestPayoutWorkerDecidesWithoutPayoutResolutionsGrants(t *testing.T) {
 		SELECT gen_random_uuid(), p.id, 'alice', 'failed', 'checked', 'po_1', 'ops', 'pending' FROM p RETURNING id::text`).Scan(&rid); err != nil {
 		t.Fatal(err)
 	}
-	for role, verbs := range contractNext {
-		for table, privileges := range verbs {
-			var revoke []string
-			for _, p := range privileges {
-				revoke = append(revoke, map[rune]string{'S': "SELECT", 'I': "INSERT", 'U': "UPDATE", 'D': "DELETE"}[p])
-			}
-			if _, err := owner.Exec(ctx, "REVOKE "+strings.Join(revoke, ", ")+" ON "+table+" FROM "+role); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := ApplyContractNext(ctx, owner); err != nil {
+		t.Fatal(err)
 	}
 
 	c := asRole(t, dbURL, RolePayoutWorker)

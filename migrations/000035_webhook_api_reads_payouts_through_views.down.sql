@@ -1,0 +1,1 @@
+DROP VIEW payouts_for_api, payout_transitions_for_api;

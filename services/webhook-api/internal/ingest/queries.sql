@@ -83,7 +83,7 @@ ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id;
 
 -- name: PayoutOwner :one
-SELECT user_id FROM payouts WHERE id = @id;
+SELECT user_id FROM payouts_for_api WHERE id = @id;
 
 -- name: PaymentOwner :one
 -- The wallet a payment was credited to (its ledger credit), so that a

@@ -1,7 +1,7 @@
 -- The SQL of the payouts store (create, get, cancel), compiled by sqlc into
 -- package sqlcdb. A payout's rows are payout-worker's: creation and cancel
 -- go through the functions its migration defines (create_payout,
--- cancel_payout).
+-- cancel_payout), and every read through its tables' _for_api views.
 
 -- name: CreatePayout :one
 -- The INITIALIZED payout and its first transition (payout-worker's
@@ -11,7 +11,7 @@ SELECT id FROM create_payout(@id, @client_id, @idempotency_key, @request_hash, @
                              @destination, @provider, @correlation_id, @destination_id);
 
 -- name: ByKey :one
-SELECT id, request_hash FROM payouts WHERE client_id = @client_id AND idempotency_key = @idempotency_key;
+SELECT id, request_hash FROM payouts_for_api WHERE client_id = @client_id AND idempotency_key = @idempotency_key;
 
 -- name: LockDaily :exec
 -- Serializes the daily-limit check of one user and currency: two concurrent
@@ -24,7 +24,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('payout-daily:' || @user_id::text 
 -- counting every accepted payout that did not fail (payouts_user_idx);
 -- unpaid: the states of a payout that ended without paying out
 -- (payoutstate.Status.Unpaid).
-SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts
+SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts_for_api
 WHERE user_id = @user_id AND currency = @currency AND created_at > now() - interval '24 hours'
   AND status <> ALL(@unpaid::text[]);
 
@@ -32,12 +32,12 @@ WHERE user_id = @user_id AND currency = @currency AND created_at > now() - inter
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
        provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
        coalesce(error_class, '')::text AS error_class, created_at, updated_at
-FROM payouts WHERE id = @id;
+FROM payouts_for_api WHERE id = @id;
 
 -- name: History :many
 SELECT coalesce(from_status, '')::text AS from_status, to_status, attempt, coalesce(error, '')::text AS error,
        coalesce(error_class, '')::text AS error_class, at
-FROM payout_transitions WHERE payout_id = @payout_id ORDER BY id;
+FROM payout_transitions_for_api WHERE payout_id = @payout_id ORDER BY id;
 
 -- name: PSPRequests :many
 SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
@@ -73,7 +73,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('payout-new-destination:' || @dest
 -- When the destination was registered, and what its payouts in the currency
 -- that did not fail add up to (payouts_user_idx: a destination has one user).
 SELECT d.created_at,
-       (SELECT coalesce(sum(p.amount), 0) FROM payouts p
+       (SELECT coalesce(sum(p.amount), 0) FROM payouts_for_api p
         WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = @currency
           AND p.status <> ALL(@unpaid::text[]))::bigint AS paid
 FROM destinations d WHERE d.id = @destination_id;

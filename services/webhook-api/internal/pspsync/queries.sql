@@ -51,12 +51,12 @@ SELECT event_id FROM webhook_events WHERE provider = @provider AND event_id = AN
 -- destination and the PSP object recorded are compared with the PSP's.
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
     amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
-FROM payouts WHERE id = ANY((@ids::text[])::uuid[]);
+FROM payouts_for_api WHERE id = ANY((@ids::text[])::uuid[]);
 
 -- name: SucceededPayouts :many
 -- This provider's payouts in @status (payoutstate.Succeeded) here since
 -- @since: each must be paid at the PSP.
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
 WHERE provider = @provider AND status = @status::text AND updated_at >= @since
 ORDER BY updated_at LIMIT @max_rows;
 

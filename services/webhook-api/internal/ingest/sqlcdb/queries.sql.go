@@ -236,7 +236,7 @@ func (q *Queries) PaymentOwner(ctx context.Context, reference string) (string, e
 }
 
 const payoutOwner = `-- name: PayoutOwner :one
-SELECT user_id FROM payouts WHERE id = $1
+SELECT user_id FROM payouts_for_api WHERE id = $1
 `
 
 func (q *Queries) PayoutOwner(ctx context.Context, id uuid.UUID) (string, error) {

@@ -13,7 +13,7 @@ import (
 )
 
 const byKey = `-- name: ByKey :one
-SELECT id, request_hash FROM payouts WHERE client_id = $1 AND idempotency_key = $2
+SELECT id, request_hash FROM payouts_for_api WHERE client_id = $1 AND idempotency_key = $2
 `
 
 type ByKeyParams struct {
@@ -105,7 +105,7 @@ type CreatePayoutParams struct {
 // The SQL of the payouts store (create, get, cancel), compiled by sqlc into
 // package sqlcdb. A payout's rows are payout-worker's: creation and cancel
 // go through the functions its migration defines (create_payout,
-// cancel_payout).
+// cancel_payout), and every read through its tables' _for_api views.
 // The INITIALIZED payout and its first transition (payout-worker's
 // create_payout). No row back: a concurrent request with the key committed
 // first.
@@ -180,7 +180,7 @@ const getPayout = `-- name: GetPayout :one
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
        provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
        coalesce(error_class, '')::text AS error_class, created_at, updated_at
-FROM payouts WHERE id = $1
+FROM payouts_for_api WHERE id = $1
 `
 
 type GetPayoutRow struct {
@@ -225,7 +225,7 @@ func (q *Queries) GetPayout(ctx context.Context, id uuid.UUID) (GetPayoutRow, er
 const history = `-- name: History :many
 SELECT coalesce(from_status, '')::text AS from_status, to_status, attempt, coalesce(error, '')::text AS error,
        coalesce(error_class, '')::text AS error_class, at
-FROM payout_transitions WHERE payout_id = $1 ORDER BY id
+FROM payout_transitions_for_api WHERE payout_id = $1 ORDER BY id
 `
 
 type HistoryRow struct {
@@ -297,7 +297,7 @@ func (q *Queries) LockNewDestination(ctx context.Context, destinationID string) 
 
 const newDestinationPaid = `-- name: NewDestinationPaid :one
 SELECT d.created_at,
-       (SELECT coalesce(sum(p.amount), 0) FROM payouts p
+       (SELECT coalesce(sum(p.amount), 0) FROM payouts_for_api p
         WHERE p.user_id = d.user_id AND p.destination_id = d.id AND p.currency = $1
           AND p.status <> ALL($2::text[]))::bigint AS paid
 FROM destinations d WHERE d.id = $3
@@ -368,7 +368,7 @@ func (q *Queries) PSPRequests(ctx context.Context, payoutID uuid.UUID) ([]PSPReq
 }
 
 const paidOutDaily = `-- name: PaidOutDaily :one
-SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts
+SELECT coalesce(sum(amount), 0)::bigint AS paid_out FROM payouts_for_api
 WHERE user_id = $1 AND currency = $2 AND created_at > now() - interval '24 hours'
   AND status <> ALL($3::text[])
 `

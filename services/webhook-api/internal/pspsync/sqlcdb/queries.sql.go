@@ -194,7 +194,7 @@ func (q *Queries) OpenDisagreements(ctx context.Context) ([]OpenDisagreementsRow
 const payouts = `-- name: Payouts :many
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
     amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
-FROM payouts WHERE id = ANY(($2::text[])::uuid[])
+FROM payouts_for_api WHERE id = ANY(($2::text[])::uuid[])
 `
 
 type PayoutsParams struct {
@@ -426,7 +426,7 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 }
 
 const succeededPayouts = `-- name: SucceededPayouts :many
-SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts
+SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
 WHERE provider = $1 AND status = $2::text AND updated_at >= $3
 ORDER BY updated_at LIMIT $4
 `

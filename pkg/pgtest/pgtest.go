@@ -295,3 +295,18 @@ func (db *DB) As(t testing.TB, role string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// AfterContract revokes in this database what the next release's contract
+// migration revokes (migrations.ApplyContractNext): the previous release's
+// table reads and writes that views and functions replaced. A test that
+// then runs a service's code as its role (As) shows that the current
+// release needs none of them. Table grants are per database: other tests'
+// databases keep theirs.
+func (db *DB) AfterContract(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := migrations.ApplyContractNext(ctx, db.Pool); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+}

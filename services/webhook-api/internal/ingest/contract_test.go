@@ -1,0 +1,52 @@
+package ingest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
+)
+
+// With the grants webhook-api keeps after the next release's contract
+// (payouts only through payouts_for_api, the ledger through its _for_api
+// views), a payout's event without a user takes its payout's user's
+// partition, and a refund its payment's wallet's.
+func TestPartitionsWithTheGrantsLeftAfterTheContract(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var payout string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id::text FROM create_payout(gen_random_uuid(), 'acme', 'key-1',
+		'hash', 'alice', 700, 'usd', 'ba_123', 'stripe', 'corr', NULL)`).Scan(&payout))
+	_, err := db.Pool.Exec(ctx, `
+		WITH u AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'bob', 'usd', 500) RETURNING id),
+		c AS (INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'psp_clearing:stripe', 'usd') RETURNING id),
+		t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
+		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+		SELECT t.id, u.id, 500, 'usd' FROM t, u UNION ALL SELECT t.id, c.id, -500, 'usd' FROM t, c`)
+	require.NoError(t, err)
+	db.AfterContract(t)
+
+	store := ingest.NewStore(db.As(t, migrations.RoleWebhookAPI), noNotify{}, func() time.Time { return epoch })
+	paid := ingest.Pending{
+		Event: ingest.Normalized{Event: event.PSPEvent{
+			Provider: ingest.Stripe, EventID: "evt_paid", Type: "payout.paid", Action: event.ActionPayoutPaid,
+			Reference: "po_1", PayoutID: payout, Amount: 700, Currency: "usd", OccurredAt: epoch,
+		}},
+		Body: []byte(`{"id":"evt_paid"}`), CorrelationID: "corr-evt_paid",
+	}
+	got := store.SaveGroup(ctx, []ingest.Pending{paid, refund("evt_r1", "pi_1", "re_1", 0)})
+	require.Equal(t, []ingest.Outcome{ingest.Accepted, ingest.Accepted}, outcomes(t, got))
+	var paidKey, refundKey string
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		SELECT (SELECT partition_key FROM transaction_outbox WHERE payload->>'event_id' = 'evt_paid'),
+		       (SELECT partition_key FROM transaction_outbox WHERE payload->>'event_id' = 'evt_r1')`).Scan(&paidKey, &refundKey))
+	require.Equal(t, "alice", paidKey, "the payout's user")
+	require.Equal(t, "bob", refundKey, "the wallet the payment was credited to")
+}

@@ -25,7 +25,10 @@
 // create_payout, a cancel by its cancel_payout (the cancelable check under
 // the payout's row lock), both called in this package's transaction, so
 // the answer still comes once the payout exists or is canceled, with its
-// Idempotency-Key and outbox row committed with it.
+// Idempotency-Key and outbox row committed with it. It reads them only
+// through payouts_for_api and payout_transitions_for_api, so it needs no
+// grant on payout-worker's tables; it takes no row lock on a payout
+// (cancel_payout takes it, as the tables' owner).
 //
 // Data Postgres refuses (database.RefusesData) is the client's to fix and is
 // answered as such (ErrRefused → 400), never as a 503 to retry; Normalize

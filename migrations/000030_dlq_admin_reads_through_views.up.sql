@@ -6,8 +6,8 @@
 -- entry's metadata). This migration is the expand step: the previous
 -- release reads the tables during the rollout, so its table grants stay;
 -- the next release's contract migration revokes them (docs/operations/
--- deploy.md, "A zero-downtime upgrade"; migrations/roles_test.go,
--- contractNext). The views are simple, so the planner inlines them:
+-- deploy.md, "Pending contract"; migrations/contract.go,
+-- ContractNext). The views are simple, so the planner inlines them:
 -- every index (and every partial index's predicate) of the table serves a
 -- query on its view as before. They belong to the migrator, which owns the
 -- tables, so a view's reader needs no grant on its table.

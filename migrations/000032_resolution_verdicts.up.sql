@@ -4,7 +4,7 @@
 -- approval and its closing). Expand step: the previous worker still
 -- UPDATEs payout_resolutions during the rollout, so its grants there stay;
 -- the next release's contract migration revokes them (docs/operations/
--- deploy.md, "Pending contract"; migrations/roles_test.go, contractNext).
+-- deploy.md, "Pending contract"; migrations/contract.go, ContractNext).
 SET lock_timeout = '5s';
 
 CREATE TABLE resolution_verdicts (

@@ -17,8 +17,8 @@
 -- This is the expand step: webhook-api's INSERT and UPDATE on payouts and
 -- INSERT on payout_transitions stay for the previous release's pods during
 -- the rollout and are revoked by the next release's contract migration
--- (docs/operations/deploy.md, "Pending contract"; migrations/roles_test.go,
--- contractNextWrites).
+-- (docs/operations/deploy.md, "Pending contract"; migrations/contract.go,
+-- ContractNextWrites).
 
 -- create_payout inserts a new INITIALIZED payout and its first transition
 -- (from nothing to INITIALIZED, attempt 0), and returns the payout's row.

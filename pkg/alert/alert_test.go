@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
@@ -62,17 +63,6 @@ func start(t *testing.T, cfg Config, c *clock) (*Alerter, *bytes.Buffer, *promet
 	return a, &logs, reg
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestBurstPagesOnceAndCountsTheRest(t *testing.T) {
 	t.Parallel()
 	r := newReceiver(t)
@@ -82,8 +72,16 @@ func TestBurstPagesOnceAndCountsTheRest(t *testing.T) {
 	for range 1000 {
 		a.Raise(context.Background(), Alert{Key: "dead_letter:aegis.transactions", Severity: Error, Summary: "dead letter"})
 	}
-	waitFor(t, func() bool { return len(r.got()) == 1 })
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.got()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	// Raise decides at once: 999 folded and one queued, which is now
+	// delivered with nothing else queued behind it.
+	if got := testutil.ToFloat64(a.sent.WithLabelValues("suppressed")); got != 999 {
+		t.Fatalf("999 of the burst must be folded, got %v", got)
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.sent.WithLabelValues("sent")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	if len(a.queue) != 0 {
+		t.Fatalf("%d more pages are queued", len(a.queue))
+	}
 	if n := len(r.got()); n != 1 {
 		t.Fatalf("a burst of 1000 must page once, paged %d times", n)
 	}
@@ -97,13 +95,13 @@ func TestBurstPagesOnceAndCountsTheRest(t *testing.T) {
 	// After the window the next one pages again and says what it folded.
 	c.t = c.t.Add(6 * time.Minute)
 	a.Raise(context.Background(), Alert{Key: "dead_letter:aegis.transactions", Severity: Error, Summary: "dead letter"})
-	waitFor(t, func() bool { return len(r.got()) == 2 })
+	require.Eventually(t, func() bool { return len(r.got()) == 2 }, 5*time.Second, 5*time.Millisecond)
 	if got := r.got()[1]["suppressed"]; got != float64(999) {
 		t.Fatalf("second notice must report 999 folded alerts, got %v", got)
 	}
 	// Another key is its own page.
 	a.Raise(context.Background(), Alert{Key: "reconciliation", Severity: Critical, Summary: "ledger discrepancy"})
-	waitFor(t, func() bool { return len(r.got()) == 3 })
+	require.Eventually(t, func() bool { return len(r.got()) == 3 }, 5*time.Second, 5*time.Millisecond)
 }
 
 func TestFormats(t *testing.T) {
@@ -129,7 +127,7 @@ func TestFormats(t *testing.T) {
 		a, _, _ := start(t, cfg, &clock{t: time.Now()})
 		a.Raise(context.Background(), Alert{Key: "reconciliation", Severity: Critical, Summary: "ledger discrepancy",
 			Details: map[string]any{"wallets": "u1,u2"}})
-		waitFor(t, func() bool { return len(r.got()) == 1 })
+		require.Eventually(t, func() bool { return len(r.got()) == 1 }, 5*time.Second, 5*time.Millisecond)
 		if !tc.check(r.got()[0]) {
 			t.Errorf("%s body: %v", cfg.Format, r.got()[0])
 		}
@@ -192,13 +190,8 @@ func TestWebhookURLNeverReachesTheLog(t *testing.T) {
 	go func() { a.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	a.Raise(ctx, Alert{Key: "k", Summary: "s"})
-	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(a.sent.WithLabelValues("failed")) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery never failed; logs:\n%s", logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.sent.WithLabelValues("failed")) >= 1 }, 30*time.Second,
+		20*time.Millisecond, "delivery never failed")
 	out := logs.String()
 	if !strings.Contains(out, "alert webhook delivery failed") || !strings.Contains(out, "connection refused") {
 		t.Fatalf("the failure is logged with its cause: %s", out)

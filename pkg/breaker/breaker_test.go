@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
 )
@@ -67,13 +68,8 @@ func TestHalfOpenProbeCloses(t *testing.T) {
 	if b.State() != Open {
 		t.Fatalf("want open, got %s", b.State())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.State() != HalfOpen {
-		if time.Now().After(deadline) {
-			t.Fatal("breaker never became half-open")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return b.State() == HalfOpen }, 5*time.Second, 5*time.Millisecond,
+		"breaker never became half-open")
 	v, err := b.Execute(func() (int, error) { return 7, nil })
 	if err != nil || v != 7 {
 		t.Fatalf("probe: %v %v", v, err)

@@ -102,6 +102,8 @@ type Config struct {
 	CommitTimeout time.Duration
 	// Classify reads a handler's error (default Classify).
 	Classify func(ctx context.Context, err error) errclass.Class
+	// OnQueued, when set (tests), is called with each polled record that waits behind one of its key (PerPartition: partition) in flight.
+	OnQueued func(r *kgo.Record)
 }
 
 func (c Config) withDefaults() Config {

@@ -112,7 +112,10 @@ func TestASlowRecordHoldsBackOnlyItsKeyAndTheCommit(t *testing.T) {
 			close(release)
 		}
 	})
-	b.start(t, consumer.Config{}, nil, false)
+	queued := make(chan string, 64)
+	// One window for the whole test: the slow key's second record is
+	// polled while its first is in flight.
+	b.start(t, consumer.Config{Window: time.Minute, OnQueued: onQueued(queued)}, nil, false)
 
 	b.produce(t, 0, "slow") // offset 0
 	require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 20*time.Second, 5*time.Millisecond)
@@ -122,7 +125,7 @@ func TestASlowRecordHoldsBackOnlyItsKeyAndTheCommit(t *testing.T) {
 		b.waitDone(t, k)
 	}
 	b.produce(t, 0, "slow") // the slow key's second record waits behind its first
-	time.Sleep(300 * time.Millisecond)
+	waitQueued(t, queued, "slow")
 	require.Equal(t, 1, b.h.attempts("slow"), "a key's later record started before its earlier one finished")
 	require.False(t, b.h.done("slow"))
 	require.Zero(t, b.committed(t, 0), "the offset moved past a record still in flight")
@@ -149,13 +152,14 @@ func TestPerPartitionOrderHandlesAPartitionOneRecordAtATime(t *testing.T) {
 			close(release)
 		}
 	})
-	b.start(t, consumer.Config{Order: consumer.PerPartition}, nil, false)
+	queued := make(chan string, 64) // one window: "behind" is polled while "slow" is in flight
+	b.start(t, consumer.Config{Order: consumer.PerPartition, Window: time.Minute, OnQueued: onQueued(queued)}, nil, false)
 	b.produce(t, 0, "slow")
 	require.Eventually(t, func() bool { return b.h.attempts("slow") == 1 }, 20*time.Second, 5*time.Millisecond)
 	b.produce(t, 0, "behind")
 	b.produce(t, 1, "elsewhere")
 	b.waitDone(t, "elsewhere")
-	time.Sleep(300 * time.Millisecond)
+	waitQueued(t, queued, "behind")
 	require.Zero(t, b.h.attempts("behind"), "a partition's later record started before its earlier one finished")
 	close(release)
 	b.waitDone(t, "slow", "behind")
@@ -228,7 +232,7 @@ func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
 	b := newHarness(t, nil)
 	cfg := consumer.Config{Concurrency: 2, MaxPollRecords: 5, Window: 500 * time.Millisecond}
 	slow := func(ctx context.Context, r *kgo.Record) error {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // wall time: records still in flight when the group rebalances are the case under test
 		return b.h.handle(ctx, r)
 	}
 	b.startWith(t, cfg, nil, false, slow)
@@ -251,7 +255,10 @@ func TestARebalanceCommitsWhatIsDoneBeforePartitionsMove(t *testing.T) {
 				return slow(ctx, r)
 			})
 		}
-		time.Sleep(10 * time.Millisecond)
+		// Records keep coming as fast as they are handled, at most a
+		// poll's worth ahead of the handlers.
+		require.Eventually(t, func() bool { return len(b.h.handledOrder()) >= i-cfg.MaxPollRecords }, 20*time.Second,
+			time.Millisecond, "the members stopped handling records")
 	}
 	b.waitDone(t, keys...)
 	for _, k := range keys {

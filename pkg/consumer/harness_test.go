@@ -240,3 +240,32 @@ func (c *counting) count(msg string) int {
 	defer c.mu.Unlock()
 	return c.msgs[msg]
 }
+
+// onQueued is a Config.OnQueued that reports the key of each record queued
+// behind another in flight on queued.
+func onQueued(queued chan<- string) func(*kgo.Record) {
+	return func(r *kgo.Record) {
+		select {
+		case queued <- string(r.Key):
+		default:
+		}
+	}
+}
+
+// waitQueued waits until the loop polled a record of key and queued it
+// behind the record of its key (PerPartition: partition) in flight: from
+// then on only that record finishing may start it.
+func waitQueued(t *testing.T, queued <-chan string, key string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case k := <-queued:
+			if k == key {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no record of %s was queued behind the one in flight", key)
+		}
+	}
+}

@@ -158,6 +158,12 @@ func (w *window) waitChange(ctx context.Context, d time.Duration) {
 // dispatch queues each record behind its key's (PerPartition: its
 // partition's) and starts a run for each that has none.
 func (w *window) dispatch(fetches kgo.Fetches) {
+	var queued []*kgo.Record
+	defer func() {
+		for _, r := range queued {
+			w.c.cfg.OnQueued(r)
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -181,6 +187,9 @@ func (w *window) dispatch(fetches kgo.Fetches) {
 				continue // left for the rewind
 			case q != nil:
 				q.waiting = append(q.waiting, e)
+				if w.c.cfg.OnQueued != nil {
+					queued = append(queued, r)
+				}
 			default:
 				q = &keyQueue{waiting: []*entry{e}}
 				w.keys[k] = q

@@ -110,7 +110,14 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	}()
 	<-started
 	cancel() // SIGTERM arrives while a request is in flight
-	time.Sleep(50 * time.Millisecond)
+	// Shutting down: the listener no longer accepts.
+	require.Eventually(t, func() bool {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 5*time.Millisecond, "the listener kept accepting after shutdown began")
 	close(release)
 	require.Equal(t, "finished", <-respc, "in-flight request must complete")
 	require.NoError(t, <-done)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -116,20 +117,12 @@ func (m *rawMember) heartbeat(gen int32) error {
 // has.
 func (r *reaper) waitSeen(t *testing.T, group, state string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		g := r.groups[group]
-		seen := g != nil && g.state == state
-		r.mu.Unlock()
-		if seen {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reaper did not see group %s %s", group, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return g != nil && g.state == state
+	}, 10*time.Second, 10*time.Millisecond, "the reaper did not see group %s %s", group, state)
 }
 
 func (c *Cluster) memberIDs(t *testing.T) []string {

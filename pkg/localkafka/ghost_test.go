@@ -312,7 +312,8 @@ func TestKilledConsumersLeaveTheGroup(t *testing.T) {
 			w := newGhostWorld(t, localkafka.Config{DisableMemberExpiry: true}, balancer)
 			w.crashLoop()
 			ends := w.produce(200)
-			// Apache Kafka would be done with them by now.
+			// Apache Kafka would be done with them by now. Wall time: kfake's
+			// own session timers are what this shows do not expire them.
 			time.Sleep(2*sessionTimeout + 5*time.Second)
 			g := w.cluster.GroupInfo(ghostGroup)
 			behind := consumedUpTo(g, ends)

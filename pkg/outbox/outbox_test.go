@@ -217,6 +217,7 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 		insert(t, db, ms...)
 	}
 
+	const workers = 4
 	var (
 		mu      sync.Mutex
 		seen    = map[int64]int{}
@@ -224,27 +225,42 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 		holder  = map[string]string{}
 		wg      sync.WaitGroup
 		failure error
+		// claims counts the claims made; holding, the claimers holding
+		// rows they have not settled yet; settled, the rows settled.
+		claims, holding, settled int
+		changed                  = sync.NewCond(&mu)
 	)
-	for w := range 4 {
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failure = err
+		settled = keys * perKey // the others stop too
+		changed.Broadcast()
+	}
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			owner := fmt.Sprintf("relay-%d", w)
-			for idle := 0; idle < 20; {
-				rows, err := store.Claim(ctx, time.Now(), 7, time.Minute, owner)
-				if err != nil {
-					mu.Lock()
-					failure = err
-					mu.Unlock()
+			for {
+				mu.Lock()
+				done := settled == keys*perKey
+				mu.Unlock()
+				if done {
 					return
 				}
+				rows, err := store.Claim(ctx, time.Now(), 7, time.Minute, owner)
+				if err != nil {
+					fail(err)
+					return
+				}
+				mu.Lock()
+				claims++
+				changed.Broadcast()
 				if len(rows) == 0 {
-					idle++
-					time.Sleep(5 * time.Millisecond)
+					mu.Unlock()
 					continue
 				}
-				idle = 0
-				mu.Lock()
 				for _, r := range rows {
 					seen[r.ID]++
 					if o, ok := holder[r.PartitionKey]; ok && o != owner {
@@ -253,20 +269,26 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 					holder[r.PartitionKey] = owner
 					order[r.PartitionKey] = append(order[r.PartitionKey], r.ID)
 				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond) // in flight: another claimer may try the keys now
+				// In flight: hold the rows until another claimer has
+				// tried the keys (or every claimer holds rows).
+				holding++
+				for from := claims; claims == from && holding < workers && settled < keys*perKey; {
+					changed.Wait()
+				}
+				holding--
 				// Settled while the keys are still marked held, so another
 				// claimer that gets them must have seen them settled.
-				mu.Lock()
 				_, err = store.MarkProcessed(ctx, ids(rows), owner, time.Now())
 				for _, r := range rows {
 					delete(holder, r.PartitionKey)
 				}
+				if err == nil {
+					settled += len(rows)
+				}
+				changed.Broadcast()
 				mu.Unlock()
 				if err != nil {
-					mu.Lock()
-					failure = err
-					mu.Unlock()
+					fail(err)
 					return
 				}
 			}
@@ -275,6 +297,9 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, failure)
 	require.Len(t, seen, keys*perKey, "every row claimed")
+	rows, err := store.Claim(ctx, time.Now(), 7, time.Minute, "relay-last")
+	require.NoError(t, err)
+	require.Empty(t, rows, "a settled row was handed out again")
 	for id, n := range seen {
 		require.Equal(t, 1, n, "row %d claimed %d times", id, n)
 	}

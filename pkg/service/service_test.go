@@ -14,6 +14,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/memlimit"
@@ -104,19 +106,21 @@ func TestAdminAddrSeparatesTheOperationalEndpoints(t *testing.T) {
 
 	get := func(url string) (int, string) {
 		t.Helper()
-		for range 50 {
-			resp, err := http.Get(url)
-			if err != nil {
-				time.Sleep(20 * time.Millisecond) // the admin listener is starting
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return resp.StatusCode, string(body)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
 		}
-		t.Fatalf("%s never answered", url)
-		return 0, ""
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
 	}
+	require.Eventually(t, func() bool { // the admin listener is starting
+		conn, err := net.Dial("tcp", adminAddr)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the admin listener never accepted")
 	if code, _ := get(pub.URL + "/metrics"); code != http.StatusNotFound {
 		t.Errorf("public /metrics answered %d", code)
 	}

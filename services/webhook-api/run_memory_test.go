@@ -126,7 +126,7 @@ func liveHeap() int64 {
 // grows with its bytes: about 60 MiB.
 //
 // Not parallel: it measures the process's heap, once the server is at rest
-// with the uploads held (looked at a bounded number of times).
+// with the uploads held (looked at until it is, within a bound).
 func TestSlowUploadsDoNotGrowTheHeapBeyondTheReadingBound(t *testing.T) {
 	db := pgtest.New(t)
 	logs := &proctest.Logs{}
@@ -154,7 +154,7 @@ func TestSlowUploadsDoNotGrowTheHeapBeyondTheReadingBound(t *testing.T) {
 		bound    = 4 << 20
 		slack    = 4 << 20 // the connections' buffers, client and server side, and the run's own
 		maxHeld  = bound / (size + 1)
-		settling = 100
+		settling = 20 * time.Second // the bound on coming to rest
 	)
 	chunk := bytes.Repeat([]byte("x"), 16<<10)
 	base := liveHeap()
@@ -177,8 +177,7 @@ func TestSlowUploadsDoNotGrowTheHeapBeyondTheReadingBound(t *testing.T) {
 	// it is reading. While it still works, what it allocates during a
 	// collection counts as live for that collection.
 	grown, answered, still := liveHeap()-base, len(answers), 0
-	for range settling {
-		time.Sleep(10 * time.Millisecond)
+	require.Eventually(t, func() bool {
 		now, nowAnswered := liveHeap()-base, len(answers)
 		if nowAnswered == answered && now-grown < 1<<20 && grown-now < 1<<20 {
 			still++
@@ -186,10 +185,8 @@ func TestSlowUploadsDoNotGrowTheHeapBeyondTheReadingBound(t *testing.T) {
 			still = 0
 		}
 		grown, answered = now, nowAnswered
-		if still == 2 {
-			break
-		}
-	}
+		return still == 2
+	}, settling, 10*time.Millisecond, "the server never came to rest with the uploads held")
 	close(release)
 	counts := map[int]int{}
 	for range uploads {

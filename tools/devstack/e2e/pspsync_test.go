@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -161,7 +160,12 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	s.eventually("dlq-admin raises the critical alert", func() bool {
 		return sink.count("dlq-admin", "psp_reconciliation", "critical") == 1
 	})
-	time.Sleep(time.Second) // several watcher ticks: still one alert for the run
+	// The run is marked alerted with its alert, so no later watcher tick
+	// raises it again.
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM psp_reconciliation_runs WHERE id = $1 AND alerted_at IS NOT NULL`,
+		int64(run["run_id"].(float64))), "the run is marked alerted")
+	require.Zero(t, s.count(`SELECT count(*) FROM psp_reconciliation_runs
+		WHERE (disagreement_count > 0 OR status = 'failed') AND finished_at IS NOT NULL AND alerted_at IS NULL`), "no run waits for an alert")
 	require.Equal(t, 1, sink.count("dlq-admin", "psp_reconciliation", "critical"))
 	require.Equal(t, float64(4000), s.balance("erin"), "nothing moved twice")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,7 +136,7 @@ func TestKafkaOutageLosesNothingAndSpendsBoundedRetries(t *testing.T) {
 	kafka := r.startKafka()
 	env := map[string]string{"RELAY_PUBLISH_TIMEOUT": "1s", "RELAY_LEASE": "3s", "RELAY_BACKOFF_BASE": "200ms",
 		"RELAY_BACKOFF_MAX": "1s", "BREAKER_FAILURES": "3", "BREAKER_OPEN_FOR": "2s"}
-	r.startRelay("relay", env)
+	relay := r.startRelay("relay", env)
 	r.insert(0, 500)
 	require.Eventually(t, func() bool {
 		return r.count(`SELECT count(*) FROM transaction_outbox WHERE status = 'processed'`) == 500
@@ -147,7 +148,14 @@ func TestKafkaOutageLosesNothingAndSpendsBoundedRetries(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return r.count(`SELECT count(*) FROM transaction_outbox WHERE retry_count > 0`) > 0
 	}, 30*time.Second, 50*time.Millisecond, "publishing fails and is retried")
-	time.Sleep(5 * time.Second) // long enough for the breaker to open at least once
+	require.Eventually(t, func() bool {
+		for _, l := range relay.Lines() {
+			if strings.Contains(l, "circuit breaker state changed") && strings.Contains(l, `"to":"open"`) {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 50*time.Millisecond, "the breaker never opened")
 
 	r.startKafka() // same port, same data directory
 	require.Eventually(t, func() bool {

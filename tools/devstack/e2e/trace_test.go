@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/telemetry/telemetrytest"
@@ -277,21 +278,19 @@ func (tr trace) tree() string {
 // trace's tree.
 func waitTrace(t *testing.T, rcv *telemetrytest.Receiver, what, id string, check func(trace) error) {
 	t.Helper()
-	var last error
-	var tr trace
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		tr = tr[:0]
+	spans := func() trace {
+		var tr trace
 		for _, sp := range rcv.Spans() {
 			if sp.TraceID == id {
 				tr = append(tr, sp)
 			}
 		}
-		if last = check(tr); last == nil {
-			t.Logf("%s trace %s (%d spans):\n%s", what, id, len(tr), tr.tree())
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		return tr
 	}
-	t.Fatalf("%s trace %s: %v\n%s", what, id, last, tr.tree())
+	if !assert.Eventually(t, func() bool { return check(spans()) == nil }, 30*time.Second, 200*time.Millisecond) {
+		tr := spans()
+		t.Fatalf("%s trace %s: %v\n%s", what, id, check(tr), tr.tree())
+	}
+	tr := spans()
+	t.Logf("%s trace %s (%d spans):\n%s", what, id, len(tr), tr.tree())
 }

@@ -121,17 +121,13 @@ func clickRow(t *testing.T, ctx context.Context, id int64) {
 func clickAt(t *testing.T, ctx context.Context, sel, target string, dx float64) {
 	t.Helper()
 	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(sel)))
-	point := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return [];
+	point := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return null;
 		e.scrollIntoView({block: 'center'}); const b = e.getBoundingClientRect(); const x = %v ? b.left + %v : b.left + b.width / 2, y = b.top + b.height / 2;
-		const hit = document.elementFromPoint(x, y); return hit && hit.closest(%q) === document.querySelector(%q) ? [x, y] : []; })()`,
+		const hit = document.elementFromPoint(x, y); return hit && hit.closest(%q) === document.querySelector(%q) ? [x, y] : null; })()`,
 		sel, dx, dx, target, target)
-	var xy []float64
-	for range 100 {
-		if xy = eval[[]float64](t, ctx, point); len(xy) == 2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	xy, err := chromedp.Run(ctx, chromedp.Poll[[]float64](point, chromedp.WithPollingInterval(20*time.Millisecond),
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "%s can be clicked", sel)
 	require.Len(t, xy, 2, "%s can be clicked", sel)
 	do(t, ctx, chromedp.MouseClickXY(xy[0], xy[1]))
 }

@@ -61,17 +61,15 @@ func claimBesideSettle(t *testing.T, loops int) {
 	require.Equal(t, payload{Key: "user-slow", N: 0}, first[0])
 
 	// slow-0's settle is now held by the trigger.
-	held := time.Now()
 	slow1 := b.insert(t, "user-slow", 1, 0)
 	fast := b.insert(t, "user-fast", 0, 0)
 	r.Wake()
-	require.Eventually(t, func() bool { st, _ := b.status(t, fast); return st != "pending" }, settleDelay/2, 2*time.Millisecond,
-		"the other key's row was not claimed while the first batch settled")
-	recs := decode(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 2, settleDelay/2))
+	require.Eventually(t, func() bool { st, _ := b.status(t, fast); return st != "pending" }, 10*time.Second, 2*time.Millisecond,
+		"the other key's row was never claimed")
+	recs := decode(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 2, 10*time.Second))
 	require.Contains(t, recs, payload{Key: "user-fast", N: 0})
-	require.Less(t, time.Since(held), settleDelay, "published before the first batch's settle could end")
 	st, _ := b.status(t, slow0)
-	require.Equal(t, "processing", st, "the first batch's settle is still held")
+	require.Equal(t, "processing", st, "the other key's row waited for the first batch's settle")
 	st, _ = b.status(t, slow1)
 	require.Equal(t, "pending", st, "a key's next row is not claimed while its first is unsettled")
 

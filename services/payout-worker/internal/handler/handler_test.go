@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
@@ -169,7 +170,7 @@ func TestInvalidAccountFailsReleasesTheHoldOnceAndDeadLetters(t *testing.T) {
 	// A replay of the same command changes nothing.
 	w.requestPayout(pid, 1200, "stripe")
 	w.relay(kafkax.TopicTransactions)
-	time.Sleep(200 * time.Millisecond)
+	w.waitConsumed(kafkax.TopicTransactions)
 	require.EqualValues(t, 5000, w.balance())
 	require.Len(t, w.psp.Objects(t, pid), 0)
 }
@@ -350,7 +351,7 @@ func TestRebalancesNeitherLoseNorDoubleApply(t *testing.T) {
 		return w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference LIKE 'stripe:pi_rb_%'`) == n
 	}, 60*time.Second, 50*time.Millisecond, "every credit applied")
 	third()
-	time.Sleep(200 * time.Millisecond)
+	w.waitConsumed(kafkax.TopicWebhookPending)
 	require.Equal(t, n, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit' AND reference LIKE 'stripe:pi_rb_%'`))
 	require.Equal(t, n*10, w.count(`SELECT coalesce(sum(balance), 0)::int FROM wallets WHERE kind = 'user' AND owner LIKE 'r-%'`),
 		"each credit applied exactly once")
@@ -369,7 +370,8 @@ func TestBreakerClosesAfterASuccessfulProbe(t *testing.T) {
 	require.Eventually(t, func() bool { return w.payout(b).Attempts == 1 }, 20*time.Second, 20*time.Millisecond)
 	// Open now. After the open period, the next call is the probe; it works,
 	// the breaker closes, and the rest follow without deferral.
-	time.Sleep(400 * time.Millisecond)
+	require.Eventually(t, func() bool { return w.breakers["stripe"].State() == breaker.HalfOpen }, 20*time.Second,
+		20*time.Millisecond, "the breaker never let a probe through")
 	w.passSettleWindow() // the 5xx may have executed: nothing found counts after the window
 	w.relay(kafkax.TopicTransactions)
 	w.waitStatus(a, payout.Awaiting)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -78,6 +79,8 @@ type world struct {
 	// proof is webhook-api's signing key: produce signs money events with
 	// it, as webhook-api does; produceUnsigned does not.
 	proof *eventproof.Keys
+	// breakers are the worker's PSP breakers by provider.
+	breakers map[string]*breaker.Breaker[psp.Result]
 }
 
 // testEventKey is AEGIS_EVENT_SIGNING_KEY of the tests' webhook-api and worker.
@@ -271,7 +274,8 @@ func setup(t *testing.T, o options) *world {
 		o.grace = 5 * time.Second
 	}
 	w := &world{t: t, db: pgtest.New(t), kafka: kafkatest.NewCluster(t), psp: psptest.Start(t, o.pspEnv),
-		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow, live: o.liveKey}
+		user: "user-" + logging.NewCorrelationID()[:8], clock: &clock{}, settleWindow: o.settleWindow, live: o.liveKey,
+		breakers: map[string]*breaker.Breaker[psp.Result]{}}
 	proof, err := eventproof.New(testEventKey, "")
 	require.NoError(t, err)
 	w.proof = proof
@@ -310,6 +314,7 @@ func setup(t *testing.T, o options) *world {
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)
 		registry[name] = psp.WithBreaker(c, br)
+		w.breakers[name] = br
 	}
 	w.alerts = newAlertReceiver(t)
 	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
@@ -533,6 +538,30 @@ func (w *world) waitStatus(id string, statuses ...payout.Status) payoutRow {
 		return false
 	}, 20*time.Second, 20*time.Millisecond, "payout %s never reached %v", id, statuses)
 	return p
+}
+
+// waitConsumed waits until the group has committed every record on topic:
+// each was handled (or dead-lettered), and none is left to deliver again.
+func (w *world) waitConsumed(topic string) {
+	w.t.Helper()
+	adm := kadm.NewClient(w.producer)
+	require.Eventually(w.t, func() bool {
+		ctx := context.Background()
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil || committed.Error() != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(end kadm.ListedOffset) {
+			c, ok := committed.Lookup(topic, end.Partition)
+			done = done && (end.Offset == 0 || ok && c.At == end.Offset)
+		})
+		return done
+	}, 20*time.Second, 20*time.Millisecond, "the group never committed all of %s", topic)
 }
 
 // waitProcessed waits until the consumer recorded messageID as processed.

@@ -157,7 +157,18 @@ func TestRedlockKeepsTheLockWhenAMinorityOfNodesDies(t *testing.T) {
 	}
 
 	procs[2].Kill() // a node dies in the middle of a payout
-	time.Sleep(2 * cfg.Expiry)
+	// Two renewals seen on a surviving node (its TTL jumps back up): the
+	// first, made without the dead node, was accepted, or there would be
+	// no second.
+	renewals, last := 0, nodes[0].PTTL(ctx, walletlock.Key(user)).Val()
+	require.Eventually(t, func() bool {
+		ttl := nodes[0].PTTL(ctx, walletlock.Key(user)).Val()
+		if ttl > last {
+			renewals++
+		}
+		last = ttl
+		return renewals == 2
+	}, 3*cfg.Expiry, 10*time.Millisecond, "the lock is not renewed on the surviving nodes")
 	require.NoError(t, lk.Context().Err(), "two of three nodes renew the lock: the work goes on")
 	require.NoError(t, a.Ping(ctx), "a quorum answers: ready")
 	_, err = b.Acquire(ctx, user)

@@ -55,6 +55,8 @@ type options struct {
 	now     func() time.Time
 	// commit sizes the committer (default: 2 committers of 16).
 	commit ingest.CommitterConfig
+	// commitClock is the committer's clock (default time.Now).
+	commitClock func() time.Time
 }
 
 func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string {
@@ -80,7 +82,7 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 	r := httpserver.NewRouter(logger, reg)
 	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
-		Logger: logger, Ingest: committer(t, pool, notify, o.commit), Payouts: payouts.NewStore(pool, notify, o.limits).WithClock(o.now),
+		Logger: logger, Ingest: committer(t, pool, notify, o.commit, o.commitClock), Payouts: payouts.NewStore(pool, notify, o.limits).WithClock(o.now),
 		Destinations: destinations.NewStore(pool), Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
 		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),
@@ -105,14 +107,14 @@ func notifier(t *testing.T, pool *pgxpool.Pool) *outbox.Notifier {
 }
 
 // committer is the production ingest path: webhooks committed in groups.
-func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier, cfg ingest.CommitterConfig) *ingest.Committer {
+func committer(t *testing.T, pool *pgxpool.Pool, notify *outbox.Notifier, cfg ingest.CommitterConfig, clock func() time.Time) *ingest.Committer {
 	t.Helper()
 	if cfg.Workers == 0 {
 		// A line long enough that no test is shed on a slow machine (the
 		// overload test sizes its own).
 		cfg = ingest.CommitterConfig{Workers: 2, MaxGroup: 16, MinLine: 1024, Budget: time.Hour}
 	}
-	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), cfg, lifecycle.Deps{})
+	c, err := ingest.NewCommitter(ingest.NewStore(pool, notify, time.Now), cfg, lifecycle.Deps{Clock: clock})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
 )
@@ -34,15 +35,23 @@ func (h hangingSource) Events(ctx context.Context, _ time.Time) ([]pspsync.Pulle
 func TestScheduleRequestsOneRunPerPeriodWithTwoClients(t *testing.T) {
 	e := newBareEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
 	e.psp.Pay(t, "stripe", "alice", 1000, "usd")
+	var runners []*jobs.Runner
 	for range 2 {
-		e.startRunner(e.rec, pspsync.RunnerConfig{Interval: time.Hour})
+		r, _ := e.startRunner(e.rec, pspsync.RunnerConfig{Interval: time.Hour})
+		runners = append(runners, r)
 	}
 	var id int64
 	require.Eventually(t, func() bool {
 		return e.db.Pool.QueryRow(context.Background(), `SELECT id FROM psp_reconciliation_runs WHERE trigger = 'scheduled'`).Scan(&id) == nil
 	}, 60*time.Second, 20*time.Millisecond, "no scheduled run")
 	e.finished(id)
-	time.Sleep(time.Second) // the other client had its chance
+	// Stopped, both clients' leaders, enqueuers and workers are done: every
+	// run and job they were going to make is in the tables now.
+	for _, r := range runners {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, r.Stop(stopCtx))
+		cancel()
+	}
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_reconciliation_runs`))
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile_scheduled'`))
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM river_job WHERE kind = 'psp_reconcile'`))

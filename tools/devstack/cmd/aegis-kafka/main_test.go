@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/pkg/proctest"
 )
 
 // A fault given a duration fails every matching request for that long and
@@ -24,7 +25,8 @@ func TestFaultWindowEndsByItself(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	api := httptest.NewServer(faultAPI(c, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	logs := &proctest.Logs{}
+	api := httptest.NewServer(faultAPI(c, slog.New(slog.NewTextHandler(logs, nil))))
 	t.Cleanup(api.Close)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordRetries(0),
@@ -47,11 +49,11 @@ func TestFaultWindowEndsByItself(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
-	injected := time.Now()
 
 	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("inside")}).FirstErr()
 	require.True(t, errors.Is(err, kerr.NotLeaderForPartition), "inside the window: %v", err)
 
-	time.Sleep(time.Until(injected.Add(1600 * time.Millisecond)))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "fault window ended") }, 30*time.Second,
+		10*time.Millisecond, "the fault window never ended")
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("after")}).FirstErr())
 }

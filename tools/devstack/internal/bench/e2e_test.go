@@ -15,7 +15,7 @@ func TestOpenLoopSendsEachOnceAtItsSlot(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[int]time.Time{}
 	openLoop(context.Background(), rate, n, e2eSenders, func(it item) {
-		time.Sleep(time.Millisecond) // a slow server
+		time.Sleep(time.Millisecond) // wall time: a server slower than the slots the loop paces by the clock is the case under test
 		mu.Lock()
 		defer mu.Unlock()
 		if _, dup := seen[it.n]; dup {

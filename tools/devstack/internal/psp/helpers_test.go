@@ -175,15 +175,9 @@ func paystackHeader() http.Header {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes; only used
-// to observe state changes, never to wait for a fixed time.
+// eventually is require.Eventually with this package's bounds: it observes
+// state changes, never waits for a fixed time.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, "timed out waiting for %s", what)
 }

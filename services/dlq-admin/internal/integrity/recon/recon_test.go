@@ -237,6 +237,7 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	ctx := context.Background()
 	// Two replicas' clients: River's leader inserts the periodic job once
 	// per period (unique by period), so the check runs once.
+	var stops []func()
 	for range 2 {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, recon.NewWorker(b.rec))
@@ -250,13 +251,20 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.NoError(t, client.Start(ctx))
-		t.Cleanup(func() { require.NoError(t, client.Stop(ctx)) })
+		var once sync.Once
+		stop := func() { once.Do(func() { require.NoError(t, client.Stop(ctx)) }) }
+		t.Cleanup(stop)
+		stops = append(stops, stop)
 	}
 	require.Eventually(t, func() bool {
 		_, err := b.rec.Latest(context.Background())
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond)
-	time.Sleep(500 * time.Millisecond) // room for a second run, which must not come
+	// Stopped, the replicas' leaders, enqueuers and workers are done: every
+	// run they were going to make is in the table now.
+	for _, stop := range stops {
+		stop()
+	}
 	run, err := b.rec.Latest(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, recon.TriggerScheduled, run.Trigger)
@@ -267,6 +275,9 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	var runs int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM reconciliation_runs`).Scan(&runs))
 	require.Equal(t, 1, runs, "one check per period across replicas")
+	var jobs int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, recon.ScheduledArgs{}.Kind()).Scan(&jobs))
+	require.Equal(t, 1, jobs, "one scheduled job across replicas, none left unworked")
 }
 
 // gaugeValue reads a registered, label-less gauge.
@@ -371,9 +382,7 @@ func TestCheckStatementsHaveATimeout(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	start := time.Now()
-	_, err = b.rec.Run(ctx, recon.TriggerManual, "ops")
+	_, err = b.rec.Run(ctx, recon.TriggerManual, "ops") // returns while the table is still locked
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "statement timeout")
-	require.Less(t, time.Since(start), 10*time.Second)
 }

@@ -72,7 +72,8 @@ func TestOneStallPagesOnce(t *testing.T) {
 	srv := httptest.NewServer(sink)
 	t.Cleanup(srv.Close)
 	c := &clock{t: time.Now()}
-	deps := lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: prometheus.NewRegistry(), Clock: c.now}
+	reg := prometheus.NewRegistry()
+	deps := lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: c.now}
 	alerts, err := alert.New(alert.Config{Source: "dlq-admin", WebhookURL: srv.URL, Format: alert.FormatGeneric}, deps)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -91,7 +92,29 @@ func TestOneStallPagesOnce(t *testing.T) {
 	}
 	require.Greater(t, stalledChecks, 1, "the stall was seen by more than one check")
 	key := alert.PartitionStalledKey(group, topic, 0)
-	require.Eventually(t, func() bool { return sink.count()[key] >= 1 }, 10*time.Second, 10*time.Millisecond, "no page for %s", key)
-	time.Sleep(200 * time.Millisecond) // a second page would have had time to arrive
+	// Every check raised its alert at once: all but the first were folded,
+	// so one page was queued and nothing else is on its way.
+	require.Equal(t, float64(stalledChecks-1), deliveries(t, reg, "suppressed"), "repeats folded")
+	require.Eventually(t, func() bool { return deliveries(t, reg, "sent") == 1 }, 10*time.Second, 10*time.Millisecond, "no page for %s", key)
 	require.Equal(t, map[string]int{key: 1}, sink.count())
+}
+
+// deliveries reads the alerter's aegis_alert_deliveries_total for result.
+func deliveries(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "aegis_alert_deliveries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ module github.com/aegis-payments/aegis/services/webhook-api
 go 1.26.0
 
 require (
+	github.com/aegis-payments/aegis/migrations v0.0.0-00010101000000-000000000000
 	github.com/aegis-payments/aegis/pkg v0.0.0-00010101000000-000000000000
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
@@ -18,7 +19,6 @@ require (
 )
 
 require (
-	github.com/aegis-payments/aegis/migrations v0.0.0-00010101000000-000000000000 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

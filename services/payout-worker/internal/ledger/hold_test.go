@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -11,17 +10,6 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 )
-
-// statements counts the statements a connection sends (each a round trip
-// unless pipelined).
-type statements struct{ n atomic.Int64 }
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // A payout's hold is one statement once the system accounts are prepared:
 // posted, then recognised as posted without a second debit, and refused
@@ -36,7 +24,7 @@ func TestHoldIsOneStatement(t *testing.T) {
 
 	cfg, err := pgx.ParseConfig(db.URL)
 	require.NoError(t, err)
-	counter := &statements{}
+	counter := &pgtest.RoundTrips{}
 	cfg.Tracer = counter
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -45,9 +33,9 @@ func TestHoldIsOneStatement(t *testing.T) {
 	hold := func(p ledger.Payout) (int64, error) {
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
-		before := counter.n.Load()
+		before := counter.Count()
 		herr := l.Hold(ctx, tx, p)
-		n := counter.n.Load() - before
+		n := counter.Count() - before
 		require.NoError(t, tx.Commit(ctx))
 		return n, herr
 	}

@@ -2,7 +2,6 @@ package payout
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,26 +12,6 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 )
-
-// roundTrips counts what a connection sends: a statement alone or a
-// pipelined batch is one round trip each.
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // The pipelined steps of a first payout each take one round trip (the
 // processed check with the load; the create's "sending" row with the move
@@ -52,7 +31,7 @@ func TestPipelinedStepsAreOneRoundTripEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trips := &roundTrips{}
+	trips := &pgtest.RoundTrips{}
 	cfg.Tracer = trips
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -68,11 +47,11 @@ func TestPipelinedStepsAreOneRoundTripEach(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		before := trips.n.Load()
+		before := trips.Count()
 		if err := fn(tx); err != nil {
 			t.Fatal(err)
 		}
-		n := trips.n.Load() - before
+		n := trips.Count() - before
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -2,10 +2,8 @@ package payouts_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -13,26 +11,6 @@ import (
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
 )
-
-// statements counts the round trips of the pool's connections: each
-// statement, and each batch (pkg/outbox sends its rows as one).
-type statements struct{ n atomic.Int64 }
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // A new payout (POST /v1/payouts, no limits configured) takes six round
 // trips to commit — BEGIN, the key's lookup, the destination, the payout
@@ -50,7 +28,7 @@ func TestCreateAndCancelRoundTrips(t *testing.T) {
 
 	cfg, err := pgxpool.ParseConfig(db.URL)
 	require.NoError(t, err)
-	counter := &statements{}
+	counter := &pgtest.RoundTrips{}
 	cfg.ConnConfig.Tracer = counter
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -59,15 +37,15 @@ func TestCreateAndCancelRoundTrips(t *testing.T) {
 	require.NoError(t, pool.Ping(ctx))
 	store := payouts.NewStore(pool, noNotify{}, payouts.Limits{})
 
-	before := counter.n.Load()
+	before := counter.Count()
 	p, created, err := store.Create(ctx, "acme", "key-1", payouts.Request{UserID: "alice", Amount: 1500, Currency: "usd",
 		Destination: "ba_123", Provider: "stripe"})
 	require.NoError(t, err)
 	require.True(t, created)
-	require.EqualValues(t, 6+4, counter.n.Load()-before, "statements of a new payout")
+	require.EqualValues(t, 6+4, counter.Count()-before, "statements of a new payout")
 
-	before = counter.n.Load()
+	before = counter.Count()
 	_, err = store.Cancel(ctx, "acme", p.ID)
 	require.NoError(t, err)
-	require.EqualValues(t, 4+4, counter.n.Load()-before, "statements of a cancel")
+	require.EqualValues(t, 4+4, counter.Count()-before, "statements of a cancel")
 }

@@ -359,10 +359,8 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 	// outcome events that named the payout, with their verdicts.
 	fixture.Attempt{PayoutID: id, Attempt: 0, Kind: "create", IdempotencyKey: "aegis-payout-x", Outcome: "unknown", Error: "stripe: timeout"}.Insert(t, b.db.Pool)
 	fixture.Attempt{PayoutID: id, Attempt: 1, Kind: "lookup", Outcome: "not_found"}.Insert(t, b.db.Pool)
-	_, err := b.db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
-		VALUES ($1, 'stripe', 'evt_1', 'payout.failed', 1, 'usd', 'po_1', 'outcome_mismatch', 'amount 1, payout''s 1500')`, id)
-	require.NoError(t, err)
+	fixture.Evidence{PayoutID: id, EventID: "evt_1", EventType: "payout.failed", Amount: 1, Currency: "usd", PSPReference: "po_1",
+		Verdict: "outcome_mismatch", Reason: "amount 1, payout's 1500"}.Insert(t, b.db.Pool)
 	got = do(t, req.Clone(context.Background()))
 	require.Equal(t, 200, got.status)
 	reqs := got.body["psp_requests"].([]any)

@@ -42,9 +42,8 @@ func TestReplayOfAFinishedSubjectIsANoopAndSaysSo(t *testing.T) {
 	ctx := context.Background()
 
 	paidPayout := b.payout(t, "SUCCEEDED")
-	_, err := b.db.Pool.Exec(ctx, `INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, verdict)
-		VALUES ($1, 'stripe', 'evt_paid', 'payout.paid', 'applied'), ($1, 'stripe', 'evt_stale', 'payout.paid', 'stale')`, paidPayout)
-	require.NoError(t, err)
+	fixture.Evidence{PayoutID: paidPayout, EventID: "evt_paid", EventType: "payout.paid", Verdict: "applied"}.Insert(t, b.db.Pool)
+	fixture.Evidence{PayoutID: paidPayout, EventID: "evt_stale", EventType: "payout.paid", Verdict: "stale"}.Insert(t, b.db.Pool)
 	fixture.Credit("alice", 5000, "stripe:pi_done").Insert(t, b.db.Pool)
 	outcomeEvent := func(eventID string) string {
 		return fmt.Sprintf(`{"provider":"stripe","event_id":%q,"type":"payout.paid","action":"payout_paid","payout_id":%q,"amount":700,"currency":"usd"}`,

@@ -93,10 +93,8 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	first = insertRun(1, 1, 0, 0, d("new"))
 	second = insertRun(1, 0, 1, 0, d("still_open"))
 	third = insertRun(0, 0, 0, 1, `[]`)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, detail, first_seen_run, last_seen_run, cleared_run, cleared_at)
-		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p-7', 'p-7', 'po_7', 'paid at the PSP; FAILED here', $1, $2, $3, now())`, first, second, third)
-	require.NoError(t, err)
+	fixture.Disagreement{Kind: "paid_at_psp_not_succeeded", PayoutID: "p-7", PSPObjectID: "po_7", Detail: "paid at the PSP; FAILED here",
+		FirstSeenRun: first, LastSeenRun: second, ClearedRun: third}.Insert(t, db.Pool)
 
 	r := &raised{}
 	n, err := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{}).Check(ctx)

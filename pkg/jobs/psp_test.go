@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
@@ -31,10 +32,7 @@ func TestEndOrphanedPSPRunEndsOnlyARunWithoutALiveJob(t *testing.T) {
 
 			var run, jobID int64
 			require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-				if err := tx.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test')
-					RETURNING id`).Scan(&run); err != nil {
-					return err
-				}
+				run = fixture.PSPRun{Trigger: "manual", RequestedBy: "test"}.Insert(t, tx)
 				res, err := enq.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: run}, nil)
 				if err != nil {
 					return err
@@ -89,9 +87,7 @@ func TestEndOrphanedPSPRunFunctionRefusesAFinishedRun(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	var run int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at)
-		VALUES ('succeeded', 'scheduled', now(), now()) RETURNING id`).Scan(&run))
+	run := fixture.PSPRun{Status: fixture.RunSucceeded}.Insert(t, db.Pool)
 	pool := db.As(t, migrations.RoleDLQAdmin)
 
 	var ended *int64

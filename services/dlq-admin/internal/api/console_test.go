@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
@@ -23,13 +25,7 @@ import (
 // payout stores a payout in status for user-1 and returns its id.
 func (b bundle) payout(t *testing.T, status string) string {
 	t.Helper()
-	var id string
-	err := b.db.Pool.QueryRow(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'user-1', 1500, 'usd', 'ba_1', 'stripe', $1)
-		RETURNING id::text`, status).Scan(&id)
-	require.NoError(t, err)
-	return id
+	return fixture.Payout{ClientID: "shop", Status: payoutstate.Status(status)}.Insert(t, b.db.Pool)
 }
 
 func commandPayload(payoutID string) []byte {

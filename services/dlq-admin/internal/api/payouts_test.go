@@ -1,11 +1,14 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 )
 
 // TestPayoutShowsStateHistoryDestinationAndAttempts: the page links a
@@ -14,18 +17,14 @@ import (
 func TestPayoutShowsStateHistoryDestinationAndAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
-	id := b.payout(t, "NEEDS_REVIEW")
-	_, err := b.db.Pool.Exec(ctx, `
-		INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error, error_class, at) VALUES
-		($1, NULL, 'INITIALIZED', 0, NULL, NULL, '2026-11-20T10:00:00Z'),
-		($1, 'INITIALIZED', 'SENDING_TO_GATEWAY', 1, NULL, NULL, '2026-11-20T10:00:01Z'),
-		($1, 'SENDING_TO_GATEWAY', 'NEEDS_REVIEW', 1, 'stripe 504: timed out', 'transient', '2026-11-20T10:00:31Z')`, id)
-	require.NoError(t, err)
-	_, err = b.db.Pool.Exec(ctx, `
-		INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
-		VALUES ($1, 1, 'create', 'k', 'unknown', NULL, 'stripe 504: timed out', '2026-11-20T10:00:31Z')`, id)
-	require.NoError(t, err)
+	at := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	id := fixture.Payout{ClientID: "shop", Status: payoutstate.NeedsReview, Transitions: []fixture.Transition{
+		{To: payoutstate.Initialized, At: at},
+		{From: payoutstate.Initialized, To: payoutstate.Sending, Attempt: 1, At: at.Add(time.Second)},
+		{From: payoutstate.Sending, To: payoutstate.NeedsReview, Attempt: 1, Error: "stripe 504: timed out", ErrorClass: "transient", At: at.Add(31 * time.Second)},
+	}}.Insert(t, b.db.Pool)
+	fixture.Attempt{PayoutID: id, Attempt: 1, Kind: "create", IdempotencyKey: "k", Outcome: "unknown",
+		Error: "stripe 504: timed out", At: at.Add(31 * time.Second)}.Insert(t, b.db.Pool)
 
 	a := get(t, b.url+"/v1/payouts/"+id, viewerToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
@@ -45,7 +44,7 @@ func TestPayoutShowsStateHistoryDestinationAndAttempts(t *testing.T) {
 	require.Len(t, attempts, 1)
 	require.Equal(t, "unknown", attempts[0].(map[string]any)["outcome"])
 
-	other := b.payout(t, "INITIALIZED")
+	other := fixture.Payout{ClientID: "shop", Transitions: []fixture.Transition{}}.Insert(t, b.db.Pool)
 	a = get(t, b.url+"/v1/payouts/"+other, operatorToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, []any{}, a.body["transitions"], "an empty history is a list, not null")

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/pkg/fixture"
 )
 
 // An operator requests a PSP reconciliation run: 202 with the run; while
@@ -64,10 +66,7 @@ func TestPSPReconciliationIsRequestedOnceAtATime(t *testing.T) {
 	a = get(t, latest, viewerToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, []any{}, a.body["open_disagreements"], "none open yet: listed empty")
-	_, err = b.db.Pool.Exec(context.Background(), `
-		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, detail, first_seen_run, last_seen_run)
-		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p1', 'p1', 'x', $1, $1)`, id)
-	require.NoError(t, err)
+	fixture.Disagreement{Kind: "paid_at_psp_not_succeeded", PayoutID: "p1", Detail: "x", FirstSeenRun: id}.Insert(t, b.db.Pool)
 	a = get(t, latest, viewerToken)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, float64(1), a.body["events_recovered"])

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -16,10 +18,7 @@ const secondOperatorToken = "carol-operator-token-0123456789"
 
 func (b bundle) payoutAt(t *testing.T, status string, created time.Time) string {
 	t.Helper()
-	id := b.payout(t, status)
-	_, err := b.db.Pool.Exec(context.Background(), `UPDATE payouts SET created_at = $2 WHERE id = $1`, id, created)
-	require.NoError(t, err)
-	return id
+	return fixture.Payout{ClientID: "shop", Status: payoutstate.Status(status), CreatedAt: created}.Insert(t, b.db.Pool)
 }
 
 // NEEDS_REVIEW first, then oldest first, in pages; each row says why it is
@@ -147,9 +146,7 @@ func TestResolveRecordsAuditsAndSendsTheCommand(t *testing.T) {
 // resolution_verdicts row; payout_resolutions is left pending.
 func verdict(t *testing.T, b bundle, rid, status, answer string) {
 	t.Helper()
-	_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
-		VALUES ($1, $2, $3, now())`, rid, status, answer)
-	require.NoError(t, err)
+	fixture.Verdict{ResolutionID: rid, Status: status, PSPAnswer: answer}.Insert(t, b.db.Pool)
 }
 
 // During a rollout the previous payout-worker writes its verdict on

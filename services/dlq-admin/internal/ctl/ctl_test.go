@@ -14,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ctl"
@@ -178,11 +180,7 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, ctl.ExitRefused, r.code, "already replayed: 409")
 
 		// A payout already FINALIZED: the replay publishes nothing and says so.
-		var payoutID string
-		require.NoError(t, db.Pool.QueryRow(context.Background(), `
-			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-			VALUES (gen_random_uuid(), 'shop', 'k1', 'h', 'user-9', 1500, 'usd', 'ba_1', 'stripe', 'FINALIZED')
-			RETURNING id::text`).Scan(&payoutID))
+		payoutID := fixture.Payout{ClientID: "shop", IdempotencyKey: "k1", UserID: "user-9", Status: payoutstate.Finalized}.Insert(t, db.Pool)
 		p, o := int32(0), int64(100)
 		done, _, err := dlq.Insert(context.Background(), db.Pool, dlq.Letter{Source: dlq.SourceConsumer,
 			OriginalTopic: kafkax.TopicTransactions, OriginalPartition: &p, OriginalOffset: &o, PartitionKey: "user-9",

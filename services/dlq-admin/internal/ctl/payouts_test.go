@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ctl"
@@ -37,14 +39,8 @@ func TestAegisctlResolvesPayoutsWithFourEyes(t *testing.T) {
 	proctest.WaitHTTP(t, base+"/healthz", 60*time.Second, proc)
 	ctx := context.Background()
 	payout := func(status string, created time.Time) string {
-		var id string
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider,
-			                     status, last_error, created_at)
-			VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'user-7', 1500, 'usd', 'ba_1', 'stripe', $1,
-			        'psp_missing: the PSP has no object', $2)
-			RETURNING id::text`, status, created).Scan(&id))
-		return id
+		return fixture.Payout{ClientID: "shop", UserID: "user-7", Status: payoutstate.Status(status),
+			LastError: "psp_missing: the PSP has no object", CreatedAt: created}.Insert(t, db.Pool)
 	}
 	count := func(q string, args ...any) int {
 		var n int
@@ -106,9 +102,7 @@ func TestAegisctlResolvesPayoutsWithFourEyes(t *testing.T) {
 	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 	require.Regexp(t, `status\s+pending`, r.stdout)
 	// payout-worker's verdict: the PSP disagreed.
-	_, err := db.Pool.Exec(ctx, `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
-		VALUES ($1, 'refused', 'the PSP says paid', now())`, rid)
-	require.NoError(t, err)
+	fixture.Verdict{ResolutionID: rid, Status: "refused", PSPAnswer: "the PSP says paid"}.Insert(t, db.Pool)
 	r = cli(t, base, viewerToken, "resolutions", "show", rid)
 	require.Equal(t, ctl.ExitUnhealthy, r.code, r.stderr)
 	require.Contains(t, r.stdout, "the PSP says paid")

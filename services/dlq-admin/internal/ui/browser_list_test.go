@@ -9,7 +9,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -38,12 +40,12 @@ func seedTriage(t *testing.T, db *pgtest.DB) triage {
 		payload: []byte(`{"provider":"stripe","event_id":"evt_3Nx","amount":5000,"currency":"eur","type":"payment_intent.succeeded"}`)})
 	_, err := db.Pool.Exec(context.Background(), `UPDATE dead_letters SET partition_key = '' WHERE id = $1`, s.event)
 	require.NoError(t, err)
-	s.bobsPayout = addPayout(t, db, "NEEDS_REVIEW")
-	_, err = db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_transitions (payout_id, from_status, to_status, attempt, error) VALUES
-		($1, NULL, 'INITIALIZED', 0, NULL), ($1, 'INITIALIZED', 'SENDING_TO_GATEWAY', 1, NULL),
-		($1, 'SENDING_TO_GATEWAY', 'NEEDS_REVIEW', 1, 'stripe 504: timed out')`, s.bobsPayout)
-	require.NoError(t, err)
+	s.bobsPayout = fixture.Payout{ClientID: "shop", UserID: "alice", Destination: "ba_alice_1", Status: payoutstate.NeedsReview,
+		Transitions: []fixture.Transition{
+			{To: payoutstate.Initialized},
+			{From: payoutstate.Initialized, To: payoutstate.Sending, Attempt: 1},
+			{From: payoutstate.Sending, To: payoutstate.NeedsReview, Attempt: 1, Error: "stripe 504: timed out"},
+		}}.Insert(t, db.Pool)
 	s.bobs = addLetter(t, db, letterSpec{user: "bob", corr: "corr-bob", errText: "retries exhausted: stripe 504: timed out",
 		payload: []byte(`{"payout_id":"` + s.bobsPayout + `","user_id":"bob","amount":123456,"currency":"jpy"}`)})
 	return s

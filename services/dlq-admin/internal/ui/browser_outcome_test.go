@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -62,12 +64,7 @@ func addLetter(t *testing.T, db *pgtest.DB, s letterSpec) int64 {
 // addPayout stores a payout of alice in status and returns its id.
 func addPayout(t *testing.T, db *pgtest.DB, status string) string {
 	t.Helper()
-	var id string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'alice', 1500, 'usd', 'ba_alice_1', 'stripe', $1)
-		RETURNING id::text`, status).Scan(&id))
-	return id
+	return fixture.Payout{ClientID: "shop", UserID: "alice", Destination: "ba_alice_1", Status: payoutstate.Status(status)}.Insert(t, db.Pool)
 }
 
 func payoutPayload(id string) []byte {

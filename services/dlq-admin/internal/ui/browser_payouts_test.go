@@ -9,6 +9,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -18,14 +20,9 @@ const secondOperatorToken = "second-operator-token-0123456789"
 // put it there.
 func reviewPayout(t *testing.T, db *pgtest.DB, status string, created time.Time, amount int64) string {
 	t.Helper()
-	var id string
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider,
-		                     status, last_error, psp_reference, created_at)
-		VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'user-9', $3, 'usd', 'ba_9', 'stripe', $1,
-		        'psp_missing: the PSP accepted the payout but a lookup finds no object for it', 'po_known', $2)
-		RETURNING id::text`, status, created, amount).Scan(&id))
-	return id
+	return fixture.Payout{ClientID: "shop", UserID: "user-9", Amount: amount, Destination: "ba_9", Status: payoutstate.Status(status),
+		LastError: "psp_missing: the PSP accepted the payout but a lookup finds no object for it", PSPReference: "po_known",
+		CreatedAt: created}.Insert(t, db.Pool)
 }
 
 func poRow(id string) string { return fmt.Sprintf(`#po-rows tr[data-id=%q]`, id) }
@@ -115,9 +112,7 @@ func TestOperatorResolvesAPayoutInTheBrowser(t *testing.T) {
 			require.Equal(t, 1, n)
 
 			// payout-worker refuses it (the PSP paid): the page shows why.
-			_, err := db.Pool.Exec(context.Background(), `INSERT INTO resolution_verdicts (resolution_id, status, psp_answer, decided_at)
-				VALUES ($1, 'refused', 'the PSP says the payout was paid, the operator says failed', now())`, rid)
-			require.NoError(t, err)
+			fixture.Verdict{ResolutionID: rid, Status: "refused", PSPAnswer: "the PSP says the payout was paid, the operator says failed"}.Insert(t, db.Pool)
 			until(t, ctx, "verdict", `document.getElementById('po-result').textContent.startsWith('Refused')`)
 			require.Contains(t, text(t, ctx, "#po-result"), "the PSP says the payout was paid")
 			require.Contains(t, eval[string](t, ctx, `document.getElementById('po-result').className`), "fail")

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/psptest"
@@ -216,18 +217,7 @@ func TestCrashBetweenPSPCallAndCommitDoesNotPayTwice(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SENDING_TO_GATEWAY' WHERE id = $1`, pid2)
 	require.NoError(t, err)
-	_, err = w.db.Pool.Exec(context.Background(), `
-		WITH t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('payout_hold', $1) RETURNING id)
-		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
-		SELECT t.id, w.id, CASE WHEN w.kind = 'user' THEN -900 ELSE 900 END, 'usd'
-		FROM t, wallets w WHERE (w.kind = 'user' AND w.owner = $2) OR (w.kind = 'system' AND w.owner = 'payout_holds' AND w.currency = 'usd')`,
-		pid2, w.user)
-	if err != nil {
-		// The holds account may not exist yet in this database; create it by the book.
-		t.Fatalf("simulate the hold: %v", err)
-	}
-	_, err = w.db.Pool.Exec(context.Background(), `UPDATE wallets SET balance = balance - 900 WHERE kind = 'user' AND owner = $1`, w.user)
-	require.NoError(t, err)
+	fixture.Hold(pid2, w.user, 900).Insert(t, w.db.Pool)
 	w.requestPayout(pid2, 900, "stripe")
 	w.waitStatus(pid2, payout.Awaiting)
 	require.Len(t, w.psp.Objects(t, pid2), 1, "never two payouts for one payout id")

@@ -34,6 +34,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/eventproof"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -434,14 +435,12 @@ func (w *world) creditEvent(eventID, reference string, amount int64) event.PSPEv
 }
 
 // createPayout inserts the payout as webhook-api does and returns its id.
+// It has no transitions yet, so that a test reads the worker's steps alone.
 func (w *world) createPayout(amount int64, destination, provider string) string {
 	w.t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
-	_, err := w.db.Pool.Exec(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, correlation_id)
-		VALUES ($1::uuid, 'test', $6, 'h', $2, $3, 'usd', $4, $5, $7)`, id, w.user, amount, destination, provider, id, "corr-"+id)
-	require.NoError(w.t, err)
-	return id
+	return fixture.Payout{ID: id, UserID: w.user, Amount: amount, Destination: destination, Provider: provider,
+		CorrelationID: "corr-" + id, Transitions: []fixture.Transition{}}.Insert(w.t, w.db.Pool)
 }
 
 func (w *world) requestPayout(id string, amount int64, provider string) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
 
@@ -168,15 +169,8 @@ func TestResolutionIsRefusedWithoutAClientForTheProvider(t *testing.T) {
 	pid := w.createPayout(1500, "RCP_1", "paystack")
 	// In review with its hold, as a payout whose provider was configured
 	// when it was sent would be.
-	_, err := w.db.Pool.Exec(context.Background(), `
-		WITH u AS (UPDATE wallets SET balance = balance - 1500 WHERE kind = 'user' AND owner = $2 AND currency = 'usd' RETURNING id),
-		     h AS (INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'payout_holds', 'usd')
-		           ON CONFLICT (kind, owner, currency) DO UPDATE SET owner = EXCLUDED.owner RETURNING id),
-		     t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('payout_hold', $1) RETURNING id)
-		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
-		SELECT t.id, u.id, -1500, 'usd' FROM t, u UNION ALL SELECT t.id, h.id, 1500, 'usd' FROM t, h`, pid, w.user)
-	require.NoError(t, err)
-	_, err = w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'NEEDS_REVIEW' WHERE id = $1`, pid)
+	fixture.Hold(pid, w.user, 1500).Insert(t, w.db.Pool)
+	_, err := w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'NEEDS_REVIEW' WHERE id = $1`, pid)
 	require.NoError(t, err)
 	w.passSettleWindow()
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 )
@@ -43,10 +44,7 @@ func (w *world) resolve(pid, outcome, objectID, messageID string) string {
 		UPDATE payout_resolutions r SET status = v.status FROM resolution_verdicts_for_ops v
 		WHERE v.resolution_id = r.id AND r.payout_id = $1 AND r.status = 'pending'`, pid)
 	require.NoError(w.t, err)
-	_, err = w.db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status)
-		VALUES ($1, $2, $3, $4, 'checked the PSP dashboard', $5, 'alice', 'pending')`, rid, pid, w.user, outcome, objectID)
-	require.NoError(w.t, err)
+	fixture.Resolution{ID: rid, PayoutID: pid, UserID: w.user, Outcome: outcome, PSPObjectID: objectID}.Insert(w.t, w.db.Pool)
 	w.sendResolution(rid, pid, outcome, objectID, messageID)
 	return rid
 }
@@ -204,11 +202,8 @@ func TestResolutionThePreviousWorkerDecidedIsNotDecidedAgain(t *testing.T) {
 	w := setup(t, options{})
 	pid := w.reviewedMissing()
 	rid := uuid.Must(uuid.NewV7()).String()
-	_, err := w.db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status, psp_answer, decided_at)
-		VALUES ($1, $2, $3, 'failed', 'checked the PSP dashboard', 'po_x', 'alice', 'refused', 'lookup failed: 503', now())`,
-		rid, pid, w.user)
-	require.NoError(t, err)
+	fixture.Resolution{ID: rid, PayoutID: pid, UserID: w.user, Outcome: "failed", PSPObjectID: "po_x", Status: "refused",
+		PSPAnswer: "lookup failed: 503", DecidedAt: time.Now()}.Insert(t, w.db.Pool)
 
 	w.sendResolution(rid, pid, "failed", "po_x", "")
 	status, answer := w.resolution(rid)

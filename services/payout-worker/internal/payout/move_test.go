@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -17,12 +18,7 @@ import (
 func TestMoveRecordsAllowedStepsAndRefusesTheRest(t *testing.T) {
 	outer := pgtest.Tx(t)
 	ctx := context.Background()
-	id := uuid.New()
-	if _, err := outer.Exec(ctx, `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider)
-		VALUES ($1, 'c', $2, 'h', 'u1', 100, 'usd', 'ba_1', 'stripe')`, id, id.String()); err != nil {
-		t.Fatal(err)
-	}
+	id := uuid.MustParse(fixture.Payout{ClientID: "c", UserID: "u1", Amount: 100, Transitions: []fixture.Transition{}}.Insert(t, outer))
 	// Each move runs in a transaction of its own: a savepoint of the test's.
 	inTx := func(fn func(tx pgx.Tx) error) error {
 		tx, err := outer.Begin(ctx)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
@@ -21,12 +22,8 @@ import (
 func TestPipelinedStepsAreOneRoundTripEach(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
-	id := uuid.New()
-	if _, err := db.Pool.Exec(ctx, `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider)
-		VALUES ($1, 'c', 'k', 'h', 'u1', 100, 'usd', 'ba_1', 'stripe')`, id); err != nil {
-		t.Fatal(err)
-	}
+	id := uuid.MustParse(fixture.Payout{ClientID: "c", IdempotencyKey: "k", UserID: "u1", Amount: 100,
+		Transitions: []fixture.Transition{}}.Insert(t, db.Pool))
 	cfg, err := pgx.ParseConfig(db.URL)
 	if err != nil {
 		t.Fatal(err)

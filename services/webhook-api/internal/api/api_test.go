@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
@@ -356,14 +357,10 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 
 	// What the worker recorded about the PSP is shown: its requests and the
 	// outcome events that named the payout, with their verdicts.
-	_, err := b.db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, error)
-		VALUES ($1, 0, 'create', 'aegis-payout-x', 'unknown', 'stripe: timeout'), ($1, 1, 'lookup', NULL, 'not_found', NULL)`, id)
-	require.NoError(t, err)
-	_, err = b.db.Pool.Exec(context.Background(), `
-		INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, amount, currency, psp_reference, verdict, reason)
-		VALUES ($1, 'stripe', 'evt_1', 'payout.failed', 1, 'usd', 'po_1', 'outcome_mismatch', 'amount 1, payout''s 1500')`, id)
-	require.NoError(t, err)
+	fixture.Attempt{PayoutID: id, Attempt: 0, Kind: "create", IdempotencyKey: "aegis-payout-x", Outcome: "unknown", Error: "stripe: timeout"}.Insert(t, b.db.Pool)
+	fixture.Attempt{PayoutID: id, Attempt: 1, Kind: "lookup", Outcome: "not_found"}.Insert(t, b.db.Pool)
+	fixture.Evidence{PayoutID: id, EventID: "evt_1", EventType: "payout.failed", Amount: 1, Currency: "usd", PSPReference: "po_1",
+		Verdict: "outcome_mismatch", Reason: "amount 1, payout's 1500"}.Insert(t, b.db.Pool)
 	got = do(t, req.Clone(context.Background()))
 	require.Equal(t, 200, got.status)
 	reqs := got.body["psp_requests"].([]any)
@@ -449,14 +446,7 @@ func TestGetWallet(t *testing.T) {
 	}
 	require.Equal(t, 404, get("/v1/wallets/user-w").status)
 
-	ctx := context.Background()
-	_, err := b.db.Pool.Exec(ctx, `
-		WITH w AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'user-w', 'usd', 700) RETURNING id),
-		     s AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('system', 'psp_clearing:stripe', 'usd', 0) RETURNING id),
-		     t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
-		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
-		SELECT t.id, w.id, 700, 'usd' FROM t, w UNION ALL SELECT t.id, s.id, -700, 'usd' FROM t, s`)
-	require.NoError(t, err)
+	fixture.Wallet{Owner: "user-w", Balance: 700, Reference: "stripe:pi_1"}.Insert(t, b.db.Pool)
 
 	a := get("/v1/wallets/user-w")
 	require.Equal(t, 200, a.status, a.body)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/payouts"
 )
@@ -54,9 +55,7 @@ func TestRequestsOutsideTheClientsScopeAre403AndWriteNothing(t *testing.T) {
 	a := payoutRequest(t, url, clientToken, "k1", payoutBody)
 	require.Equal(t, 202, a.status, a.body)
 	id := a.body["payout_id"].(string)
-	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'user-1', 'usd', 0)`)
-	require.NoError(t, err)
+	fixture.Wallet{Owner: "user-1"}.Insert(t, db.Pool)
 	before := count(t, db, "SELECT count(*) FROM transaction_outbox")
 
 	forbidden := []answer{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 )
@@ -24,13 +25,7 @@ func TestPartitionsWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	var payout string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id::text FROM create_payout(gen_random_uuid(), 'acme', 'key-1',
 		'hash', 'alice', 700, 'usd', 'ba_123', 'stripe', 'corr', NULL)`).Scan(&payout))
-	_, err := db.Pool.Exec(ctx, `
-		WITH u AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'bob', 'usd', 500) RETURNING id),
-		c AS (INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'psp_clearing:stripe', 'usd') RETURNING id),
-		t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
-		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
-		SELECT t.id, u.id, 500, 'usd' FROM t, u UNION ALL SELECT t.id, c.id, -500, 'usd' FROM t, c`)
-	require.NoError(t, err)
+	fixture.Wallet{Owner: "bob", Balance: 500, Reference: "stripe:pi_1"}.Insert(t, db.Pool)
 	db.AfterContract(t)
 
 	store := ingest.NewStore(db.As(t, migrations.RoleWebhookAPI), noNotify{}, func() time.Time { return epoch })

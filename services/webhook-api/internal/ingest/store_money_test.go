@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 )
@@ -30,13 +31,7 @@ func TestRefundTakesItsPaymentsWalletPartitionAndIsNeverStale(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `
-		WITH u AS (INSERT INTO wallets (kind, owner, currency, balance) VALUES ('user', 'alice', 'usd', 500) RETURNING id),
-		c AS (INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'psp_clearing:stripe', 'usd') RETURNING id),
-		t AS (INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_1') RETURNING id)
-		INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
-		SELECT t.id, u.id, 500, 'usd' FROM t, u UNION ALL SELECT t.id, c.id, -500, 'usd' FROM t, c`)
-	require.NoError(t, err)
+	fixture.Wallet{Owner: "alice", Balance: 500, Reference: "stripe:pi_1"}.Insert(t, db.Pool)
 	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
 	got := store.SaveGroup(ctx, []ingest.Pending{
 		credit("evt_late", "pi_1", time.Hour), // the newest event about pi_1

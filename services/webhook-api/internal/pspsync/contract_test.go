@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
@@ -32,9 +33,7 @@ func TestRunComparesPayoutsWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	paid := stripePayoutAt(t, e, failedHere, failedHere, 1500, "usd", "ba_dave")
 	_, err := db.Pool.Exec(ctx, `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, failedHere, paid)
 	require.NoError(t, err)
-	var runID int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (trigger, requested_by)
-		VALUES ('manual', 'test') RETURNING id`).Scan(&runID))
+	runID := fixture.PSPRun{Trigger: "manual", RequestedBy: "test"}.Insert(t, db.Pool)
 	db.AfterContract(t)
 
 	api := db.As(t, migrations.RoleWebhookAPI)

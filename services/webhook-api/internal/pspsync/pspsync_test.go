@@ -18,8 +18,10 @@ import (
 	"github.com/stripe/stripe-go/v76/payout"
 	"go.uber.org/goleak"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
@@ -104,10 +106,7 @@ func (e *env) request(ctx context.Context) int64 {
 	e.t.Helper()
 	var id int64
 	require.NoError(e.t, pgx.BeginFunc(ctx, e.db.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx,
-			`INSERT INTO psp_reconciliation_runs (trigger, requested_by) VALUES ('manual', 'test') RETURNING id`).Scan(&id); err != nil {
-			return err
-		}
+		id = fixture.PSPRun{Trigger: "manual", RequestedBy: "test"}.Insert(e.t, tx)
 		_, err := e.enq.InsertTx(ctx, tx, jobs.PSPReconcileArgs{RunID: id}, nil)
 		return err
 	}))
@@ -256,10 +255,7 @@ func TestEventWhoseWebhookCameIsPresent(t *testing.T) {
 
 func insertPayout(t *testing.T, db *pgtest.DB, id, status, provider string) {
 	t.Helper()
-	_, err := db.Pool.Exec(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES ($1::uuid, 'test', $1::text, 'h', 'dave', 1500, 'usd', 'ba_dave', $2, $3)`, id, provider, status)
-	require.NoError(t, err)
+	fixture.Payout{ID: id, UserID: "dave", Destination: "ba_dave", Provider: provider, Status: payoutstate.Status(status)}.Insert(t, db.Pool)
 }
 
 // A payout paid at the PSP and FAILED here (its hold given back: the money

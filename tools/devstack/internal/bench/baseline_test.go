@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
@@ -20,10 +21,7 @@ func TestCreditScriptPostsBalancedCredits(t *testing.T) {
 	}
 	db := pgtest.New(t)
 	ctx := context.Background()
-	var clearing int64
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO wallets (kind, owner, currency) VALUES ('system', 'psp_clearing:stripe', 'usd') RETURNING id`).Scan(&clearing); err != nil {
-		t.Fatal(err)
-	}
+	clearing := fixture.Wallet{Kind: fixture.KindSystem, Owner: fixture.PSPClearing}.Insert(t, db.Pool)
 	repo, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)

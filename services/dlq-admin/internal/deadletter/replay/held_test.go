@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
@@ -14,26 +15,11 @@ import (
 // payout id): wallet → holds for a hold, holds → clearing for a settlement.
 func (b *bundle) post(t *testing.T, kind, payoutID string) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := b.db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	wallet := func(kind, owner string) int64 {
-		var id int64
-		require.NoError(t, tx.QueryRow(ctx, `INSERT INTO wallets (kind, owner, currency) VALUES ($1, $2, 'usd')
-			ON CONFLICT (kind, owner, currency) DO UPDATE SET owner = EXCLUDED.owner RETURNING id`, kind, owner).Scan(&id))
-		return id
-	}
-	from, to := wallet("system", "psp_clearing:stripe"), wallet("system", "payout_holds")
-	if kind == "payout_settle" {
+	from, to := fixture.System(fixture.PSPClearing), fixture.System(fixture.PayoutHolds)
+	if kind == fixture.LedgerSettle {
 		from, to = to, from
 	}
-	var txID string
-	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ($1, $2) RETURNING id`, kind, payoutID).Scan(&txID))
-	_, err = tx.Exec(ctx, `INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency) VALUES ($1, $2, -700, 'usd'), ($1, $3, 700, 'usd')`,
-		txID, from, to)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	fixture.Posting{Kind: kind, Reference: payoutID, From: from, To: to, Amount: 700}.Insert(t, b.db.Pool)
 }
 
 // A dead letter whose payout still holds money (unfinished, its hold

@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 )
@@ -16,13 +18,7 @@ import (
 // payout stores a payout in status and returns its id.
 func (b *bundle) payout(t *testing.T, status string) string {
 	t.Helper()
-	var id string
-	err := b.db.Pool.QueryRow(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'alice', 700, 'usd', 'ba_1', 'stripe', $1)
-		RETURNING id::text`, status).Scan(&id)
-	require.NoError(t, err)
-	return id
+	return fixture.Payout{ClientID: "shop", UserID: "alice", Amount: 700, Status: payoutstate.Status(status)}.Insert(t, b.db.Pool)
 }
 
 // commandLetter is a dead-lettered payout command for payoutID.
@@ -46,11 +42,9 @@ func TestReplayOfAFinishedSubjectIsANoopAndSaysSo(t *testing.T) {
 	ctx := context.Background()
 
 	paidPayout := b.payout(t, "SUCCEEDED")
-	_, err := b.db.Pool.Exec(ctx, `INSERT INTO payout_evidence (payout_id, provider, event_id, event_type, verdict)
-		VALUES ($1, 'stripe', 'evt_paid', 'payout.paid', 'applied'), ($1, 'stripe', 'evt_stale', 'payout.paid', 'stale')`, paidPayout)
-	require.NoError(t, err)
-	_, err = b.db.Pool.Exec(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', 'stripe:pi_done')`)
-	require.NoError(t, err)
+	fixture.Evidence{PayoutID: paidPayout, EventID: "evt_paid", EventType: "payout.paid", Verdict: "applied"}.Insert(t, b.db.Pool)
+	fixture.Evidence{PayoutID: paidPayout, EventID: "evt_stale", EventType: "payout.paid", Verdict: "stale"}.Insert(t, b.db.Pool)
+	fixture.Credit("alice", 5000, "stripe:pi_done").Insert(t, b.db.Pool)
 	outcomeEvent := func(eventID string) string {
 		return fmt.Sprintf(`{"provider":"stripe","event_id":%q,"type":"payout.paid","action":"payout_paid","payout_id":%q,"amount":700,"currency":"usd"}`,
 			eventID, paidPayout)

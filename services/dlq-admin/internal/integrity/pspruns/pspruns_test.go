@@ -17,6 +17,7 @@ import (
 
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
@@ -43,12 +44,9 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
-		VALUES ('succeeded', 'scheduled', now(), now(), 0, 0, '[]'),
-		       ('succeeded', 'scheduled', now(), now(), 1, 1,
-		        '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here","state":"new"}]')`)
-	require.NoError(t, err)
+	fixture.PSPRun{Status: fixture.RunSucceeded}.Insert(t, db.Pool)
+	fixture.PSPRun{Status: fixture.RunSucceeded, DisagreementCount: 1, DisagreementsNew: 1,
+		Disagreements: []byte(`[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-1","psp_object_id":"po_1","psp_status":"paid","ledger_status":"FAILED","detail":"paid at the PSP; FAILED here","state":"new"}]`)}.Insert(t, db.Pool)
 	r := &raised{}
 	w := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{})
 
@@ -70,9 +68,7 @@ func TestWatcherAlertsOncePerRunWithDisagreements(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM psp_run_alerts`).Scan(&alerted))
 	require.Equal(t, 1, alerted)
 
-	_, err = db.Pool.Exec(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
-		VALUES ('failed', 'manual', now(), now(), 'stripe: read events: 503')`)
-	require.NoError(t, err)
+	fixture.PSPRun{Status: fixture.RunFailed, Trigger: "manual", Error: "stripe: read events: 503"}.Insert(t, db.Pool)
 	n, err = w.Check(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -88,12 +84,8 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	ctx := context.Background()
 	var first, second, third int64
 	insertRun := func(count, fresh, open, cleared int, dis string) int64 {
-		var id int64
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-			INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count,
-			    disagreements_new, disagreements_open, disagreements_cleared, disagreements)
-			VALUES ('succeeded', 'scheduled', now(), now(), $1, $2, $3, $4, $5) RETURNING id`, count, fresh, open, cleared, dis).Scan(&id))
-		return id
+		return fixture.PSPRun{Status: fixture.RunSucceeded, DisagreementCount: count, DisagreementsNew: fresh,
+			DisagreementsOpen: open, DisagreementsCleared: cleared, Disagreements: []byte(dis)}.Insert(t, db.Pool)
 	}
 	d := func(state string) string {
 		return `[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p-7","psp_object_id":"po_7","detail":"paid at the PSP; FAILED here","state":"` + state + `"}]`
@@ -101,10 +93,8 @@ func TestWatcherPagesOnlyForNewDisagreementsAndNoticesCleared(t *testing.T) {
 	first = insertRun(1, 1, 0, 0, d("new"))
 	second = insertRun(1, 0, 1, 0, d("still_open"))
 	third = insertRun(0, 0, 0, 1, `[]`)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO psp_disagreements (provider, kind, subject, payout_id, psp_object_id, detail, first_seen_run, last_seen_run, cleared_run, cleared_at)
-		VALUES ('stripe', 'paid_at_psp_not_succeeded', 'p-7', 'p-7', 'po_7', 'paid at the PSP; FAILED here', $1, $2, $3, now())`, first, second, third)
-	require.NoError(t, err)
+	fixture.Disagreement{Kind: "paid_at_psp_not_succeeded", PayoutID: "p-7", PSPObjectID: "po_7", Detail: "paid at the PSP; FAILED here",
+		FirstSeenRun: first, LastSeenRun: second, ClearedRun: third}.Insert(t, db.Pool)
 
 	r := &raised{}
 	n, err := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{}).Check(ctx)
@@ -219,11 +209,8 @@ func TestWatcherPagesADoublePaymentNamingBothObjects(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, disagreement_count, disagreements_new, disagreements)
-		VALUES ('succeeded', 'scheduled', now(), now(), 1, 1,
-		        '[{"provider":"stripe","kind":"double_payment_at_psp","payout_id":"p-2","psp_object_id":"po_a","psp_object_ids":["po_a","po_b"],"psp_status":"paid","ledger_status":"SUCCEEDED","detail":"2 live objects at the PSP for one payout","state":"new"}]')`)
-	require.NoError(t, err)
+	fixture.PSPRun{Status: fixture.RunSucceeded, DisagreementCount: 1, DisagreementsNew: 1,
+		Disagreements: []byte(`[{"provider":"stripe","kind":"double_payment_at_psp","payout_id":"p-2","psp_object_id":"po_a","psp_object_ids":["po_a","po_b"],"psp_status":"paid","ledger_status":"SUCCEEDED","detail":"2 live objects at the PSP for one payout","state":"new"}]`)}.Insert(t, db.Pool)
 	r := &raised{}
 	n, err := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), r, 0, lifecycle.Deps{}).Check(ctx)
 	require.NoError(t, err)
@@ -337,10 +324,7 @@ func TestReplicasCheckingAtOnceAlertOnARunOnce(t *testing.T) {
 				_, err := db.Pool.Exec(ctx, `DROP TRIGGER psp_run_alerts_bridge ON psp_run_alerts`)
 				require.NoError(t, err)
 			}
-			_, err := db.Pool.Exec(ctx, `
-				INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
-				VALUES ('failed', 'scheduled', now(), now(), 'stripe: read events: 503')`)
-			require.NoError(t, err)
+			fixture.PSPRun{Status: fixture.RunFailed, Error: "stripe: read events: 503"}.Insert(t, db.Pool)
 			first := &held{entered: make(chan struct{}), release: make(chan struct{})}
 			second := &raised{}
 			a := pspruns.NewWatcher(db.As(t, migrations.RoleDLQAdmin), first, 0, lifecycle.Deps{})
@@ -390,10 +374,7 @@ func TestARunThePreviousReleaseAlertedOnIsNotAlertedAgain(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	insertFailed := func() int64 {
-		var id int64
-		require.NoError(t, db.Pool.QueryRow(ctx, `INSERT INTO psp_reconciliation_runs (status, trigger, started_at, finished_at, error)
-			VALUES ('failed', 'scheduled', now(), now(), 'stripe: 503') RETURNING id`).Scan(&id))
-		return id
+		return fixture.PSPRun{Status: fixture.RunFailed, Error: "stripe: 503"}.Insert(t, db.Pool)
 	}
 	// The previous release's watcher: dlq-admin's role keeps its grants on
 	// psp_reconciliation_runs until the contract.

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -19,8 +18,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
-	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
@@ -77,32 +77,14 @@ func setup(t *testing.T) *bundle {
 // wallet returns the id of a wallet, creating it.
 func (b *bundle) wallet(t *testing.T, kind, owner string) int64 {
 	t.Helper()
-	var id int64
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `INSERT INTO wallets (kind, owner, currency) VALUES ($1, $2, 'usd')
-		ON CONFLICT (kind, owner, currency) DO UPDATE SET owner = EXCLUDED.owner RETURNING id`, kind, owner).Scan(&id))
-	return id
+	return fixture.Wallet{Kind: kind, Owner: owner}.Insert(t, b.db.Pool)
 }
 
 // credit moves amount from the PSP clearing account to user's wallet the
 // way the ledger does: one balanced transaction, the user balance kept.
 func (b *bundle) credit(t *testing.T, user string, amount int64, ref string) {
 	t.Helper()
-	clearing := b.wallet(t, "system", "psp_clearing:stripe")
-	w := b.wallet(t, "user", user)
-	err := database.InTx(context.Background(), b.db.Pool, func(tx pgx.Tx) error {
-		ctx := context.Background()
-		var txID string
-		if err := tx.QueryRow(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ('credit', $1) RETURNING id`, ref).Scan(&txID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency) VALUES ($1, $2, $3, 'usd'), ($1, $4, $5, 'usd')`,
-			txID, w, amount, clearing, -amount); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE wallets SET balance = balance + $2 WHERE id = $1`, w, amount)
-		return err
-	})
-	require.NoError(t, err)
+	fixture.Credit(user, amount, ref).Insert(t, b.db.Pool)
 }
 
 func (b *bundle) criticals(t *testing.T) float64 {
@@ -294,35 +276,15 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// hold posts a payout's hold (and optionally its release) the way the
-// payout worker's ledger does, and sets the payout's status.
-func (b *bundle) payoutWithHold(t *testing.T, id, user, status string, amount int64, release bool) {
+// payoutWithHold posts a payout's hold (and optionally its release) the
+// way the payout worker's ledger does, and sets the payout's status.
+func (b *bundle) payoutWithHold(t *testing.T, id, user string, status payoutstate.Status, amount int64, release bool) {
 	t.Helper()
-	ctx := context.Background()
-	holds := b.wallet(t, "system", "payout_holds")
-	w := b.wallet(t, "user", user)
-	_, err := b.db.Pool.Exec(ctx, `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES ($1::uuid, 'test', $1::text, 'h', $2, $3, 'usd', 'ba_1', 'stripe', $4)`, id, user, amount, status)
-	require.NoError(t, err)
-	post := func(kind string, userLeg int64) {
-		err := database.InTx(ctx, b.db.Pool, func(tx pgx.Tx) error {
-			var txID string
-			if err := tx.QueryRow(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ($1, $2) RETURNING id`, kind, id).Scan(&txID); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency) VALUES ($1, $2, $3, 'usd'), ($1, $4, $5, 'usd')`,
-				txID, w, userLeg, holds, -userLeg); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `UPDATE wallets SET balance = balance + $2 WHERE id = $1`, w, userLeg)
-			return err
-		})
-		require.NoError(t, err)
-	}
-	post("payout_hold", -amount)
+	fixture.Payout{ID: id, UserID: user, Amount: amount, Status: status}.Insert(t, b.db.Pool)
+	fixture.Hold(id, user, amount).Insert(t, b.db.Pool)
 	if release {
-		post("payout_release", amount)
+		fixture.Posting{Kind: fixture.LedgerRelease, Reference: id, From: fixture.System(fixture.PayoutHolds),
+			To: fixture.User(user), Amount: amount}.Insert(t, b.db.Pool)
 	}
 }
 
@@ -333,9 +295,9 @@ func TestFinishedPayoutWithAHoldLeftIsFlagged(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	b.credit(t, "alice", 5000, "pi_1")
-	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a1", "alice", "FINALIZED", 700, false)
-	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a2", "alice", "FINALIZED", 300, true)
-	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a3", "alice", "NEEDS_REVIEW", 200, false)
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a1", "alice", payoutstate.Finalized, 700, false)
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a2", "alice", payoutstate.Finalized, 300, true)
+	b.payoutWithHold(t, "0193a9c8-0000-7000-8000-0000000000a3", "alice", payoutstate.NeedsReview, 200, false)
 
 	run, err := b.rec.Run(ctx, recon.TriggerManual, "ops")
 	require.NoError(t, err)

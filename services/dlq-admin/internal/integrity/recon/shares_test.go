@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
@@ -22,29 +22,11 @@ type leg struct {
 // writes it; user legs move the wallet's stored balance with them.
 func (b *bundle) post(t *testing.T, kind, ref string, legs ...leg) {
 	t.Helper()
-	ctx := context.Background()
-	ids := make([]int64, len(legs))
+	entries := make([]fixture.Leg, len(legs))
 	for i, l := range legs {
-		ids[i] = b.wallet(t, l.kind, l.owner)
+		entries[i] = fixture.Leg{Account: fixture.Account{Kind: l.kind, Owner: l.owner}, Amount: l.amount}
 	}
-	require.NoError(t, database.InTx(ctx, b.db.Pool, func(tx pgx.Tx) error {
-		var txID string
-		if err := tx.QueryRow(ctx, `INSERT INTO ledger_transactions (kind, reference) VALUES ($1, $2) RETURNING id`, kind, ref).Scan(&txID); err != nil {
-			return err
-		}
-		for i, l := range legs {
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency) VALUES ($1, $2, $3, 'usd')`,
-				txID, ids[i], l.amount); err != nil {
-				return err
-			}
-			if l.kind == "user" {
-				if _, err := tx.Exec(ctx, `UPDATE wallets SET balance = balance + $2 WHERE id = $1`, ids[i], l.amount); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}))
+	fixture.Posting{Kind: kind, Reference: ref, Legs: entries}.Insert(t, b.db.Pool)
 }
 
 func (b *bundle) exec(t *testing.T, sql string, args ...any) {
@@ -54,10 +36,9 @@ func (b *bundle) exec(t *testing.T, sql string, args ...any) {
 }
 
 // payout plants a payout row in status (no ledger postings).
-func (b *bundle) payout(t *testing.T, id, user, status string, amount int64) {
+func (b *bundle) payout(t *testing.T, id, user string, status payoutstate.Status, amount int64) {
 	t.Helper()
-	b.exec(t, `INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES ($1::uuid, 'test', $1::text, 'h', $2, $3, 'usd', 'ba_1', 'stripe', $4)`, id, user, amount, status)
+	fixture.Payout{ID: id, UserID: user, Amount: amount, Status: status}.Insert(t, b.db.Pool)
 }
 
 // returnObject plants a payment_returns row (a refund or dispute as the
@@ -91,12 +72,12 @@ func TestUnfinishedPayoutHoldsAreChecked(t *testing.T) {
 		fresh    = "0193a9c8-0000-7000-8000-0000000000b4"
 		reviewed = "0193a9c8-0000-7000-8000-0000000000b5"
 	)
-	b.payoutWithHold(t, fine, "alice", "SENT_TO_GATEWAY", 400, false)
-	b.payoutWithHold(t, released, "alice", "AWAITING_RESPONSE", 700, true)
-	b.payout(t, noHold, "alice", "SENDING_TO_GATEWAY", 250)
-	b.payout(t, fresh, "alice", "INITIALIZED", 900) // no hold yet: fine
+	b.payoutWithHold(t, fine, "alice", payoutstate.Sent, 400, false)
+	b.payoutWithHold(t, released, "alice", payoutstate.Awaiting, 700, true)
+	b.payout(t, noHold, "alice", payoutstate.Sending, 250)
+	b.payout(t, fresh, "alice", payoutstate.Initialized, 900) // no hold yet: fine
 	// Paid after its hold was released: in review with nothing held, fine.
-	b.payoutWithHold(t, reviewed, "alice", "NEEDS_REVIEW", 100, true)
+	b.payoutWithHold(t, reviewed, "alice", payoutstate.NeedsReview, 100, true)
 
 	run, err := b.rec.Run(ctx, recon.TriggerManual, "ops")
 	require.NoError(t, err)

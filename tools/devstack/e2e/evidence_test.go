@@ -19,6 +19,11 @@ func TestForgedOutcomeDatedAheadDoesNotStrandThePayout(t *testing.T) {
 	s := startWith(t, "0", nil) // the PSP settles only when the test says
 	user := "fiona"
 	require.Equal(t, 200, s.signedStripe(payment("evt_forge_credit", user, 5000)).status)
+	// The credit and the payout travel on different topics, in no order
+	// between them (services/payout-worker/internal/payout/order.go): a
+	// payout requested before the credit lands ends FINALIZED for
+	// insufficient funds, so wait.
+	s.eventually("wallet credited", func() bool { return s.balance(user) == 5000 })
 	s.registerDestination(user, "stripe", "ba_fiona")
 	p := s.do(http.MethodPost, s.api+"/v1/payouts",
 		[]byte(`{"user_id":"fiona","amount":1500,"currency":"usd","destination":"ba_fiona","provider":"stripe"}`),

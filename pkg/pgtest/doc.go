@@ -6,7 +6,8 @@
 // DB.As opens a pool on a New database as a service's role.
 // DB.AfterContract revokes there what the next release's contract
 // migration revokes, so that a test as a role runs with the grants the
-// role keeps afterwards.
+// role keeps afterwards. RoundTrips counts what a pool sends, for tests
+// that hold a hot path to its round trips.
 //
 // The schema is migrated once into a template database named after a hash of
 // the migration files. The shared database is a copy of it, made once; each

@@ -20,6 +20,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
@@ -209,6 +210,21 @@ func (s *suite) count(query string, args ...any) int {
 	var n int
 	require.NoError(s.t, s.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
 	return n
+}
+
+// deadLetterOfCredit stores a dead letter made from the first credit's own
+// outbox record, as an operator who suspects a credit was lost would see
+// one, and returns its id.
+func (s *suite) deadLetterOfCredit() int64 {
+	s.t.Helper()
+	var l fixture.DeadLetter
+	require.NoError(s.t, s.db.Pool.QueryRow(s.t.Context(), `
+		SELECT topic, partition_key, event_type, convert_to(payload::text, 'UTF8'), headers, correlation_id
+		FROM transaction_outbox
+		WHERE topic = 'aegis.webhook.pending' AND event_type = 'payment_intent.succeeded'
+		ORDER BY id LIMIT 1`).Scan(&l.OriginalTopic, &l.PartitionKey, &l.EventType, &l.Payload, &l.Headers, &l.CorrelationID))
+	l.ConsumerGroup, l.Error, l.ErrorClass = "payout-worker", "suspected lost credit", "transient"
+	return l.Insert(s.t, s.db.Pool)
 }
 
 func payment(eventID, user string, amount int) []byte {

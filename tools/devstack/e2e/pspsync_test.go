@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha512"
 	"encoding/hex"
@@ -17,6 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/payout"
+
+	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 )
 
 // alertSink records the alerts the services post (ALERT_WEBHOOK_URL,
@@ -135,10 +137,8 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	// A payout paid at the PSP whose payout is FAILED here (its outcome
 	// webhook dropped): one disagreement, one critical alert.
 	failedHere := uuid.NewString()
-	_, err := s.db.Pool.Exec(context.Background(), `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		VALUES ($1::uuid, 'dev', $1::text, 'h', 'erin', 700, 'usd', 'ba_erin', 'stripe', 'FAILED')`, failedHere)
-	require.NoError(t, err)
+	fixture.Payout{ID: failedHere, ClientID: "dev", UserID: "erin", Amount: 700, Destination: "ba_erin",
+		Status: payoutstate.Failed}.Insert(t, s.db.Pool)
 	pc := payout.Client{B: stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(s.psp),
 		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}}), Key: s.cfg.Secrets.StripeSecretKey}
 	params := &stripe.PayoutParams{Amount: stripe.Int64(700), Currency: stripe.String("usd"), Destination: stripe.String("ba_erin")}

@@ -161,15 +161,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	// the ledger: it publishes nothing and says so (outcome noop);
 	// were it published, the ledger's unique reference would make it
 	// change nothing.
-	var dupID int64
-	require.NoError(t, s.db.Pool.QueryRow(ctx, `
-		INSERT INTO dead_letters (source, original_topic, original_partition, original_offset, consumer_group,
-		    partition_key, event_type, payload, headers, error, error_class, correlation_id)
-		SELECT 'consumer', topic, 0, 999999, 'payout-worker', partition_key, event_type, convert_to(payload::text, 'UTF8'),
-		       headers, 'suspected lost credit', 'transient', correlation_id
-		FROM transaction_outbox
-		WHERE topic = 'aegis.webhook.pending' AND event_type = 'payment_intent.succeeded'
-		RETURNING id`).Scan(&dupID))
+	dupID := s.deadLetterOfCredit()
 	credits := s.count(`SELECT count(*) FROM ledger_transactions`)
 	dup := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dupID), nil, s.bearer(s.opToken))
 	require.Equal(t, 202, dup.status, dup.raw)

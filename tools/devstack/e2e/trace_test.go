@@ -55,15 +55,7 @@ func TestOneTraceAcrossTheFourServices(t *testing.T) {
 	// dlq-admin joins the credit's trace through a replay of a dead letter
 	// made from the credit's record (as TestReplay... does: a credit the
 	// operator suspects was lost); the replay finds it applied (noop).
-	var dlID int64
-	require.NoError(t, s.db.Pool.QueryRow(ctx, `
-		INSERT INTO dead_letters (source, original_topic, original_partition, original_offset, consumer_group,
-		    partition_key, event_type, payload, headers, error, error_class, correlation_id)
-		SELECT 'consumer', topic, 0, 999999, 'payout-worker', partition_key, event_type, convert_to(payload::text, 'UTF8'),
-		       headers, 'suspected lost credit', 'transient', correlation_id
-		FROM transaction_outbox
-		WHERE topic = 'aegis.webhook.pending' AND event_type = 'payment_intent.succeeded'
-		RETURNING id`).Scan(&dlID))
+	dlID := s.deadLetterOfCredit()
 	r := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dlID), nil, s.bearer(s.opToken))
 	require.Equal(t, 202, r.status, r.raw)
 	require.Equal(t, "noop", r.body["outcome"], r.raw)

@@ -81,7 +81,7 @@ func TestPayoutHappyPathThenPaidWebhook(t *testing.T) {
 		require.NoError(t, rows.Scan(&s))
 		steps = append(steps, s)
 	}
-	require.Equal(t, []payout.Status{payout.Sending, payout.Sent, payout.Awaiting, payout.Succeeded}, steps)
+	require.Equal(t, []payout.Status{payout.Initialized, payout.Sending, payout.Sent, payout.Awaiting, payout.Succeeded}, steps)
 }
 
 func TestTransientBurstIsRetriedWithGrowingDelaysAndRecovers(t *testing.T) {

@@ -434,13 +434,13 @@ func (w *world) creditEvent(eventID, reference string, amount int64) event.PSPEv
 		UserID: w.user, Amount: amount, Currency: "usd", Reference: reference, Livemode: &live, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 }
 
-// createPayout inserts the payout as webhook-api does and returns its id.
-// It has no transitions yet, so that a test reads the worker's steps alone.
+// createPayout inserts the payout as webhook-api does (INITIALIZED, with
+// its creating transition) and returns its id.
 func (w *world) createPayout(amount int64, destination, provider string) string {
 	w.t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
 	return fixture.Payout{ID: id, UserID: w.user, Amount: amount, Destination: destination, Provider: provider,
-		CorrelationID: "corr-" + id, Transitions: []fixture.Transition{}}.Insert(w.t, w.db.Pool)
+		CorrelationID: "corr-" + id}.Insert(w.t, w.db.Pool)
 }
 
 func (w *world) requestPayout(id string, amount int64, provider string) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 )
 
 // The evidence part of the run: PSP outcome events signed with
@@ -95,7 +97,7 @@ func (w *workload) forgedOutcome(n int) {
 	switch provider {
 	case "stripe":
 		typ := "payout.failed"
-		if st == "FINALIZED" {
+		if payoutstate.Status(st) == payoutstate.Finalized {
 			typ = "payout.paid"
 		}
 		if !strings.HasPrefix(ref, "po_") {
@@ -107,7 +109,7 @@ func (w *workload) forgedOutcome(n int) {
 		f.Status = w.sendStripe(w.stripeEvent(f.EventID, typ, at.Unix(), obj))
 	case "paystack":
 		typ := "transfer.failed"
-		if st == "FINALIZED" {
+		if payoutstate.Status(st) == payoutstate.Finalized {
 			typ = "transfer.success"
 		}
 		// An object id of its own: the forged event is a separate event,

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -303,7 +304,7 @@ func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) er
 	rep.Pickup.P50, rep.Pickup.P99, rep.Pickup.Max = seconds(p50), seconds(p99), seconds(longest)
 	bad := 0
 	for s, n := range rep.Payouts {
-		if s != "SUCCEEDED" && s != "FINALIZED" {
+		if !payoutstate.Status(s).Closed() {
 			rows, err := su.pool.Query(ctx, `SELECT id::text FROM payouts WHERE status = $1 ORDER BY id LIMIT 10`, s)
 			if err != nil {
 				return err

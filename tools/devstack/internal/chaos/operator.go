@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -256,11 +257,11 @@ func (su *suite) operate(ctx context.Context, op *OperatorReport) error {
 func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes bool, op *OperatorReport) error {
 	dlq := stack.URL(su.ports.DLQAdmin)
 	type item struct {
-		ID               string  `json:"id"`
-		Amount           int64   `json:"amount"`
-		Status           string  `json:"status"`
-		ResolutionStatus *string `json:"resolution_status"`
-		DeadLetterID     *int64  `json:"dead_letter_id"`
+		ID               string             `json:"id"`
+		Amount           int64              `json:"amount"`
+		Status           payoutstate.Status `json:"status"`
+		ResolutionStatus *string            `json:"resolution_status"`
+		DeadLetterID     *int64             `json:"dead_letter_id"`
 	}
 	var review []item
 	cursor := ""
@@ -269,7 +270,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 			Items      []item `json:"items"`
 			NextCursor string `json:"next_cursor"`
 		}
-		u := dlq + "/v1/payouts?status=NEEDS_REVIEW&limit=100"
+		u := dlq + "/v1/payouts?status=" + string(payoutstate.NeedsReview) + "&limit=100"
 		if cursor != "" {
 			u += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -298,7 +299,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 	pending := map[string]string{} // resolution id → payout id
 	replays := map[string]bool{}   // payouts whose dead letter was replayed
 	for _, p := range review {
-		if p.Status != "NEEDS_REVIEW" || (maxAmount >= 0 && p.Amount > maxAmount) {
+		if p.Status != payoutstate.NeedsReview || (maxAmount >= 0 && p.Amount > maxAmount) {
 			continue
 		}
 		op.Listed++
@@ -391,11 +392,11 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 			}
 		}
 		for pid := range replays {
-			var status string
+			var status payoutstate.Status
 			if err := su.pool.QueryRow(ctx, `SELECT status FROM payouts WHERE id::text = $1`, pid).Scan(&status); err != nil {
 				return false, nil // Postgres may be briefly unavailable; ask again
 			}
-			if status == "SUCCEEDED" || status == "FINALIZED" {
+			if status.Closed() {
 				delete(replays, pid)
 			}
 		}
@@ -408,7 +409,7 @@ func (su *suite) operatorPass(ctx context.Context, maxAmount int64, fourEyes boo
 type resolvedPayout struct {
 	Resolution, PayoutID, Outcome, Status, Object string
 	RequestedBy, ApprovedBy                       string
-	PayoutStatus                                  string
+	PayoutStatus                                  payoutstate.Status
 	Audits, ApprovalAudits                        int
 	Holds, Settles, Releases                      int
 	HoldBalance                                   int64
@@ -444,12 +445,12 @@ func judgeResolutions(rows []resolvedPayout, objs map[string][]pspObject) []stri
 		}
 		switch r.Outcome {
 		case "paid":
-			if r.PayoutStatus != "SUCCEEDED" || r.Settles != 1 || r.Releases != 0 {
+			if r.PayoutStatus != payoutstate.Succeeded || r.Settles != 1 || r.Releases != 0 {
 				out = append(out, fmt.Sprintf("payout %s resolved paid is %s with its hold settled %d times and released %d times",
 					r.PayoutID, r.PayoutStatus, r.Settles, r.Releases))
 			}
 		case "failed":
-			if r.PayoutStatus != "FINALIZED" || r.Releases != 1 || r.Settles != 0 {
+			if r.PayoutStatus != payoutstate.Finalized || r.Releases != 1 || r.Settles != 0 {
 				out = append(out, fmt.Sprintf("payout %s resolved failed is %s with its hold released %d times and settled %d times",
 					r.PayoutID, r.PayoutStatus, r.Releases, r.Settles))
 			}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 )
 
 // WeekScale is the week profile's time-scale factor: one simulated day
@@ -196,22 +198,26 @@ func (p Profile) Sim(d time.Duration) time.Duration {
 // Deadline is how long a payout may stay in a state, in simulated time,
 // before the week profile expects it looked up, finished or alerted on.
 type Deadline struct {
-	States []string
+	States []payoutstate.Status
 	Max    time.Duration
 	Why    string
 }
 
-// Deadlines are what invariant 10 holds unfinished payouts to. The
-// services have no per-state deadline variables on this branch; these are
-// the horizons past which money is at risk, and should agree with the
-// deadlines the services document once they have them.
+// Deadlines are what invariant 10 holds unfinished payouts to: the
+// horizons past which money is at risk. Unsent states are held to the
+// PSP's idempotency window, which payout-worker's own deadlines
+// (PAYOUT_DEADLINE_*) fall well within. States at the PSP are held to
+// three days, shorter than the worker's PAYOUT_PENDING_ESCALATE_AFTER
+// (ten): the week profile keeps a payout pending at the PSP for two
+// simulated days at most, so one still unfinished after three is one the
+// services failed to learn the outcome of.
 func Deadlines() []Deadline {
 	return []Deadline{
-		{States: []string{"INITIALIZED", "SENDING_TO_GATEWAY", "RETRYING", "FAILED"}, Max: 23 * time.Hour,
+		{States: []payoutstate.Status{payoutstate.Initialized, payoutstate.Sending, payoutstate.Retrying, payoutstate.Failed}, Max: 23 * time.Hour,
 			Why: "past the PSP's idempotency window a payout resumed without a lookup is paid twice"},
-		{States: []string{"SENT_TO_GATEWAY", "AWAITING_RESPONSE"}, Max: 3 * simDay,
+		{States: []payoutstate.Status{payoutstate.Sent, payoutstate.Awaiting}, Max: 3 * simDay,
 			Why: "a payout pending at the PSP for days: looked up, then escalated"},
-		{States: []string{"NEEDS_REVIEW"}, Max: 0, Why: "a person must be told at once"},
+		{States: []payoutstate.Status{payoutstate.NeedsReview}, Max: 0, Why: "a person must be told at once"},
 	}
 }
 

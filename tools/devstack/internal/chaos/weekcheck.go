@@ -12,6 +12,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
 
@@ -133,7 +134,8 @@ func (su *suite) checkHoldsOnce(ctx context.Context, _ *workload, rep *Report) e
 	defer rows.Close()
 	bad, holds := 0, 0
 	for rows.Next() {
-		var id, status string
+		var id string
+		var status payoutstate.Status
 		var hold, settle, release int
 		if err := rows.Scan(&id, &status, &hold, &settle, &release); err != nil {
 			return err
@@ -142,7 +144,7 @@ func (su *suite) checkHoldsOnce(ctx context.Context, _ *workload, rep *Report) e
 			continue
 		}
 		holds++
-		finished := status == "SUCCEEDED" || status == "FINALIZED"
+		finished := status.Closed()
 		switch {
 		case finished && settle+release != 1:
 			rep.violation("payout %s (%s): its hold was settled %d and released %d times, want exactly once", id, status, settle, release)
@@ -178,7 +180,7 @@ func overdue(spans []stateSpan, deadlines []Deadline, p Profile, down [][2]time.
 	limit := map[string]time.Duration{}
 	for _, d := range deadlines {
 		for _, s := range d.States {
-			limit[s] = p.Sim(d.Max)
+			limit[string(s)] = p.Sim(d.Max)
 		}
 	}
 	for _, sp := range spans {

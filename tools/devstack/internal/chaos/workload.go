@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
 
@@ -303,11 +304,11 @@ func (w *workload) staleFinalisation(n int) {
 	status, p := w.getJSON("/v1/payouts/" + pick.PayoutID)
 	ref, _ := p["psp_reference"].(string)
 	st, _ := p["status"].(string)
-	if status != 200 || ref == "" || (st != "SUCCEEDED" && st != "FINALIZED") || !stringsHasPrefix(ref, "po_") {
+	if status != 200 || ref == "" || !payoutstate.Status(st).Closed() || !stringsHasPrefix(ref, "po_") {
 		return
 	}
 	typ := "payout.failed"
-	if st == "FINALIZED" {
+	if payoutstate.Status(st) == payoutstate.Finalized {
 		typ = "payout.paid"
 	}
 	id := fmt.Sprintf("evt_chaos_stale_%d", n)

@@ -60,20 +60,11 @@ type Settlement struct {
 }
 
 // PayoutOutcome reports a payout's outcome on aegis.settlements (schema
-// payout.json and its payout.* types). Its envelope fields are spelled out
-// rather than embedded (Settlement) so code that built it field by field
-// before the schema still compiles; build it with NewPayoutOutcome, which
-// fills the envelope the schema requires.
+// payout.json and its payout.* types). Build it with NewPayoutOutcome,
+// which fills the envelope the schema requires.
 type PayoutOutcome struct {
-	SchemaVersion string    `json:"schema_version"`
-	EventID       string    `json:"event_id"`
-	Type          Type      `json:"type"`
-	OccurredAt    time.Time `json:"occurred_at"`
-	UserID        string    `json:"user_id"`
-	Amount        int64     `json:"amount"`
-	Currency      string    `json:"currency"`
-	Provider      string    `json:"provider"`
-	PayoutID      string    `json:"payout_id"`
+	Settlement
+	PayoutID string `json:"payout_id"`
 	// Status is the payout's state after the outcome.
 	Status string `json:"status"`
 	// PSPReference is the PSP's payout/transfer id, once known.
@@ -84,9 +75,11 @@ type PayoutOutcome struct {
 // NewPayoutOutcome builds a payout outcome event of type typ; its event id
 // is PayoutOutcomeID(payoutID, status).
 func NewPayoutOutcome(typ Type, payoutID, status, userID string, amount int64, currency, provider string, at time.Time) PayoutOutcome {
-	return PayoutOutcome{SchemaVersion: SettlementSchemaVersion, EventID: PayoutOutcomeID(payoutID, status), Type: typ,
-		OccurredAt: at.UTC(), UserID: userID, Amount: amount, Currency: currency, Provider: provider,
-		PayoutID: payoutID, Status: status}
+	return PayoutOutcome{
+		Settlement: Settlement{SchemaVersion: SettlementSchemaVersion, EventID: PayoutOutcomeID(payoutID, status), Type: typ,
+			OccurredAt: at.UTC(), UserID: userID, Amount: amount, Currency: currency, Provider: provider},
+		PayoutID: payoutID, Status: status,
+	}
 }
 
 // ReturnPosted reports one ledger posting for a refund or dispute object on

@@ -241,10 +241,8 @@ func (su *suite) operate(ctx context.Context, op *OperatorReport) error {
 	if err := su.s.Terminate("dlq-admin", 15*time.Second); err != nil {
 		su.cfg.log("dlq-admin stop: %v", err)
 	}
-	if err := su.s.RelaunchWith("dlq-admin", map[string]string{"REQUIRE_SECOND_APPROVER": "true"}); err != nil {
-		return err
-	}
-	if err := su.s.WaitHTTP(ctx, stack.URL(su.ports.DLQAdmin)+"/readyz"); err != nil {
+	if err := su.s.RestartWith(ctx, "dlq-admin", stack.URL(su.ports.DLQAdmin)+"/readyz",
+		map[string]string{"REQUIRE_SECOND_APPROVER": "true"}); err != nil {
 		return err
 	}
 	su.cfg.log("dlq-admin restarted with REQUIRE_SECOND_APPROVER=true")

@@ -266,10 +266,18 @@ func (s *Stack) waitReady(ctx context.Context, ready []waitFor) error {
 			// machine, with other stacks on the same server, that
 			// happens; so the stack restarts them too, a bounded number
 			// of times, and says so.
+			// Like a process manager, it waits longer before each restart:
+			// a shortage of connection slots outlasts an instant retry.
 			starts[exited.Proc.Name]++
-			s.out.line(fmt.Sprintf("stack: %s exited during startup (%v); starting it again (%d of %d), as a process manager would",
-				exited.Proc.Name, exited.Proc.exitErr(), starts[exited.Proc.Name]+1, startAttempts))
+			delay := time.Duration(starts[exited.Proc.Name]) * restartDelay
+			s.out.line(fmt.Sprintf("stack: %s exited during startup (%v); starting it again in %s (%d of %d), as a process manager would",
+				exited.Proc.Name, exited.Proc.exitErr(), delay, starts[exited.Proc.Name]+1, startAttempts))
 			s.forgetExit(exited.Proc)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w", exited.Error(), ctx.Err())
+			case <-time.After(delay):
+			}
 			if err := s.Relaunch(exited.Proc.Name); err != nil {
 				return err
 			}
@@ -278,9 +286,13 @@ func (s *Stack) waitReady(ctx context.Context, ready []waitFor) error {
 	return nil
 }
 
-// startAttempts is how many times Start starts a service that exits before
-// it is ready.
-const startAttempts = 3
+// startAttempts is how many times Start (and RestartWith) starts a service
+// that exits before it is ready; restartDelay times the restart's number is
+// the wait before it (1 s, 2 s, 3 s, 4 s: ten seconds in all).
+const (
+	startAttempts = 5
+	restartDelay  = time.Second
+)
 
 // ExitedError is WaitHTTP's answer when a process of the stack exited.
 type ExitedError struct{ Proc *Proc }
@@ -417,6 +429,16 @@ func (s *Stack) LaunchPath(name, path string, env map[string]string) error {
 // Relaunch starts the named process again, as it was first launched. The
 // previous instance must have exited (Kill or Terminate it first).
 func (s *Stack) Relaunch(name string) error { return s.RelaunchWith(name, nil) }
+
+// RestartWith starts the named service again (its previous instance must
+// have exited) with extra on top of its environment, and waits until url
+// answers 200, starting it again as Start does if it exits before that.
+func (s *Stack) RestartWith(ctx context.Context, name, url string, extra map[string]string) error {
+	if err := s.RelaunchWith(name, extra); err != nil {
+		return err
+	}
+	return s.waitReady(ctx, []waitFor{{name, url}})
+}
 
 // RelaunchWith starts the named process again with its first launch's
 // environment and extra on top (a configuration change, such as dlq-admin

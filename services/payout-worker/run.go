@@ -31,7 +31,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/service"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
@@ -424,13 +426,13 @@ func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Regis
 	})}
 	clients := map[string]psp.Client{}
 	if cfg.StripeSecretKey != "" {
-		clients["stripe"] = psp.NewStripe(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
+		clients["stripe"] = psp.NewStripe(stripeapi.New(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient))
 	} else {
 		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released, " +
 			"and live-mode Stripe credits, refunds and disputes are refused (evidence_mismatch): the key sets the mode")
 	}
 	if cfg.PaystackKey != "" {
-		clients["paystack"] = psp.NewPaystack(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient)
+		clients["paystack"] = psp.NewPaystack(paystackapi.New(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient))
 	} else {
 		logger.Warn("PAYSTACK_SECRET_KEY is not set: Paystack payouts fail and their holds are released")
 	}

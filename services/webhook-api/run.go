@@ -18,7 +18,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/service"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
@@ -319,10 +321,10 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, dep
 	client := &http.Client{Timeout: 30 * time.Second}
 	var sources []pspsync.Source
 	if rc.StripeSecretKey != "" {
-		sources = append(sources, pspsync.NewStripe(rc.StripeSecretKey, rc.StripeAPIBase, client))
+		sources = append(sources, pspsync.NewStripe(stripeapi.New(rc.StripeSecretKey, rc.StripeAPIBase, client)))
 	}
 	if cfg.PaystackSecretKey != "" {
-		ps := pspsync.NewPaystack(cfg.PaystackSecretKey, rc.PaystackAPIBase, client)
+		ps := pspsync.NewPaystack(paystackapi.New(cfg.PaystackSecretKey, rc.PaystackAPIBase, client))
 		ps.ReturnsLookback = rc.Window
 		sources = append(sources, ps)
 	}

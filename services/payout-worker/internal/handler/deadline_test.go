@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
@@ -148,7 +149,7 @@ func TestSendingPayoutWhoseDeliveryWasLostAdoptsWhatThePSPHas(t *testing.T) {
 	w := setup(t, options{})
 	pid := w.sendingWithoutDelivery(900)
 	// The lost delivery's create executed at the PSP.
-	client := psp.NewStripe("sk_test_aegis", w.psp.URL, &http.Client{})
+	client := psp.NewStripe(stripeapi.New("sk_test_aegis", w.psp.URL, &http.Client{}))
 	_, err := client.CreatePayout(context.Background(), psp.Request{PayoutID: pid, Amount: 900, Currency: "usd",
 		Destination: "ba_123", IdempotencyKey: psp.IdempotencyKey(pid)})
 	require.NoError(t, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
@@ -212,7 +213,7 @@ func TestCrashBetweenPSPCallAndCommitDoesNotPayTwice(t *testing.T) {
 	// A worker that died after its PSP call left the payout in
 	// SENDING_TO_GATEWAY with its message uncommitted: the redelivery resumes.
 	pid2 := w.createPayout(900, "ba_1", "stripe")
-	_, err := psp.NewStripe("sk_test_aegis", w.psp.URL, nil).CreatePayout(context.Background(),
+	_, err := psp.NewStripe(stripeapi.New("sk_test_aegis", w.psp.URL, nil)).CreatePayout(context.Background(),
 		psp.Request{PayoutID: pid2, Amount: 900, Currency: "usd", Destination: "ba_1"})
 	require.NoError(t, err)
 	_, err = w.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SENDING_TO_GATEWAY' WHERE id = $1`, pid2)

@@ -39,8 +39,10 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/logging"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
@@ -305,8 +307,8 @@ func setup(t *testing.T, o options) *world {
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
 	for name, c := range map[string]psp.Client{
-		"stripe":   psp.NewStripe("sk_test_aegis", w.pspProxy.url, httpClient),
-		"paystack": psp.NewPaystack("sk_test_paystack", w.pspProxy.url, httpClient),
+		"stripe":   psp.NewStripe(stripeapi.New("sk_test_aegis", w.pspProxy.url, httpClient)),
+		"paystack": psp.NewPaystack(paystackapi.New("sk_test_paystack", w.pspProxy.url, httpClient)),
 	} {
 		if name == o.withoutPSP {
 			continue

@@ -1,7 +1,9 @@
 // Package psp sends payouts to the payment service providers behind one small
 // interface, and says what their answers mean for retrying.
 //
-// Stripe goes through stripe-go v76: a bank account or card destination is a
+// Requests go through the one client of each PSP (pkg/stripeapi,
+// pkg/paystackapi), which retries nothing itself: retries are the worker's,
+// spaced by its backoff and breaker. A Stripe bank account or card destination is a
 // Payout (finished later by a payout.paid or payout.failed webhook, which finds
 // our payout through metadata[payout_id]); a connected account (acct_…) is a
 // Transfer, final when created. Paystack transfers go over its HTTP API with

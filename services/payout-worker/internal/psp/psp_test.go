@@ -17,7 +17,9 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/breaker"
 	"github.com/aegis-payments/aegis/pkg/errclass"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
@@ -32,11 +34,11 @@ func standIn(t *testing.T) *psptest.StandIn {
 }
 
 func stripeClient(s *psptest.StandIn) *psp.Stripe {
-	return psp.NewStripe("sk_test_aegis", s.URL, &http.Client{Timeout: 10 * time.Second})
+	return psp.NewStripe(stripeapi.New("sk_test_aegis", s.URL, &http.Client{Timeout: 10 * time.Second}))
 }
 
 func paystackClient(s *psptest.StandIn) *psp.Paystack {
-	return psp.NewPaystack("sk_test_paystack", s.URL, &http.Client{Timeout: 10 * time.Second})
+	return psp.NewPaystack(paystackapi.New("sk_test_paystack", s.URL, &http.Client{Timeout: 10 * time.Second}))
 }
 
 func req(id, dest string) psp.Request {
@@ -117,7 +119,7 @@ func TestStripe(t *testing.T) {
 	})
 
 	t.Run("unreachable PSP is transient and known not executed", func(t *testing.T) {
-		down := psp.NewStripe("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second})
+		down := psp.NewStripe(stripeapi.New("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second}))
 		_, err := down.CreatePayout(ctx, req("p-down", "ba_1"))
 		require.Equal(t, errclass.Transient, errclass.Of(err))
 		require.False(t, psp.OutcomeUnknown(err))
@@ -232,7 +234,7 @@ func TestFindPayout(t *testing.T) {
 	require.EqualValues(t, 50000, found.Amount)
 
 	// A PSP that cannot answer leaves the outcome unknown: never "not found".
-	down := psp.NewStripe("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second})
+	down := psp.NewStripe(stripeapi.New("sk_test_aegis", "http://127.0.0.1:1", &http.Client{Timeout: time.Second}))
 	_, err = down.FindPayout(ctx, psp.Lookup{PayoutID: "p-x", Destination: "ba_1", Since: since})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, psp.ErrNotFound)
@@ -276,7 +278,7 @@ func TestPaystackStatusesAreMappedExplicitly(t *testing.T) {
 			_, _ = fmt.Fprintf(rw, `{"status":true,"message":"ok","data":{"reference":"p-%[1]s","transfer_code":"TRF_%[1]s",`+
 				`"status":%[2]q,"amount":100,"currency":"NGN"}}`, strings.ReplaceAll(status, " ", "_"), status)
 		}))
-		c := psp.NewPaystack("sk_test_paystack", srv.URL, srv.Client())
+		c := psp.NewPaystack(paystackapi.New("sk_test_paystack", srv.URL, srv.Client()))
 		created, err := c.CreatePayout(context.Background(), req("p-"+status, "RCP_1"))
 		require.NoError(t, err, status)
 		found, err := c.FindPayout(context.Background(), psp.Lookup{PayoutID: "p-" + status})

@@ -8,34 +8,19 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/payout"
-	"github.com/stripe/stripe-go/v76/transfer"
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/provider"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 )
 
-// Stripe pays out through stripe-go v76.
+// Stripe pays out through Aegis's Stripe client (pkg/stripeapi).
 type Stripe struct {
-	payouts   payout.Client
-	transfers transfer.Client
+	api *stripeapi.Client
 }
 
-// NewStripe returns a Stripe client for secretKey. apiBase overrides Stripe's
-// URL (STRIPE_API_BASE; the local stand-in in dev and tests). stripe-go's own
-// retries are off: retries are ours, spaced by our backoff and breaker.
-func NewStripe(secretKey, apiBase string, httpClient *http.Client) *Stripe {
-	cfg := &stripe.BackendConfig{
-		HTTPClient:        httpClient,
-		MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-	}
-	if apiBase != "" {
-		cfg.URL = stripe.String(strings.TrimRight(apiBase, "/"))
-	}
-	b := stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
-	return &Stripe{payouts: payout.Client{B: b, Key: secretKey}, transfers: transfer.Client{B: b, Key: secretKey}}
-}
+// NewStripe returns the payout side of api.
+func NewStripe(api *stripeapi.Client) *Stripe { return &Stripe{api: api} }
 
 // Provider is "stripe".
 func (s *Stripe) Provider() string { return string(provider.Stripe) }
@@ -44,28 +29,17 @@ func (s *Stripe) Provider() string { return string(provider.Stripe) }
 // connected account (acct_…).
 func (s *Stripe) CreatePayout(ctx context.Context, req Request) (Result, error) {
 	meta := map[string]string{"payout_id": req.PayoutID}
+	money := stripeapi.Money{Amount: req.Amount, Currency: req.Currency}
 	if strings.HasPrefix(req.Destination, "acct_") {
-		params := &stripe.TransferParams{
-			Amount: stripe.Int64(req.Amount), Currency: stripe.String(req.Currency),
-			Destination: stripe.String(req.Destination), TransferGroup: stripe.String(req.PayoutID),
-		}
-		params.Context = ctx
-		params.Metadata = meta
-		params.SetIdempotencyKey(req.key())
-		tr, err := s.transfers.New(params)
+		tr, err := s.api.CreateTransfer(ctx, stripeapi.TransferRequest{Money: money, Destination: req.Destination,
+			TransferGroup: req.PayoutID, Metadata: meta, IdempotencyKey: req.key()})
 		if err != nil {
 			return Result{}, classifyStripe(err)
 		}
 		return Result{Reference: tr.ID, Status: "paid", Final: true}, nil
 	}
-	params := &stripe.PayoutParams{
-		Amount: stripe.Int64(req.Amount), Currency: stripe.String(req.Currency),
-		Destination: stripe.String(req.Destination),
-	}
-	params.Context = ctx
-	params.Metadata = meta
-	params.SetIdempotencyKey(req.key())
-	po, err := s.payouts.New(params)
+	po, err := s.api.CreatePayout(ctx, stripeapi.PayoutRequest{Money: money, Destination: req.Destination,
+		Metadata: meta, IdempotencyKey: req.key()})
 	if err != nil {
 		return Result{}, classifyStripe(err)
 	}
@@ -84,19 +58,16 @@ const maxLookupObjects = 10_000
 // newest first (its list endpoints' documented order); a failed object
 // answers only once the listing has no live one for the payout.
 func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
-	since := stripe.Int64(l.Since.Add(-time.Minute).Unix())
+	since := l.Since.Add(-time.Minute)
 	seen := 0
 	// found is the best object so far: a live one ends the listing, a
 	// failed one is kept while the listing looks for a live one.
 	var found *Result
 	if strings.HasPrefix(l.Destination, "acct_") {
-		params := &stripe.TransferListParams{TransferGroup: stripe.String(l.PayoutID),
-			CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
-		params.Context = ctx
-		params.Limit = stripe.Int64(100)
-		it := s.transfers.List(params)
-		for it.Next() {
-			tr := it.Transfer()
+		for tr, err := range s.api.Transfers(ctx, stripeapi.TransferQuery{Since: since, TransferGroup: l.PayoutID}) {
+			if err != nil {
+				return Result{}, lookupFailed(err)
+			}
 			if tr.Metadata["payout_id"] == l.PayoutID {
 				res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency),
 					PayoutID: tr.Metadata["payout_id"]}
@@ -111,20 +82,12 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 				return Result{}, unknownOutcome("stripe", "transfer lookup listed too many transfers", nil)
 			}
 		}
-		if err := it.Err(); err != nil {
-			return Result{}, lookupFailed(err)
-		}
 		return foundOrNot(found)
 	}
-	params := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: *since}}
-	if l.Destination != "" {
-		params.Destination = stripe.String(l.Destination)
-	}
-	params.Context = ctx
-	params.Limit = stripe.Int64(100)
-	it := s.payouts.List(params)
-	for it.Next() {
-		po := it.Payout()
+	for po, err := range s.api.Payouts(ctx, stripeapi.PayoutQuery{Since: since, Destination: l.Destination}) {
+		if err != nil {
+			return Result{}, lookupFailed(err)
+		}
 		if po.Metadata["payout_id"] == l.PayoutID {
 			res := Result{Reference: po.ID, Status: string(po.Status), Amount: po.Amount, Currency: string(po.Currency),
 				PayoutID: po.Metadata["payout_id"]}
@@ -141,9 +104,6 @@ func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
 		if seen++; seen >= maxLookupObjects {
 			return Result{}, unknownOutcome("stripe", "payout lookup listed too many payouts", nil)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return Result{}, lookupFailed(err)
 	}
 	return foundOrNot(found)
 }

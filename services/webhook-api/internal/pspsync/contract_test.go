@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
 )
@@ -38,7 +39,7 @@ func TestRunComparesPayoutsWithTheGrantsLeftAfterTheContract(t *testing.T) {
 
 	api := db.As(t, migrations.RoleWebhookAPI)
 	rec := pspsync.NewReconciler(pspsync.Config{Window: time.Hour, Grace: 0}, pspsync.NewRuns(api),
-		ingest.NewStore(api, noNotify{}, time.Now), []pspsync.Source{pspsync.NewStripe(stripeKey, standIn.URL, nil)},
+		ingest.NewStore(api, noNotify{}, time.Now), []pspsync.Source{pspsync.NewStripe(stripeapi.New(stripeKey, standIn.URL, nil))},
 		lifecycle.Deps{Logger: quiet()})
 	rep, err := rec.Run(ctx, runID, time.Now())
 	require.NoError(t, err)

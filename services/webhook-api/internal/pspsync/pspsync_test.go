@@ -22,8 +22,10 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
 )
@@ -71,8 +73,8 @@ func newBareEnv(t *testing.T, cfg pspsync.Config) *env {
 	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
 	runs := pspsync.NewRuns(db.Pool)
 	sources := []pspsync.Source{
-		pspsync.NewStripe(stripeKey, standIn.URL, nil),
-		pspsync.NewPaystack(paystackKey, standIn.URL, nil),
+		pspsync.NewStripe(stripeapi.New(stripeKey, standIn.URL, nil)),
+		pspsync.NewPaystack(paystackapi.New(paystackKey, standIn.URL, nil)),
 	}
 	rec := pspsync.NewReconciler(cfg, runs, store, sources, lifecycle.Deps{})
 	enq, err := jobs.InsertOnly(db.Pool, quiet())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync"
 )
 
@@ -70,7 +71,7 @@ func TestScheduleRequestsOneRunPerPeriodWithTwoClients(t *testing.T) {
 func TestRunInterruptedByShutdownIsFinishedByTheNextClient(t *testing.T) {
 	e := newBareEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
 	e.psp.Pay(t, "stripe", "bob", 1100, "usd")
-	hang := hangingSource{Source: pspsync.NewStripe(stripeKey, e.psp.URL, nil), started: make(chan struct{}, 1)}
+	hang := hangingSource{Source: pspsync.NewStripe(stripeapi.New(stripeKey, e.psp.URL, nil)), started: make(chan struct{}, 1)}
 	stuck := pspsync.NewReconciler(pspsync.Config{Window: time.Hour, Grace: time.Hour}, e.runs, e.store,
 		[]pspsync.Source{hang}, lifecycle.Deps{})
 	first, _ := e.startRunner(stuck, pspsync.RunnerConfig{})

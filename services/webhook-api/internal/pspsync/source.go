@@ -5,21 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/form"
-	"github.com/stripe/stripe-go/v76/payout"
-	"github.com/stripe/stripe-go/v76/transfer"
 
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/provider"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 )
 
 // Pulled is one event from a PSP's own record, as the PSP renders it.
@@ -77,83 +72,28 @@ type Source interface {
 // reporting a partial record as the whole.
 const maxListed = 100_000
 
-// Stripe reads Stripe's record through stripe-go v76.
+// Stripe reads Stripe's record through Aegis's Stripe client (pkg/stripeapi).
 type Stripe struct {
-	b         stripe.Backend
-	key       string
-	payouts   payout.Client
-	transfers transfer.Client
+	api *stripeapi.Client
 }
 
-// NewStripe returns Stripe's record for secretKey; apiBase overrides
-// Stripe's URL (STRIPE_API_BASE: the stand-in in dev and tests).
-func NewStripe(secretKey, apiBase string, httpClient *http.Client) *Stripe {
-	cfg := &stripe.BackendConfig{
-		HTTPClient:        httpClient,
-		MaxNetworkRetries: stripe.Int64(2),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-	}
-	if apiBase != "" {
-		cfg.URL = stripe.String(strings.TrimRight(apiBase, "/"))
-	}
-	b := stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
-	return &Stripe{b: b, key: secretKey, payouts: payout.Client{B: b, Key: secretKey}, transfers: transfer.Client{B: b, Key: secretKey}}
-}
+// NewStripe returns Stripe's record as api reads it.
+func NewStripe(api *stripeapi.Client) *Stripe { return &Stripe{api: api} }
 
 // Provider is "stripe".
 func (s *Stripe) Provider() string { return string(provider.Stripe) }
 
-// rawEvent is one event of a list page, kept byte for byte: it is stored
-// and normalised exactly as its webhook would have been. ID is what
-// stripe-go's iterator pages on (starting_after).
-type rawEvent struct {
-	ID   string
-	Body []byte
-}
-
-func (e *rawEvent) UnmarshalJSON(b []byte) error {
-	var v struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	e.ID, e.Body = v.ID, append([]byte(nil), b...)
-	return nil
-}
-
-type rawEventList struct {
-	stripe.APIResource
-	stripe.ListMeta
-	Data []*rawEvent `json:"data"`
-}
-
-func (l *rawEventList) GetListMeta() *stripe.ListMeta { return &l.ListMeta }
-
-// Events pages GET /v1/events?created[gte]=since, newest first, with
-// stripe-go's iterator (starting_after cursors).
+// Events pages GET /v1/events?created[gte]=since, newest first.
 func (s *Stripe) Events(ctx context.Context, since time.Time) ([]Pulled, error) {
-	params := &stripe.EventListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
-	params.Context = ctx
-	params.Limit = stripe.Int64(100)
-	it := stripe.GetIter(params, func(p *stripe.Params, b *form.Values) ([]interface{}, stripe.ListContainer, error) {
-		list := &rawEventList{}
-		err := s.b.CallRaw(http.MethodGet, "/v1/events", s.key, b, p, list)
-		out := make([]interface{}, len(list.Data))
-		for i, e := range list.Data {
-			out[i] = e
-		}
-		return out, list, err
-	})
 	var events []Pulled
-	for it.Next() {
-		events = append(events, Pulled{Body: it.Current().(*rawEvent).Body})
+	for e, err := range s.api.Events(ctx, since) {
+		if err != nil {
+			return nil, fmt.Errorf("stripe events: %w", err)
+		}
+		events = append(events, Pulled{Body: e.Body})
 		if len(events) > maxListed {
 			return nil, fmt.Errorf("stripe events: more than %d since %s", maxListed, since.Format(time.RFC3339))
 		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("stripe events: %w", err)
 	}
 	return events, nil
 }
@@ -191,35 +131,27 @@ func stripeTransferObject(tr *stripe.Transfer) Object {
 // our metadata[payout_id] (Stripe cannot filter by metadata).
 func (s *Stripe) Objects(ctx context.Context, since time.Time) ([]Object, error) {
 	var out []Object
-	pp := &stripe.PayoutListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
-	pp.Context = ctx
-	pp.Limit = stripe.Int64(100)
-	pit := s.payouts.List(pp)
-	for pit.Next() {
-		if po := pit.Payout(); po.Metadata["payout_id"] != "" {
+	for po, err := range s.api.Payouts(ctx, stripeapi.PayoutQuery{Since: since}) {
+		if err != nil {
+			return nil, fmt.Errorf("stripe payouts: %w", err)
+		}
+		if po.Metadata["payout_id"] != "" {
 			out = append(out, stripePayoutObject(po))
 		}
 		if len(out) > maxListed {
 			return nil, fmt.Errorf("stripe payouts: more than %d", maxListed)
 		}
 	}
-	if err := pit.Err(); err != nil {
-		return nil, fmt.Errorf("stripe payouts: %w", err)
-	}
-	tp := &stripe.TransferListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
-	tp.Context = ctx
-	tp.Limit = stripe.Int64(100)
-	tit := s.transfers.List(tp)
-	for tit.Next() {
-		if tr := tit.Transfer(); tr.Metadata["payout_id"] != "" {
+	for tr, err := range s.api.Transfers(ctx, stripeapi.TransferQuery{Since: since}) {
+		if err != nil {
+			return nil, fmt.Errorf("stripe transfers: %w", err)
+		}
+		if tr.Metadata["payout_id"] != "" {
 			out = append(out, stripeTransferObject(tr))
 		}
 		if len(out) > maxListed {
 			return nil, fmt.Errorf("stripe transfers: more than %d", maxListed)
 		}
-	}
-	if err := tit.Err(); err != nil {
-		return nil, fmt.Errorf("stripe transfers: %w", err)
 	}
 	return out, nil
 }
@@ -234,22 +166,17 @@ func (s *Stripe) Lookup(ctx context.Context, _, pspID string) (Object, error) {
 		err error
 	)
 	if strings.HasPrefix(pspID, "tr_") {
-		p := &stripe.TransferParams{}
-		p.Context = ctx
 		var tr *stripe.Transfer
-		if tr, err = s.transfers.Get(pspID, p); err == nil {
+		if tr, err = s.api.Transfer(ctx, pspID); err == nil {
 			o = stripeTransferObject(tr)
 		}
 	} else {
-		p := &stripe.PayoutParams{}
-		p.Context = ctx
 		var po *stripe.Payout
-		if po, err = s.payouts.Get(pspID, p); err == nil {
+		if po, err = s.api.Payout(ctx, "", pspID); err == nil {
 			o = stripePayoutObject(po)
 		}
 	}
-	var se *stripe.Error
-	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+	if stripeapi.IsNotFound(err) {
 		return Object{}, ErrNotFound
 	}
 	if err != nil {
@@ -265,9 +192,7 @@ func (s *Stripe) Lookup(ctx context.Context, _, pspID string) (Object, error) {
 // that it normalises to the same identity (event name and data.id) as the
 // webhook.
 type Paystack struct {
-	key  string
-	base string
-	http *http.Client
+	api *paystackapi.Client
 	// ReturnsLookback widens the refund and dispute listings before the
 	// window: Paystack filters them on their creation time, and a refund
 	// processed or a dispute resolved now may have been created well
@@ -276,91 +201,19 @@ type Paystack struct {
 	ReturnsLookback time.Duration
 }
 
-// DefaultPaystackBase is Paystack's API.
-const DefaultPaystackBase = "https://api.paystack.co"
-
-// NewPaystack returns Paystack's record for secretKey; apiBase overrides
-// Paystack's URL (PAYSTACK_API_BASE).
-func NewPaystack(secretKey, apiBase string, httpClient *http.Client) *Paystack {
-	if apiBase == "" {
-		apiBase = DefaultPaystackBase
-	}
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &Paystack{key: secretKey, base: strings.TrimRight(apiBase, "/"), http: httpClient}
-}
+// NewPaystack returns Paystack's record as api reads it.
+func NewPaystack(api *paystackapi.Client) *Paystack { return &Paystack{api: api} }
 
 // Provider is "paystack".
 func (p *Paystack) Provider() string { return string(provider.Paystack) }
 
-type paystackList struct {
-	Status  bool              `json:"status"`
-	Message string            `json:"message"`
-	Data    []json.RawMessage `json:"data"`
-	Meta    struct {
-		PageCount int `json:"pageCount"`
-		Page      int `json:"page"`
-	} `json:"meta"`
-}
-
-type paystackOne struct {
-	Status  bool            `json:"status"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}
-
-func (p *Paystack) get(ctx context.Context, path string, q url.Values, out any) (int, error) {
-	u := p.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, fmt.Errorf("paystack %s: %w", path, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+p.key)
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("paystack %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return resp.StatusCode, fmt.Errorf("paystack %s: read: %w", path, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return resp.StatusCode, ErrNotFound
-	}
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, fmt.Errorf("paystack %s: status %d", path, resp.StatusCode)
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return resp.StatusCode, fmt.Errorf("paystack %s: decode: %w", path, err)
-	}
-	return resp.StatusCode, nil
-}
-
-// list pages a Paystack list (perPage 100, from since; newest first).
+// list pages a Paystack list; a 404 is ErrNotFound.
 func (p *Paystack) list(ctx context.Context, path string, since time.Time) ([]json.RawMessage, error) {
-	var all []json.RawMessage
-	for page := 1; ; page++ {
-		q := url.Values{"perPage": {"100"}, "page": {strconv.Itoa(page)}, "from": {since.UTC().Format(time.RFC3339)}}
-		var l paystackList
-		if _, err := p.get(ctx, path, q, &l); err != nil {
-			return nil, err
-		}
-		if !l.Status {
-			return nil, fmt.Errorf("paystack %s: %s", path, l.Message)
-		}
-		all = append(all, l.Data...)
-		if len(all) > maxListed {
-			return nil, fmt.Errorf("paystack %s: more than %d", path, maxListed)
-		}
-		if page >= l.Meta.PageCount || len(l.Data) == 0 {
-			return all, nil
-		}
+	items, err := p.api.List(ctx, path, since)
+	if errors.Is(err, paystackapi.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
+	return items, err
 }
 
 type paystackTransfer struct {
@@ -642,12 +495,17 @@ func (p *Paystack) Objects(ctx context.Context, since time.Time) ([]Object, erro
 
 // Lookup verifies a transfer by its reference, our payout id.
 func (p *Paystack) Lookup(ctx context.Context, payoutID, _ string) (Object, error) {
-	var one paystackOne
-	if _, err := p.get(ctx, "/transfer/verify/"+url.PathEscape(payoutID), nil, &one); err != nil {
+	ans, err := p.api.VerifyTransfer(ctx, payoutID)
+	if err != nil {
+		return Object{}, err
+	}
+	if err := ans.Err("/transfer/verify"); errors.Is(err, paystackapi.ErrNotFound) {
+		return Object{}, ErrNotFound
+	} else if err != nil {
 		return Object{}, err
 	}
 	var t paystackTransfer
-	if err := json.Unmarshal(one.Data, &t); err != nil {
+	if err := json.Unmarshal(ans.Data, &t); err != nil {
 		return Object{}, fmt.Errorf("paystack transfer %s: %w", payoutID, err)
 	}
 	return t.object(), nil

@@ -23,6 +23,7 @@ const (
 	EnvWebhookMaxAttempts  = "PSP_WEBHOOK_MAX_ATTEMPTS"
 	EnvWebhookBackoff      = "PSP_WEBHOOK_BACKOFF"
 	EnvIdempotencyWindow   = "PSP_IDEMPOTENCY_WINDOW"
+	EnvBalances            = "PSP_BALANCES"
 )
 
 // Defaults.
@@ -74,6 +75,11 @@ type Config struct {
 	// response are kept (default 24h, as Stripe); after it the key is
 	// pruned and a request with it executes anew.
 	IdempotencyWindow time.Duration
+
+	// Balances is the starting available balance, per currency in minor
+	// units, of the Stripe platform (balance.go). Nil means DefaultBalance
+	// in each default currency.
+	Balances map[string]int64
 
 	// MaxCalls bounds the call log (oldest entries are dropped first).
 	// Default 100000.
@@ -154,6 +160,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.WebhookBackoff = d
 	}
 
+	if v := get(EnvBalances); v != "" {
+		b, err := parseBalances(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", EnvBalances, err)
+		}
+		cfg.Balances = b
+	}
+
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
 	}
@@ -206,6 +220,9 @@ func (c Config) validate() error {
 	}
 	if _, err := c.Faults.normalize(); err != nil {
 		return fmt.Errorf("%s: %w", EnvFaults, err)
+	}
+	if err := validateBalances(c.Balances); err != nil {
+		return fmt.Errorf("%s: %w", EnvBalances, err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 	require.Equal(t, time.Second, cfg.WebhookBackoff)
 	require.Empty(t, cfg.StripeWebhookURL)
 	require.Empty(t, cfg.Faults.Next)
+	require.Nil(t, cfg.Balances, "the default balances")
 }
 
 func TestConfigFromEnvAll(t *testing.T) {
@@ -37,6 +38,7 @@ func TestConfigFromEnvAll(t *testing.T) {
 		psp.EnvWebhookMaxAttempts:  "3",
 		psp.EnvWebhookBackoff:      "250ms",
 		psp.EnvIdempotencyWindow:   "90m",
+		psp.EnvBalances:            "usd=500, NGN=7",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:0", cfg.Addr)
@@ -50,6 +52,7 @@ func TestConfigFromEnvAll(t *testing.T) {
 	require.Equal(t, 3, cfg.WebhookMaxAttempts)
 	require.Equal(t, 250*time.Millisecond, cfg.WebhookBackoff)
 	require.Equal(t, 90*time.Minute, cfg.IdempotencyWindow)
+	require.Equal(t, map[string]int64{"usd": 500, "ngn": 7}, cfg.Balances)
 
 	_, err = psp.New(cfg, nil)
 	require.NoError(t, err)
@@ -66,6 +69,7 @@ func TestConfigFromEnvErrorsNameTheVariable(t *testing.T) {
 		psp.EnvStripeWebhookURL:    {psp.EnvStripeWebhookURL: "localhost:8080/x", psp.EnvStripeWebhookSecret: "whsec"},
 		psp.EnvStripeWebhookSecret: {psp.EnvStripeWebhookURL: "http://127.0.0.1:1/x"},
 		psp.EnvPaystackSecretKey:   {psp.EnvPaystackWebhookURL: "http://127.0.0.1:1/x"},
+		psp.EnvBalances:            {psp.EnvBalances: "usd=lots"},
 	}
 	for name, env := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -82,6 +86,10 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = psp.New(psp.Config{Faults: psp.FaultSpec{ErrorRate: -1}}, nil)
 	require.Error(t, err)
 	_, err = psp.New(psp.Config{SettleDelay: -time.Second}, nil)
+	require.Error(t, err)
+	_, err = psp.New(psp.Config{Balances: map[string]int64{"usd": -1}}, nil)
+	require.Error(t, err)
+	_, err = psp.New(psp.Config{Balances: map[string]int64{"dollars": 1}}, nil)
 	require.Error(t, err)
 }
 

@@ -30,16 +30,20 @@ type recordedEvent struct {
 	id      string
 	typ     string
 	created int64
+	// account is the connected account the event happened on ("" for the
+	// platform's own): listed only with that Stripe-Account.
+	account string
 	body    []byte
 }
 
 // recordStripeEventLocked renders a Stripe event about obj as it is now and
-// keeps it in the PSP's record; it returns the event id and body.
-func (s *Server) recordStripeEventLocked(st *state, typ string, obj any, now time.Time) (string, []byte) {
+// keeps it in the PSP's record; it returns the event id and body. An event
+// on a connected account carries it as "account", as Connect events do.
+func (s *Server) recordStripeEventLocked(st *state, typ, account string, obj any, now time.Time) (string, []byte) {
 	id := newID("evt_", 24)
-	body := mustJSON(stripeEvent{ID: id, Object: "event", APIVersion: StripeAPIVersion, Created: now.Unix(),
+	body := mustJSON(stripeEvent{ID: id, Object: "event", Account: account, APIVersion: StripeAPIVersion, Created: now.Unix(),
 		Data: stripeEventData{Object: obj}, PendingWebhooks: 1, Type: typ})
-	st.stripeEvents = append(st.stripeEvents, recordedEvent{id: id, typ: typ, created: now.Unix(), body: body})
+	st.stripeEvents = append(st.stripeEvents, recordedEvent{id: id, typ: typ, created: now.Unix(), account: account, body: body})
 	return id, body
 }
 
@@ -85,17 +89,17 @@ func createdFilter(q url.Values) (func(int64) bool, *response) {
 }
 
 // handleStripeEvents serves GET /v1/events as Stripe does.
+// Each account sees its own events: the platform (no Stripe-Account) its
+// own, a connected account's only with its Stripe-Account.
 func (s *Server) handleStripeEvents(w http.ResponseWriter, r *http.Request) {
-	_, call := s.beginCall(r, ProviderStripe)
-	if _, errBody := stripeAPIKey(r); errBody != nil {
-		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+	_, call, account, ok := s.beginStripeRead(w, r)
+	if !ok {
 		return
 	}
-	s.sleep(r.Context(), s.latency(ProviderStripe))
-	s.respond(w, call, s.listStripeEvents(r.URL.Query()))
+	s.respond(w, call, s.listStripeEvents(r.URL.Query(), account))
 }
 
-func (s *Server) listStripeEvents(q url.Values) response {
+func (s *Server) listStripeEvents(q url.Values, account string) response {
 	limit := 10
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -122,7 +126,7 @@ func (s *Server) listStripeEvents(q url.Values) response {
 		return stripeParamError("ending_before", "You may only specify one of these parameters: starting_after, ending_before.")
 	}
 	match := func(e recordedEvent) bool {
-		if !created(e.created) {
+		if e.account != account || !created(e.created) {
 			return false
 		}
 		if len(types) == 0 {
@@ -146,7 +150,7 @@ func (s *Server) listStripeEvents(q url.Values) response {
 	cursor := -1
 	for i := len(all) - 1; i >= 0; i-- {
 		e := all[i]
-		if (after != "" && e.id == after) || (before != "" && e.id == before) {
+		if e.account == account && ((after != "" && e.id == after) || (before != "" && e.id == before)) {
 			cursor = len(ordered)
 			ordered = append(ordered, e)
 			continue
@@ -187,16 +191,15 @@ func (s *Server) listStripeEvents(q url.Values) response {
 
 // handleStripeEvent serves GET /v1/events/{id}.
 func (s *Server) handleStripeEvent(w http.ResponseWriter, r *http.Request) {
-	_, call := s.beginCall(r, ProviderStripe)
-	if _, errBody := stripeAPIKey(r); errBody != nil {
-		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+	_, call, account, ok := s.beginStripeRead(w, r)
+	if !ok {
 		return
 	}
 	id := r.PathValue("id")
 	var body []byte
 	s.mu.Lock()
 	for _, e := range s.st.stripeEvents {
-		if e.id == id {
+		if e.id == id && e.account == account {
 			body = e.body
 			break
 		}

@@ -311,7 +311,7 @@ func (s *Server) disputeEventLocked(st *state, p *payment, d ReturnRecord, now t
 }
 
 func (s *Server) stripeEventLocked(st *state, objectID, typ string, obj any, now time.Time) {
-	id, body := s.recordStripeEventLocked(st, typ, obj, now)
+	id, body := s.recordStripeEventLocked(st, typ, "", obj, now)
 	if s.cfg.StripeWebhookURL == "" {
 		return
 	}

@@ -50,7 +50,6 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		rng:     newRand(cfg.Seed),
-		st:      newState(),
 		faults:  make(map[Provider]*faultState),
 	}
 	if cfg.HTTPClient != nil {
@@ -62,9 +61,17 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	for _, p := range providers {
 		s.faults[p] = newFaultState(FaultSpec{}, p)
 	}
+	s.st = s.freshState()
 	s.setFaultsLocked(cfg.Faults)
 	s.mux = s.routes()
 	return s, nil
+}
+
+// freshState is an empty state with the starting balances.
+func (s *Server) freshState() *state {
+	st := newState()
+	seedBalances(st, s.cfg)
+	return st
 }
 
 func newRand(seed uint64) *rand.Rand {
@@ -88,6 +95,13 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/transfers", s.handleStripeList(KindTransfer))
 	mux.HandleFunc("POST /v1/transfers", s.handleStripeTransferCreate)
 	mux.HandleFunc("GET /v1/transfers/{id}", s.handleStripeGet(KindTransfer))
+	mux.HandleFunc("POST /v1/transfers/{id}", s.handleStripeTransferUpdate)
+	mux.HandleFunc("POST /v1/transfers/{id}/reversals", s.handleStripeReversalCreate)
+	mux.HandleFunc("GET /v1/transfers/{id}/reversals", s.handleStripeReversalList)
+	mux.HandleFunc("GET /v1/transfers/{id}/reversals/{reversal}", s.handleStripeReversalGet)
+	mux.HandleFunc("GET /v1/accounts/{id}", s.handleStripeAccount)
+	mux.HandleFunc("GET /v1/accounts/{id}/external_accounts/{ext}", s.handleStripeExternalAccount)
+	mux.HandleFunc("GET /v1/balance", s.handleStripeBalance)
 	mux.HandleFunc("GET /v1/events", s.handleStripeEvents)
 	mux.HandleFunc("GET /v1/events/{id}", s.handleStripeEvent)
 	mux.HandleFunc("/v1/", s.handleStripeUnknown)
@@ -109,6 +123,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_psp/objects", s.handleObjects)
 	mux.HandleFunc("GET /_psp/objects/{id}", s.handleObject)
 	mux.HandleFunc("POST /_psp/objects/{id}/settle", s.handleSettle)
+	mux.HandleFunc("POST /_psp/objects/{id}/reverse", s.handleReverse)
 	mux.HandleFunc("POST /_psp/payments", s.handlePaymentCreate)
 	mux.HandleFunc("GET /_psp/payments/{id}", s.handlePaymentGet)
 	mux.HandleFunc("POST /_psp/payments/{id}/refunds", s.handleRefundCreate)
@@ -255,6 +270,9 @@ type createOp struct {
 	idemKey     string // Idempotency-Key header, "" if none
 	idemScope   string // provider + API key (+ account) + key
 	fingerprint string // method, path and canonical parameters
+	// faultless: the request moves no money, so no fault is drawn for it
+	// (latency still applies).
+	faultless bool
 	// exec validates and executes the request. It runs with s.mu held;
 	// draw decides the execution fault and must be called at most once,
 	// only when the request is about to execute (after validation, and not
@@ -273,7 +291,10 @@ type createOp struct {
 func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) {
 	s.mu.Lock()
 	fs := s.faults[op.provider]
-	infra := fs.drawInfra(s.rng)
+	var infra FaultKind
+	if !op.faultless {
+		infra = fs.drawInfra(s.rng)
+	}
 	spec := fs.spec
 	s.mu.Unlock()
 	timeout := time.Duration(spec.Timeout)
@@ -362,7 +383,7 @@ func (s *Server) runCreate(w http.ResponseWriter, r *http.Request, op createOp) 
 	var execFault FaultKind
 	s.mu.Lock()
 	res := op.exec(op.st, func() FaultKind {
-		if slow {
+		if slow || op.faultless {
 			return "" // one fault per request: it has had its own
 		}
 		execFault = s.faults[op.provider].drawExec(s.rng)
@@ -647,7 +668,7 @@ func (s *Server) handleWebhooks(w http.ResponseWriter, _ *http.Request) {
 // DELETE /_psp/state.
 func (s *Server) Reset() {
 	s.mu.Lock()
-	s.st = newState()
+	s.st = s.freshState()
 	s.rng = newRand(s.cfg.Seed)
 	s.setFaultsLocked(FaultSpec{})
 	s.mu.Unlock()

@@ -33,17 +33,23 @@ const (
 
 // ObjectRecord is one created object as listed by GET /_psp/objects.
 type ObjectRecord struct {
-	Provider       Provider   `json:"provider"`
-	Kind           string     `json:"kind"`
-	ID             string     `json:"id"`
-	IdempotencyKey string     `json:"idempotency_key"`
-	Reference      string     `json:"reference"`
-	PayoutID       string     `json:"payout_id"`
-	Amount         int64      `json:"amount"`
-	Currency       string     `json:"currency"`
-	Destination    string     `json:"destination"`
-	Status         string     `json:"status"`
-	FailureCode    string     `json:"failure_code,omitempty"`
+	Provider       Provider `json:"provider"`
+	Kind           string   `json:"kind"`
+	ID             string   `json:"id"`
+	IdempotencyKey string   `json:"idempotency_key"`
+	Reference      string   `json:"reference"`
+	PayoutID       string   `json:"payout_id"`
+	Amount         int64    `json:"amount"`
+	Currency       string   `json:"currency"`
+	Destination    string   `json:"destination"`
+	Status         string   `json:"status"`
+	FailureCode    string   `json:"failure_code,omitempty"`
+	// Account is the Stripe connected account the object belongs to (a
+	// payout made with Stripe-Account, or a transfer made from its
+	// balance); "" for the platform's.
+	Account string `json:"account,omitempty"`
+	// AmountReversed is how much of a Stripe transfer has been reversed.
+	AmountReversed int64      `json:"amount_reversed,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
 	SettledAt      *time.Time `json:"settled_at,omitempty"`
 }
@@ -195,6 +201,11 @@ type state struct {
 	// stripeEvents is every Stripe event created, sent or not, oldest
 	// first: GET /v1/events.
 	stripeEvents []recordedEvent
+	// balances are the available balances (balance.go).
+	balances map[balanceKey]int64
+	// accounts are the connected accounts named so far, with their
+	// creation time (connect.go).
+	accounts map[string]int64
 }
 
 func newState() *state {
@@ -206,6 +217,8 @@ func newState() *state {
 		payments:     make(map[string]*payment),
 		disputes:     make(map[string]*payment),
 		paystackSeq:  1_000_000,
+		balances:     make(map[balanceKey]int64),
+		accounts:     make(map[string]int64),
 	}
 }
 

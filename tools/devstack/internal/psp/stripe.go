@@ -61,6 +61,10 @@ type stripeTransfer struct {
 	SourceTransaction  *string           `json:"source_transaction"`
 	SourceType         string            `json:"source_type"`
 	TransferGroup      *string           `json:"transfer_group"`
+
+	// reversals are all of the transfer's reversals, newest first; the
+	// Reversals list shows the ten newest, as Stripe does.
+	reversals []*stripeReversal
 }
 
 type stripeList struct {
@@ -166,7 +170,9 @@ func optional(form url.Values, key string) *string {
 	return &v
 }
 
-func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *paramError) {
+// unknownParam refuses a form key that is not allowed (metadata and expand
+// always are), as Stripe refuses unknown parameters.
+func unknownParam(form url.Values, allowed ...string) *paramError {
 	keys := make([]string, 0, len(form))
 	for k := range form {
 		keys = append(keys, k)
@@ -178,21 +184,50 @@ func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *param
 			strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]"),
 			k == "expand[]", strings.HasPrefix(k, "expand["):
 		default:
-			return stripeCommon{}, &paramError{code: "parameter_unknown", param: k, msg: fmt.Sprintf("Received unknown parameter: %s", k)}
+			return &paramError{code: "parameter_unknown", param: k, msg: fmt.Sprintf("Received unknown parameter: %s", k)}
 		}
 	}
+	return nil
+}
 
+// positiveAmount reads an amount parameter.
+func positiveAmount(raw string) (int64, *paramError) {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, &paramError{code: "parameter_invalid_integer", param: "amount", msg: fmt.Sprintf("Invalid integer: %s", raw)}
+	}
+	if n <= 0 {
+		return 0, &paramError{code: "parameter_invalid_integer", param: "amount", msg: "This value must be greater than or equal to 1."}
+	}
+	return n, nil
+}
+
+// metadataOf reads metadata[...] (empty values unset a key, as in Stripe).
+func metadataOf(form url.Values) map[string]string {
+	md := map[string]string{}
+	for k := range form {
+		if strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]") {
+			name := k[len("metadata[") : len(k)-1]
+			if v := form.Get(k); v != "" && name != "" {
+				md[name] = v
+			}
+		}
+	}
+	return md
+}
+
+func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *paramError) {
 	var c stripeCommon
+	if perr := unknownParam(form, allowed...); perr != nil {
+		return c, perr
+	}
 	raw := form.Get("amount")
 	if raw == "" {
 		return c, missing("amount")
 	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil {
-		return c, &paramError{code: "parameter_invalid_integer", param: "amount", msg: fmt.Sprintf("Invalid integer: %s", raw)}
-	}
-	if n <= 0 {
-		return c, &paramError{code: "parameter_invalid_integer", param: "amount", msg: "This value must be greater than or equal to 1."}
+	n, perr := positiveAmount(raw)
+	if perr != nil {
+		return c, perr
 	}
 	c.amount = n
 
@@ -206,16 +241,7 @@ func parseStripeCommon(form url.Values, allowed ...string) (stripeCommon, *param
 	c.currency = cur
 	c.description = optional(form, "description")
 	c.destination = form.Get("destination")
-
-	c.metadata = map[string]string{}
-	for _, k := range keys {
-		if strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]") {
-			name := k[len("metadata[") : len(k)-1]
-			if v := form.Get(k); v != "" && name != "" {
-				c.metadata[name] = v
-			}
-		}
-	}
+	c.metadata = metadataOf(form)
 	return c, nil
 }
 
@@ -244,47 +270,67 @@ var (
 		"You have insufficient funds in your Stripe account for this transfer. Your card balance is too low. You can use the /v1/balance endpoint to view your Stripe balance (for more details, see stripe.com/docs/api#balance).")
 )
 
+// stripeCreate is a Stripe create past its preamble.
+type stripeCreate struct {
+	st   *state
+	call *CallRecord
+	key  string
+	// account is the connected account the request acts for
+	// (Stripe-Account), "" for the platform.
+	account string
+	form    url.Values
+}
+
 // beginStripeCreate does the common preamble of a Stripe create: call
-// record, auth, form parsing. ok is false if a response was written.
-func (s *Server) beginStripeCreate(w http.ResponseWriter, r *http.Request) (st *state, call *CallRecord, key string, form url.Values, ok bool) {
-	st, call = s.beginCall(r, ProviderStripe)
+// record, auth, Stripe-Account, form parsing. ok is false if a response
+// was written.
+func (s *Server) beginStripeCreate(w http.ResponseWriter, r *http.Request) (stripeCreate, bool) {
+	st, call := s.beginCall(r, ProviderStripe)
 	key, errBody := stripeAPIKey(r)
 	if errBody != nil {
 		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
-		return nil, nil, "", nil, false
+		return stripeCreate{}, false
+	}
+	account, bad := stripeAccountOf(r, key)
+	if bad != nil {
+		s.respond(w, call, *bad)
+		return stripeCreate{}, false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	if err := r.ParseForm(); err != nil {
 		s.respond(w, call, response{status: http.StatusBadRequest, body: stripeErr("invalid_request_error", "", "", "Invalid request body: "+err.Error()), outcome: OutcomeInvalid})
-		return nil, nil, "", nil, false
+		return stripeCreate{}, false
 	}
 	if len(strings.TrimSpace(r.Header.Get("Idempotency-Key"))) > 255 {
 		s.respond(w, call, response{status: http.StatusBadRequest, body: stripeErr("invalid_request_error", "", "", "Idempotency-Key must be at most 255 characters long."), outcome: OutcomeInvalid})
-		return nil, nil, "", nil, false
+		return stripeCreate{}, false
 	}
 	s.setCallPayoutID(call, r.PostForm.Get("metadata[payout_id]"))
-	return st, call, key, r.PostForm, true
+	return stripeCreate{st: st, call: call, key: key, account: account, form: r.PostForm}, true
 }
 
-func stripeCreateOp(r *http.Request, st *state, call *CallRecord, key string, form url.Values) createOp {
+// createOp is the pipeline's op for c: its idempotency key is scoped per
+// API key and Stripe-Account, as Stripe scopes keys.
+func (c stripeCreate) createOp(r *http.Request) createOp {
 	idem := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	return createOp{
 		provider:    ProviderStripe,
 		d:           stripeDialect{},
-		st:          st,
-		call:        call,
+		st:          c.st,
+		call:        c.call,
 		idemKey:     idem,
-		idemScope:   strings.Join([]string{string(ProviderStripe), key, r.Header.Get("Stripe-Account"), idem}, "\x00"),
-		fingerprint: r.Method + " " + r.URL.Path + "?" + form.Encode(),
+		idemScope:   strings.Join([]string{string(ProviderStripe), c.key, c.account, idem}, "\x00"),
+		fingerprint: r.Method + " " + r.URL.Path + "?" + c.form.Encode(),
 	}
 }
 
 func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request) {
-	st, call, key, form, ok := s.beginStripeCreate(w, r)
+	sc, ok := s.beginStripeCreate(w, r)
 	if !ok {
 		return
 	}
-	op := stripeCreateOp(r, st, call, key, form)
+	op := sc.createOp(r)
+	form := sc.form
 	op.exec = func(st *state, draw func() FaultKind) response {
 		c, perr := parseStripeCommon(form, "amount", "currency", "description", "destination", "method", "source_type", "statement_descriptor")
 		if perr != nil {
@@ -317,6 +363,12 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected, lose: lose}
 		case f == FaultInsufficientFunds:
 			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected, lose: lose}
+		}
+		if sc.account != "" {
+			if res, refused := connectedPayoutRefused(st, sc.account, c); refused {
+				res.lose = lose
+				return res
+			}
 		}
 
 		now := time.Now()
@@ -356,8 +408,13 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 				Destination:    c.destination,
 				Status:         p.Status,
 				CreatedAt:      now.UTC(),
+				Account:        sc.account,
 			},
 			stripePayout: p,
+		}
+		if sc.account != "" {
+			// The money leaves the connected account's balance now.
+			st.debit(ProviderStripe, sc.account, c.currency, c.amount, false)
 		}
 		s.addObjectLocked(st, o, now)
 		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID, lose: lose}
@@ -365,12 +422,30 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 	s.runCreate(w, r, op)
 }
 
+// connectedPayoutRefused checks a payout on a connected account: payouts
+// enabled, the destination one of its external accounts, and the balance
+// enough.
+func connectedPayoutRefused(st *state, account string, c stripeCommon) (response, bool) {
+	switch {
+	case !accountPayoutsEnabled(account):
+		return response{status: http.StatusBadRequest, outcome: OutcomeRejected, body: stripeErr("invalid_request_error", "payouts_not_allowed", "",
+			"Payouts have been disabled on this account. Check the account's requirements to see what is needed to enable them.")}, true
+	case c.destination != "" && externalAccountMissing(c.destination):
+		return response{status: http.StatusBadRequest, outcome: OutcomeRejected, body: stripeErr("invalid_request_error", "resource_missing", "destination",
+			fmt.Sprintf("No such external account: '%s'", c.destination))}, true
+	case st.balance(ProviderStripe, account, c.currency) < c.amount:
+		return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}, true
+	}
+	return response{}, false
+}
+
 func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Request) {
-	st, call, key, form, ok := s.beginStripeCreate(w, r)
+	sc, ok := s.beginStripeCreate(w, r)
 	if !ok {
 		return
 	}
-	op := stripeCreateOp(r, st, call, key, form)
+	op := sc.createOp(r)
+	form := sc.form
 	op.exec = func(st *state, draw func() FaultKind) response {
 		c, perr := parseStripeCommon(form, "amount", "currency", "description", "destination", "source_transaction", "source_type", "transfer_group")
 		if perr == nil && c.destination == "" {
@@ -393,9 +468,23 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 			return response{status: http.StatusBadRequest, body: stripeAccountInvalid, outcome: OutcomeRejected}
 		case f == FaultInsufficientFunds:
 			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
+		case strings.HasPrefix(c.destination, "acct_missing"):
+			return response{status: http.StatusBadRequest, outcome: OutcomeRejected, body: stripeErr("invalid_request_error", "resource_missing", "destination",
+				fmt.Sprintf("No such destination: '%s'", c.destination))}
+		case !accountTransfersActive(c.destination):
+			return response{status: http.StatusBadRequest, outcome: OutcomeRejected, body: stripeErr("invalid_request_error", "insufficient_capabilities_for_transfer", "destination",
+				"Your destination account needs to have at least one of the following capabilities enabled: transfers, crypto_transfers, legacy_payments")}
+		case !st.debit(ProviderStripe, sc.account, c.currency, c.amount, false):
+			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
 		}
+		// The transfer has moved the money: it is in the destination's
+		// balance from now on.
+		st.credit(ProviderStripe, c.destination, c.currency, c.amount)
 
 		now := time.Now()
+		if strings.HasPrefix(c.destination, "acct_") {
+			st.accountCreatedLocked(c.destination, now)
+		}
 		id := newID("tr_", 24)
 		t := &stripeTransfer{
 			ID:                 id,
@@ -408,15 +497,11 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 			Destination:        c.destination,
 			DestinationPayment: newID("py_", 24),
 			Metadata:           c.metadata,
-			Reversals: stripeList{
-				Object: "list",
-				Data:   []any{},
-				URL:    "/v1/transfers/" + id + "/reversals",
-			},
-			SourceTransaction: optional(form, "source_transaction"),
-			SourceType:        sourceType,
-			TransferGroup:     optional(form, "transfer_group"),
+			SourceTransaction:  optional(form, "source_transaction"),
+			SourceType:         sourceType,
+			TransferGroup:      optional(form, "transfer_group"),
 		}
+		t.renderReversals()
 		o := &object{
 			rec: ObjectRecord{
 				Provider:       ProviderStripe,
@@ -429,6 +514,7 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 				Destination:    t.Destination,
 				Status:         "pending",
 				CreatedAt:      now.UTC(),
+				Account:        sc.account,
 			},
 			stripeTransfer: t,
 		}
@@ -467,18 +553,16 @@ func (s *Server) addObjectLocked(st *state, o *object, now time.Time) {
 
 func (s *Server) handleStripeGet(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		_, call := s.beginCall(r, ProviderStripe)
-		if _, errBody := stripeAPIKey(r); errBody != nil {
-			s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+		_, call, account, ok := s.beginStripeRead(w, r)
+		if !ok {
 			return
 		}
-		s.sleep(r.Context(), s.latency(ProviderStripe))
 		id := r.PathValue("id")
 		s.mu.Lock()
 		o := s.st.byID[id]
 		var body []byte
 		var payoutID string
-		if o != nil && o.rec.Provider == ProviderStripe && o.rec.Kind == kind {
+		if stripeVisible(o, kind, account) {
 			payoutID = o.rec.PayoutID
 			if o.stripePayout != nil {
 				body = mustJSON(o.stripePayout)
@@ -506,12 +590,10 @@ func (s *Server) handleStripeGet(kind string) http.HandlerFunc {
 // transfer_group. Stripe cannot filter by metadata; neither can this.
 func (s *Server) handleStripeList(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		_, call := s.beginCall(r, ProviderStripe)
-		if _, errBody := stripeAPIKey(r); errBody != nil {
-			s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+		_, call, account, ok := s.beginStripeRead(w, r)
+		if !ok {
 			return
 		}
-		s.sleep(r.Context(), s.latency(ProviderStripe))
 		q := r.URL.Query()
 		limit := 10
 		if v := q.Get("limit"); v != "" {
@@ -572,7 +654,7 @@ func (s *Server) handleStripeList(kind string) http.HandlerFunc {
 		skipping := after != ""
 		for i := len(objs) - 1; i >= 0; i-- {
 			o := objs[i]
-			if o.rec.Provider != ProviderStripe || o.rec.Kind != kind {
+			if !stripeVisible(o, kind, account) {
 				continue
 			}
 			if skipping {
@@ -597,12 +679,19 @@ func (s *Server) handleStripeList(kind string) http.HandlerFunc {
 	}
 }
 
+// stripeVisible reports whether o is a Stripe object of kind that a
+// request acting for account ("" the platform) sees: objects made under a
+// connected account are visible only with its Stripe-Account header.
+func stripeVisible(o *object, kind, account string) bool {
+	return o != nil && o.rec.Provider == ProviderStripe && o.rec.Kind == kind && o.rec.Account == account
+}
+
 func (s *Server) handleStripeUnknown(w http.ResponseWriter, r *http.Request) {
 	_, call := s.beginCall(r, ProviderStripe)
 	s.respond(w, call, response{
 		status: http.StatusNotFound,
 		body: stripeErr("invalid_request_error", "", "", fmt.Sprintf(
-			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST and GET /v1/payouts, GET /v1/payouts/{id}, POST and GET /v1/transfers and GET /v1/transfers/{id}.", r.Method, r.URL.Path)),
+			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST and GET /v1/payouts, GET /v1/payouts/{id}, POST and GET /v1/transfers, GET and POST /v1/transfers/{id}, POST and GET /v1/transfers/{id}/reversals, GET /v1/transfers/{id}/reversals/{reversal}, GET /v1/accounts/{id}, GET /v1/accounts/{id}/external_accounts/{id}, GET /v1/balance, GET /v1/events and GET /v1/events/{id}.", r.Method, r.URL.Path)),
 		outcome: OutcomeInvalid,
 	})
 }

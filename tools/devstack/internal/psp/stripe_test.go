@@ -507,8 +507,8 @@ func TestStripeGetUnknownIsResourceMissing(t *testing.T) {
 	_, err = h.transfer.Get(p.ID, nil)
 	require.Equal(t, stripe.ErrorCodeResourceMissing, stripeErr(t, err).Code)
 
-	resp := h.do(http.MethodGet, "/v1/balance", nil, http.Header{"Authorization": {"Bearer " + stripeKey}}, nil)
-	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp := h.do(http.MethodGet, "/v1/charges", nil, http.Header{"Authorization": {"Bearer " + stripeKey}}, nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a route the stand-in does not implement")
 }
 
 func TestStripeTransfer(t *testing.T) {

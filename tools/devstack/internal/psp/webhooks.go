@@ -151,18 +151,24 @@ func (s *Server) settleLocked(st *state, o *object, failed bool, failureCode str
 			fbt := newID("txn_", 24)
 			p.Status, p.FailureCode, p.FailureMessage, p.FailureBalanceTransaction = "failed", &code, &msg, &fbt
 			event = "payout.failed"
+			if o.rec.Account != "" {
+				// Stripe returns a failed payout's amount to the
+				// connected account's balance.
+				st.credit(ProviderStripe, o.rec.Account, p.Currency, p.Amount)
+			}
 		} else {
 			p.Status = "paid"
 			event = "payout.paid"
 		}
 		o.rec.Status = p.Status
 	case o.stripeTransfer != nil:
-		t := o.stripeTransfer
 		if failed {
-			t.Reversed = true
-			t.AmountReversed = t.Amount
+			// Stripe takes back what is left of the transfer; the
+			// reversal sends transfer.reversed.
 			o.rec.Status = "failed"
-			event = "transfer.reversed"
+			if o.stripeTransfer.AmountReversed < o.stripeTransfer.Amount {
+				_, _ = s.reverseTransferLocked(st, o, 0, nil, true, now) // forced: it cannot be refused
+			}
 		} else {
 			o.rec.Status = "paid" // Stripe sends no event for this
 		}
@@ -196,8 +202,11 @@ func (s *Server) settleLocked(st *state, o *object, failed bool, failureCode str
 
 // stripeEvent is Stripe's event envelope.
 type stripeEvent struct {
-	ID              string          `json:"id"`
-	Object          string          `json:"object"`
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Account is the connected account the event happened on (Connect
+	// events only; absent on the platform's own).
+	Account         string          `json:"account,omitempty"`
 	APIVersion      string          `json:"api_version"`
 	Created         int64           `json:"created"`
 	Data            stripeEventData `json:"data"`
@@ -233,7 +242,7 @@ func (s *Server) enqueueEventLocked(st *state, o *object, eventType string, now 
 			obj = o.stripeTransfer
 		}
 		// Recorded whether or not it is sent: GET /v1/events lists it.
-		eventID, body = s.recordStripeEventLocked(st, eventType, obj, now)
+		eventID, body = s.recordStripeEventLocked(st, eventType, o.rec.Account, obj, now)
 		url = s.cfg.StripeWebhookURL
 		if url == "" {
 			return

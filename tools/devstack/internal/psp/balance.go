@@ -8,28 +8,32 @@ import (
 	"strings"
 )
 
-// Balances: Stripe's platform and each connected account hold an available
-// balance per currency (minor units).
+// Balances: Stripe's platform and each connected account, and Paystack's
+// integration, hold an available balance per currency (minor units).
 //
 //   - A Stripe transfer moves its amount from the balance it is made from
 //     (the platform's; a connected account's under Stripe-Account) to its
 //     destination's; a reversal moves it back.
 //   - A payout on a connected account moves its amount from the account's
 //     balance to its bank; if it fails, Stripe returns the amount.
+//   - A Paystack transfer leaves the integration's balance when it is
+//     made and comes back if it fails.
 //   - Platform payouts (no Stripe-Account) are paid from an unlimited
 //     balance, as before balances were modelled: they neither check nor
 //     change the platform's.
 //
-// The platform starts with Config.Balances (or DefaultBalance in each
-// default currency); connected accounts start empty.
+// The platform and the integration start with Config.Balances (or
+// DefaultBalance in each default currency); connected accounts start empty.
 
 // DefaultBalance is the starting balance, in minor units, of each default
-// currency of the Stripe platform.
+// currency of the Stripe platform and of the Paystack integration.
 const DefaultBalance int64 = 1_000_000_000_000
 
-// defaultStripeCurrencies are the platform's funded currencies when
-// Config.Balances is unset.
-var defaultStripeCurrencies = []string{"usd", "eur", "gbp", "ngn"}
+// Default currencies of the starting balances (Config.Balances unset).
+var (
+	defaultStripeCurrencies   = []string{"usd", "eur", "gbp", "ngn"}
+	defaultPaystackCurrencies = []string{"ngn", "usd", "ghs", "zar", "kes"}
+)
 
 // balanceKey names one balance: a provider's platform (account "") or a
 // Stripe connected account, in one lower-case currency.
@@ -39,7 +43,8 @@ type balanceKey struct {
 	currency string
 }
 
-// seedBalances gives the Stripe platform its starting balances.
+// seedBalances gives the Stripe platform and the Paystack integration
+// their starting balances.
 func seedBalances(st *state, cfg Config) {
 	seed := func(p Provider, defaults []string) {
 		if cfg.Balances != nil {
@@ -53,6 +58,7 @@ func seedBalances(st *state, cfg Config) {
 		}
 	}
 	seed(ProviderStripe, defaultStripeCurrencies)
+	seed(ProviderPaystack, defaultPaystackCurrencies)
 }
 
 // balance is the available amount of one balance.
@@ -165,4 +171,28 @@ func (s *Server) handleStripeBalance(w http.ResponseWriter, r *http.Request) {
 	body := mustJSON(stripeBalanceOf(s.st, account))
 	s.mu.Unlock()
 	s.respond(w, call, response{status: http.StatusOK, body: body, outcome: OutcomeOK})
+}
+
+// paystackBalance is one entry of Paystack's GET /balance.
+type paystackBalance struct {
+	Currency string `json:"currency"`
+	Balance  int64  `json:"balance"`
+}
+
+// handlePaystackBalance serves GET /balance: the integration's balance per
+// currency (not scoped per secret key).
+func (s *Server) handlePaystackBalance(w http.ResponseWriter, r *http.Request) {
+	_, call := s.beginCall(r, ProviderPaystack)
+	if _, errBody := paystackAPIKey(r); errBody != nil {
+		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
+		return
+	}
+	s.sleep(r.Context(), s.latency(ProviderPaystack))
+	s.mu.Lock()
+	data := []paystackBalance{}
+	for _, cur := range s.st.currencies(ProviderPaystack, "") {
+		data = append(data, paystackBalance{Currency: strings.ToUpper(cur), Balance: s.st.balance(ProviderPaystack, "", cur)})
+	}
+	s.mu.Unlock()
+	s.respond(w, call, response{status: http.StatusOK, body: paystackOK("Balances retrieved", data), outcome: OutcomeOK})
 }

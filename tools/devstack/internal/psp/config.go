@@ -77,8 +77,8 @@ type Config struct {
 	IdempotencyWindow time.Duration
 
 	// Balances is the starting available balance, per currency in minor
-	// units, of the Stripe platform (balance.go). Nil means DefaultBalance
-	// in each default currency.
+	// units, of the Stripe platform and of the Paystack integration
+	// (balance.go). Nil means DefaultBalance in each default currency.
 	Balances map[string]int64
 
 	// MaxCalls bounds the call log (oldest entries are dropped first).

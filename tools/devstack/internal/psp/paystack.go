@@ -170,7 +170,8 @@ func (s *Server) handlePaystackTransferCreate(w http.ResponseWriter, r *http.Req
 		switch f := draw(); {
 		case f == FaultInvalidAccount || strings.HasPrefix(req.Recipient, "RCP_invalid"):
 			return response{status: http.StatusBadRequest, body: paystackInvalidRecipient, outcome: OutcomeRejected}
-		case f == FaultInsufficientFunds:
+		case f == FaultInsufficientFunds, !st.debit(ProviderPaystack, "", currency, amount, false):
+			// The amount leaves the balance now (back if it fails).
 			return response{status: http.StatusBadRequest, body: paystackInsufficient, outcome: OutcomeRejected}
 		}
 

@@ -108,6 +108,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	// Paystack.
 	mux.HandleFunc("POST /transfer", s.handlePaystackTransferCreate)
+	mux.HandleFunc("POST /transfer/finalize_transfer", s.handlePaystackFinalize)
 	mux.HandleFunc("GET /transfer/verify/{reference}", s.handlePaystackVerify)
 	mux.HandleFunc("GET /transfer/{code}", s.handlePaystackFetch)
 	mux.HandleFunc("GET /transfer", s.handlePaystackTransferList)
@@ -115,6 +116,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /transaction/verify/{reference}", s.handlePaystackTransactionVerify)
 	mux.HandleFunc("GET /refund", s.handlePaystackRefundList)
 	mux.HandleFunc("GET /dispute", s.handlePaystackDisputeList)
+	mux.HandleFunc("GET /transferrecipient/{code}", s.handlePaystackRecipient)
+	mux.HandleFunc("GET /balance", s.handlePaystackBalance)
 
 	// Admin.
 	mux.HandleFunc("GET /_psp/faults", s.handleFaultsGet)

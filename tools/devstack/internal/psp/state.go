@@ -206,6 +206,9 @@ type state struct {
 	// accounts are the connected accounts named so far, with their
 	// creation time (connect.go).
 	accounts map[string]int64
+	// recipients are the Paystack transfer recipients fetched so far, by
+	// secret key and code (recipients.go).
+	recipients map[string]*paystackRecipient
 }
 
 func newState() *state {
@@ -219,6 +222,7 @@ func newState() *state {
 		paystackSeq:  1_000_000,
 		balances:     make(map[balanceKey]int64),
 		accounts:     make(map[string]int64),
+		recipients:   make(map[string]*paystackRecipient),
 	}
 }
 

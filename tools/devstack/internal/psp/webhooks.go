@@ -178,6 +178,8 @@ func (s *Server) settleLocked(st *state, o *object, failed bool, failureCode str
 		if failed {
 			t.Status = "failed"
 			event = "transfer.failed"
+			// Paystack returns a failed transfer's amount to the balance.
+			st.credit(ProviderPaystack, "", t.Currency, t.Amount)
 		} else {
 			t.Status = "success"
 			ts := paystackTime(now)

@@ -20,6 +20,8 @@ type stripePayout struct {
 	ID                        string            `json:"id"`
 	Object                    string            `json:"object"`
 	Amount                    int64             `json:"amount"`
+	ApplicationFee            *string           `json:"application_fee"`
+	ApplicationFeeAmount      *int64            `json:"application_fee_amount"`
 	ArrivalDate               int64             `json:"arrival_date"`
 	Automatic                 bool              `json:"automatic"`
 	BalanceTransaction        string            `json:"balance_transaction"`
@@ -34,12 +36,21 @@ type stripePayout struct {
 	Metadata                  map[string]string `json:"metadata"`
 	Method                    string            `json:"method"`
 	OriginalPayout            *string           `json:"original_payout"`
+	PayoutMethod              *string           `json:"payout_method"`
 	ReconciliationStatus      string            `json:"reconciliation_status"`
 	ReversedBy                *string           `json:"reversed_by"`
 	SourceType                string            `json:"source_type"`
 	StatementDescriptor       *string           `json:"statement_descriptor"`
 	Status                    string            `json:"status"`
+	TraceID                   stripeTraceID     `json:"trace_id"`
 	Type                      string            `json:"type"`
+}
+
+// stripeTraceID is a payout's trace id as Stripe shows it (the stand-in's
+// banks give none).
+type stripeTraceID struct {
+	Status string  `json:"status"`
+	Value  *string `json:"value"`
 }
 
 // stripeTransfer is Stripe's transfer object.
@@ -387,6 +398,7 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 			SourceType:           sourceType,
 			StatementDescriptor:  sd,
 			Status:               "pending",
+			TraceID:              stripeTraceID{Status: "pending"},
 			Type:                 "bank_account",
 		}
 		if c.destination != "" {

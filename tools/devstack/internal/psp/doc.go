@@ -15,17 +15,25 @@
 //
 // # Routes
 //
-// Stripe (form-encoded as stripe-go sends it, Authorization: Bearer sk_/rk_):
+// Stripe (form-encoded as stripe-go sends it, Authorization: Bearer sk_/rk_;
+// Stripe-Account: acct_… acts for a connected account):
 //
 //	POST /v1/payouts          GET /v1/payouts/{id}     GET /v1/payouts (list)
 //	POST /v1/transfers        GET /v1/transfers/{id}   GET /v1/transfers (list)
+//	POST /v1/transfers/{id}   description, metadata: transfer.updated
+//	POST /v1/transfers/{id}/reversals                 amount (default: the rest), metadata
+//	GET  /v1/transfers/{id}/reversals (list)          GET /v1/transfers/{id}/reversals/{id}
+//	GET  /v1/accounts/{id}    GET /v1/accounts/{id}/external_accounts/{ba_… or card_…}
+//	GET  /v1/balance          the platform's, or the connected account's
 //	GET  /v1/events (list)    GET /v1/events/{id}      every event created, sent or not
 //
 // Paystack (JSON, Authorization: Bearer sk_):
 //
 //	POST /transfer            GET /transfer/verify/{reference}
+//	POST /transfer/finalize_transfer                  {transfer_code, otp}
 //	GET  /transfer/{id_or_code}
 //	GET  /transfer (list)     GET /transaction (list)  GET /transaction/verify/{reference}
+//	GET  /transferrecipient/{id_or_code}              GET /balance
 //
 // The lists are the PSP's own record (events.go), which the PSP
 // reconciliation reads to recover what a dropped webhook never said.
@@ -36,6 +44,9 @@
 //	GET  /_psp/objects[?provider=&kind=&payout_id=]
 //	GET  /_psp/objects/{id}
 //	POST /_psp/objects/{id}/settle     {"outcome":"paid"|"failed","failure_code":".."}
+//	POST /_psp/objects/{id}/reverse    {"amount":0=rest}: reverse a Stripe transfer as
+//	                                   the platform or Stripe would (not refused for the
+//	                                   destination's balance); sends transfer.reversed
 //	POST /_psp/payments                {"provider","user_id","amount","currency"}: a customer
 //	                                   pays; sends payment_intent.succeeded / charge.success
 //	GET  /_psp/payments/{id}           the payment with its refunds and disputes
@@ -60,6 +71,10 @@
 //	PSP_WEBHOOK_MAX_ATTEMPTS  delivery attempts per event (default 5)
 //	PSP_WEBHOOK_BACKOFF       delay before the 2nd attempt, doubled after (default 1s)
 //	PSP_IDEMPOTENCY_WINDOW    how long Stripe keys are kept (default 24h)
+//	PSP_BALANCES              starting balances of the Stripe platform and the Paystack
+//	                          integration, "usd=100000,ngn=5000" in minor units (default
+//	                          10^12 in usd, eur, gbp, ngn for Stripe; ngn, usd, ghs, zar,
+//	                          kes for Paystack)
 //
 // # Faithful to the real PSPs
 //
@@ -119,6 +134,40 @@
 //     (Stripe-Signature t=..,v1=HMAC-SHA256 over "t.body";
 //     x-paystack-signature HMAC-SHA512 over the body), retried with
 //     exponential backoff on non-2xx or connection errors.
+//   - Stripe Connect (connect.go): GET /v1/accounts/{id} and its external
+//     accounts in Stripe's shapes; every acct_ id exists (express, US, usd,
+//     payouts enabled, transfers active) and each ba_/card_ id is one of
+//     its external accounts. A request with Stripe-Account acts for that
+//     account: its payouts are its own (GET and lists without its header
+//     do not show them, nor do they show the platform's to it), and their
+//     events carry "account": "acct_…" at the event's top level, in the
+//     webhook and in that account's GET /v1/events (the platform's list
+//     shows its own events only). Idempotency keys are scoped per API key
+//     and Stripe-Account.
+//   - Balances (balance.go): a transfer moves its amount from the platform
+//     (or, under Stripe-Account, a connected account) to its destination
+//     when it is created, refused with balance_insufficient beyond the
+//     balance; a payout on a connected account takes its amount from the
+//     account's balance (refused beyond it), and a failed one gives it
+//     back. GET /v1/balance answers Stripe's balance object. A Paystack
+//     transfer takes its amount from the integration's balance ("Your
+//     balance is not enough…" beyond it) and a failed one gives it back;
+//     GET /balance lists them per currency.
+//   - Transfers (transfers.go) have no status in Stripe's API: created,
+//     the money has moved. POST /v1/transfers/{id}/reversals reverses part
+//     or all of what is left (more is refused, and so is more than the
+//     destination holds), moving it back and updating amount_reversed,
+//     reversed (true once all is reversed) and the reversals list; each
+//     reversal, partial or not, sends transfer.reversed. transfer.created
+//     is sent on creation and transfer.updated on a description or
+//     metadata change, as Stripe sends them.
+//   - Paystack recipients (recipients.go): GET /transferrecipient answers
+//     the recipient (type nuban, active, details with account number, bank
+//     code and name) for any RCP_ code, and by the id it was given.
+//   - POST /transfer/finalize_transfer (finalize.go) completes a transfer
+//     in status "otp" with the OTP 123456: it becomes "pending" and settles
+//     after the settle delay. A wrong OTP, or a transfer not waiting for
+//     one, is refused and changes nothing.
 //
 // # Simplified
 //
@@ -126,22 +175,46 @@
 //   - Only the parameters listed in the routes are accepted; unknown Stripe
 //     parameters are rejected (parameter_unknown) as Stripe does, but the
 //     validation messages are approximations of Stripe's, and Paystack's
-//     error texts (other than the ones named in the brief) are guesses.
-//   - No balances: insufficient funds only happens when injected.
-//   - Objects are not scoped per API key for Stripe GETs; Paystack lookups
-//     are scoped per secret key.
-//   - Stripe transfers have no status in Stripe's API; the record shows
-//     pending→paid|failed, and a failed transfer is shown reversed and
-//     announced as transfer.reversed. transfer.created is sent on creation.
-//     Payouts send only payout.paid / payout.failed.
+//     error texts (other than those in its published error list) are
+//     guesses.
+//   - Platform payouts (no Stripe-Account) are paid from an unlimited
+//     balance: they neither check nor change the platform's balance.
+//     Balances are not scoped per API key, have no pending part (all is
+//     available at once) and no currency conversion; connected accounts
+//     start empty.
+//   - Objects are not scoped per API key for Stripe GETs (only per
+//     Stripe-Account); Paystack lookups are scoped per secret key.
+//   - The stand-in's record (GET /_psp/objects, not the API) still shows
+//     transfers pending→paid|failed; one that settles failed (acct_fail*,
+//     or the settle admin route) is reversed for what is left of it, as if
+//     Stripe took the money back, which sends transfer.reversed. Payouts
+//     send only payout.paid / payout.failed (no cancel).
+//   - Connected accounts cannot be created, updated or deleted, and their
+//     external accounts are fixed: a usd bank account or debit card in the
+//     US. One webhook URL receives platform and Connect events alike.
+//   - Paystack recipients cannot be created; their account numbers are
+//     derived from the code. finalize_transfer's refusals ("Invalid OTP",
+//     "Transfer is not currently awaiting OTP") are guesses at Paystack's
+//     texts.
 //   - Magic values: Stripe destination ba_invalid*/acct_invalid* →
 //     account_invalid; ba_fail* (payout) / acct_fail* (transfer) → settles
 //     failed with account_closed; ba_lost_* → the first create for a
 //     payout id executes but its answer is lost (a 504 after the timeout),
 //     ba_lost_invalid* being refused with account_invalid, ba_lost_ok* paid
-//     as usual: an unknown outcome the caller must resolve by a lookup. Paystack recipient RCP_invalid* → Invalid
-//     transfer recipient; RCP_fail* → transfer.failed.
-//   - Faults apply to money-moving POSTs only (latency to every PSP route).
+//     as usual: an unknown outcome the caller must resolve by a lookup.
+//     Connect: acct_missing* → no such account (404 on GET, 403 as
+//     Stripe-Account, resource_missing as a transfer's destination);
+//     acct_nopayouts* → payouts_enabled false, its payouts refused
+//     (payouts_not_allowed); acct_notransfers* → capabilities.transfers
+//     "inactive", transfers to it refused
+//     (insufficient_capabilities_for_transfer); ba_other*/card_other* → not
+//     the account's (404 on GET, resource_missing as a payout's
+//     destination). Paystack recipient RCP_invalid* → Invalid transfer
+//     recipient; RCP_fail* → transfer.failed; RCP_missing* → no such
+//     recipient (404); RCP_usd* → a USD recipient (any other RCP_: NGN).
+//   - Faults apply to money-moving POSTs only (payouts, transfers,
+//     reversals, Paystack transfers and finalize_transfer; not
+//     POST /v1/transfers/{id}), latency to every PSP route.
 //     The Next queue is consumed head first: an infrastructure kind at the
 //     head is taken by the next create that arrives; an execution kind
 //     (invalid_account, insufficient_funds, timeout_after_create) by the

@@ -133,6 +133,19 @@ func (c *Client) VerifyTransfer(ctx context.Context, reference string) (Response
 	return c.Do(ctx, http.MethodGet, "/transfer/verify/"+url.PathEscape(reference), nil, nil, "")
 }
 
+// FinalizeTransfer completes a transfer that waits for the one-time
+// password Paystack sent to the business (POST /transfer/finalize_transfer).
+func (c *Client) FinalizeTransfer(ctx context.Context, transferCode, otp string) (Response, error) {
+	return c.Do(ctx, http.MethodPost, "/transfer/finalize_transfer", nil,
+		map[string]string{"transfer_code": transferCode, "otp": otp}, "")
+}
+
+// Recipient reads a transfer recipient by its code
+// (GET /transferrecipient/{id_or_code}).
+func (c *Client) Recipient(ctx context.Context, code string) (Response, error) {
+	return c.Do(ctx, http.MethodGet, "/transferrecipient/"+url.PathEscape(code), nil, nil, "")
+}
+
 // ErrNotFound means Paystack answered 404.
 var ErrNotFound = errors.New("not found at Paystack")
 

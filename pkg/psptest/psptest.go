@@ -85,6 +85,8 @@ type Faults struct {
 	Timeout           string  `json:"timeout,omitempty"`
 	InvalidAccount    float64 `json:"invalid_account_rate,omitempty"`
 	Latency           string  `json:"latency,omitempty"`
+	// OTPFor creates Paystack transfers in status otp for this long.
+	OTPFor string `json:"otp_for,omitempty"`
 	// DropWebhookRate drops payout outcome webhooks; DropPaymentWebhookRate
 	// payment, refund and dispute webhooks (the PSP's record keeps them).
 	DropWebhookRate        float64 `json:"drop_webhook_rate,omitempty"`

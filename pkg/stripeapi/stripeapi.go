@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/account"
+	"github.com/stripe/stripe-go/v76/bankaccount"
+	"github.com/stripe/stripe-go/v76/card"
 	"github.com/stripe/stripe-go/v76/form"
 	"github.com/stripe/stripe-go/v76/payout"
 	"github.com/stripe/stripe-go/v76/transfer"
@@ -17,10 +20,13 @@ import (
 
 // Client sends Aegis's requests to Stripe.
 type Client struct {
-	b         stripe.Backend
-	key       string
-	payouts   payout.Client
-	transfers transfer.Client
+	b            stripe.Backend
+	key          string
+	payouts      payout.Client
+	transfers    transfer.Client
+	accounts     account.Client
+	bankAccounts bankaccount.Client
+	cards        card.Client
 }
 
 // New returns a client for secretKey. apiBase overrides Stripe's URL
@@ -37,7 +43,8 @@ func New(secretKey, apiBase string, httpClient *http.Client) *Client {
 	}
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
 	return &Client{b: b, key: secretKey, payouts: payout.Client{B: b, Key: secretKey},
-		transfers: transfer.Client{B: b, Key: secretKey}}
+		transfers: transfer.Client{B: b, Key: secretKey}, accounts: account.Client{B: b, Key: secretKey},
+		bankAccounts: bankaccount.Client{B: b, Key: secretKey}, cards: card.Client{B: b, Key: secretKey}}
 }
 
 // IsNotFound reports whether Stripe answered 404: the object does not exist
@@ -184,6 +191,58 @@ func (c *Client) Payouts(ctx context.Context, q PayoutQuery) iter.Seq2[*stripe.P
 		it := c.payouts.List(params)
 		return lister[*stripe.Payout]{it.Next, it.Payout, it.Err}
 	})
+}
+
+// Account reads a connected account (GET /v1/accounts/{id}).
+func (c *Client) Account(ctx context.Context, id string) (*stripe.Account, error) {
+	params := &stripe.AccountParams{}
+	params.Context = ctx
+	return c.accounts.GetByID(id, params)
+}
+
+// ExternalAccount is a connected account's bank account (ba_…) or debit
+// card (card_…), the two kinds of external account Stripe pays out to.
+type ExternalAccount struct {
+	ID string
+	// Object is "bank_account" or "card".
+	Object   string
+	Account  string
+	Currency string
+	Country  string
+	// Status is a bank account's (new, validated, verified,
+	// verification_failed, errored); "" for a card.
+	Status string
+}
+
+// ExternalAccount reads one external account of a connected account
+// (GET /v1/accounts/{account}/external_accounts/{id}); a 404 means it does
+// not exist or is not that account's.
+func (c *Client) ExternalAccount(ctx context.Context, account, id string) (ExternalAccount, error) {
+	if strings.HasPrefix(id, "card_") {
+		params := &stripe.CardParams{Account: stripe.String(account)}
+		params.Context = ctx
+		cd, err := c.cards.Get(id, params)
+		if err != nil {
+			return ExternalAccount{}, err
+		}
+		return ExternalAccount{ID: cd.ID, Object: "card", Account: accountID(cd.Account), Currency: string(cd.Currency),
+			Country: cd.Country}, nil
+	}
+	params := &stripe.BankAccountParams{Account: stripe.String(account)}
+	params.Context = ctx
+	ba, err := c.bankAccounts.Get(id, params)
+	if err != nil {
+		return ExternalAccount{}, err
+	}
+	return ExternalAccount{ID: ba.ID, Object: "bank_account", Account: accountID(ba.Account),
+		Currency: string(ba.Currency), Country: ba.Country, Status: string(ba.Status)}, nil
+}
+
+func accountID(a *stripe.Account) string {
+	if a == nil {
+		return ""
+	}
+	return a.ID
 }
 
 // RawEvent is one event as Stripe rendered it, kept byte for byte: it is

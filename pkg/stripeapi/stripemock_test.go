@@ -109,6 +109,19 @@ func TestStripeAcceptsEveryRequestAegisSends(t *testing.T) {
 		listed(t, "list payouts", c.Payouts(ctx, stripeapi.PayoutQuery{Account: account, Since: since, Destination: "ba_1Aegis"}))
 	}
 
+	acct, err := c.Account(ctx, "acct_1Aegis")
+	accepted(t, "retrieve account", err)
+	if acct.ID == "" {
+		t.Fatal("retrieve account: no id in the answer")
+	}
+	for _, ext := range []string{"ba_1Aegis", "card_1Aegis"} {
+		ea, err := c.ExternalAccount(ctx, "acct_1Aegis", ext)
+		accepted(t, "retrieve external account "+ext, err)
+		if ea.Object == "" || ea.Currency == "" {
+			t.Fatalf("retrieve external account %s: %+v lacks its kind or currency", ext, ea)
+		}
+	}
+
 	if n := listed(t, "list events", c.Events(ctx, since)); n == 0 {
 		t.Fatal("list events: no event read from stripe-mock's fixture list")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/api"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
@@ -29,6 +31,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/otp"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
@@ -72,6 +75,10 @@ type Config struct {
 	StoreRetryFor time.Duration
 	// Stall is STALL_GROUPS, STALL_AFTER and STALL_CHECK_INTERVAL.
 	Stall stall.Config
+	// PaystackSecretKey and PaystackAPIBase are PAYSTACK_SECRET_KEY and
+	// PAYSTACK_API_BASE: Paystack for entering OTPs.
+	PaystackSecretKey string
+	PaystackAPIBase   string
 	// ReconcileStatementTimeout is RECONCILE_STATEMENT_TIMEOUT.
 	ReconcileStatementTimeout time.Duration
 	// Settlements is SETTLEMENT_WEBHOOK_*: outbound settlement webhooks,
@@ -149,6 +156,8 @@ func readConfig(getenv func(string) string) (Config, error) {
 			DepthThreshold: int64(env.Int("DLQ_DEPTH_ALERT_THRESHOLD", depth.DefaultDepthThreshold)),
 		},
 		ReplayRate:                env.Float("REPLAY_RATE", replay.DefaultRate),
+		PaystackSecretKey:         env.String("PAYSTACK_SECRET_KEY", ""),
+		PaystackAPIBase:           env.String("PAYSTACK_API_BASE", ""),
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
@@ -347,7 +356,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
-		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now})
+		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now,
+		OTP: &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now}})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {
@@ -380,4 +390,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			loop("alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil }),
 		}},
 	)
+}
+
+// paystackClient is Paystack's client when dlq-admin has its key, else nil.
+func paystackClient(cfg Config) *paystackapi.Client {
+	if cfg.PaystackSecretKey == "" {
+		return nil
+	}
+	return paystackapi.New(cfg.PaystackSecretKey, cfg.PaystackAPIBase, &http.Client{Timeout: 30 * time.Second})
 }

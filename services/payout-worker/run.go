@@ -99,11 +99,12 @@ type Config struct {
 //	WORKER_RETRY_IN_PLACE_FOR       the longest a record is retried in place, whichever bound comes first
 //	CREDIT_SETTLEMENT_DELAY         how long after a credit its money can be paid out (it is in the wallet at
 //	                                once); 0: at once (docs/reference/accounting.md)
-//	STRIPE_SECRET_KEY               Stripe's secret key: payouts and lookups here, the PSP reconciliation in
-//	                                webhook-api; livemode is expected only with sk_live_/rk_live_ keys
+//	STRIPE_SECRET_KEY               Stripe's secret key: payouts and lookups here, the PSP reconciliation and
+//	                                destination checks in webhook-api; livemode is expected only with sk_live_/rk_live_ keys
 //	STRIPE_API_BASE                 Stripe's API URL (default Stripe's own; a local stand-in in tests)
-//	PAYSTACK_SECRET_KEY             Paystack's secret key: transfers here, webhook signatures and the PSP
-//	                                reconciliation in webhook-api; unset: Paystack is off
+//	PAYSTACK_SECRET_KEY             Paystack's secret key: transfers here, webhook signatures, the PSP
+//	                                reconciliation and destination checks in webhook-api, OTP entry in dlq-admin;
+//	                                unset: Paystack is off
 //	PAYSTACK_API_BASE               Paystack's API URL (default Paystack's own)
 //	WALLET_LOCK_EXPIRY              the wallet lock's expiry, renewed at half of it while the work runs
 //	WALLET_LOCK_WAIT                how long a delivery waits for a busy wallet's lock

@@ -279,7 +279,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	reconciler, err := newReconcileWorker(cfg, pool, store, deps)
+	psps := newPSPClients(cfg)
+	reconciler, err := newReconcileWorker(cfg, pool, store, psps, deps)
 	if err != nil {
 		return err
 	}
@@ -289,6 +290,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Ingest:       committer,
 		Payouts:      payouts.NewStore(pool, notifier, cfg.Limits),
 		Destinations: destinations.NewStore(pool),
+		Checker:      psps,
 		Wallets:      wallets.NewStore(pool),
 		Stripe:       verify.NewStripe(cfg.StripeWebhookSecrets),
 		Paystack:     verify.NewPaystack(cfg.PaystackSecretKey),
@@ -314,17 +316,31 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	)
 }
 
-// newReconcileWorker is the PSP reconciliation for each PSP with a secret
-// key: none (and a warning) without any.
-func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, deps lifecycle.Deps) ([]lifecycle.Component, error) {
+// newPSPClients is the one client of each PSP with a secret key (nil for
+// one without), shared by the destination checks and the reconciliation.
+func newPSPClients(cfg Config) destinations.Checker {
 	rc := cfg.Reconcile
 	client := &http.Client{Timeout: 30 * time.Second}
-	var sources []pspsync.Source
+	var c destinations.Checker
 	if rc.StripeSecretKey != "" {
-		sources = append(sources, pspsync.NewStripe(stripeapi.New(rc.StripeSecretKey, rc.StripeAPIBase, client)))
+		c.Stripe = stripeapi.New(rc.StripeSecretKey, rc.StripeAPIBase, client)
 	}
 	if cfg.PaystackSecretKey != "" {
-		ps := pspsync.NewPaystack(paystackapi.New(cfg.PaystackSecretKey, rc.PaystackAPIBase, client))
+		c.Paystack = paystackapi.New(cfg.PaystackSecretKey, rc.PaystackAPIBase, client)
+	}
+	return c
+}
+
+// newReconcileWorker is the PSP reconciliation for each PSP with a secret
+// key: none (and a warning) without any.
+func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, psps destinations.Checker, deps lifecycle.Deps) ([]lifecycle.Component, error) {
+	rc := cfg.Reconcile
+	var sources []pspsync.Source
+	if psps.Stripe != nil {
+		sources = append(sources, pspsync.NewStripe(psps.Stripe))
+	}
+	if psps.Paystack != nil {
+		ps := pspsync.NewPaystack(psps.Paystack)
 		ps.ReturnsLookback = rc.Window
 		sources = append(sources, ps)
 	}

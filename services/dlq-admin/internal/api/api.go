@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/otp"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
@@ -38,6 +39,8 @@ type Deps struct {
 	Resolutions *resolution.Service
 	// Approvals lists and decides the requests held for a second operator.
 	Approvals *approval.Gate
+	// OTP enters the OTPs of Paystack transfers waiting for one.
+	OTP *otp.Finalizer
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time

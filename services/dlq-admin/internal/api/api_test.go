@@ -32,6 +32,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/otp"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
@@ -95,7 +96,9 @@ func newServerWith(t *testing.T, db *pgtest.DB, tokenSpec, personSpec string, fo
 	resolutions := resolution.New(db.Pool, deps).WithApproval(gate, fourEyes.ResolutionAmount)
 	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
 	api.Mount(r, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(db.Pool), Replay: replays, Recon: rec,
-		PSPRuns: pspruns.New(db.Pool, queue), Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: clock})
+		PSPRuns: pspruns.New(db.Pool, queue), Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: clock,
+		// No Paystack key: review/otp's own tests talk to the stand-in.
+		OTP: &otp.Finalizer{Payouts: payouts.New(db.Pool), Pool: db.Pool, Now: clock}})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/otp"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 )
@@ -35,6 +36,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 func classify(err error) (status int, code, message string) {
 	var badInput *input.Invalid
 	var badBody *bodyError
+	var otpRefused *otp.RefusedError
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
@@ -78,6 +80,14 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, approval.ErrSameOperator):
 		return http.StatusForbidden, "forbidden", err.Error()
+	case errors.Is(err, otp.ErrNotWaiting):
+		return http.StatusConflict, "not_waiting_for_otp", err.Error()
+	case errors.As(err, &otpRefused):
+		return http.StatusUnprocessableEntity, "otp_refused", err.Error()
+	case errors.Is(err, otp.ErrNotConfigured):
+		return http.StatusServiceUnavailable, "provider_not_configured", err.Error()
+	case errors.Is(err, otp.ErrUnavailable):
+		return http.StatusServiceUnavailable, "psp_unavailable", err.Error()
 	case errors.Is(err, resolution.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no resolution with this id"
 	case errors.Is(err, approval.ErrNotFound):

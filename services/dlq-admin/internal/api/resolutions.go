@@ -24,6 +24,7 @@ func mountResolutions(a *api, viewer, operator chi.Router) {
 	viewer.Get("/approvals", a.listApprovals)
 	viewer.Get("/approvals/{id}", a.getApproval)
 	operator.Post("/payouts/{id}/resolve", a.resolvePayout)
+	operator.Post("/payouts/{id}/paystack-otp", a.finalizeOTP)
 	operator.Post("/approvals/{id}/approve", a.approve)
 	operator.Post("/approvals/{id}/reject", a.reject)
 }
@@ -268,4 +269,30 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, approve boo
 // heldView answers a bulk replay that waits for a second operator.
 type heldView struct {
 	Approval approvalView `json:"approval"`
+}
+
+type otpBody struct {
+	OTP string `json:"otp"`
+}
+
+// finalizeOTP enters the OTP Paystack sent for a payout's transfer
+// (package otp); the transfer's own events then settle the payout.
+func (a *api) finalizeOTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.payoutIDParam(w, r)
+	if !ok {
+		return
+	}
+	var body otpBody
+	if err := decodeBody(w, r, &body, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.OTP.Finalize(r.Context(), actor(r), id, body.OTP)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.Logger.InfoContext(r.Context(), "paystack OTP accepted", "payout_id", id, "transfer_code", res.TransferCode,
+		"actor", actor(r))
+	httpserver.WriteJSON(w, http.StatusOK, res)
 }

@@ -308,20 +308,14 @@ func (e *env) replay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := e.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/dead-letters/%d/replay", id), nil, map[string]string{"reason": reason})
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printRaw(raw)
-	}
 	var r struct {
 		Outcome  string `json:"outcome"`
 		OutboxID int64  `json:"outbox_id"`
 		Message  string `json:"message"`
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("decode replay answer: %w", err)
+	if printed, err := e.post(ctx, fmt.Sprintf("/v1/dead-letters/%d/replay", id), map[string]string{"reason": reason},
+		"replay answer", &r); printed || err != nil {
+		return err
 	}
 	if r.Outcome == "noop" {
 		fmt.Fprintf(e.out, "dead letter %d closed, no-op: %s\n", id, r.Message)
@@ -592,16 +586,9 @@ func (e *env) cancelJob(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := e.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/replay-jobs/%d/cancel", id), nil, nil)
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printRaw(raw)
-	}
 	var j job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("decode replay job: %w", err)
+	if printed, err := e.post(ctx, fmt.Sprintf("/v1/replay-jobs/%d/cancel", id), nil, "replay job", &j); printed || err != nil {
+		return err
 	}
 	fmt.Fprintf(e.out, "job %d cancelled after %d replayed; those stay replayed\n", j.ID, j.Replayed)
 	return nil

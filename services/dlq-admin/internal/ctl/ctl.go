@@ -55,6 +55,8 @@ Reconciliation:
 Payouts in review:
   payouts list [--status NEEDS_REVIEW] [--limit N] [--cursor C] [--all]   NEEDS_REVIEW first, then oldest
   payouts resolve PAYOUT_ID --paid|--failed --reason R --evidence PSP_OBJECT_ID
+  payouts otp PAYOUT_ID --otp CODE   enter the OTP Paystack sent for the payout's transfer (status otp);
+                                     one use, expires with the transfer (30 minutes)
   resolutions show ID                exit 6 when the worker refused it (the PSP disagreed)
 Four-eyes approvals (REQUIRE_SECOND_APPROVER):
   approvals list [--status pending|approved|rejected]
@@ -188,6 +190,8 @@ func run(ctx context.Context, std IO) error {
 		return e.listPayouts(ctx, rest)
 	case "payouts resolve":
 		return e.resolvePayout(ctx, rest)
+	case "payouts otp":
+		return e.payoutOTP(ctx, rest)
 	case "resolutions show":
 		return e.showResolution(ctx, rest)
 	case "approvals list":

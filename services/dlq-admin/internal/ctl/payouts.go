@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 )
@@ -137,17 +136,10 @@ func (e *env) resolvePayout(ctx context.Context, args []string) error {
 	if paid {
 		outcome = "paid"
 	}
-	raw, err := e.c.do(ctx, http.MethodPost, "/v1/payouts/"+url.PathEscape(pos[0])+"/resolve", nil,
-		map[string]string{"outcome": outcome, "reason": reason, "psp_object_id": evidence})
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printRaw(raw)
-	}
 	var r resolutionRow
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("decode resolution: %w", err)
+	if printed, err := e.post(ctx, "/v1/payouts/"+url.PathEscape(pos[0])+"/resolve",
+		map[string]string{"outcome": outcome, "reason": reason, "psp_object_id": evidence}, "resolution", &r); printed || err != nil {
+		return err
 	}
 	if r.ApprovalID != nil && r.Status == "awaiting_approval" {
 		fmt.Fprintf(e.out, "resolution %s of payout %s as %s awaits a second operator: aegisctl approvals approve %d\n",
@@ -239,21 +231,41 @@ func (e *env) decideApproval(ctx context.Context, args []string, approve bool) e
 	if reason != "" {
 		body = map[string]string{"reason": reason}
 	}
-	raw, err := e.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/approvals/%d/%s", id, verb), nil, body)
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printRaw(raw)
-	}
 	var a approvalRow
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return fmt.Errorf("decode approval: %w", err)
+	if printed, err := e.post(ctx, fmt.Sprintf("/v1/approvals/%d/%s", id, verb), body, "approval", &a); printed || err != nil {
+		return err
 	}
 	fmt.Fprintf(e.out, "approval %d (%s) %s by %s", a.ID, a.Kind, a.Status, deref(a.DecidedBy))
 	if a.ResultID != nil {
 		fmt.Fprintf(e.out, ": %s", *a.ResultID)
 	}
 	fmt.Fprintln(e.out)
+	return nil
+}
+
+// payoutOTP enters the OTP of a Paystack transfer waiting for one.
+func (e *env) payoutOTP(ctx context.Context, args []string) error {
+	var code string
+	pos, err := flags("payouts otp", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&code, "otp", "", "")
+	})
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || code == "" {
+		return usageErrorf("payouts otp needs one payout ID and --otp (the code Paystack sent)")
+	}
+	var r struct {
+		PayoutID     string `json:"payout_id"`
+		TransferCode string `json:"transfer_code"`
+		Status       string `json:"status"`
+		Message      string `json:"message"`
+	}
+	if printed, err := e.post(ctx, "/v1/payouts/"+url.PathEscape(pos[0])+"/paystack-otp", map[string]string{"otp": code},
+		"OTP answer", &r); printed || err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "Paystack took the OTP for transfer %s of payout %s: %s (%s); its events settle the payout\n",
+		r.TransferCode, r.PayoutID, r.Status, r.Message)
 	return nil
 }

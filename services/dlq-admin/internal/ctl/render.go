@@ -2,9 +2,11 @@ package ctl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,6 +40,22 @@ func (t *table) flush() error {
 }
 
 // printRaw writes an API answer as it came, indented.
+// post sends a write and decodes its answer into out as what, unless
+// --output json printed the answer as it is (printed true).
+func (e *env) post(ctx context.Context, path string, body any, what string, out any) (printed bool, err error) {
+	raw, err := e.c.do(ctx, http.MethodPost, path, nil, body)
+	if err != nil {
+		return false, err
+	}
+	if e.json {
+		return true, e.printRaw(raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return false, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return false, nil
+}
+
 func (e *env) printRaw(raw json.RawMessage) error {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {

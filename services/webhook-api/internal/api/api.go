@@ -49,9 +49,11 @@ type Deps struct {
 	Ingest       Saver
 	Payouts      *payouts.Store
 	Destinations *destinations.Store
-	Wallets      *wallets.Store
-	Stripe       *verify.Stripe
-	Paystack     *verify.Paystack
+	// Checker asks a destination's PSP about it before it is registered.
+	Checker  destinations.Checker
+	Wallets  *wallets.Store
+	Stripe   *verify.Stripe
+	Paystack *verify.Paystack
 	// Clients are API_TOKENS: who may call /v1, and for which users.
 	Clients *clients.Set
 	// Webhooks counts webhooks by provider and outcome (NewWebhookMetric).
@@ -299,10 +301,24 @@ func (a *api) registerDestination(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := client(r)
-	d, created, err := a.Destinations.Register(r.Context(), c.Name, userID, kind, reg)
+	// An active registration answers itself without asking the PSP again;
+	// a new one is registered only once its PSP confirmed it.
+	d, ok, err := a.Destinations.Active(r.Context(), userID, reg)
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	created := false
+	if !ok {
+		found, err := a.Checker.Check(r.Context(), reg)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if d, created, err = a.Destinations.Register(r.Context(), c.Name, userID, kind, reg, found); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 	}
 	status := http.StatusOK
 	if created {

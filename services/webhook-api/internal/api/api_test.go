@@ -21,7 +21,10 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
+	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/pkg/psptest"
+	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/api"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/clients"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
@@ -58,6 +61,11 @@ type options struct {
 	commit ingest.CommitterConfig
 	// commitClock is the committer's clock (default time.Now).
 	commitClock func() time.Time
+	// pspURL is where destinations are checked (default: a stand-in
+	// started for the test).
+	pspURL string
+	// paystack enables Paystack payouts (only Stripe's by default).
+	paystack bool
 }
 
 func newServer(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string) string {
@@ -76,6 +84,12 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 	if o.now == nil {
 		o.now = time.Now
 	}
+	if o.pspURL == "" {
+		o.pspURL = psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackSecret}).URL
+	}
+	pspHTTP := &http.Client{Timeout: 10 * time.Second}
+	checker := destinations.Checker{Stripe: stripeapi.New("sk_test_aegis", o.pspURL, pspHTTP),
+		Paystack: paystackapi.New(paystackSecret, o.pspURL, pspHTTP)}
 	logger := slog.New(slog.NewJSONHandler(o.logs, nil))
 	set, err := clients.Parse(o.clients)
 	require.NoError(t, err)
@@ -84,12 +98,12 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 	notify := notifier(t, pool)
 	api.Mount(r, api.Deps{
 		Logger: logger, Ingest: committer(t, pool, notify, o.commit, o.commitClock), Payouts: payouts.NewStore(pool, notify, o.limits).WithClock(o.now),
-		Destinations: destinations.NewStore(pool), Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
+		Destinations: destinations.NewStore(pool), Checker: checker, Wallets: wallets.NewStore(pool), Stripe: verify.NewStripe(stripeSecrets),
 		Paystack: verify.NewPaystack(paystackSecret), Clients: set, Webhooks: api.NewWebhookMetric(reg),
 		Refused:         api.NewRefusalLog(logger, reg, time.Minute, o.now),
 		Shed:            api.NewShedLog(logger, reg, time.Minute, o.now),
 		Reading:         api.NewReading(api.DefaultReadingMax, reg),
-		ProviderEnabled: func(p string) bool { return p == "stripe" }, Now: time.Now,
+		ProviderEnabled: func(p string) bool { return p == "stripe" || (o.paystack && p == "paystack") }, Now: time.Now,
 	})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)

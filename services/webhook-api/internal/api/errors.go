@@ -42,6 +42,8 @@ func classify(err error) (status int, code, message string) {
 	var invalid *validation.Error
 	var limit *payouts.LimitError
 	var coolingOff *payouts.CoolingOffError
+	var currency *payouts.CurrencyError
+	var refused *destinations.RefusedError
 	switch {
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds the size limit"
@@ -78,6 +80,14 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusUnprocessableEntity, "limit_exceeded", limit.Error()
 	case errors.As(err, &coolingOff):
 		return http.StatusUnprocessableEntity, "destination_cooling_off", coolingOff.Error()
+	case errors.As(err, &currency):
+		return http.StatusUnprocessableEntity, "currency_mismatch", currency.Error()
+	case errors.As(err, &refused):
+		return http.StatusUnprocessableEntity, refused.Code, refused.Error() + "; nothing was registered"
+	case errors.Is(err, destinations.ErrRegisteredOtherwise):
+		return http.StatusConflict, "destination_registered_otherwise", err.Error()
+	case errors.Is(err, destinations.ErrPSPUnavailable):
+		return http.StatusServiceUnavailable, "psp_unavailable", err.Error() + "; nothing was registered, retry later"
 	case errors.Is(err, destinations.ErrNotFound):
 		return http.StatusNotFound, "destination_not_found", "no destination with this id for this user"
 	case errors.Is(err, payouts.ErrKeyReused):

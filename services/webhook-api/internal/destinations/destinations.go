@@ -1,6 +1,7 @@
 package destinations
 
 import (
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strings"
@@ -38,12 +39,27 @@ type Destination struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	DisabledBy  *string    `json:"disabled_by"`
 	DisabledAt  *time.Time `json:"disabled_at"`
+	// DisabledReason says why it was disabled other than by its client.
+	DisabledReason *string `json:"disabled_reason"`
+	// ExternalAccount is the Stripe connected account's bank account or
+	// card its payouts go to; nil for a connected account paid by transfer
+	// alone and for other providers.
+	ExternalAccount *string `json:"external_account"`
+	// Currency is the one it receives; nil when any.
+	Currency *string `json:"currency"`
+	// PSPCheckedAt is when its PSP confirmed it (nil: never checked).
+	PSPCheckedAt *time.Time `json:"psp_checked_at"`
+	// PSPCheck is what its PSP said (capabilities, country, currencies).
+	PSPCheck json.RawMessage `json:"psp_check"`
 }
 
 // Registration is the body of POST /v1/users/{user_id}/destinations.
 type Registration struct {
 	Provider    string `json:"provider"`
 	Destination string `json:"destination"`
+	// ExternalAccount (Stripe only) names one of the connected account's
+	// bank accounts (ba_…) or cards (card_…) for its payouts.
+	ExternalAccount string `json:"external_account,omitempty"`
 }
 
 // shapes are the identifiers each provider pays to, by prefix: the type it
@@ -71,11 +87,25 @@ const MaxDestination = 255
 func (r *Registration) Normalize(userID string) (kind string, err error) {
 	r.Provider = strings.ToLower(strings.TrimSpace(r.Provider))
 	r.Destination = strings.TrimSpace(r.Destination)
+	r.ExternalAccount = strings.TrimSpace(r.ExternalAccount)
 	if err := ValidateUserID(userID); err != nil {
 		return "", err
 	}
-	return Shape(r.Provider, r.Destination)
+	kind, err = Shape(r.Provider, r.Destination)
+	if err != nil || r.ExternalAccount == "" {
+		return kind, err
+	}
+	if kind != "connected_account" {
+		return "", &validation.Error{Field: "external_account",
+			Message: "is only for a Stripe connected account (acct_…): the bank account or card of its own that its payouts go to"}
+	}
+	if !externalAccount.MatchString(r.ExternalAccount) {
+		return "", &validation.Error{Field: "external_account", Message: "must be a Stripe bank account (ba_…) or card (card_…) id"}
+	}
+	return kind, nil
 }
+
+var externalAccount = regexp.MustCompile(`^(ba|card)_[A-Za-z0-9_]{1,250}$`)
 
 // Shape checks that destination is an identifier provider pays to and
 // returns its type.

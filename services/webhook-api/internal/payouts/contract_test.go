@@ -36,7 +36,7 @@ func TestStoreWorksWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	require.True(t, errors.As(err, &pgErr) && pgErr.Code == "42501", "the contract is applied: reading payouts is refused, got %v", err)
 
 	_, _, err = destinations.NewStore(api).Register(ctx, "acme", "alice", "bank_account",
-		destinations.Registration{Provider: "stripe", Destination: "ba_123"})
+		destinations.Registration{Provider: "stripe", Destination: "ba_123"}, destinations.Found{})
 	require.NoError(t, err)
 	limits := payouts.Limits{PerPayout: map[string]int64{"usd": 10_000}, Daily: map[string]int64{"usd": 20_000},
 		NewDestination: map[string]int64{"usd": 20_000}, CoolingOff: time.Hour}

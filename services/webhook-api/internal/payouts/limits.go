@@ -53,6 +53,17 @@ type Limits struct {
 // destination_cooling_off).
 var ErrCoolingOff = errors.New("destination in its cooling-off period")
 
+// CurrencyError: the destination receives another currency than the
+// payout's (its PSP said so when it was registered).
+type CurrencyError struct {
+	Currency string
+	Receives string
+}
+
+func (e *CurrencyError) Error() string {
+	return fmt.Sprintf("the destination receives %s, not %s: its PSP pays it only in the currency it holds", e.Receives, e.Currency)
+}
+
 // CoolingOffError says what a new destination may still receive, and when
 // its cooling-off ends.
 type CoolingOffError struct {

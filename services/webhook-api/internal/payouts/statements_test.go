@@ -23,7 +23,7 @@ func TestCreateAndCancelRoundTrips(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	_, _, err := destinations.NewStore(db.Pool).Register(ctx, "acme", "alice", "bank_account",
-		destinations.Registration{Provider: "stripe", Destination: "ba_123"})
+		destinations.Registration{Provider: "stripe", Destination: "ba_123"}, destinations.Found{})
 	require.NoError(t, err)
 
 	cfg, err := pgxpool.ParseConfig(db.URL)

@@ -64,11 +64,15 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 		if found || err != nil {
 			return err
 		}
-		destID, dest, err := destinations.Resolve(ctx, tx, destinations.Ref{
+		dest, err := destinations.Resolve(ctx, tx, destinations.Ref{
 			UserID: req.UserID, Provider: req.Provider, ID: req.DestinationID, Value: req.Destination})
 		if err != nil {
 			return err
 		}
+		if dest.Currency != "" && dest.Currency != req.Currency {
+			return &CurrencyError{Currency: req.Currency, Receives: dest.Currency}
+		}
+		destID := dest.ID
 		if err := s.checkLimits(ctx, tx, req); err != nil {
 			return err
 		}
@@ -76,7 +80,7 @@ func (s *Store) Create(ctx context.Context, clientID, key string, req Request) (
 			return err
 		}
 		_, err = sqlcdb.New(tx).CreatePayout(ctx, sqlcdb.CreatePayoutParams{ID: id, ClientID: clientID, IdempotencyKey: key,
-			RequestHash: hash, UserID: req.UserID, Amount: req.Amount, Currency: req.Currency, Destination: dest,
+			RequestHash: hash, UserID: req.UserID, Amount: req.Amount, Currency: req.Currency, Destination: dest.Destination,
 			Provider: req.Provider, CorrelationID: corr, DestinationID: destID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// A concurrent request with the key committed first.

@@ -211,7 +211,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			"PAYSTACK_API_BASE":       URL(p.PSP),
 			"AEGIS_EVENT_SIGNING_KEY": cfg.Secrets.EventSigningKey,
 		}, max(1, cfg.WorkerReplicas)},
-		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens}, 1},
+		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens,
+			// Operators enter the OTP of a Paystack transfer waiting for one.
+			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey, "PAYSTACK_API_BASE": URL(p.PSP)}, 1},
 	}
 	var ready []waitFor
 	for _, svc := range services {

@@ -11,14 +11,19 @@ import (
 )
 
 type Destination struct {
-	ID          uuid.UUID
-	UserID      string
-	Provider    string
-	Destination string
-	Type        string
-	Status      string
-	CreatedBy   string
-	CreatedAt   time.Time
-	DisabledBy  *string
-	DisabledAt  *time.Time
+	ID              uuid.UUID
+	UserID          string
+	Provider        string
+	Destination     string
+	Type            string
+	Status          string
+	CreatedBy       string
+	CreatedAt       time.Time
+	DisabledBy      *string
+	DisabledAt      *time.Time
+	ExternalAccount *string
+	Currency        *string
+	PspCheckedAt    *time.Time
+	PspRecord       []byte
+	DisabledReason  *string
 }

@@ -7,12 +7,14 @@ package sqlcdb
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
 const active = `-- name: Active :one
-SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at
+SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at,
+       external_account, currency, psp_checked_at, psp_record, disabled_reason
 FROM destinations
 WHERE user_id = $1 AND provider = $2 AND destination = $3 AND status = 'active'
 `
@@ -37,6 +39,11 @@ func (q *Queries) Active(ctx context.Context, arg ActiveParams) (Destination, er
 		&i.CreatedAt,
 		&i.DisabledBy,
 		&i.DisabledAt,
+		&i.ExternalAccount,
+		&i.Currency,
+		&i.PspCheckedAt,
+		&i.PspRecord,
+		&i.DisabledReason,
 	)
 	return i, err
 }
@@ -44,7 +51,8 @@ func (q *Queries) Active(ctx context.Context, arg ActiveParams) (Destination, er
 const disable = `-- name: Disable :one
 UPDATE destinations SET status = 'disabled', disabled_by = $1::text, disabled_at = now()
 WHERE id = $2 AND user_id = $3 AND status = 'active'
-RETURNING id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at
+RETURNING id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at,
+       external_account, currency, psp_checked_at, psp_record, disabled_reason
 `
 
 type DisableParams struct {
@@ -67,12 +75,18 @@ func (q *Queries) Disable(ctx context.Context, arg DisableParams) (Destination, 
 		&i.CreatedAt,
 		&i.DisabledBy,
 		&i.DisabledAt,
+		&i.ExternalAccount,
+		&i.Currency,
+		&i.PspCheckedAt,
+		&i.PspRecord,
+		&i.DisabledReason,
 	)
 	return i, err
 }
 
 const get = `-- name: Get :one
-SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at
+SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at,
+       external_account, currency, psp_checked_at, psp_record, disabled_reason
 FROM destinations
 WHERE id = $1 AND user_id = $2
 `
@@ -96,12 +110,18 @@ func (q *Queries) Get(ctx context.Context, arg GetParams) (Destination, error) {
 		&i.CreatedAt,
 		&i.DisabledBy,
 		&i.DisabledAt,
+		&i.ExternalAccount,
+		&i.Currency,
+		&i.PspCheckedAt,
+		&i.PspRecord,
+		&i.DisabledReason,
 	)
 	return i, err
 }
 
 const list = `-- name: List :many
-SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at
+SELECT id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at,
+       external_account, currency, psp_checked_at, psp_record, disabled_reason
 FROM destinations
 WHERE user_id = $1 AND ($2::text = '' OR status = $2)
 ORDER BY created_at DESC, id DESC
@@ -133,6 +153,11 @@ func (q *Queries) List(ctx context.Context, arg ListParams) ([]Destination, erro
 			&i.CreatedAt,
 			&i.DisabledBy,
 			&i.DisabledAt,
+			&i.ExternalAccount,
+			&i.Currency,
+			&i.PspCheckedAt,
+			&i.PspRecord,
+			&i.DisabledReason,
 		); err != nil {
 			return nil, err
 		}
@@ -146,19 +171,26 @@ func (q *Queries) List(ctx context.Context, arg ListParams) ([]Destination, erro
 
 const register = `-- name: Register :one
 
-INSERT INTO destinations (id, user_id, provider, destination, type, created_by)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO destinations (id, user_id, provider, destination, type, created_by, external_account, currency,
+                          psp_checked_at, psp_record)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10)
 ON CONFLICT (user_id, provider, destination) WHERE status = 'active' DO NOTHING
-RETURNING id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at
+RETURNING id, user_id, provider, destination, type, status, created_by, created_at, disabled_by, disabled_at,
+       external_account, currency, psp_checked_at, psp_record, disabled_reason
 `
 
 type RegisterParams struct {
-	ID          uuid.UUID
-	UserID      string
-	Provider    string
-	Destination string
-	Type        string
-	CreatedBy   string
+	ID              uuid.UUID
+	UserID          string
+	Provider        string
+	Destination     string
+	Type            string
+	CreatedBy       string
+	ExternalAccount *string
+	Currency        *string
+	PspCheckedAt    *time.Time
+	PspRecord       []byte
 }
 
 // All SQL of package destinations, compiled by sqlc into package sqlcdb.
@@ -173,6 +205,10 @@ func (q *Queries) Register(ctx context.Context, arg RegisterParams) (Destination
 		arg.Destination,
 		arg.Type,
 		arg.CreatedBy,
+		arg.ExternalAccount,
+		arg.Currency,
+		arg.PspCheckedAt,
+		arg.PspRecord,
 	)
 	var i Destination
 	err := row.Scan(
@@ -186,12 +222,17 @@ func (q *Queries) Register(ctx context.Context, arg RegisterParams) (Destination
 		&i.CreatedAt,
 		&i.DisabledBy,
 		&i.DisabledAt,
+		&i.ExternalAccount,
+		&i.Currency,
+		&i.PspCheckedAt,
+		&i.PspRecord,
+		&i.DisabledReason,
 	)
 	return i, err
 }
 
 const resolve = `-- name: Resolve :one
-SELECT id, destination FROM destinations
+SELECT id, destination, currency FROM destinations
 WHERE user_id = $1 AND provider = $2 AND status = 'active'
   AND ($3::uuid IS NULL OR id = $3) AND ($4::text = '' OR destination = $4)
 ORDER BY created_at DESC
@@ -209,6 +250,7 @@ type ResolveParams struct {
 type ResolveRow struct {
 	ID          uuid.UUID
 	Destination string
+	Currency    *string
 }
 
 // Finds the active destination a payout names, by id (NULL: any), by value
@@ -223,6 +265,6 @@ func (q *Queries) Resolve(ctx context.Context, arg ResolveParams) (ResolveRow, e
 		arg.Value,
 	)
 	var i ResolveRow
-	err := row.Scan(&i.ID, &i.Destination)
+	err := row.Scan(&i.ID, &i.Destination, &i.Currency)
 	return i, err
 }

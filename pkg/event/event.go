@@ -74,6 +74,11 @@ type PSPEvent struct {
 	// ObjectStatus is the PSP object's status as the event reports it.
 	ObjectStatus string `json:"object_status,omitempty"`
 	FailureCode  string `json:"failure_code,omitempty"`
+	// Reversed is, for ActionPayoutReversed, how much of the payout's
+	// Amount the PSP has taken back so far, all reversals together (a
+	// Stripe transfer's amount_reversed): less than Amount for a partial
+	// reversal. 0 means all of it (Paystack reverses whole transfers).
+	Reversed int64 `json:"reversed,omitempty"`
 	// Account is the connected account a Stripe event came from (Connect);
 	// empty for events about our own account. An outcome event from a
 	// connected account is never about one of our payouts.

@@ -24,6 +24,13 @@ func PayoutRetryID(payoutID string, transitionID int64) string {
 // payout:<payout id>:<status>.
 func PayoutOutcomeID(payoutID, status string) string { return messageID("payout", payoutID, status) }
 
+// PayoutPartReturnID is the aegis.settlements event of a partial reversal
+// of payout payoutID that brought what the PSP took back to reversed in
+// all: payout:<id>:reversed:<reversed>, one per part.
+func PayoutPartReturnID(payoutID string, reversed int64) string {
+	return messageID("payout", payoutID, "reversed", strconv.FormatInt(reversed, 10))
+}
+
 // ReturnPostedID is the aegis.settlements event of ledger posting
 // postingKind (refund, refund_reversal, dispute_hold, dispute_release,
 // dispute_loss) of the provider's refund or dispute objectID:

@@ -1,6 +1,10 @@
 package event
 
-import "time"
+import (
+	"time"
+
+	"github.com/aegis-payments/aegis/pkg/payoutstate"
+)
 
 // SettlementSchemaVersion is the version of the aegis.settlements schema
 // (pkg/event/schema/settlements/v1) the types below produce. A change a
@@ -25,6 +29,11 @@ const (
 	// TypePayoutReversed: a paid payout came back (returned by the bank,
 	// reversed by the PSP); its amount is back in the wallet.
 	TypePayoutReversed Type = "payout.reversed"
+	// TypePayoutPartiallyReversed: part of a paid payout came back (a
+	// partial reversal of its Stripe transfer); that part (amount) is back
+	// in the wallet and the payout stays SUCCEEDED for the rest. Each part
+	// is one event; a reversal of the rest is a payout.reversed.
+	TypePayoutPartiallyReversed Type = "payout.partially_reversed"
 	// TypeRefundPosted: a refund of a credited payment was debited.
 	TypeRefundPosted Type = "refund.posted"
 	// TypeRefundReversed: a refund posted before failed at the PSP; its
@@ -41,7 +50,7 @@ const (
 // SettlementTypes lists every event type published on aegis.settlements.
 func SettlementTypes() []Type {
 	return []Type{TypePayoutSucceeded, TypePayoutFailed, TypePayoutCanceled, TypePayoutNeedsReview,
-		TypePayoutReversed, TypeRefundPosted, TypeRefundReversed, TypeDisputeOpened, TypeDisputeWon, TypeDisputeLost}
+		TypePayoutReversed, TypePayoutPartiallyReversed, TypeRefundPosted, TypeRefundReversed, TypeDisputeOpened, TypeDisputeWon, TypeDisputeLost}
 }
 
 // Settlement is the envelope every aegis.settlements event starts with
@@ -70,6 +79,9 @@ type PayoutOutcome struct {
 	// PSPReference is the PSP's payout/transfer id, once known.
 	PSPReference string `json:"psp_reference,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// ReversedTotal is, for payout.partially_reversed, what the PSP has
+	// taken back of the payout so far (Amount is this part).
+	ReversedTotal int64 `json:"reversed_total,omitempty"`
 }
 
 // NewPayoutOutcome builds a payout outcome event of type typ; its event id
@@ -80,6 +92,16 @@ func NewPayoutOutcome(typ Type, payoutID, status, userID string, amount int64, c
 			OccurredAt: at.UTC(), UserID: userID, Amount: amount, Currency: currency, Provider: provider},
 		PayoutID: payoutID, Status: status,
 	}
+}
+
+// NewPayoutPartReturn builds the payout.partially_reversed event of a
+// partial reversal of payout payoutID: part is what this reversal gave back,
+// reversedTotal what the PSP has taken back in all; its event id is
+// PayoutPartReturnID(payoutID, reversedTotal).
+func NewPayoutPartReturn(payoutID, userID string, part, reversedTotal int64, currency, provider string, at time.Time) PayoutOutcome {
+	o := NewPayoutOutcome(TypePayoutPartiallyReversed, payoutID, string(payoutstate.Succeeded), userID, part, currency, provider, at)
+	o.EventID, o.ReversedTotal = PayoutPartReturnID(payoutID, reversedTotal), reversedTotal
+	return o
 }
 
 // ReturnPosted reports one ledger posting for a refund or dispute object on

@@ -36,6 +36,9 @@ func samples(t *testing.T) map[event.Type][]byte {
 		}
 		add(typ, o)
 	}
+	part := event.NewPayoutPartReturn(pid, "alice", 300, 500, "usd", "stripe", at)
+	part.PSPReference = "tr_123"
+	add(event.TypePayoutPartiallyReversed, part)
 	for typ, kind := range map[event.Type]string{
 		event.TypeRefundPosted: "refund", event.TypeRefundReversed: "refund_reversal", event.TypeDisputeOpened: "dispute_hold",
 		event.TypeDisputeWon: "dispute_release", event.TypeDisputeLost: "dispute_loss",

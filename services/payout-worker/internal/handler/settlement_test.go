@@ -105,3 +105,51 @@ func TestNeedsReviewPublishesNeedsReviewNotFailed(t *testing.T) {
 	require.Equal(t, "payout:"+pid+":NEEDS_REVIEW", o.EventID)
 	require.Zero(t, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.settlements' AND event_type = 'payout.failed'`))
 }
+
+// A Connect transfer reversed in parts gives each part back to the wallet
+// once, whatever duplicates and late events arrive, and the rest with the
+// reversal of the whole: never more than the payout.
+func TestATransferReversedInPartsGivesEachPartBackOnce(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(1500, "acct_1Rev", "stripe")
+	w.requestPayout(pid, 1500, "stripe")
+	w.waitStatus(pid, payout.Succeeded)
+	require.EqualValues(t, 3500, w.balance())
+
+	now := time.Now()
+	reversal := func(id string, reversed int64, at time.Time) string {
+		e := w.outcomeEvent(id, pid, event.ActionPayoutReversed, at)
+		e.Type, e.Reversed = "transfer.reversed", reversed
+		w.publishOutcome(e)
+		return e.MessageID()
+	}
+	w.waitProcessed(reversal("evt_rev_500", 500, now.Add(time.Second)))
+	require.EqualValues(t, 4000, w.balance(), "the part is back")
+	require.Equal(t, payout.Succeeded, w.payout(pid).Status, "the rest stays paid")
+	w.waitProcessed(reversal("evt_rev_500_again", 500, now.Add(2*time.Second)))
+	w.waitProcessed(reversal("evt_rev_300_late", 300, now.Add(3*time.Second)))
+	require.EqualValues(t, 4000, w.balance(), "a total given back already gives nothing more")
+	w.waitProcessed(reversal("evt_rev_900", 900, now.Add(4*time.Second)))
+	require.EqualValues(t, 4400, w.balance())
+	w.waitProcessed(reversal("evt_rev_all", 1500, now.Add(5*time.Second)))
+	w.waitStatus(pid, payout.Finalized)
+	require.EqualValues(t, 5000, w.balance(), "the whole payout is back, once")
+	w.waitProcessed(reversal("evt_rev_all_again", 1500, now.Add(6*time.Second)))
+	require.EqualValues(t, 5000, w.balance())
+	require.Equal(t, 3, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_return' AND reference LIKE $1 || '%'`, pid))
+
+	var types []string
+	var amounts []int64
+	for _, s := range w.settlements() {
+		var o event.PayoutOutcome
+		require.NoError(t, json.Unmarshal(s.body, &o))
+		if o.PayoutID == pid {
+			types, amounts = append(types, s.typ), append(amounts, o.Amount)
+		}
+	}
+	require.Equal(t, []string{string(event.TypePayoutSucceeded), string(event.TypePayoutPartiallyReversed),
+		string(event.TypePayoutPartiallyReversed), string(event.TypePayoutReversed)}, types)
+	require.Equal(t, []int64{1500, 500, 400, 600}, amounts, "each event says what it gave back")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -246,12 +247,37 @@ func (l *Ledger) Release(ctx context.Context, tx pgx.Tx, p Payout) error {
 		leg{user(p.UserID, p.Currency), p.Amount})
 }
 
-// Return credits the user back for a payout that was paid and then came back
-// (the bank returned it, Paystack reversed it).
-func (l *Ledger) Return(ctx context.Context, tx pgx.Tx, p Payout) error {
-	return l.post(ctx, tx, KindPayoutReturn, p.ID, p.Currency,
-		leg{system(clearing(p.Provider), p.Currency), -p.Amount},
-		leg{user(p.UserID, p.Currency), p.Amount})
+// Return credits the user back what the PSP has taken back of a paid
+// payout: reversed is the total so far, all reversals together (a Stripe
+// transfer's amount_reversed; the payout's amount for a whole return, as
+// when the bank returned it or Paystack reversed it). Each part is given
+// back once, less what earlier parts gave: a part is posted under
+// "<payout id>:<reversed>", the last (reversed = the amount) under the
+// payout id, so a return is never posted twice and never exceeds the
+// payout. part is what this call credited (0: nothing new).
+func (l *Ledger) Return(ctx context.Context, tx pgx.Tx, p Payout, reversed int64) (part int64, err error) {
+	if reversed <= 0 || reversed > p.Amount {
+		return 0, fmt.Errorf("return of payout %s: %d reversed of %d", p.ID, reversed, p.Amount)
+	}
+	before, err := sqlcdb.New(tx).PayoutReturned(ctx, p.ID)
+	if err != nil {
+		return 0, fmt.Errorf("sum returns of payout %s: %w", p.ID, err)
+	}
+	part = reversed - before
+	if part <= 0 {
+		return 0, nil // an earlier or equal total: given back already
+	}
+	reference := p.ID
+	if reversed < p.Amount {
+		reference = p.ID + ":" + strconv.FormatInt(reversed, 10)
+	}
+	err = l.post(ctx, tx, KindPayoutReturn, reference, p.Currency,
+		leg{system(clearing(p.Provider), p.Currency), -part},
+		leg{user(p.UserID, p.Currency), part})
+	if errors.Is(err, ErrAlreadyPosted) {
+		return 0, nil
+	}
+	return part, err
 }
 
 // Posted reports whether a transaction of kind for reference exists.

@@ -89,8 +89,25 @@ func TestPayoutLifecycleBalances(t *testing.T) {
 	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
 	require.EqualValues(t, 600, b)
 
-	// The bank returns the paid one.
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Return(ctx, tx, paid) }))
+	// The PSP takes part of the paid one back, then the whole: each part
+	// once, the whole never more than the payout.
+	returned := func(total int64) int64 {
+		var part int64
+		require.NoError(t, inTx(t, db, func(tx pgx.Tx) (err error) {
+			part, err = l.Return(ctx, tx, paid, total)
+			return err
+		}))
+		return part
+	}
+	require.EqualValues(t, 100, returned(100))
+	require.EqualValues(t, 0, returned(100), "the same total again gives nothing")
+	require.EqualValues(t, 0, returned(50), "a smaller total, late, gives nothing")
+	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 700, b)
+	require.EqualValues(t, 300, returned(400), "the rest gives the rest")
+	require.EqualValues(t, 0, returned(400))
+	require.Error(t, inTx(t, db, func(tx pgx.Tx) error { _, err := l.Return(ctx, tx, paid, 401); return err }),
+		"more than the payout is refused")
 	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
 	require.EqualValues(t, 1000, b)
 	reconcile(t, db)

@@ -62,6 +62,15 @@ WHERE ((w.kind = 'user' AND w.owner = @user_id::text AND w.currency = @currency:
 -- name: Posted :one
 SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = @kind AND reference = @reference);
 
+-- name: PayoutReturned :one
+-- PayoutReturned sums what the returns of payout @payout_id credited back:
+-- the whole (reference = the payout id) and each part before it
+-- (reference '<payout id>:<reversed so far>'). Returns are rare, so the
+-- range of payout_return rows the (kind, reference) index holds is small.
+SELECT coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0)::bigint
+FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+WHERE t.kind = 'payout_return' AND (t.reference = @payout_id::text OR t.reference LIKE @payout_id::text || ':%');
+
 -- Money that goes back (returns.go).
 
 -- name: CreditedPayment :one

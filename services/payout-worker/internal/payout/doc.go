@@ -78,6 +78,13 @@
 // class psp_settling) to the end of the window without sending, releasing
 // or spending an attempt, and looked up again; what appeared is adopted.
 //
+// A Stripe transfer reversed in part (transfer.reversed with amount_reversed
+// below its amount; Stripe sends one per reversal) gives back each part
+// once and keeps the payout SUCCEEDED for the rest; the reversal of the
+// rest finishes it (FAILED → FINALIZED). The ledger posts each total once
+// and never more than the payout (ledger.Return), whatever order or
+// duplicates the events arrive in.
+//
 // PSP outcome webhooks (payout.paid/failed, transfer.success/failed/reversed)
 // are evidence, not commands (finalize.go): one changes its payout only when
 // provider, amount, currency, the PSP's object id (once known) match, and

@@ -103,6 +103,30 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 			}
 			return pr.deadLetter(ctx, tx, m, errors.New(msg), errclass.Permanent, p)
 
+		case e.Action == event.ActionPayoutReversed && partOf(e, p) &&
+			((inFlight(p.Status) && !released) || p.Status == Succeeded):
+			// Part of the transfer came back, so it was made: the payout
+			// is paid, and that part returns to the wallet once.
+			if inFlight(p.Status) {
+				if err := pr.paid(ctx, tx, p, map[string]any{"event_id": e.EventID}); err != nil {
+					return err
+				}
+			}
+			part, err := pr.ledger.Return(ctx, tx, p.ledgerPayout(), e.Reversed)
+			if err != nil {
+				return err
+			}
+			if part == 0 {
+				ev.verdict = verdictRecorded // this total was given back already
+			}
+			if err := recordEvidence(ctx, tx, p, ev); err != nil {
+				return err
+			}
+			if _, err := move(ctx, tx, p); err != nil || part == 0 {
+				return err
+			}
+			return pr.publishPart(ctx, tx, p, part, e.Reversed)
+
 		case (e.Action == event.ActionPayoutFailed || e.Action == event.ActionPayoutReversed) && inFlight(p.Status):
 			if err := applied(); err != nil {
 				return err
@@ -113,14 +137,16 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 			if err := applied(); err != nil {
 				return err
 			}
-			// Paid, then returned by the bank or reversed by the PSP.
-			if err := pr.ledger.Return(ctx, tx, lp); err != nil && !errors.Is(err, ledger.ErrAlreadyPosted) {
+			// Paid, then returned by the bank or reversed by the PSP: the
+			// rest of it (parts reversed before are back already).
+			rest, err := pr.ledger.Return(ctx, tx, lp, lp.Amount)
+			if err != nil {
 				return err
 			}
 			if _, err := move(ctx, tx, p, step{to: Failed, err: reason + " after it was paid", class: string(errclass.Permanent)}, step{to: Finalized}); err != nil {
 				return err
 			}
-			return pr.publishOutcome(ctx, tx, p, event.TypePayoutReversed, reason)
+			return pr.publishOutcome(ctx, tx, p, event.TypePayoutReversed, rest, reason)
 		}
 		// Already in the state the event reports (a duplicate under another
 		// event id) or finished: record what the PSP said, change nothing.
@@ -132,6 +158,10 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 		return err
 	})
 }
+
+// partOf reports whether e reverses only part of p (a partial reversal of
+// its Stripe transfer); 0 reversed means all of it.
+func partOf(e event.PSPEvent, p *Payout) bool { return e.Reversed > 0 && e.Reversed < p.Amount }
 
 // paid settles an in-flight payout the PSP says it paid (an outcome event
 // or the sweeper's lookup): the hold goes to the PSP clearing account, the

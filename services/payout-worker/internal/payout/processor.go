@@ -575,7 +575,7 @@ func (pr *Processor) deadLetter(ctx context.Context, tx pgx.Tx, m inbox.Message,
 // outcome publishes the payout's outcome on aegis.settlements, typed by
 // its status (settlement.go).
 func (pr *Processor) outcome(ctx context.Context, tx pgx.Tx, p *Payout, reason string) error {
-	return pr.publishOutcome(ctx, tx, p, outcomeType(p.Status), reason)
+	return pr.publishOutcome(ctx, tx, p, outcomeType(p.Status), p.Amount, reason)
 }
 
 func resultClass(err error) errclass.Class {

@@ -33,14 +33,22 @@ func outcomeType(status Status) event.Type {
 // pkg/event/schema/settlements/v1/<typ>.json) to the outbox in tx: it is
 // published exactly when the state change commits. Its event id is
 // payout:<id>:<status>, so a redelivery or replay carries the same id.
-func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, typ event.Type, reason string) error {
-	o := event.NewPayoutOutcome(typ, p.ID.String(), string(p.Status), p.UserID, p.Amount, p.Currency, p.Provider, pr.now())
+// amount is the payout's, or for payout.reversed what this reversal gave
+// back (the rest, after parts announced by payout.partially_reversed).
+func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, typ event.Type, amount int64, reason string) error {
+	o := event.NewPayoutOutcome(typ, p.ID.String(), string(p.Status), p.UserID, amount, p.Currency, p.Provider, pr.now())
 	o.PSPReference, o.Error = p.PSPReference, reason
+	pr.metrics.finished.WithLabelValues(p.Provider, string(p.Status)).Inc()
+	return pr.publish(ctx, tx, p, o)
+}
+
+// publish puts o on aegis.settlements through the outbox, in the caller's tx.
+func (pr *Processor) publish(ctx context.Context, tx pgx.Tx, p *Payout, o event.PayoutOutcome) error {
+	typ := o.Type
 	body, err := json.Marshal(o)
 	if err != nil {
 		return fmt.Errorf("encode payout outcome: %w", err)
 	}
-	pr.metrics.finished.WithLabelValues(p.Provider, string(p.Status)).Inc()
 	_, err = outbox.Insert(ctx, tx, outbox.Message{
 		Topic: kafkax.TopicSettlements, EventType: string(typ), PartitionKey: p.UserID, Payload: body,
 		CorrelationID: p.CorrelationID,
@@ -51,4 +59,12 @@ func (pr *Processor) publishOutcome(ctx context.Context, tx pgx.Tx, p *Payout, t
 		},
 	})
 	return err
+}
+
+// publishPart publishes payout.partially_reversed: part of p came back,
+// reversed in all so far, in the caller's tx.
+func (pr *Processor) publishPart(ctx context.Context, tx pgx.Tx, p *Payout, part, reversed int64) error {
+	o := event.NewPayoutPartReturn(p.ID.String(), p.UserID, part, reversed, p.Currency, p.Provider, pr.now())
+	o.PSPReference = p.PSPReference
+	return pr.publish(ctx, tx, p, o)
 }

@@ -222,15 +222,17 @@ func NormalizeStripe(body []byte, now time.Time) (Normalized, error) {
 			Outcome: stripeDisputeOutcome(obj.Status)}}
 		problem = returnsProblem(e)
 	case event.StripeTransferReversed:
-		// A Connect transfer of one of our payouts came back (a failed
-		// payout is reversed whole; a partial reversal needs a person).
+		// A Connect transfer of one of our payouts came back, whole or in
+		// part: Stripe sends transfer.reversed for each reversal, with the
+		// transfer's amount_reversed so far; the worker gives each part
+		// back once.
 		e.Action, e.Reference, e.PayoutID = event.ActionPayoutReversed, obj.ID, obj.Metadata["payout_id"]
-		e.Amount, e.Currency = obj.Amount, strings.ToLower(obj.Currency)
+		e.Amount, e.Currency, e.Reversed = obj.Amount, strings.ToLower(obj.Currency), obj.AmountReversed
 		switch {
 		case e.PayoutID == "":
 			problem = fmt.Sprintf("stripe %s %s has no metadata.payout_id: cannot match it to a payout", ev.Type, obj.ID)
-		case obj.AmountReversed != obj.Amount:
-			problem = fmt.Sprintf("stripe %s %s reverses %d of %d: a partial reversal is not applied automatically",
+		case obj.AmountReversed <= 0 || obj.AmountReversed > obj.Amount:
+			problem = fmt.Sprintf("stripe %s %s reverses %d of %d: not a reversal of this transfer",
 				ev.Type, obj.ID, obj.AmountReversed, obj.Amount)
 		}
 	case event.StripePayoutPaid, event.StripePayoutFailed, event.StripePayoutCanceled, event.StripePayoutUpdated:

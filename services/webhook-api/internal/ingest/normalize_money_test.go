@@ -125,7 +125,18 @@ func TestNormalizeStripeTransferReversed(t *testing.T) {
 	require.EqualValues(t, 500, n.Event.Amount)
 	require.Empty(t, n.Problem)
 
+	require.EqualValues(t, 500, n.Event.Reversed)
+
+	// A partial reversal says how much is back so far.
 	n, err = NormalizeStripe(stripeEventJSON("evt_t2", "transfer.reversed", `{"id":"tr_2","object":"transfer","amount":500,"amount_reversed":100,"currency":"usd","metadata":{"payout_id":"p2"}}`), now)
 	require.NoError(t, err)
-	require.Contains(t, n.Problem, "partial reversal")
+	require.Empty(t, n.Problem)
+	require.EqualValues(t, 500, n.Event.Amount)
+	require.EqualValues(t, 100, n.Event.Reversed)
+
+	for _, bad := range []string{`"amount_reversed":0`, `"amount_reversed":600`} {
+		n, err = NormalizeStripe(stripeEventJSON("evt_t3", "transfer.reversed", `{"id":"tr_3","object":"transfer","amount":500,`+bad+`,"currency":"usd","metadata":{"payout_id":"p3"}}`), now)
+		require.NoError(t, err)
+		require.Contains(t, n.Problem, "not a reversal of this transfer", bad)
+	}
 }

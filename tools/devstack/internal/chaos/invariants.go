@@ -343,6 +343,19 @@ func (su *suite) checkPayouts(ctx context.Context, wl *workload, rep *Report) er
 		rep.violation("holds: %d released twice, %d FINALIZED payouts never given back", doubleRelease, unreleased)
 		bad++
 	}
+	// A payout reversed in parts gives back each part once: never more
+	// than the payout in all.
+	overReturned, err := su.count(ctx, `SELECT count(*) FROM payouts p
+		WHERE (SELECT coalesce(sum(e.amount), 0) FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+		       WHERE t.kind = 'payout_return' AND e.amount > 0
+		         AND (t.reference = p.id::text OR t.reference LIKE p.id::text || ':%')) > p.amount`)
+	if err != nil {
+		return err
+	}
+	if overReturned > 0 {
+		rep.violation("returns: %d payouts gave back more than they paid", overReturned)
+		bad++
+	}
 	// Idempotency-Keys: a repeat with the same body answers the same
 	// payout, with another body a 422.
 	first := map[string]string{}

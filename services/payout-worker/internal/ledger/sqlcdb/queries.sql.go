@@ -410,6 +410,23 @@ func (q *Queries) Owed(ctx context.Context, arg OwedParams) (int64, error) {
 	return owed, err
 }
 
+const payoutReturned = `-- name: PayoutReturned :one
+SELECT coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0)::bigint
+FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+WHERE t.kind = 'payout_return' AND (t.reference = $1::text OR t.reference LIKE $1::text || ':%')
+`
+
+// PayoutReturned sums what the returns of payout @payout_id credited back:
+// the whole (reference = the payout id) and each part before it
+// (reference '<payout id>:<reversed so far>'). Returns are rare, so the
+// range of payout_return rows the (kind, reference) index holds is small.
+func (q *Queries) PayoutReturned(ctx context.Context, payoutID string) (int64, error) {
+	row := q.db.QueryRow(ctx, payoutReturned, payoutID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const posted = `-- name: Posted :one
 SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = $1 AND reference = $2)
 `

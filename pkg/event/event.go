@@ -74,6 +74,10 @@ type PSPEvent struct {
 	// ObjectStatus is the PSP object's status as the event reports it.
 	ObjectStatus string `json:"object_status,omitempty"`
 	FailureCode  string `json:"failure_code,omitempty"`
+	// Fee is, for ActionCredit, what the PSP kept of the payment when the
+	// event says (Paystack charge.success data.fees): the platform's cost,
+	// posted apart; the wallet is credited the whole Amount.
+	Fee int64 `json:"fee,omitempty"`
 	// Reversed is, for ActionPayoutReversed, how much of the payout's
 	// Amount the PSP has taken back so far, all reversals together (a
 	// Stripe transfer's amount_reversed): less than Amount for a partial

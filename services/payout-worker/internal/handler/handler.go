@@ -162,15 +162,19 @@ func (h *Handler) credit(ctx context.Context, m inbox.Message, e event.PSPEvent)
 		problem = fmt.Errorf("credit currency %q is not an ISO 4217 code", e.Currency)
 	case e.Reference == "":
 		problem = errors.New("credit without a payment reference")
+	case e.Fee < 0 || e.Fee > e.Amount:
+		problem = fmt.Errorf("credit fee %d is not between 0 and the amount %d", e.Fee, e.Amount)
 	}
 	if problem == nil {
 		claim := ledger.Claim{Group: m.Group, EventID: m.ID()}
+		receipt := ledger.Receipt{Provider: e.Provider, Reference: e.Reference, UserID: e.UserID, Amount: e.Amount,
+			Fee: e.Fee, Currency: e.Currency}
 		var outcome ledger.CreditOutcome
 		var err error
 		if h.credits != nil {
-			outcome, err = h.credits.Credit(ctx, claim, e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+			outcome, err = h.credits.Credit(ctx, claim, receipt)
 		} else {
-			outcome, err = h.ledger.CreditOnce(ctx, h.pool, claim, e.Provider, e.Reference, e.UserID, e.Amount, e.Currency)
+			outcome, err = h.ledger.CreditOnce(ctx, h.pool, claim, receipt)
 		}
 		if err != nil {
 			return err

@@ -21,8 +21,7 @@ func BenchmarkCreditOnce(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		out, err := l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "bench", EventID: fmt.Sprintf("evt_%d", i)},
-			"stripe", fmt.Sprintf("pi_%d", i), fmt.Sprintf("u%d", i%50), 100, "usd")
+		out, err := l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "bench", EventID: fmt.Sprintf("evt_%d", i)}, ledger.Receipt{Provider: "stripe", Reference: fmt.Sprintf("pi_%d", i), UserID: fmt.Sprintf("u%d", i%50), Amount: 100, Currency: "usd"})
 		if err != nil || out != ledger.Credited {
 			b.Fatalf("credit %d: %v %v", i, out, err)
 		}
@@ -46,8 +45,7 @@ func BenchmarkCreditCommitter(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			out, err := c.Credit(ctx, ledger.Claim{Group: "bench", EventID: fmt.Sprintf("evt_%d", i)},
-				"stripe", fmt.Sprintf("pi_%d", i), fmt.Sprintf("u%d", i%50), 100, "usd")
+			out, err := c.Credit(ctx, ledger.Claim{Group: "bench", EventID: fmt.Sprintf("evt_%d", i)}, ledger.Receipt{Provider: "stripe", Reference: fmt.Sprintf("pi_%d", i), UserID: fmt.Sprintf("u%d", i%50), Amount: 100, Currency: "usd"})
 			if err != nil || out != ledger.Credited {
 				b.Errorf("credit %d: %v %v", i, out, err)
 				return

@@ -129,8 +129,8 @@ func (c *CreditCommitter) Start(ctx context.Context) error {
 // looked up here, outside any group's transaction. When ctx is done first
 // it returns ctx's error at once; the credit may still commit, and its
 // redelivery is then a DuplicateMessage. Call it only after Start.
-func (c *CreditCommitter) Credit(ctx context.Context, claim Claim, provider, reference, userID string, amount int64, currency string) (CreditOutcome, error) {
-	cr, err := c.ledger.newCredit(ctx, claim, provider, reference, userID, amount, currency)
+func (c *CreditCommitter) Credit(ctx context.Context, claim Claim, p Receipt) (CreditOutcome, error) {
+	cr, err := c.ledger.newCredit(ctx, claim, p)
 	if err != nil {
 		return "", err
 	}

@@ -28,7 +28,7 @@ func commitGroupOf(t *testing.T, c *CreditCommitter, credits []groupCredit) []cr
 	ctx := context.Background()
 	group := make([]*creditRequest, len(credits))
 	for i, g := range credits {
-		cr, err := c.ledger.newCredit(ctx, Claim{Group: "g", EventID: g.event}, "stripe", g.reference, g.user, g.amount, "usd")
+		cr, err := c.ledger.newCredit(ctx, Claim{Group: "g", EventID: g.event}, Receipt{Provider: "stripe", Reference: g.reference, UserID: g.user, Amount: g.amount, Currency: "usd"})
 		require.NoError(t, err)
 		group[i] = &creditRequest{cr: cr, done: make(chan creditResult, 1)}
 	}
@@ -115,7 +115,7 @@ func TestPoisonedCreditFailsAloneInItsGroup(t *testing.T) {
 	t.Parallel()
 	db, c := newTestCommitter(t, 0)
 	ctx := context.Background()
-	out, err := c.ledger.CreditOnce(ctx, db.Pool, Claim{Group: "g", EventID: "evt_0"}, "stripe", "pi_0", "u-rich", 1, "usd")
+	out, err := c.ledger.CreditOnce(ctx, db.Pool, Claim{Group: "g", EventID: "evt_0"}, Receipt{Provider: "stripe", Reference: "pi_0", UserID: "u-rich", Amount: 1, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, Credited, out)
 

@@ -58,7 +58,7 @@ func TestCreditCommitterUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for m := range next {
-				out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: m.event}, "stripe", m.payment, m.user, m.amount, "usd")
+				out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: m.event}, ledger.Receipt{Provider: "stripe", Reference: m.payment, UserID: m.user, Amount: m.amount, Currency: "usd"})
 				if !assertNoError(t, err) {
 					continue
 				}
@@ -112,7 +112,7 @@ func TestCreditCallerCancellationReturnsPromptly(t *testing.T) {
 	db := pgtest.New(t)
 	c := startCommitter(t, db, ledger.CreditCommitterConfig{Workers: 1})
 	ctx := context.Background()
-	_, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_0"}, "stripe", "pi_0", "u1", 1, "usd")
+	_, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_0"}, ledger.Receipt{Provider: "stripe", Reference: "pi_0", UserID: "u1", Amount: 1, Currency: "usd"})
 	require.NoError(t, err)
 
 	blocker, err := db.Pool.Begin(ctx)
@@ -122,7 +122,7 @@ func TestCreditCallerCancellationReturnsPromptly(t *testing.T) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = c.Credit(waitCtx, ledger.Claim{Group: "g", EventID: "evt_1"}, "stripe", "pi_1", "u1", 10, "usd")
+	_, err = c.Credit(waitCtx, ledger.Claim{Group: "g", EventID: "evt_1"}, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 10, Currency: "usd"})
 	// Returned with the wallet still locked: the caller did not wait for the commit.
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NoError(t, blocker.Rollback(ctx))
@@ -131,7 +131,7 @@ func TestCreditCallerCancellationReturnsPromptly(t *testing.T) {
 		b, err := ledger.Balance(ctx, db.Pool, "u1", "usd")
 		return err == nil && b == 11
 	}, 5*time.Second, 20*time.Millisecond, "the abandoned credit still commits")
-	out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_1"}, "stripe", "pi_1", "u1", 10, "usd")
+	out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_1"}, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 10, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.DuplicateMessage, out)
 }
@@ -147,12 +147,12 @@ func TestCreditCommitterStops(t *testing.T) {
 	c, err = ledger.NewCreditCommitter(ledger.New(db.Pool), db.Pool, ledger.CreditCommitterConfig{Workers: 2}, lifecycle.Deps{})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(ctx))
-	out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_1"}, "stripe", "pi_1", "u1", 5, "usd")
+	out, err := c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_1"}, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 5, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.Credited, out)
 	require.NoError(t, c.Stop(ctx))
 	require.NoError(t, c.Stop(ctx))
-	_, err = c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_2"}, "stripe", "pi_2", "u1", 5, "usd")
+	_, err = c.Credit(ctx, ledger.Claim{Group: "g", EventID: "evt_2"}, ledger.Receipt{Provider: "stripe", Reference: "pi_2", UserID: "u1", Amount: 5, Currency: "usd"})
 	require.ErrorIs(t, err, ledger.ErrCommitterStopped)
 	b, err := ledger.Balance(ctx, db.Pool, "u1", "usd")
 	require.NoError(t, err)

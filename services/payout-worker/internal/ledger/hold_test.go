@@ -19,7 +19,9 @@ func TestHoldIsOneStatement(t *testing.T) {
 	db := pgtest.New(t)
 	l := ledger.New(db.Pool)
 	ctx := context.Background()
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error {
+		return l.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 1000, Currency: "usd"})
+	}))
 	require.NoError(t, l.Prepare(ctx, "stripe", "usd"))
 
 	cfg, err := pgx.ParseConfig(db.URL)

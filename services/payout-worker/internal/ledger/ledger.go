@@ -33,6 +33,9 @@ const (
 	KindPayoutSettle  = "payout_settle"
 	KindPayoutRelease = "payout_release"
 	KindPayoutReturn  = "payout_return"
+	// KindPSPFee: what the PSP kept of a credited payment, from the
+	// clearing account to the PSP's fees account (reference as the credit's).
+	KindPSPFee = "psp_fee"
 )
 
 type accountKey struct{ kind, owner, currency string }
@@ -52,6 +55,10 @@ type Ledger struct {
 func New(pool *pgxpool.Pool) *Ledger { return &Ledger{pool: pool, ids: map[accountKey]int64{}} }
 
 func clearing(provider string) string { return "psp_clearing:" + provider }
+
+// fees is the account of what a PSP kept of payments: negative, the
+// platform's cost.
+func fees(provider string) string { return "psp_fees:" + provider }
 
 const holds = "payout_holds"
 
@@ -180,13 +187,45 @@ func system(name, currency string) accountKey { return accountKey{"system", name
 
 // Credit moves amount from the provider's clearing account into the user's
 // wallet. reference identifies the payment (provider-qualified).
-func (l *Ledger) Credit(ctx context.Context, tx pgx.Tx, provider, reference, userID string, amount int64, currency string) error {
-	if amount <= 0 {
-		return fmt.Errorf("credit amount %d must be positive", amount)
+func (l *Ledger) Credit(ctx context.Context, tx pgx.Tx, p Receipt) error {
+	if err := p.check(); err != nil {
+		return err
 	}
-	return l.post(ctx, tx, KindCredit, provider+":"+reference, currency,
-		leg{system(clearing(provider), currency), -amount},
-		leg{user(userID, currency), amount})
+	ref := p.Provider + ":" + p.Reference
+	if err := l.post(ctx, tx, KindCredit, ref, p.Currency,
+		leg{system(clearing(p.Provider), p.Currency), -p.Amount},
+		leg{user(p.UserID, p.Currency), p.Amount}); err != nil || p.Fee == 0 {
+		return err
+	}
+	return l.post(ctx, tx, KindPSPFee, ref, p.Currency,
+		leg{system(clearing(p.Provider), p.Currency), p.Fee},
+		leg{system(fees(p.Provider), p.Currency), -p.Fee})
+}
+
+// Receipt is a customer's payment received at a PSP, to credit to a
+// user's wallet.
+type Receipt struct {
+	Provider string
+	// Reference is the PSP's id of the payment.
+	Reference string
+	UserID    string
+	// Amount is what the customer paid: all of it is the user's.
+	Amount int64
+	// Fee is what the PSP kept of it (0 when the event does not say): the
+	// platform's cost, posted from the clearing account to the PSP's fees
+	// account, so the clearing account tracks what the PSP holds.
+	Fee      int64
+	Currency string
+}
+
+func (p Receipt) check() error {
+	if p.Amount <= 0 {
+		return fmt.Errorf("credit amount %d must be positive", p.Amount)
+	}
+	if p.Fee < 0 || p.Fee > p.Amount {
+		return fmt.Errorf("credit fee %d must be between 0 and the amount %d", p.Fee, p.Amount)
+	}
+	return nil
 }
 
 // Payout names the payout a posting belongs to.
@@ -326,8 +365,8 @@ const (
 // round trip and one (implicit) transaction on pool. See queries.sql's
 // CreditClaim.
 // CreditCommitter commits many of them in one transaction instead.
-func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, provider, reference, userID string, amount int64, currency string) (CreditOutcome, error) {
-	cr, err := l.newCredit(ctx, c, provider, reference, userID, amount, currency)
+func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, p Receipt) (CreditOutcome, error) {
+	cr, err := l.newCredit(ctx, c, p)
 	if err != nil {
 		return "", err
 	}
@@ -341,22 +380,30 @@ type credit struct {
 	provider, reference, userID string
 	currency, correlationID     string
 	amount, clearingID          int64
-	claimed, posted             int
+	// fee and feesID: what the PSP kept and its fees account (0: no fee).
+	fee, feesID     int64
+	claimed, posted int
 }
 
 // newCredit checks a credit and looks up its clearing account, which may
 // take a connection and a transaction of its own (systemWallet): call it
 // before, never inside, the credit's transaction.
-func (l *Ledger) newCredit(ctx context.Context, c Claim, provider, reference, userID string, amount int64, currency string) (*credit, error) {
-	if amount <= 0 {
-		return nil, fmt.Errorf("credit amount %d must be positive", amount)
+func (l *Ledger) newCredit(ctx context.Context, c Claim, p Receipt) (*credit, error) {
+	if err := p.check(); err != nil {
+		return nil, err
 	}
-	clearingID, err := l.systemWallet(ctx, system(clearing(provider), currency))
+	clearingID, err := l.systemWallet(ctx, system(clearing(p.Provider), p.Currency))
 	if err != nil {
 		return nil, err
 	}
-	return &credit{claim: c, provider: provider, reference: reference, userID: userID, currency: currency,
-		correlationID: logging.CorrelationID(ctx), amount: amount, clearingID: clearingID}, nil
+	cr := &credit{claim: c, provider: p.Provider, reference: p.Reference, userID: p.UserID, currency: p.Currency,
+		correlationID: logging.CorrelationID(ctx), amount: p.Amount, clearingID: clearingID, fee: p.Fee}
+	if p.Fee > 0 {
+		if cr.feesID, err = l.systemWallet(ctx, system(fees(p.Provider), p.Currency)); err != nil {
+			return nil, err
+		}
+	}
+	return cr, nil
 }
 
 // queue adds the credit's statements to b, under a new ledger transaction
@@ -394,6 +441,16 @@ func (l *Ledger) queue(ctx context.Context, b *pgx.Batch, cr *credit) error {
 			_ = q.Repay(ctx, sqlcdb.RepayParams{Currency: cr.currency, UserID: cr.userID, CreditTx: &txID,
 				Reference: KindCredit + ":" + ref, CorrelationID: cr.correlationID})
 		},
+	}
+	if cr.fee > 0 {
+		feeTx, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("new ledger transaction id: %w", err)
+		}
+		calls = append(calls, func(q *sqlcdb.Queries) {
+			_ = q.CreditFee(ctx, sqlcdb.CreditFeeParams{CreditTx: txID, FeeTx: feeTx, Reference: ref, CorrelationID: cr.correlationID,
+				Fee: cr.fee, Currency: cr.currency, ClearingID: cr.clearingID, FeesID: cr.feesID})
+		})
 	}
 	if l.settlementDelay > 0 {
 		calls = append(calls, func(q *sqlcdb.Queries) {

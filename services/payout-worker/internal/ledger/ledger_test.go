@@ -43,7 +43,9 @@ func TestCreditIsIdempotentPerPayment(t *testing.T) {
 	l := ledger.New(db.Pool)
 	ctx := context.Background()
 	credit := func() error {
-		return inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 5000, "usd") })
+		return inTx(t, db, func(tx pgx.Tx) error {
+			return l.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 5000, Currency: "usd"})
+		})
 	}
 	require.NoError(t, credit())
 	require.ErrorIs(t, credit(), ledger.ErrAlreadyPosted, "charge.succeeded after payment_intent.succeeded credits nothing")
@@ -58,7 +60,9 @@ func TestPayoutLifecycleBalances(t *testing.T) {
 	db := pgtest.New(t)
 	l := ledger.New(db.Pool)
 	ctx := context.Background()
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error {
+		return l.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 1000, Currency: "usd"})
+	}))
 
 	paid := ledger.Payout{ID: "p-paid", UserID: "u1", Provider: "stripe", Amount: 400, Currency: "usd"}
 	failed := ledger.Payout{ID: "p-failed", UserID: "u1", Provider: "stripe", Amount: 300, Currency: "usd"}
@@ -118,7 +122,9 @@ func TestTheDatabaseRefusesBrokenMoney(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	l := ledger.New(db.Pool)
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 100, "usd") }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error {
+		return l.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 100, Currency: "usd"})
+	}))
 
 	// An unbalanced transaction fails at commit.
 	err := inTx(t, db, func(tx pgx.Tx) error {
@@ -150,7 +156,9 @@ func TestPostingsNeverNeedASecondConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	seed := ledger.New(db.Pool)
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return seed.Credit(ctx, tx, "stripe", "pi_0", "u1", 10_000, "usd") }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error {
+		return seed.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_0", UserID: "u1", Amount: 10_000, Currency: "usd"})
+	}))
 	l := ledger.New(db.Pool) // a fresh ledger: nothing cached
 	var wg sync.WaitGroup
 	errs := make([]error, 12)
@@ -178,7 +186,9 @@ func TestOverlappingWorkersCannotDoubleSpend(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	l := ledger.New(db.Pool)
-	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error { return l.Credit(ctx, tx, "stripe", "pi_1", "u1", 1000, "usd") }))
+	require.NoError(t, inTx(t, db, func(tx pgx.Tx) error {
+		return l.Credit(ctx, tx, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 1000, Currency: "usd"})
+	}))
 
 	const workers = 8
 	var wg sync.WaitGroup
@@ -218,14 +228,14 @@ func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	l := ledger.New(db.Pool)
 	c := ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_1"}
-	out, err := l.CreditOnce(ctx, db.Pool, c, "stripe", "pi_1", "u1", 700, "usd")
+	out, err := l.CreditOnce(ctx, db.Pool, c, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 700, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.Credited, out)
-	out, err = l.CreditOnce(ctx, db.Pool, c, "stripe", "pi_1", "u1", 700, "usd")
+	out, err = l.CreditOnce(ctx, db.Pool, c, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 700, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.DuplicateMessage, out)
 	// charge.succeeded for the same payment: recorded as processed, no money.
-	out, err = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_2"}, "stripe", "pi_1", "u1", 700, "usd")
+	out, err = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_2"}, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 700, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.AlreadyCredited, out)
 	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
@@ -247,7 +257,7 @@ func TestConcurrentCreditsToOneWalletAllLand(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "g", EventID: fmt.Sprint("e", i)}, "stripe", fmt.Sprint("pi_", i), "u1", 10, "usd")
+			_, errs[i] = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "g", EventID: fmt.Sprint("e", i)}, ledger.Receipt{Provider: "stripe", Reference: fmt.Sprint("pi_", i), UserID: "u1", Amount: 10, Currency: "usd"})
 		}()
 	}
 	wg.Wait()

@@ -59,6 +59,21 @@ FROM wallets w
 WHERE ((w.kind = 'user' AND w.owner = @user_id::text AND w.currency = @currency::text) OR w.id = @clearing_id::bigint)
   AND EXISTS (SELECT 1 FROM ledger_transactions WHERE id = @tx_id::uuid);
 
+-- name: CreditFee :exec
+-- What the PSP kept of a credited payment, posted only with its credit (the
+-- credit's transaction row exists): clearing +fee, the PSP's fees account
+-- -fee, so the clearing account tracks what the PSP holds for us.
+WITH txn AS (
+    INSERT INTO ledger_transactions (id, kind, reference, correlation_id)
+    SELECT @fee_tx::uuid, 'psp_fee', @reference::text, @correlation_id::text
+    WHERE EXISTS (SELECT 1 FROM ledger_transactions WHERE id = @credit_tx::uuid)
+    ON CONFLICT (kind, reference) DO NOTHING
+    RETURNING id)
+INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+SELECT txn.id, w.id, CASE WHEN w.id = @clearing_id::bigint THEN @fee::bigint ELSE -sqlc.arg(fee)::bigint END, @currency::text
+FROM txn, wallets w
+WHERE w.id IN (@clearing_id::bigint, @fees_id::bigint);
+
 -- name: Posted :one
 SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = @kind AND reference = @reference);
 

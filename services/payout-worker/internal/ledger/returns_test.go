@@ -29,7 +29,7 @@ func newReturnsWorld(t *testing.T) *returnsWorld {
 
 func (w *returnsWorld) credit(ref, userID string, amount int64) {
 	w.t.Helper()
-	out, err := w.l.CreditOnce(w.ctx, w.db.Pool, ledger.Claim{Group: "g", EventID: "ev-" + ref}, "stripe", ref, userID, amount, "usd")
+	out, err := w.l.CreditOnce(w.ctx, w.db.Pool, ledger.Claim{Group: "g", EventID: "ev-" + ref}, ledger.Receipt{Provider: "stripe", Reference: ref, UserID: userID, Amount: amount, Currency: "usd"})
 	require.NoError(w.t, err)
 	require.Equal(w.t, ledger.Credited, out)
 }

@@ -324,6 +324,21 @@ type paystackData struct {
 	CreatedAt    string          `json:"createdAt"`
 	UpdatedAt    string          `json:"updatedAt"`
 	Reason       string          `json:"reason"`
+	// Fees is what Paystack kept of a transaction (kobo; charge.success).
+	// Kept raw: a fee we cannot read never stops the credit (paystackFee).
+	Fees json.RawMessage `json:"fees"`
+}
+
+// paystackFee reads charge.success data.fees: a whole number of the
+// currency's minor units between 0 and the amount; anything else (null,
+// absent, unreadable) is 0, a fee the event does not say, so that the
+// credit itself never waits on it.
+func paystackFee(raw json.RawMessage, amount int64) int64 {
+	var fee int64
+	if json.Unmarshal(raw, &fee) != nil || fee < 0 || fee > amount {
+		return 0
+	}
+	return fee
 }
 
 // NormalizePaystack parses a Paystack event. Paystack events carry no event
@@ -366,6 +381,7 @@ func NormalizePaystack(body []byte, now time.Time) (Normalized, error) {
 		if e.Reference == "" {
 			e.Reference = objectID
 		}
+		e.Fee = paystackFee(d.Fees, e.Amount)
 		problem = creditProblem(e, "data.metadata.user_id")
 	case event.PaystackTransferSuccess, event.PaystackTransferFailed, event.PaystackTransferReversed:
 		e.Action = map[event.Type]event.Action{

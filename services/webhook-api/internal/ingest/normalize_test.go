@@ -175,6 +175,16 @@ func TestNormalizePaystack(t *testing.T) {
 		t.Fatalf("charge.success: %+v %q", e, n.Problem)
 	}
 
+	// What Paystack kept is the event's fee; one that cannot be read is
+	// none, and the credit goes on.
+	for fees, want := range map[string]int64{`2350`: 2350, `0`: 0, `null`: 0, `"x"`: 0, `-5`: 0, `150001`: 0} {
+		withFee := strings.Replace(charge, `"status":"success"`, `"status":"success","fees":`+fees, 1)
+		n, err := NormalizePaystack([]byte(withFee), now)
+		if err != nil || n.Problem != "" || n.Event.Fee != want || n.Event.Amount != 150000 {
+			t.Fatalf("fees %s: fee %d, want %d (%q %v)", fees, n.Event.Fee, want, n.Problem, err)
+		}
+	}
+
 	// Paystack sends metadata as a JSON string on some integrations, numbers as ids.
 	stringMeta := `{"event":"charge.success","data":{"id":1,"reference":"r","amount":1,"currency":"NGN","metadata":"{\"user_id\":42}"}}`
 	if n, err := NormalizePaystack([]byte(stringMeta), now); err != nil || n.Event.UserID != "42" {

@@ -131,6 +131,47 @@ func (q *Queries) CreditEntries(ctx context.Context, arg CreditEntriesParams) er
 	return err
 }
 
+const creditFee = `-- name: CreditFee :exec
+WITH txn AS (
+    INSERT INTO ledger_transactions (id, kind, reference, correlation_id)
+    SELECT $5::uuid, 'psp_fee', $6::text, $7::text
+    WHERE EXISTS (SELECT 1 FROM ledger_transactions WHERE id = $8::uuid)
+    ON CONFLICT (kind, reference) DO NOTHING
+    RETURNING id)
+INSERT INTO ledger_entries (transaction_id, wallet_id, amount, currency)
+SELECT txn.id, w.id, CASE WHEN w.id = $1::bigint THEN $2::bigint ELSE -$2::bigint END, $3::text
+FROM txn, wallets w
+WHERE w.id IN ($1::bigint, $4::bigint)
+`
+
+type CreditFeeParams struct {
+	ClearingID    int64
+	Fee           int64
+	Currency      string
+	FeesID        int64
+	FeeTx         uuid.UUID
+	Reference     string
+	CorrelationID string
+	CreditTx      uuid.UUID
+}
+
+// What the PSP kept of a credited payment, posted only with its credit (the
+// credit's transaction row exists): clearing +fee, the PSP's fees account
+// -fee, so the clearing account tracks what the PSP holds for us.
+func (q *Queries) CreditFee(ctx context.Context, arg CreditFeeParams) error {
+	_, err := q.db.Exec(ctx, creditFee,
+		arg.ClearingID,
+		arg.Fee,
+		arg.Currency,
+		arg.FeesID,
+		arg.FeeTx,
+		arg.Reference,
+		arg.CorrelationID,
+		arg.CreditTx,
+	)
+	return err
+}
+
 const creditUser = `-- name: CreditUser :exec
 UPDATE wallets SET balance = balance + $1::bigint, version = version + 1, updated_at = now()
 WHERE id = $2 AND kind = 'user'

@@ -52,7 +52,7 @@
 //	POST /_psp/payments                {"provider","user_id","amount","currency"}: a customer
 //	                                   pays; sends payment_intent.succeeded (Stripe) /
 //	                                   charge.success (Paystack); answers the payment with
-//	                                   its charge (ch_… / transaction id) and Stripe's fee
+//	                                   its charge (ch_… / transaction id) and the PSP's fee
 //	GET  /_psp/payments/{id}           the payment with its refunds and disputes
 //	POST /_psp/payments/{id}/refunds   {"amount":0=rest,"outcome":"succeeded"|"failed"}
 //	POST /_psp/payments/{id}/disputes  {"amount":0=rest,"outcome":"won"|"lost"|""=open}
@@ -153,19 +153,23 @@
 //     when it is created, refused with balance_insufficient beyond the
 //     balance; a payout on a connected account takes its amount from the
 //     account's balance (refused beyond it), and a failed one gives it
-//     back. A Stripe payment adds its amount less Stripe's fee to the
-//     platform's balance; a refund takes its amount back (the fee is not
-//     returned), and a refund that fails gives it back. GET /v1/balance
-//     answers Stripe's balance object. A Paystack transfer takes its
-//     amount from the integration's balance ("Your balance is not
-//     enough…" beyond it) and a failed one gives it back; GET /balance
-//     lists them per currency.
+//     back. A payment adds its amount less the PSP's fee to the
+//     platform's (Stripe) or integration's (Paystack) balance; a refund
+//     takes its amount back (the fee is not returned), and a Stripe refund
+//     that fails gives it back. GET /v1/balance answers Stripe's balance
+//     object. A Paystack transfer takes its amount from the integration's
+//     balance ("Your balance is not enough…" beyond it) and a failed one
+//     gives it back; GET /balance lists them per currency.
 //   - Fees (fees.go): Stripe charges its standard US card pricing, 2.9% +
 //     30 minor units (Config.StripeCardFee), rounded to the nearest unit
-//     with a half rounded up, as Stripe rounds its fees. The customer's
-//     payment is still its full amount (payment_intent.succeeded amount
-//     and amount_received): the fee is the platform's cost, reported
-//     apart.
+//     with a half rounded up, as Stripe rounds its fees. Paystack charges
+//     its Nigerian local card pricing: 1.5% + ₦100, the ₦100 waived below
+//     ₦2,500, capped at ₦2,000; GHS 1.95%, KES 2.9%, ZAR 2.9% + R1, USD
+//     and any other currency 3.9%. The customer's payment is still its
+//     full amount (payment_intent.succeeded amount and amount_received,
+//     charge.success amount): the fee is the platform's cost, reported
+//     apart. Paystack reports it as the transaction's fees (kobo) in
+//     charge.success, GET /transaction and GET /transaction/verify.
 //   - Stripe balance transactions (balancetxn.go): every movement of a
 //     Stripe balance above is posted on that balance as a
 //     balance_transaction, and the balance moves by its net: charge
@@ -211,15 +215,18 @@
 //     balance: they neither check nor change the platform's balance, so
 //     they post no balance transaction (their balance_transaction and
 //     failure_balance_transaction ids do not resolve). Disputes move no
-//     balance either, and Stripe's dispute fee is not charged. Balances
-//     are not scoped per API key, have no pending part (all is available
-//     at once: balance transactions are "available" with available_on =
-//     created) and no currency conversion; connected accounts start
-//     empty.
-//   - Fees: one rate whatever the card: Stripe's US pricing is applied
-//     to every currency as is (no conversion or international card fee,
-//     and no minimum charge amount, so a tiny payment can net below
-//     zero). A refund returns no fee.
+//     balance either, for either PSP, and Stripe's dispute fee is not
+//     charged. Balances are not scoped per API key, have no pending part
+//     (all is available at once: balance transactions are "available"
+//     with available_on = created) and no currency conversion; connected
+//     accounts start empty.
+//   - Fees: one rate per PSP and currency, whatever the card: Stripe's
+//     US pricing is applied to every currency as is (no conversion or
+//     international card fee, and no minimum charge amount, so a tiny
+//     payment can net below zero); Paystack's rates are applied to every
+//     currency of the one integration, VAT not added, and its rounding
+//     (to the nearest kobo, a half up) is a guess. The fees are fixed at
+//     payment time; a refund returns no fee (for Paystack, a guess).
 //   - Stripe's charge.succeeded is not sent (only payment_intent.succeeded,
 //     whose latest_charge names the charge). GET /v1/charges/{id} renders
 //     the charge with fixed card details. The refusal of the payout filter

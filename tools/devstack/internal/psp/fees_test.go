@@ -416,3 +416,93 @@ func TestStripeBalanceTransactionListFilters(t *testing.T) {
 	resp = h.do(http.MethodGet, "/v1/balance_transactions", nil, nil, nil)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
+
+// paystackTxn is a Paystack transaction as the webhook and the lists carry
+// it.
+type paystackTxn struct {
+	ID        int64  `json:"id"`
+	Reference string `json:"reference"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Fees      *int64 `json:"fees"`
+}
+
+// Paystack's fees: Nigerian local cards 1.5% + ₦100 (the ₦100 waived below
+// ₦2,500), capped at ₦2,000; other currencies at their own rate. They are
+// in the transaction's fees (kobo), in the webhook and in the lists, and
+// the integration's balance grows by amount - fees.
+func TestPaystackFeesInTheWebhookTheListsAndTheBalance(t *testing.T) {
+	const secret = "sk_test_paystack_webhook"
+	rcv, ch, _ := receiver(t, nil)
+	h := newHarness(t, psp.Config{PaystackWebhookURL: rcv.URL, PaystackSecretKey: secret,
+		Balances: map[string]int64{"ngn": 0, "usd": 0, "ghs": 0, "kes": 0, "zar": 0, "eur": 0}}, withRun())
+
+	cases := []struct {
+		amount   int64
+		currency string
+		fees     int64
+	}{
+		{10_000, "NGN", 150},         // ₦100: 1.5%, no ₦100
+		{1, "NGN", 0},                // 0.015 kobo
+		{100, "NGN", 2},              // 1.5 kobo: a half rounds up
+		{249_999, "NGN", 3_750},      // ₦2,499.99: the ₦100 still waived
+		{250_000, "NGN", 13_750},     // ₦2,500: 1.5% + ₦100
+		{500_000, "NGN", 17_500},     // ₦5,000: ₦175
+		{12_666_600, "NGN", 199_999}, // ₦126,666: just under the cap
+		{12_666_700, "NGN", 200_000}, // ₦126,667: capped at ₦2,000
+		{20_000_000, "NGN", 200_000}, // ₦200,000: capped
+		{10_000, "USD", 390},         // 3.9%
+		{10_000, "GHS", 195},         // 1.95%
+		{10_000, "KES", 290},         // 2.9%
+		{10_000, "ZAR", 390},         // 2.9% + R1
+		{10_000, "EUR", 390},         // any other: 3.9%
+	}
+	nets := map[string]int64{}
+	for _, c := range cases {
+		p := h.pay("paystack", c.amount, c.currency)
+		require.Equal(t, c.fees, p.Fee, "%d %s", c.amount, c.currency)
+		nets[c.currency] += c.amount - c.fees
+		require.Equal(t, nets[c.currency], h.paystackBalance(c.currency), "the balance grows by amount - fees")
+
+		var ev struct {
+			Event string      `json:"event"`
+			Data  paystackTxn `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(waitFor(t, ch).body, &ev))
+		require.Equal(t, "charge.success", ev.Event)
+		require.Equal(t, p.ID, ev.Data.Reference)
+		require.Equal(t, c.amount, ev.Data.Amount, "the customer paid the full amount")
+		require.NotNil(t, ev.Data.Fees)
+		require.Equal(t, c.fees, *ev.Data.Fees)
+
+		var verify struct {
+			Status bool        `json:"status"`
+			Data   paystackTxn `json:"data"`
+		}
+		resp := h.do(http.MethodGet, "/transaction/verify/"+p.ID, nil, paystackHeader(), &verify)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.NotNil(t, verify.Data.Fees)
+		require.Equal(t, c.fees, *verify.Data.Fees)
+	}
+
+	var list struct {
+		Data []paystackTxn `json:"data"`
+	}
+	resp := h.do(http.MethodGet, "/transaction?perPage=100", nil, paystackHeader(), &list)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, list.Data, len(cases))
+	for i, c := range cases {
+		got := list.Data[len(cases)-1-i] // newest first
+		require.Equal(t, c.amount, got.Amount)
+		require.NotNil(t, got.Fees)
+		require.Equal(t, c.fees, *got.Fees, "%d %s", c.amount, c.currency)
+	}
+
+	// A processed refund leaves the balance; a failed one does not.
+	p := h.pay("paystack", 500_000, "NGN")
+	waitFor(t, ch)
+	before := h.paystackBalance("NGN")
+	h.do(http.MethodPost, "/_psp/payments/"+p.ID+"/refunds", `{"amount":100000}`, nil, nil)
+	h.do(http.MethodPost, "/_psp/payments/"+p.ID+"/refunds", `{"amount":50000,"outcome":"failed"}`, nil, nil)
+	require.Equal(t, before-100_000, h.paystackBalance("NGN"))
+}

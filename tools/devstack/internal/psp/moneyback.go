@@ -57,7 +57,7 @@ type PaymentRecord struct {
 	// Charge is the Stripe charge (ch_…) or the Paystack transaction id.
 	Charge string `json:"charge"`
 	// Fee is what the PSP charged for the payment (fees.go): the Stripe
-	// charge's balance transaction fee.
+	// charge's balance transaction fee, or the Paystack transaction's fees.
 	// The customer is credited Amount; the fee is the platform's cost.
 	Fee      int64          `json:"fee"`
 	Refunds  []ReturnRecord `json:"refunds"`
@@ -132,13 +132,17 @@ func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
 	} else {
 		st.paystackSeq++
 		p.rec.ID, p.chargeID = newLowerID("T", 14), strconv.FormatInt(st.paystackSeq, 10)
+		// Paystack keeps its fees and settles the rest: the
+		// integration's balance grows by amount - fees.
+		p.rec.Fee = paystackFee(p.rec.Amount, p.rec.Currency)
+		st.credit(ProviderPaystack, "", p.rec.Currency, p.rec.Amount-p.rec.Fee)
 		// The transaction as GET /transaction lists it and as the
 		// charge.success webhook carries it.
 		p.paystackTxn = map[string]any{
 			"id": st.paystackSeq, "domain": "test", "reference": p.rec.ID, "amount": p.rec.Amount,
 			"currency": strings.ToUpper(p.rec.Currency), "status": "success", "gateway_response": "Successful",
 			"channel": "card", "paid_at": paystackTime(now), "created_at": paystackTime(now), "createdAt": paystackTime(now),
-			"metadata": map[string]string{"user_id": p.rec.UserID},
+			"metadata": map[string]string{"user_id": p.rec.UserID}, "fees": p.rec.Fee, "fees_split": nil,
 		}
 		s.paystackEventLocked(st, p.rec.ID, "charge.success", p.paystackTxn, now)
 	}
@@ -208,6 +212,11 @@ func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request) {
 		typ, status := "refund.processed", "processed"
 		if req.Outcome == "failed" {
 			typ, status = "refund.failed", "failed"
+		} else {
+			// The refunded amount leaves the integration's balance
+			// (never refused for it: the stand-in does not model a
+			// refund waiting for funds).
+			st.debit(ProviderPaystack, "", p.rec.Currency, amount, true)
 		}
 		s.paystackEventLocked(st, rr.ID, typ, map[string]any{
 			"id": rr.ID, "refund_reference": rr.ID, "transaction_reference": p.rec.ID, "amount": strconv.FormatInt(amount, 10),

@@ -18,6 +18,11 @@ import (
 //     balance to its bank; if it fails, Stripe returns the amount.
 //   - A Paystack transfer leaves the integration's balance when it is
 //     made and comes back if it fails.
+//   - A payment adds its amount less the PSP's fee (fees.go) to the
+//     Stripe platform's or the Paystack integration's balance; a refund
+//     takes its amount back (a failed Stripe refund gives it back).
+//   - Every movement of a Stripe balance is posted as a balance
+//     transaction (balancetxn.go, postStripe), which moves it.
 //   - Platform payouts (no Stripe-Account) are paid from an unlimited
 //     balance, as before balances were modelled: they neither check nor
 //     change the platform's.

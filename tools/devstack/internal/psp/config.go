@@ -81,6 +81,11 @@ type Config struct {
 	// (balance.go). Nil means DefaultBalance in each default currency.
 	Balances map[string]int64
 
+	// StripeCardFee is what Stripe charges for each successful payment
+	// (fees.go). Nil means Stripe's standard US card pricing, 2.9% + 30
+	// (DefaultStripeFeeBasisPoints, DefaultStripeFeeFixed).
+	StripeCardFee *FeeRate
+
 	// MaxCalls bounds the call log (oldest entries are dropped first).
 	// Default 100000.
 	MaxCalls int
@@ -224,6 +229,11 @@ func (c Config) validate() error {
 	if err := validateBalances(c.Balances); err != nil {
 		return fmt.Errorf("%s: %w", EnvBalances, err)
 	}
+	if c.StripeCardFee != nil {
+		if err := c.StripeCardFee.validate(); err != nil {
+			return fmt.Errorf("StripeCardFee: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -255,5 +265,10 @@ func (c Config) withDefaults() Config {
 	if c.IdempotencyWindow == 0 {
 		c.IdempotencyWindow = DefaultIdempotencyWindow
 	}
+	fee := FeeRate{BasisPoints: DefaultStripeFeeBasisPoints, Fixed: DefaultStripeFeeFixed}
+	if c.StripeCardFee != nil {
+		fee = *c.StripeCardFee // a copy: the caller's may change afterwards
+	}
+	c.StripeCardFee = &fee
 	return c
 }

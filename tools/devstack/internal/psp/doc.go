@@ -25,6 +25,8 @@
 //	GET  /v1/transfers/{id}/reversals (list)          GET /v1/transfers/{id}/reversals/{id}
 //	GET  /v1/accounts/{id}    GET /v1/accounts/{id}/external_accounts/{ba_… or card_…}
 //	GET  /v1/balance          the platform's, or the connected account's
+//	GET  /v1/balance_transactions (list)              GET /v1/balance_transactions/{id}
+//	GET  /v1/charges/{id}     a payment's charge (balance_transaction, refunds)
 //	GET  /v1/events (list)    GET /v1/events/{id}      every event created, sent or not
 //
 // Paystack (JSON, Authorization: Bearer sk_):
@@ -48,7 +50,9 @@
 //	                                   the platform or Stripe would (not refused for the
 //	                                   destination's balance); sends transfer.reversed
 //	POST /_psp/payments                {"provider","user_id","amount","currency"}: a customer
-//	                                   pays; sends payment_intent.succeeded / charge.success
+//	                                   pays; sends payment_intent.succeeded (Stripe) /
+//	                                   charge.success (Paystack); answers the payment with
+//	                                   its charge (ch_… / transaction id) and the PSP's fee
 //	GET  /_psp/payments/{id}           the payment with its refunds and disputes
 //	POST /_psp/payments/{id}/refunds   {"amount":0=rest,"outcome":"succeeded"|"failed"}
 //	POST /_psp/payments/{id}/disputes  {"amount":0=rest,"outcome":"won"|"lost"|""=open}
@@ -149,10 +153,40 @@
 //     when it is created, refused with balance_insufficient beyond the
 //     balance; a payout on a connected account takes its amount from the
 //     account's balance (refused beyond it), and a failed one gives it
-//     back. GET /v1/balance answers Stripe's balance object. A Paystack
-//     transfer takes its amount from the integration's balance ("Your
-//     balance is not enough…" beyond it) and a failed one gives it back;
-//     GET /balance lists them per currency.
+//     back. A payment adds its amount less the PSP's fee to the
+//     platform's (Stripe) or integration's (Paystack) balance; a refund
+//     takes its amount back (the fee is not returned), and a Stripe refund
+//     that fails gives it back. GET /v1/balance answers Stripe's balance
+//     object. A Paystack transfer takes its amount from the integration's
+//     balance ("Your balance is not enough…" beyond it) and a failed one
+//     gives it back; GET /balance lists them per currency.
+//   - Fees (fees.go): Stripe charges its standard US card pricing, 2.9% +
+//     30 minor units (Config.StripeCardFee), rounded to the nearest unit
+//     with a half rounded up, as Stripe rounds its fees. Paystack charges
+//     its Nigerian local card pricing: 1.5% + ₦100, the ₦100 waived below
+//     ₦2,500, capped at ₦2,000; GHS 1.95%, KES 2.9%, ZAR 2.9% + R1, USD
+//     and any other currency 3.9%. The customer's payment is still its
+//     full amount (payment_intent.succeeded amount and amount_received,
+//     charge.success amount): the fee is the platform's cost, reported
+//     apart. Paystack reports it as the transaction's fees (kobo) in
+//     charge.success, GET /transaction and GET /transaction/verify.
+//   - Stripe balance transactions (balancetxn.go): every movement of a
+//     Stripe balance above is posted on that balance as a
+//     balance_transaction, and the balance moves by its net: charge
+//     (amount, fee with fee_details [{type stripe_fee}], net = amount -
+//     fee, source the charge), refund, adjustment (a failed refund,
+//     reporting_category refund_failure), transfer and, on the
+//     destination, payment; transfer_refund and payment_refund for a
+//     reversal; payout and payout_failure on a connected account. The
+//     charge (GET /v1/charges/{id}), refund (in its events), transfer,
+//     reversal and connected payout carry the id as balance_transaction
+//     (a failed refund or connected payout also as
+//     failure_balance_transaction), unexpanded as Stripe sends it.
+//     GET /v1/balance_transactions lists an account's newest first with
+//     limit, starting_after / ending_before, created[...], type, source,
+//     currency and payout; other parameters are refused. Filtering on a
+//     payout is refused: Stripe filters on automatic payouts only, and
+//     every payout here is made through the API.
 //   - Transfers (transfers.go) have no status in Stripe's API: created,
 //     the money has moved. POST /v1/transfers/{id}/reversals reverses part
 //     or all of what is left (more is refused, and so is more than the
@@ -178,10 +212,25 @@
 //     error texts (other than those in its published error list) are
 //     guesses.
 //   - Platform payouts (no Stripe-Account) are paid from an unlimited
-//     balance: they neither check nor change the platform's balance.
-//     Balances are not scoped per API key, have no pending part (all is
-//     available at once) and no currency conversion; connected accounts
-//     start empty.
+//     balance: they neither check nor change the platform's balance, so
+//     they post no balance transaction (their balance_transaction and
+//     failure_balance_transaction ids do not resolve). Disputes move no
+//     balance either, for either PSP, and Stripe's dispute fee is not
+//     charged. Balances are not scoped per API key, have no pending part
+//     (all is available at once: balance transactions are "available"
+//     with available_on = created) and no currency conversion; connected
+//     accounts start empty.
+//   - Fees: one rate per PSP and currency, whatever the card: Stripe's
+//     US pricing is applied to every currency as is (no conversion or
+//     international card fee, and no minimum charge amount, so a tiny
+//     payment can net below zero); Paystack's rates are applied to every
+//     currency of the one integration, VAT not added, and its rounding
+//     (to the nearest kobo, a half up) is a guess. The fees are fixed at
+//     payment time; a refund returns no fee (for Paystack, a guess).
+//   - Stripe's charge.succeeded is not sent (only payment_intent.succeeded,
+//     whose latest_charge names the charge). GET /v1/charges/{id} renders
+//     the charge with fixed card details. The refusal of the payout filter
+//     and of an unknown type are worded as guesses at Stripe's texts.
 //   - Objects are not scoped per API key for Stripe GETs (only per
 //     Stripe-Account); Paystack lookups are scoped per secret key.
 //   - The stand-in's record (GET /_psp/objects, not the API) still shows

@@ -100,14 +100,9 @@ func (s *Server) handleStripeEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listStripeEvents(q url.Values, account string) response {
-	limit := 10
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return response{status: http.StatusBadRequest, outcome: OutcomeInvalid,
-				body: (&paramError{code: "parameter_invalid_integer", param: "limit", msg: "Limit must be between 1 and 100."}).body()}
-		}
-		limit = n
+	cursor, bad := parseStripeCursor(q)
+	if bad != nil {
+		return *bad
 	}
 	created, bad := createdFilter(q)
 	if bad != nil {
@@ -121,12 +116,8 @@ func (s *Server) listStripeEvents(q url.Values, account string) response {
 			}
 		}
 	}
-	after, before := q.Get("starting_after"), q.Get("ending_before")
-	if after != "" && before != "" {
-		return stripeParamError("ending_before", "You may only specify one of these parameters: starting_after, ending_before.")
-	}
 	match := func(e recordedEvent) bool {
-		if e.account != account || !created(e.created) {
+		if !created(e.created) {
 			return false
 		}
 		if len(types) == 0 {
@@ -145,42 +136,18 @@ func (s *Server) listStripeEvents(q url.Values, account string) response {
 
 	s.mu.Lock()
 	all := s.st.stripeEvents
-	// newest first, as Stripe lists; the cursor is found in the whole list.
+	// the account's, newest first, as Stripe lists.
 	var ordered []recordedEvent
-	cursor := -1
 	for i := len(all) - 1; i >= 0; i-- {
-		e := all[i]
-		if e.account == account && ((after != "" && e.id == after) || (before != "" && e.id == before)) {
-			cursor = len(ordered)
-			ordered = append(ordered, e)
-			continue
-		}
-		if match(e) {
-			ordered = append(ordered, e)
+		if all[i].account == account {
+			ordered = append(ordered, all[i])
 		}
 	}
 	s.mu.Unlock()
 
-	if (after != "" || before != "") && cursor < 0 {
-		param, id := "starting_after", after
-		if before != "" {
-			param, id = "ending_before", before
-		}
-		return response{status: http.StatusBadRequest, outcome: OutcomeInvalid,
-			body: stripeErr("invalid_request_error", "resource_missing", param, fmt.Sprintf("No such event: '%s'", id))}
-	}
-	var page []recordedEvent
-	hasMore := false
-	switch {
-	case after != "":
-		rest := ordered[cursor+1:]
-		page, hasMore = rest[:min(limit, len(rest))], len(rest) > limit
-	case before != "":
-		newer := ordered[:cursor]
-		from := max(0, len(newer)-limit)
-		page, hasMore = newer[from:], from > 0
-	default:
-		page, hasMore = ordered[:min(limit, len(ordered))], len(ordered) > limit
+	page, hasMore, bad := stripePage(cursor, ordered, func(e recordedEvent) string { return e.id }, match, "event")
+	if bad != nil {
+		return *bad
 	}
 	list := stripeList{Object: "list", Data: []any{}, URL: "/v1/events", HasMore: hasMore}
 	for _, e := range page {

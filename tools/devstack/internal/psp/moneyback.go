@@ -41,16 +41,25 @@ type ReturnRecord struct {
 	// created and updated date the object in Paystack's GET /refund and
 	// GET /dispute (their from/to filters and createdAt/updatedAt).
 	created, updated time.Time
+	// txn and failureTxn are a Stripe refund's balance transactions: the
+	// refund's, and the adjustment giving it back if it failed.
+	txn, failureTxn string
 }
 
 // PaymentRecord is a payment the stand-in knows, as GET /_psp/payments/{id}
 // answers it.
 type PaymentRecord struct {
-	Provider Provider       `json:"provider"`
-	ID       string         `json:"id"` // Stripe: the PaymentIntent; Paystack: the transaction reference
-	UserID   string         `json:"user_id"`
-	Amount   int64          `json:"amount"`
-	Currency string         `json:"currency"`
+	Provider Provider `json:"provider"`
+	ID       string   `json:"id"` // Stripe: the PaymentIntent; Paystack: the transaction reference
+	UserID   string   `json:"user_id"`
+	Amount   int64    `json:"amount"`
+	Currency string   `json:"currency"`
+	// Charge is the Stripe charge (ch_…) or the Paystack transaction id.
+	Charge string `json:"charge"`
+	// Fee is what the PSP charged for the payment (fees.go): the Stripe
+	// charge's balance transaction fee, or the Paystack transaction's fees.
+	// The customer is credited Amount; the fee is the platform's cost.
+	Fee      int64          `json:"fee"`
 	Refunds  []ReturnRecord `json:"refunds"`
 	Disputes []ReturnRecord `json:"disputes"`
 }
@@ -59,6 +68,8 @@ type payment struct {
 	rec      PaymentRecord
 	chargeID string // Stripe charge id; Paystack transaction id
 	created  time.Time
+	// txn is a Stripe charge's balance transaction.
+	txn string
 	// paystackTxn is a Paystack payment's transaction object.
 	paystackTxn map[string]any
 }
@@ -107,6 +118,12 @@ func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
 		Refunds: []ReturnRecord{}, Disputes: []ReturnRecord{}}}
 	if req.Provider == ProviderStripe {
 		p.rec.ID, p.chargeID = newID("pi_", 24), newID("ch_", 24)
+		// Stripe takes its fee from the charge: the platform's balance
+		// grows by the net.
+		p.rec.Fee = s.cfg.StripeCardFee.of(p.rec.Amount)
+		p.txn = st.postStripe(stripeMove{typ: "charge", category: "charge", currency: p.rec.Currency, source: p.chargeID,
+			amount: p.rec.Amount, fee: p.rec.Fee}, now)
+		st.charges[p.chargeID] = p
 		s.stripeEventLocked(st, p.rec.ID, "payment_intent.succeeded", map[string]any{
 			"id": p.rec.ID, "object": "payment_intent", "amount": p.rec.Amount, "amount_received": p.rec.Amount,
 			"currency": p.rec.Currency, "status": "succeeded", "latest_charge": p.chargeID,
@@ -115,17 +132,22 @@ func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
 	} else {
 		st.paystackSeq++
 		p.rec.ID, p.chargeID = newLowerID("T", 14), strconv.FormatInt(st.paystackSeq, 10)
+		// Paystack keeps its fees and settles the rest: the
+		// integration's balance grows by amount - fees.
+		p.rec.Fee = paystackFee(p.rec.Amount, p.rec.Currency)
+		st.credit(ProviderPaystack, "", p.rec.Currency, p.rec.Amount-p.rec.Fee)
 		// The transaction as GET /transaction lists it and as the
 		// charge.success webhook carries it.
 		p.paystackTxn = map[string]any{
 			"id": st.paystackSeq, "domain": "test", "reference": p.rec.ID, "amount": p.rec.Amount,
 			"currency": strings.ToUpper(p.rec.Currency), "status": "success", "gateway_response": "Successful",
 			"channel": "card", "paid_at": paystackTime(now), "created_at": paystackTime(now), "createdAt": paystackTime(now),
-			"metadata": map[string]string{"user_id": p.rec.UserID},
+			"metadata": map[string]string{"user_id": p.rec.UserID}, "fees": p.rec.Fee, "fees_split": nil,
 		}
 		s.paystackEventLocked(st, p.rec.ID, "charge.success", p.paystackTxn, now)
 	}
 	p.created = now
+	p.rec.Charge = p.chargeID
 	st.payments[p.rec.ID] = p
 	st.paymentOrder = append(st.paymentOrder, p)
 	v := p.view()
@@ -171,21 +193,30 @@ func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request) {
 	rr := ReturnRecord{Amount: amount, Status: req.Outcome, created: now, updated: now}
 	if p.rec.Provider == ProviderStripe {
 		rr.ID = newID("re_", 24)
-		obj := func(status string) map[string]any {
-			return map[string]any{"id": rr.ID, "object": "refund", "amount": amount, "currency": p.rec.Currency,
-				"status": status, "charge": p.chargeID, "payment_intent": p.rec.ID}
-		}
-		// Stripe: a card refund is created succeeded (or pending); a later
-		// failure comes as refund.updated.
-		s.stripeEventLocked(st, rr.ID, "refund.created", obj("succeeded"), now)
+		// Stripe: a card refund is created succeeded (or pending), its
+		// amount leaving the balance (Stripe keeps its fee); a later
+		// failure comes as refund.updated, and an adjustment gives the
+		// amount back.
+		rr.txn = st.postStripe(stripeMove{typ: "refund", category: "refund", currency: p.rec.Currency, source: rr.ID,
+			amount: -amount}, now)
+		created := rr
+		created.Status = "succeeded"
+		s.stripeEventLocked(st, rr.ID, "refund.created", stripeRefundObject(p, created), now)
 		if req.Outcome == "failed" {
-			s.stripeEventLocked(st, rr.ID, "refund.updated", obj("failed"), now)
+			rr.failureTxn = st.postStripe(stripeMove{typ: "adjustment", category: "refund_failure", currency: p.rec.Currency,
+				source: rr.ID, amount: amount}, now)
+			s.stripeEventLocked(st, rr.ID, "refund.updated", stripeRefundObject(p, rr), now)
 		}
 	} else {
 		rr.ID = newLowerID("rf_", 12)
 		typ, status := "refund.processed", "processed"
 		if req.Outcome == "failed" {
 			typ, status = "refund.failed", "failed"
+		} else {
+			// The refunded amount leaves the integration's balance
+			// (never refused for it: the stand-in does not model a
+			// refund waiting for funds).
+			st.debit(ProviderPaystack, "", p.rec.Currency, amount, true)
 		}
 		s.paystackEventLocked(st, rr.ID, typ, map[string]any{
 			"id": rr.ID, "refund_reference": rr.ID, "transaction_reference": p.rec.ID, "amount": strconv.FormatInt(amount, 10),

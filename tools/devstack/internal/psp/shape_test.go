@@ -160,6 +160,10 @@ func TestStandInShapesAgreeWithStripeMock(t *testing.T) {
 	reversal := ours.call(http.MethodPost, "/v1/transfers/"+trID+"/reversals", url.Values{"amount": {"100"}}, "")
 	payout := ours.call(http.MethodPost, "/v1/payouts", payoutForm(500, "usd", "ba_shape"), "acct_shape")
 	h.settle(payout["id"].(string), `{"outcome":"paid"}`)
+	var pay psp.PaymentRecord
+	h.do(http.MethodPost, "/_psp/payments", `{"provider":"stripe","user_id":"shape","amount":2000,"currency":"usd"}`, nil, &pay)
+	charge := ours.call(http.MethodGet, "/v1/charges/"+pay.Charge, nil, "")
+	txnID := charge["balance_transaction"].(string)
 
 	kinds := []struct {
 		name          string
@@ -194,6 +198,18 @@ func TestStandInShapesAgreeWithStripeMock(t *testing.T) {
 		{name: "connected account balance",
 			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/balance", nil, "acct_123") },
 			standIn: func() map[string]any { return ours.call(http.MethodGet, "/v1/balance", nil, "acct_shape") }},
+		{name: "balance_transaction of a charge",
+			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/balance_transactions/txn_123", nil, "") },
+			standIn: func() map[string]any { return ours.call(http.MethodGet, "/v1/balance_transactions/"+txnID, nil, "") }},
+		{name: "balance_transaction list",
+			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/balance_transactions", nil, "") },
+			standIn: func() map[string]any { return ours.call(http.MethodGet, "/v1/balance_transactions", nil, "") }},
+		{name: "balance_transaction list (connected account)",
+			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/balance_transactions", nil, "acct_123") },
+			standIn: func() map[string]any { return ours.call(http.MethodGet, "/v1/balance_transactions", nil, "acct_shape") }},
+		{name: "charge",
+			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/charges/ch_123", nil, "") },
+			standIn: func() map[string]any { return charge }},
 		{name: "event list (platform)",
 			mock:    func() map[string]any { return mock.call(http.MethodGet, "/v1/events", nil, "") },
 			standIn: func() map[string]any { return ours.call(http.MethodGet, "/v1/events", nil, "") }},

@@ -203,6 +203,12 @@ type state struct {
 	stripeEvents []recordedEvent
 	// balances are the available balances (balance.go).
 	balances map[balanceKey]int64
+	// stripeTxns is every Stripe balance transaction posted, oldest
+	// first, and stripeTxnByID the same by id (balancetxn.go).
+	stripeTxns    []*stripeBalanceTxn
+	stripeTxnByID map[string]*stripeBalanceTxn
+	// charges are the Stripe payments by charge id (charges.go).
+	charges map[string]*payment
 	// accounts are the connected accounts named so far, with their
 	// creation time (connect.go).
 	accounts map[string]int64
@@ -213,16 +219,18 @@ type state struct {
 
 func newState() *state {
 	return &state{
-		byID:         make(map[string]*object),
-		paystackRefs: make(map[string]*object),
-		idem:         make(map[string]*idemEntry),
-		lostOnce:     make(map[string]bool),
-		payments:     make(map[string]*payment),
-		disputes:     make(map[string]*payment),
-		paystackSeq:  1_000_000,
-		balances:     make(map[balanceKey]int64),
-		accounts:     make(map[string]int64),
-		recipients:   make(map[string]*paystackRecipient),
+		byID:          make(map[string]*object),
+		paystackRefs:  make(map[string]*object),
+		idem:          make(map[string]*idemEntry),
+		lostOnce:      make(map[string]bool),
+		payments:      make(map[string]*payment),
+		disputes:      make(map[string]*payment),
+		paystackSeq:   1_000_000,
+		balances:      make(map[balanceKey]int64),
+		stripeTxnByID: make(map[string]*stripeBalanceTxn),
+		charges:       make(map[string]*payment),
+		accounts:      make(map[string]int64),
+		recipients:    make(map[string]*paystackRecipient),
 	}
 }
 

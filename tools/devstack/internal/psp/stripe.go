@@ -426,7 +426,8 @@ func (s *Server) handleStripePayoutCreate(w http.ResponseWriter, r *http.Request
 		}
 		if sc.account != "" {
 			// The money leaves the connected account's balance now.
-			st.debit(ProviderStripe, sc.account, c.currency, c.amount, false)
+			st.postStripe(stripeMove{id: p.BalanceTransaction, account: sc.account, typ: "payout", category: "payout",
+				currency: c.currency, source: p.ID, amount: -c.amount}, now)
 		}
 		s.addObjectLocked(st, o, now)
 		return response{status: http.StatusOK, body: mustJSON(p), outcome: OutcomeCreated, objectID: p.ID, lose: lose}
@@ -486,12 +487,9 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 		case !accountTransfersActive(c.destination):
 			return response{status: http.StatusBadRequest, outcome: OutcomeRejected, body: stripeErr("invalid_request_error", "insufficient_capabilities_for_transfer", "destination",
 				"Your destination account needs to have at least one of the following capabilities enabled: transfers, crypto_transfers, legacy_payments")}
-		case !st.debit(ProviderStripe, sc.account, c.currency, c.amount, false):
+		case st.balance(ProviderStripe, sc.account, c.currency) < c.amount:
 			return response{status: http.StatusBadRequest, body: stripeBalanceInsufficient, outcome: OutcomeRejected}
 		}
-		// The transfer has moved the money: it is in the destination's
-		// balance from now on.
-		st.credit(ProviderStripe, c.destination, c.currency, c.amount)
 
 		now := time.Now()
 		if strings.HasPrefix(c.destination, "acct_") {
@@ -514,6 +512,12 @@ func (s *Server) handleStripeTransferCreate(w http.ResponseWriter, r *http.Reque
 			TransferGroup:      optional(form, "transfer_group"),
 		}
 		t.renderReversals()
+		// The transfer has moved the money: it is in the destination's
+		// balance from now on.
+		st.postStripe(stripeMove{id: t.BalanceTransaction, account: sc.account, typ: "transfer", category: "transfer",
+			currency: t.Currency, source: t.ID, amount: -t.Amount}, now)
+		st.postStripe(stripeMove{account: t.Destination, typ: "payment", category: "charge",
+			currency: t.Currency, source: t.DestinationPayment, amount: t.Amount}, now)
 		o := &object{
 			rec: ObjectRecord{
 				Provider:       ProviderStripe,
@@ -703,7 +707,7 @@ func (s *Server) handleStripeUnknown(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, call, response{
 		status: http.StatusNotFound,
 		body: stripeErr("invalid_request_error", "", "", fmt.Sprintf(
-			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST and GET /v1/payouts, GET /v1/payouts/{id}, POST and GET /v1/transfers, GET and POST /v1/transfers/{id}, POST and GET /v1/transfers/{id}/reversals, GET /v1/transfers/{id}/reversals/{reversal}, GET /v1/accounts/{id}, GET /v1/accounts/{id}/external_accounts/{id}, GET /v1/balance, GET /v1/events and GET /v1/events/{id}.", r.Method, r.URL.Path)),
+			"Unrecognized request URL (%s: %s). The PSP stand-in implements POST and GET /v1/payouts, GET /v1/payouts/{id}, POST and GET /v1/transfers, GET and POST /v1/transfers/{id}, POST and GET /v1/transfers/{id}/reversals, GET /v1/transfers/{id}/reversals/{reversal}, GET /v1/accounts/{id}, GET /v1/accounts/{id}/external_accounts/{id}, GET /v1/balance, GET /v1/balance_transactions, GET /v1/balance_transactions/{id}, GET /v1/charges/{id}, GET /v1/events and GET /v1/events/{id}.", r.Method, r.URL.Path)),
 		outcome: OutcomeInvalid,
 	})
 }

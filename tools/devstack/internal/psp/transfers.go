@@ -68,17 +68,22 @@ func (s *Server) reverseTransferLocked(st *state, o *object, amount int64, metad
 		return nil, &paramError{code: "parameter_invalid_integer", param: "amount",
 			msg: fmt.Sprintf("You cannot reverse %d: only %d of transfer %s is left to reverse.", amount, left, t.ID)}
 	}
-	if !st.debit(ProviderStripe, t.Destination, t.Currency, amount, force) {
+	if !force && st.balance(ProviderStripe, t.Destination, t.Currency) < amount {
 		return nil, &paramError{code: "balance_insufficient",
 			msg: fmt.Sprintf("The destination account %s does not have enough balance to cover the reversal.", t.Destination)}
 	}
-	st.credit(ProviderStripe, o.rec.Account, t.Currency, amount)
 	if metadata == nil {
 		metadata = map[string]string{}
 	}
 	txn, refund := newID("txn_", 24), newID("pyr_", 24)
 	rv := &stripeReversal{ID: newID("trr_", 24), Object: "transfer_reversal", Amount: amount, BalanceTransaction: &txn,
 		Created: now.Unix(), Currency: t.Currency, DestinationPaymentRefund: &refund, Metadata: metadata, Transfer: t.ID}
+	// The money goes back from the destination to the balance the
+	// transfer was made from.
+	st.postStripe(stripeMove{account: t.Destination, typ: "payment_refund", category: "refund",
+		currency: t.Currency, source: refund, amount: -amount}, now)
+	st.postStripe(stripeMove{id: txn, account: o.rec.Account, typ: "transfer_refund", category: "transfer_reversal",
+		currency: t.Currency, source: rv.ID, amount: amount}, now)
 	t.reversals = append([]*stripeReversal{rv}, t.reversals...)
 	t.AmountReversed += amount
 	t.Reversed = t.AmountReversed == t.Amount

@@ -154,7 +154,8 @@ func (s *Server) settleLocked(st *state, o *object, failed bool, failureCode str
 			if o.rec.Account != "" {
 				// Stripe returns a failed payout's amount to the
 				// connected account's balance.
-				st.credit(ProviderStripe, o.rec.Account, p.Currency, p.Amount)
+				st.postStripe(stripeMove{id: fbt, account: o.rec.Account, typ: "payout_failure", category: "payout_reversal",
+					currency: p.Currency, source: p.ID, amount: p.Amount}, now)
 			}
 		} else {
 			p.Status = "paid"

@@ -213,10 +213,17 @@ func TestPSPReconciliationRecoversPaystackRefundAndDisputeIntoTheLedgerOnce(t *t
 			"refund":       s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'refund' AND reference = 'paystack:' || $1`, rf),
 			"dispute_hold": s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_hold' AND reference = 'paystack:' || $1`, dp),
 			"dispute_loss": s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'dispute_loss' AND reference = 'paystack:' || $1`, dp),
+			"psp_fee":      s.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'psp_fee' AND reference = 'paystack:' || $1`, txn),
 		}
 	}
-	once := map[string]int{"credit": 1, "refund": 1, "dispute_hold": 1, "dispute_loss": 1}
+	once := map[string]int{"credit": 1, "refund": 1, "dispute_hold": 1, "dispute_loss": 1, "psp_fee": 1}
 	require.Equal(t, once, ledger())
+	// What Paystack kept, read from its own transaction list, is the fee
+	// posted: to the fees account, out of the clearing account.
+	require.Positive(t, pay.body["fee"].(float64))
+	require.Equal(t, -int(pay.body["fee"].(float64)), s.count(`SELECT e.amount FROM ledger_entries e
+		JOIN ledger_transactions t ON t.id = e.transaction_id JOIN wallets w ON w.id = e.wallet_id
+		WHERE t.kind = 'psp_fee' AND t.reference = 'paystack:' || $1 AND w.owner = 'psp_fees:paystack'`, txn))
 	require.Zero(t, s.count(`SELECT count(*) FROM dead_letters`), "nothing dead-lettered")
 
 	// The webhooks come late after all, as the stand-in renders them.

@@ -40,6 +40,7 @@ var wantGrants = map[string]map[string]string{
 	"credit_availability":        {RolePayoutWorker: "SI"},
 	"payment_returns":            {RoleWebhookAPI: "S", RolePayoutWorker: "SIU", RoleDLQAdmin: "S"},
 	"processed_events":           {RolePayoutWorker: "SI"},
+	"psp_fee_cursors":            {RolePayoutWorker: "SIU"},
 	"payout_resolutions":         {RolePayoutWorker: "SU", RoleDLQAdmin: "SIU"},
 	"resolution_verdicts":        {RolePayoutWorker: "SI"},
 	"approvals":                  {RoleDLQAdmin: "SIU"},

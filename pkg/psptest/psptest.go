@@ -169,6 +169,8 @@ type Payment struct {
 	UserID   string `json:"user_id"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
+	// Fee is what the PSP kept of it (the stand-in prices as the PSP does).
+	Fee int64 `json:"fee"`
 }
 
 // Return is a refund or dispute the stand-in created.

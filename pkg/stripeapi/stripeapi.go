@@ -11,6 +11,7 @@ import (
 
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/account"
+	"github.com/stripe/stripe-go/v76/balancetransaction"
 	"github.com/stripe/stripe-go/v76/bankaccount"
 	"github.com/stripe/stripe-go/v76/card"
 	"github.com/stripe/stripe-go/v76/form"
@@ -27,6 +28,7 @@ type Client struct {
 	accounts     account.Client
 	bankAccounts bankaccount.Client
 	cards        card.Client
+	balanceTxns  balancetransaction.Client
 }
 
 // New returns a client for secretKey. apiBase overrides Stripe's URL
@@ -44,7 +46,8 @@ func New(secretKey, apiBase string, httpClient *http.Client) *Client {
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
 	return &Client{b: b, key: secretKey, payouts: payout.Client{B: b, Key: secretKey},
 		transfers: transfer.Client{B: b, Key: secretKey}, accounts: account.Client{B: b, Key: secretKey},
-		bankAccounts: bankaccount.Client{B: b, Key: secretKey}, cards: card.Client{B: b, Key: secretKey}}
+		bankAccounts: bankaccount.Client{B: b, Key: secretKey}, cards: card.Client{B: b, Key: secretKey},
+		balanceTxns: balancetransaction.Client{B: b, Key: secretKey}}
 }
 
 // IsNotFound reports whether Stripe answered 404: the object does not exist
@@ -243,6 +246,21 @@ func accountID(a *stripe.Account) string {
 		return ""
 	}
 	return a.ID
+}
+
+// BalanceTransactions lists the platform's balance transactions created in
+// [since, until), newest first (GET /v1/balance_transactions), each with
+// its source expanded (a charge's metadata says whose payment it was).
+func (c *Client) BalanceTransactions(ctx context.Context, since, until time.Time) iter.Seq2[*stripe.BalanceTransaction, error] {
+	params := &stripe.BalanceTransactionListParams{
+		CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix(), LesserThan: until.Unix()}}
+	params.AddExpand("data.source")
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	return each(func() lister[*stripe.BalanceTransaction] {
+		it := c.balanceTxns.List(params)
+		return lister[*stripe.BalanceTransaction]{it.Next, it.BalanceTransaction, it.Err}
+	})
 }
 
 // RawEvent is one event as Stripe rendered it, kept byte for byte: it is

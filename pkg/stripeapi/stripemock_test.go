@@ -122,6 +122,8 @@ func TestStripeAcceptsEveryRequestAegisSends(t *testing.T) {
 		}
 	}
 
+	listed(t, "list balance transactions with their sources", c.BalanceTransactions(ctx, since, time.Now()))
+
 	if n := listed(t, "list events", c.Events(ctx, since)); n == 0 {
 		t.Fatal("list events: no event read from stripe-mock's fixture list")
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/fees"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/handler"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout"
@@ -67,6 +68,8 @@ type Config struct {
 	PaystackAPIBase string
 	Payout          payout.Config
 	Sweep           payout.SweepConfig
+	// Fees is the Stripe fee collector (PSP_FEE_INTERVAL).
+	Fees fees.Config
 	// SettlementDelay is CREDIT_SETTLEMENT_DELAY: how long after a credit
 	// its money can be paid out (0, the default: at once).
 	SettlementDelay time.Duration
@@ -124,6 +127,8 @@ type Config struct {
 //	                                up there and finished from the PSP's record
 //	PAYOUT_SWEEP_INTERVAL           how often the payout sweeper runs (one replica at a time)
 //	PAYOUT_SWEEP_BATCH              payouts one sweep looks up, and handles per state past its deadline
+//	PSP_FEE_INTERVAL                how often Stripe's fees are read from its balance transactions and posted to
+//	                                the ledger (one replica at a time; with STRIPE_SECRET_KEY)
 //	PAYOUT_DEADLINE_INITIALIZED     an INITIALIZED payout this old has its command published again, once
 //	PAYOUT_DEADLINE_SENDING         a SENDING_TO_GATEWAY payout this old is resumed through a retry that looks it
 //	                                up first; a second stall goes to NEEDS_REVIEW
@@ -182,6 +187,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 		// for (docs/guides/payouts.md, "Unknown outcomes are never reversed"): stripe-go itself waits 80s.
 		SettleWindow:   env.Duration("PSP_SETTLE_WINDOW", 2*time.Minute),
 		StripeLivemode: strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_"),
+	}
+	c.Fees = fees.DefaultConfig()
+	if c.Fees.Every = env.Duration("PSP_FEE_INTERVAL", c.Fees.Every); c.Fees.Every <= 0 {
+		env.Errorf("PSP_FEE_INTERVAL must be positive")
 	}
 	c.Sweep = payout.SweepConfig{
 		// A Stripe payout is normally pending for a day or two; its
@@ -346,7 +355,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg := httpserver.NewRegistry()
 	panicked := panics.NewCounter(reg)
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
-	psps, err := pspRegistry(cfg, logger, breaker.NewMetrics(reg))
+	apis := newPSPAPIs(cfg)
+	psps, err := pspRegistry(cfg, apis, logger, breaker.NewMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -370,6 +380,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	credits, err := ledger.NewCreditCommitter(l, pool, ledger.CreditCommitterConfig{Workers: creditCommitters}, deps)
 	if err != nil {
 		return err
+	}
+	jobs := []lifecycle.Component{credits, lifecycle.Supervised("payout-worker/sweeper", deps, func(ctx context.Context) error {
+		proc.RunSweeper(ctx, cfg.Sweep)
+		return nil
+	})}
+	if apis.stripe != nil {
+		collector, err := fees.New(apis.stripe, pool, l, cfg.Fees, logger, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, lifecycle.Supervised("payout-worker/stripe-fees", deps, collector.Run))
 	}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	h := handler.New(handler.Deps{Deps: deps, Pool: pool, Ledger: l, Credits: credits, Payouts: proc, Alerts: alerts, Letters: letters, Notify: notifier,
@@ -395,16 +416,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// commits them (within its own grace), the HTTP server drains;
 		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger),
 			lifecycle.Func("payout-worker/consumer", consumer.Run))},
-		// the sweeper finishes its lookup (a panic in a background loop
-		// restarts that loop, not the process) and the credit committers
-		// commit what the consumer left queued;
-		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
-			credits,
-			lifecycle.Supervised("payout-worker/sweeper", deps, func(ctx context.Context) error {
-				proc.RunSweeper(ctx, cfg.Sweep)
-				return nil
-			}),
-		}},
+		// the sweeper finishes its lookup and the fee collector its round
+		// (a panic in a background loop restarts that loop, not the
+		// process), and the credit committers commit what the consumer left
+		// queued;
+		lifecycle.Stage{Name: "jobs", Components: jobs},
 		// then leave the group so partitions move at once, after the last
 		// commit, and stop what the handlers handed work to.
 		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
@@ -415,7 +431,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	)
 }
 
-func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
+// pspAPIs is the one client of each PSP with a secret key (nil without).
+type pspAPIs struct {
+	stripe   *stripeapi.Client
+	paystack *paystackapi.Client
+}
+
+func newPSPAPIs(cfg Config) pspAPIs {
 	// otelhttp: each PSP call is a client span of the payout's trace, and
 	// carries its traceparent.
 	httpClient := &http.Client{Transport: otelhttp.NewTransport(&http.Transport{
@@ -425,15 +447,26 @@ func pspRegistry(cfg Config, logger *slog.Logger, m *breaker.Metrics) (psp.Regis
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second,
 	})}
-	clients := map[string]psp.Client{}
+	var a pspAPIs
 	if cfg.StripeSecretKey != "" {
-		clients["stripe"] = psp.NewStripe(stripeapi.New(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient))
+		a.stripe = stripeapi.New(cfg.StripeSecretKey, cfg.StripeAPIBase, httpClient)
+	}
+	if cfg.PaystackKey != "" {
+		a.paystack = paystackapi.New(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient)
+	}
+	return a
+}
+
+func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
+	clients := map[string]psp.Client{}
+	if apis.stripe != nil {
+		clients["stripe"] = psp.NewStripe(apis.stripe)
 	} else {
 		logger.Warn("STRIPE_SECRET_KEY is not set: Stripe payouts fail and their holds are released, " +
 			"and live-mode Stripe credits, refunds and disputes are refused (evidence_mismatch): the key sets the mode")
 	}
-	if cfg.PaystackKey != "" {
-		clients["paystack"] = psp.NewPaystack(paystackapi.New(cfg.PaystackKey, cfg.PaystackAPIBase, httpClient))
+	if apis.paystack != nil {
+		clients["paystack"] = psp.NewPaystack(apis.paystack)
 	} else {
 		logger.Warn("PAYSTACK_SECRET_KEY is not set: Paystack payouts fail and their holds are released")
 	}

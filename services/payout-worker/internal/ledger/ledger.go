@@ -228,6 +228,18 @@ func (p Receipt) check() error {
 	return nil
 }
 
+// Fee posts what a PSP kept of a payment, read from the PSP's own record
+// apart from its credit (Stripe's balance transactions): clearing +fee,
+// the PSP's fees account -fee, once per reference (ErrAlreadyPosted after).
+func (l *Ledger) Fee(ctx context.Context, tx pgx.Tx, provider, reference string, fee int64, currency string) error {
+	if fee <= 0 {
+		return fmt.Errorf("fee %d of %s must be positive", fee, reference)
+	}
+	return l.post(ctx, tx, KindPSPFee, provider+":"+reference, currency,
+		leg{system(clearing(provider), currency), fee},
+		leg{system(fees(provider), currency), -fee})
+}
+
 // Payout names the payout a posting belongs to.
 type Payout struct {
 	ID       string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,10 +210,39 @@ func (s *Server) listStripeBalanceTxns(r *http.Request, account string) response
 		return *bad
 	}
 	list := stripeList{Object: "list", Data: []any{}, URL: "/v1/balance_transactions", HasMore: hasMore}
+	expandSource := expands(q, "data.source")
 	for _, bt := range page {
-		list.Data = append(list.Data, json.RawMessage(mustJSON(bt)))
+		list.Data = append(list.Data, s.st.renderBalanceTxn(bt, expandSource))
 	}
 	return response{status: http.StatusOK, body: mustJSON(list), outcome: OutcomeOK}
+}
+
+// expands reports whether the request asks to expand field, in either of
+// Stripe's spellings (expand[]=…, or expand[0]=… as stripe-go sends it).
+func expands(q url.Values, field string) bool {
+	for k, vs := range q {
+		if (k == "expand[]" || strings.HasPrefix(k, "expand[")) && slices.Contains(vs, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// renderBalanceTxn renders bt; with expandSource (expand[]=data.source) a
+// charge's source is the charge object, as Stripe expands it (other
+// sources stay ids: the stand-in expands only what Aegis asks for).
+func (st *state) renderBalanceTxn(bt *stripeBalanceTxn, expandSource bool) json.RawMessage {
+	raw := json.RawMessage(mustJSON(bt))
+	p := st.charges[bt.Source]
+	if !expandSource || p == nil {
+		return raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	m["source"] = mustJSON(stripeChargeOf(p))
+	return mustJSON(m)
 }
 
 // stripeCursor is a Stripe list request's paging: limit (1-100, default

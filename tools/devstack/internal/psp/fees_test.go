@@ -506,3 +506,35 @@ func TestPaystackFeesInTheWebhookTheListsAndTheBalance(t *testing.T) {
 	h.do(http.MethodPost, "/_psp/payments/"+p.ID+"/refunds", `{"amount":50000,"outcome":"failed"}`, nil, nil)
 	require.Equal(t, before-100_000, h.paystackBalance("NGN"))
 }
+
+// expand[]=data.source (or stripe-go's expand[0]=…) renders a charge's
+// source as the charge, with the metadata that names whose payment it was;
+// other sources stay ids.
+func TestStripeBalanceTransactionsExpandTheirChargeSource(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	paid := h.pay("stripe", 1000, "usd")
+	h.transferTo("acct_expand", 500)
+	for _, expand := range []string{"expand[]=data.source", "expand[0]=data.source"} {
+		var list struct {
+			Data []struct {
+				Type   string          `json:"type"`
+				Source json.RawMessage `json:"source"`
+			} `json:"data"`
+		}
+		resp := h.stripeCall(http.MethodGet, "/v1/balance_transactions?"+expand, nil, "", "", &list)
+		require.Equal(t, http.StatusOK, resp.StatusCode, expand)
+		require.Len(t, list.Data, 2, expand)
+		var charge struct {
+			ID       string            `json:"id"`
+			Object   string            `json:"object"`
+			Metadata map[string]string `json:"metadata"`
+		}
+		require.Equal(t, "charge", list.Data[1].Type)
+		require.NoError(t, json.Unmarshal(list.Data[1].Source, &charge), expand)
+		require.Equal(t, paid.Charge, charge.ID)
+		require.Equal(t, "charge", charge.Object)
+		require.NotEmpty(t, charge.Metadata["user_id"])
+		var transferSource string
+		require.NoError(t, json.Unmarshal(list.Data[0].Source, &transferSource), "a transfer's source stays its id")
+	}
+}

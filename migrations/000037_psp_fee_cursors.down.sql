@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS psp_fee_cursors;

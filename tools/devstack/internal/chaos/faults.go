@@ -35,7 +35,10 @@ const (
 	// while it loses their webhooks (reconcile.go).
 	faultPSPDropBack = "psp_money_back_webhooks_dropped"
 	faultCrashWorker = "crash_loop_worker"
-	faultCrashDLQ    = "crash_loop_dlq_admin"
+	// faultPSPReversals: the PSP reverses paid Connect transfers, in parts
+	// and whole (reversals.go).
+	faultPSPReversals = "psp_transfer_reversals"
+	faultCrashDLQ     = "crash_loop_dlq_admin"
 )
 
 // allFaults is one cycle of faults. A worker killed with PSP calls in flight
@@ -47,7 +50,7 @@ const (
 func allFaults() []string {
 	return []string{faultKillRelay, faultKillWorker, faultKillWorkerPS, faultKafkaOutage, faultKafkaLeader,
 		faultRedisRestart, faultPGKill, faultPSP5xx, faultPSP429, faultPSPTimeout, faultPSPInvalid,
-		faultCrashWorker, faultCrashDLQ, faultPSPDrop, faultPSPDropBack}
+		faultCrashWorker, faultCrashDLQ, faultPSPDrop, faultPSPDropBack, faultPSPReversals}
 }
 
 // injector breaks the running suite on a seeded schedule.
@@ -235,6 +238,8 @@ func (in *injector) inject(ctx context.Context, kind string) error {
 		return in.crashLoop(ctx, in.pick("payout-worker", "payout-worker-2"), "payout-worker")
 	case faultCrashDLQ:
 		return in.crashLoop(ctx, "dlq-admin", "dlq-admin")
+	case faultPSPReversals:
+		return in.reverseTransfers(ctx)
 	}
 	return fmt.Errorf("unknown fault %s", kind)
 }

@@ -22,6 +22,7 @@ func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
 		su.checkFrontDoor, su.checkEvidence, su.checkPoison, su.checkPickup, su.checkMoneyBack, su.checkResolutions,
+		su.checkReversals,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err
@@ -193,6 +194,8 @@ type pspObject struct {
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Status   string `json:"status"`
+	// AmountReversed is how much of a Stripe transfer the PSP took back.
+	AmountReversed int64 `json:"amount_reversed"`
 	// FailureCode says why a failed object failed.
 	FailureCode    string    `json:"failure_code"`
 	IdempotencyKey string    `json:"idempotency_key"`
@@ -200,7 +203,12 @@ type pspObject struct {
 }
 
 func (su *suite) pspObjects(ctx context.Context) ([]pspObject, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stack.URL(su.ports.PSP)+"/_psp/objects", nil)
+	return fetchPSPObjects(ctx, stack.URL(su.ports.PSP))
+}
+
+// fetchPSPObjects reads every object the stand-in at base created.
+func fetchPSPObjects(ctx context.Context, base string) ([]pspObject, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/_psp/objects", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

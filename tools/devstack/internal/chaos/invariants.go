@@ -454,10 +454,12 @@ func (su *suite) checkLedger(ctx context.Context, _ *workload, rep *Report) erro
 	if err != nil {
 		return err
 	}
+	// What the PSP paid out and still has out: a transfer reversed in part
+	// is paid, less the parts it took back.
 	pspPaid := map[string]int64{}
 	for _, o := range objs {
 		if paid(o) {
-			pspPaid[strings.ToLower(o.Currency)] += o.Amount
+			pspPaid[strings.ToLower(o.Currency)] += o.Amount - o.AmountReversed
 		}
 	}
 	for cur, amt := range pspPaid {

@@ -52,3 +52,34 @@ func TestCheckReversalsWantsExactlyWhatThePSPTookBack(t *testing.T) {
 		t.Fatalf("violations %v, checks %v; want invariant 19 to pass for 4 payouts", rep.Violations, rep.Checks)
 	}
 }
+
+// Invariant 4 counts a transfer reversed in part as paid less the part:
+// the ledger, having given the part back, settled exactly that.
+func TestCheckLedgerCountsATransferReversedInPartAsPaidLessThePart(t *testing.T) {
+	db := newWeekDB(t)
+	ledgerTx(t, db.pool, "credit", "stripe:pi_1", db.clearing, db.user, 1000)
+	id := db.payout("SUCCEEDED")
+	db.settle(id)
+	ledgerTx(t, db.pool, "payout_return", id+":200", db.clearing, db.user, 200)
+	// The wallet's balance column as the ledger keeps it.
+	if _, err := db.pool.Exec(context.Background(), `UPDATE wallets w SET balance =
+		(SELECT sum(amount) FROM ledger_entries e WHERE e.wallet_id = w.id) WHERE w.id = $1`, db.user); err != nil {
+		t.Fatal(err)
+	}
+	check := func(reversed int64) []string {
+		objs := []pspObject{{Provider: "stripe", Kind: "transfer", ID: "tr_1", PayoutID: id, Amount: 500, Currency: "usd",
+			Status: "paid", AmountReversed: reversed}}
+		su := &suite{pool: db.pool, ports: stackPorts(pspServer(t, objs))}
+		rep := &Report{}
+		if err := su.checkLedger(context.Background(), &workload{}, rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Violations
+	}
+	if v := check(200); len(v) != 0 {
+		t.Fatalf("a transfer 200 of 500 reversed, 200 given back: violations %v", v)
+	}
+	if v := strings.Join(check(0), "\n"); !strings.Contains(v, "the PSP paid out 500 but the ledger settled 300") {
+		t.Fatalf("a part given back that the PSP never took: violations %q", v)
+	}
+}

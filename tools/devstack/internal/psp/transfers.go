@@ -89,6 +89,10 @@ func (s *Server) reverseTransferLocked(st *state, o *object, amount int64, metad
 	t.Reversed = t.AmountReversed == t.Amount
 	t.renderReversals()
 	o.rec.AmountReversed = t.AmountReversed
+	if t.Reversed {
+		// The record's verdict: all of the money came back.
+		o.rec.Status = "failed"
+	}
 	s.enqueueEventLocked(st, o, "transfer.reversed", now)
 	return rv, nil
 }

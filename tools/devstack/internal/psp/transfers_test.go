@@ -58,6 +58,7 @@ func TestTransferReversalsPartialThenTheRest(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ev.Data.Object, &seen))
 	require.Equal(t, int64(400), seen.AmountReversed)
 	require.False(t, seen.Reversed, "partly reversed")
+	require.NotEqual(t, "failed", h.objects()[0].Status, "a part reversed leaves it paid")
 	require.Len(t, seen.Reversals.Data, 1)
 
 	// The same key replays the reversal, moving nothing more.
@@ -93,6 +94,7 @@ func TestTransferReversalsPartialThenTheRest(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.stripeCall(http.MethodGet, "/v1/transfers/"+tr.ID+"/reversals/"+rv.ID, nil, "", "", &one).StatusCode)
 	require.Equal(t, int64(400), one.Amount)
 	require.Equal(t, int64(1000), h.objects()[0].AmountReversed)
+	require.Equal(t, "failed", h.objects()[0].Status, "the record's verdict once all of it came back")
 
 	var se stripeErrBody
 	resp = h.stripeCall(http.MethodPost, "/v1/transfers/"+tr.ID+"/reversals", url.Values{"amount": {"1"}}, "", "", &se)

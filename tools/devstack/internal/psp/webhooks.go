@@ -170,7 +170,7 @@ func (s *Server) settleLocked(st *state, o *object, failed bool, failureCode str
 			if o.stripeTransfer.AmountReversed < o.stripeTransfer.Amount {
 				_, _ = s.reverseTransferLocked(st, o, 0, nil, true, now) // forced: it cannot be refused
 			}
-		} else {
+		} else if !o.stripeTransfer.Reversed {
 			o.rec.Status = "paid" // Stripe sends no event for this
 		}
 	case o.paystack != nil:

@@ -364,16 +364,29 @@ func (su *suite) tearDown(ctx context.Context) {
 	}
 }
 
+// drainScheduledMax bounds how much longer than its timeout a drain waits
+// for outbox rows scheduled on purpose for later: past
+// MONEY_BACK_CREDIT_WAIT/10 at the defaults (46m/10, 4.6 min), the longest
+// a refund that overtook its payment's credit waits between two looks.
+const drainScheduledMax = 5 * time.Minute
+
 // drain waits until nothing is in flight: no unpublished outbox row, no
 // payout between states (except those parked behind an open dead letter),
-// every dead letter stored — three checks in a row.
+// every dead letter stored — three checks in a row. A row a service
+// scheduled for later (next_retry_at ahead: a retry's backoff, a refund
+// waiting for its payment's credit) is waited for until it is due and a
+// poll after, up to drainScheduledMax past the timeout; a row already due
+// that stays unpublished is stuck, and fails the drain at the timeout.
 func (su *suite) drain(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	stable := 0
 	var last string
 	for time.Now().Before(deadline) {
 		var unfinished, moving, dlqRows, stored int
+		var scheduled *time.Time
 		err := su.pool.QueryRow(ctx, `SELECT
+			(SELECT max(next_retry_at) FROM transaction_outbox WHERE finished_at IS NULL AND next_retry_at > now()),
 			(SELECT count(*) FROM transaction_outbox WHERE finished_at IS NULL),
 			-- A payout whose command or PSP outcome is in an open dead letter
 			-- waits for an operator (the replay below), not for the system.
@@ -382,9 +395,18 @@ func (su *suite) drain(ctx context.Context, timeout time.Duration) error {
 			                   AND position(convert_to(p.id::text, 'UTF8') in d.payload) > 0)),
 			(SELECT count(DISTINCT (headers->>'original_topic', headers->>'original_partition', headers->>'original_offset'))
 			   FROM transaction_outbox WHERE topic LIKE '%.dlq' AND status = 'processed'),
-			(SELECT count(*) FROM dead_letters WHERE source = 'consumer')`).Scan(&unfinished, &moving, &dlqRows, &stored)
+			(SELECT count(*) FROM dead_letters WHERE source = 'consumer')`).Scan(&scheduled, &unfinished, &moving, &dlqRows, &stored)
 		if err != nil {
 			return err
+		}
+		if scheduled != nil {
+			until := scheduled.Add(10 * time.Second)
+			if limit := start.Add(timeout + drainScheduledMax); until.After(limit) {
+				until = limit
+			}
+			if until.After(deadline) {
+				deadline = until
+			}
 		}
 		last = fmt.Sprintf("%d outbox rows unpublished, %d payouts in flight, %d of %d dead letters stored", unfinished, moving, stored, dlqRows)
 		if unfinished == 0 && moving == 0 && stored >= dlqRows {
@@ -397,7 +419,25 @@ func (su *suite) drain(ctx context.Context, timeout time.Duration) error {
 		}
 		sleep(ctx, time.Second)
 	}
-	return fmt.Errorf("not drained after %s: %s", timeout, last)
+	return fmt.Errorf("not drained after %s: %s%s", timeout, last, su.stuckRows(ctx))
+}
+
+// stuckRows names up to ten unfinished outbox rows, for a drain that timed
+// out: which topic, in which state, claimed by whom until when, retried
+// how often and when next.
+func (su *suite) stuckRows(ctx context.Context) string {
+	rows, err := su.pool.Query(ctx, `SELECT format('%s %s %s retries=%s next=%s locked_by=%s until=%s created=%s',
+			id, topic, status, retry_count, coalesce(next_retry_at::text, '-'), coalesce(locked_by, '-'),
+			coalesce(locked_until::text, '-'), created_at)
+		FROM transaction_outbox WHERE finished_at IS NULL ORDER BY id LIMIT 10`)
+	if err != nil {
+		return "; unfinished rows unreadable: " + err.Error()
+	}
+	stuck, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(stuck) == 0 {
+		return ""
+	}
+	return "; unfinished: " + strings.Join(stuck, "; ")
 }
 
 // replayOpenDeadLetters replays, through dlq-admin's API as an operator

@@ -1,7 +1,6 @@
 package psp
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -25,19 +24,9 @@ type paystackFinalizeReq struct {
 }
 
 func (s *Server) handlePaystackFinalize(w http.ResponseWriter, r *http.Request) {
-	st, call := s.beginCall(r, ProviderPaystack)
-	key, errBody := paystackAPIKey(r)
-	if errBody != nil {
-		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
-		return
-	}
-	raw, err := readBody(w, r)
 	var req paystackFinalizeReq
-	if err == nil {
-		err = json.Unmarshal(raw, &req)
-	}
-	if err != nil {
-		s.respond(w, call, response{status: http.StatusBadRequest, body: paystackErr("Invalid JSON body", "invalid_params"), outcome: OutcomeInvalid})
+	st, call, key, ok := s.beginPaystackJSON(w, r, &req)
+	if !ok {
 		return
 	}
 	idem := strings.TrimSpace(r.Header.Get("Idempotency-Key"))

@@ -101,20 +101,31 @@ func paystackTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-func (s *Server) handlePaystackTransferCreate(w http.ResponseWriter, r *http.Request) {
+// beginPaystackJSON starts a Paystack call with a JSON body: its secret
+// key (401 without one) and the body decoded into req (400 when it is not
+// JSON). ok is false once it has answered.
+func (s *Server) beginPaystackJSON(w http.ResponseWriter, r *http.Request, req any) (*state, *CallRecord, string, bool) {
 	st, call := s.beginCall(r, ProviderPaystack)
 	key, errBody := paystackAPIKey(r)
 	if errBody != nil {
 		s.respond(w, call, response{status: http.StatusUnauthorized, body: errBody, outcome: OutcomeUnauthorized})
-		return
+		return nil, nil, "", false
 	}
 	raw, err := readBody(w, r)
-	var req paystackTransferReq
 	if err == nil {
-		err = json.Unmarshal(raw, &req)
+		err = json.Unmarshal(raw, req)
 	}
 	if err != nil {
 		s.respond(w, call, response{status: http.StatusBadRequest, body: paystackErr("Invalid JSON body", "invalid_params"), outcome: OutcomeInvalid})
+		return nil, nil, "", false
+	}
+	return st, call, key, true
+}
+
+func (s *Server) handlePaystackTransferCreate(w http.ResponseWriter, r *http.Request) {
+	var req paystackTransferReq
+	st, call, key, ok := s.beginPaystackJSON(w, r, &req)
+	if !ok {
 		return
 	}
 	s.setCallPayoutID(call, req.Reference)

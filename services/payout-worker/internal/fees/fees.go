@@ -52,6 +52,10 @@ type Collector struct {
 	logger *slog.Logger
 	now    func() time.Time
 	posted prometheus.Counter
+	// readTo is the cursor after the last round that read its whole
+	// window: a failing collector lets it age, which pages
+	// (AegisPSPFeesNotCollected).
+	readTo prometheus.Gauge
 }
 
 // New returns a collector reading Stripe through api.
@@ -59,10 +63,15 @@ func New(api *stripeapi.Client, pool *pgxpool.Pool, l *ledger.Ledger, cfg Config
 	reg prometheus.Registerer, now func() time.Time) (*Collector, error) {
 	posted := prometheus.NewCounter(prometheus.CounterOpts{Name: "aegis_psp_fees_posted_total",
 		Help: "Stripe fees read from its balance transactions and posted to the ledger.", ConstLabels: prometheus.Labels{"provider": "stripe"}})
-	if err := reg.Register(posted); err != nil {
-		return nil, fmt.Errorf("register fee metric: %w", err)
+	readTo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "aegis_psp_fees_read_to_timestamp_seconds",
+		Help:        "How far Stripe's balance transactions have been read and their fees posted (Unix time).",
+		ConstLabels: prometheus.Labels{"provider": "stripe"}})
+	for _, c := range []prometheus.Collector{posted, readTo} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register fee metric: %w", err)
+		}
 	}
-	return &Collector{api: api, pool: pool, ledger: l, cfg: cfg, logger: logger, now: now, posted: posted}, nil
+	return &Collector{api: api, pool: pool, ledger: l, cfg: cfg, logger: logger, now: now, posted: posted, readTo: readTo}, nil
 }
 
 // Round says what one round did.
@@ -163,6 +172,7 @@ func (c *Collector) Collect(ctx context.Context) (Round, error) {
 		return r, fmt.Errorf("fee round: post fees: %w", err)
 	}
 	c.posted.Add(float64(r.Posted))
+	c.readTo.Set(float64(r.To.Unix()))
 	return r, nil
 }
 

@@ -61,13 +61,14 @@ func exported() map[string]string {
 		"aegis_outbox_publish_failures_total":               "outbox-relay",
 		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
 		// payout-worker
-		"aegis_psp_calls_total":                   "payout-worker",
-		"aegis_payouts_finished_total":            "payout-worker",
-		"aegis_payout_retries_total":              "payout-worker",
-		"aegis_wallet_credits_total":              "payout-worker",
-		"aegis_payout_oldest_age_seconds":         "payout-worker",
-		"aegis_payout_overdue":                    "payout-worker",
-		"aegis_payout_deadline_escalations_total": "payout-worker",
+		"aegis_psp_calls_total":                    "payout-worker",
+		"aegis_payouts_finished_total":             "payout-worker",
+		"aegis_payout_retries_total":               "payout-worker",
+		"aegis_wallet_credits_total":               "payout-worker",
+		"aegis_payout_oldest_age_seconds":          "payout-worker",
+		"aegis_payout_overdue":                     "payout-worker",
+		"aegis_payout_deadline_escalations_total":  "payout-worker",
+		"aegis_psp_fees_read_to_timestamp_seconds": "payout-worker",
 	}
 }
 

@@ -81,3 +81,30 @@ func TestWritesThroughFunctionsAfterTheContract(t *testing.T) {
 		refused(t, r, role+" canceling a payout", cancelPayout, id)
 	}
 }
+
+// create_payout copies the external account of the payout's destination
+// (a Stripe connected account's bank account) onto the payout, so the
+// worker pays out to what the payout was accepted for.
+func TestCreatePayoutKeepsItsDestinationsExternalAccount(t *testing.T) {
+	t.Parallel()
+	dbURL := migrated(t)
+	ctx := context.Background()
+	owner := connect(t, dbURL)
+	const dest, id = "01930000-0000-7000-8000-0000000000d1", "01930000-0000-7000-8000-0000000000d2"
+	if _, err := owner.Exec(ctx, `INSERT INTO destinations (id, user_id, provider, destination, type, created_by,
+		external_account) VALUES ($1::uuid, 'alice', 'stripe', 'acct_1', 'connected_account', 'acme', 'ba_9')`, dest); err != nil {
+		t.Fatal(err)
+	}
+	c := asRole(t, dbURL, RoleWebhookAPI)
+	if _, err := c.Exec(ctx, `SELECT id FROM create_payout($1::uuid, 'acme', 'k-ext', 'hash', 'alice', 1500, 'usd',
+		'acct_1', 'stripe', 'corr', $2::uuid)`, id, dest); err != nil {
+		t.Fatal(err)
+	}
+	var ext string
+	if err := c.QueryRow(ctx, `SELECT coalesce(external_account, '') FROM payouts_for_api WHERE id = $1::uuid`, id).Scan(&ext); err != nil {
+		t.Fatal(err)
+	}
+	if ext != "ba_9" {
+		t.Fatalf("payout's external account %q, want its destination's ba_9", ext)
+	}
+}

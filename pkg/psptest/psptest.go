@@ -106,6 +106,9 @@ type Object struct {
 	Currency       string `json:"currency"`
 	Destination    string `json:"destination"`
 	Status         string `json:"status"`
+	// Account is the Stripe connected account a payout was made on ("" the
+	// platform).
+	Account string `json:"account,omitempty"`
 }
 
 // Call is one request the stand-in received on a PSP route.

@@ -125,6 +125,10 @@ type pspProxy struct {
 	// Idempotency-Key of each create so held.
 	dropCreates atomic.Int64
 	dropped     chan string
+	// passCreates is how many creates reach the PSP and answer before
+	// dropCreates or swallowCreates take any (a transfer answered, then
+	// the connected account's payout lost).
+	passCreates atomic.Int64
 	// paystackStatus, when set, replaces data.status in Paystack's answers
 	// to creates (POST /transfer); paystackLookupStatus in its answers to
 	// lookups (GET /transfer/verify/…).
@@ -194,6 +198,10 @@ func newPSPProxy(t *testing.T, target string) *pspProxy {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/payouts" || r.URL.Path == "/v1/transfers" ||
 			r.URL.Path == "/transfer")
+		if create && p.passCreates.Add(-1) >= 0 {
+			rp.ServeHTTP(w, r)
+			return
+		}
 		if create && p.dropCreates.Add(-1) >= 0 {
 			// The PSP never gets it. The body is read so that the server
 			// notices the worker closing the connection.

@@ -32,6 +32,20 @@ func TestForeign(t *testing.T) {
 	}
 }
 
+// A payout paid out on a connected account takes that account's events,
+// and no other account's, in our key's mode only.
+func TestForeignForTheAccountAPayoutPaysOutOn(t *testing.T) {
+	live, test := true, false
+	mine := event.PSPEvent{Provider: "stripe", Livemode: &live, Account: "acct_1"}
+	require.Empty(t, origin.ForeignFor(&mine, true, "acct_1"))
+	require.Equal(t, `sent for connected account "acct_1"`, origin.ForeignFor(&mine, true, "acct_2"))
+	require.Equal(t, `sent for connected account "acct_1"`, origin.ForeignFor(&mine, true, ""))
+	testMode := event.PSPEvent{Provider: "stripe", Livemode: &test, Account: "acct_1"}
+	require.Equal(t, "livemode false, our key's true", origin.ForeignFor(&testMode, true, "acct_1"))
+	platform := event.PSPEvent{Provider: "stripe", Livemode: &live}
+	require.Empty(t, origin.ForeignFor(&platform, true, "acct_1"), "the payout's transfer events are our own account's")
+}
+
 // BenchmarkForeign is the check's cost on the credit path for an event
 // that is ours (the common case).
 func BenchmarkForeign(b *testing.B) {

@@ -44,6 +44,9 @@ type attemptResult struct {
 	// is unknown was sent less than the settle window ago; the PSP may
 	// still be executing it, so the absence is not confirmed yet.
 	unsettled bool
+	// transfer is the Stripe transfer this attempt made or found for a
+	// payout to a connected account's external account.
+	transfer string
 	// sentAt is when the create was sent.
 	sentAt time.Time
 	// createRow is the payout_attempts row of the create, written before
@@ -96,8 +99,9 @@ func (pr *Processor) needsLookup(p *Payout, wasReview bool) bool {
 // to SENDING_TO_GATEWAY (createAhead), so it is committed before the call
 // with no commit of its own.
 type sendingCreate struct {
-	key string
-	at  time.Time
+	key  string
+	step string
+	at   time.Time
 	// row is its payout_attempts row, set once the move is sent.
 	row int64
 }
@@ -128,7 +132,7 @@ func (pr *Processor) createAhead(p *Payout, wasReview bool) *sendingCreate {
 	if _, err := pr.psps.Get(p.Provider); err != nil {
 		return nil
 	}
-	return &sendingCreate{key: createKey(p), at: pr.now()}
+	return &sendingCreate{key: requestKey(p, createKey(p)), step: p.step(), at: pr.now()}
 }
 
 // createKey is the Idempotency-Key the payout's next create is sent under
@@ -138,6 +142,16 @@ func createKey(p *Payout) string {
 		return p.PSPKey
 	}
 	return psp.IdempotencyKey(p.ID.String())
+}
+
+// requestKey is the Idempotency-Key of the payout's next create under its
+// key generation key: the key itself, or for the connected account's
+// payout after its transfer, ConnectedPayoutKey of it.
+func requestKey(p *Payout, key string) string {
+	if p.step() == stepConnectedPayout {
+		return psp.ConnectedPayoutKey(key)
+	}
+	return key
 }
 
 // attempt makes one payout attempt at the PSP: an optional lookup (adopt
@@ -150,15 +164,36 @@ func createKey(p *Payout) string {
 // createAhead) or, after a lookup, are committed first (beginCreate), so
 // that a call whose answer is never recorded is known to have been made.
 // The error is only a failure to commit that record: then nothing was sent.
-// lookupFirst is false when ahead is set.
-func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst bool,
+// lookupFirst is false when ahead is set. replay is an operator's replay of
+// a NEEDS_REVIEW payout: a connected account's payout that failed is then
+// sent again from that account's balance (the transfer is never sent
+// again); any other attempt that finds one asks a person (record).
+func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout, lookupFirst, replay bool,
 	ahead *sendingCreate) (attemptResult, error) {
 	var a attemptResult
 	id := p.ID.String()
 	key := createKey(p)
 	if lookupFirst {
 		res, err := pr.find(ctx, client, p, &a)
+		if err == nil && res.Attention == psp.AttentionConnectedPayout && replay {
+			// The operator replays a payout whose connected payout failed:
+			// its money is back in the connected account's balance, so
+			// that payout is sent again (below), under a new key.
+			res.PayoutMissing, res.Attention = true, ""
+		}
 		switch {
+		case err == nil && res.PayoutMissing && !pr.settled(p):
+			// The transfer is made; a connected account's payout whose
+			// answer we lost may not have executed yet.
+			a.transfer, a.unsettled = res.Transfer, true
+			return a, nil
+		case err == nil && res.PayoutMissing:
+			// The transfer is made and the connected account has no payout
+			// for it: that payout is sent (a new key generation, as it may
+			// have been sent before), never a second transfer.
+			a.transfer, p.PSPTransfer = res.Transfer, res.Transfer
+			key = psp.AttemptKey(id, psp.KeyGeneration(id, key)+1)
+			a.newKey = key
 		case err == nil:
 			a.res, a.adopted = res, true
 			return a, nil
@@ -175,14 +210,16 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 			return a, nil
 		}
 	}
+	sendKey := requestKey(p, key)
 	switch {
 	case ahead != nil:
-		key, a.sentAt, a.createRow = ahead.key, ahead.at, ahead.row
+		sendKey, a.sentAt, a.createRow = ahead.key, ahead.at, ahead.row
 	case plantedLateFirstAttempt():
 		a.sentAt = pr.now()
 	default:
 		a.sentAt = pr.now()
-		row, err := pr.beginCreate(ctx, p, key, a.newKey, a.sentAt, a.requests)
+		row, err := pr.beginCreate(ctx, p, beginning{key: sendKey, newKey: a.newKey, step: p.step(),
+			transfer: a.transfer, at: a.sentAt}, a.requests)
 		if errors.Is(err, errNotSending) {
 			a.notSending = true
 			return a, nil
@@ -192,22 +229,37 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 		}
 		a.createRow, a.requests = row, nil // the lookups before it are recorded with it
 	}
-	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
-	res, err := client.CreatePayout(callCtx, psp.Request{PayoutID: id, Amount: p.Amount, Currency: p.Currency,
-		Destination: p.Destination, IdempotencyKey: key})
-	cancel()
-	a.res, a.err, a.created = res, err, true
-	r := pspRequest{kind: "create", key: key, at: pr.now(), outcome: requestOutcome(err), ref: res.Reference, row: a.createRow}
-	if err != nil {
-		r.err = err.Error()
+	pr.create(ctx, client, p, sendKey, &a)
+	if a.err == nil && a.res.PayoutMissing && ctx.Err() == nil {
+		// The transfer is made: the connected account's payout follows
+		// at once, on disk (with the transfer) before it is on the wire.
+		a.transfer, p.PSPTransfer = a.res.Transfer, a.res.Transfer
+		sendKey = psp.ConnectedPayoutKey(key)
+		a.sentAt = pr.now()
+		row, err := pr.beginCreate(ctx, p, beginning{key: sendKey, step: stepConnectedPayout, transfer: a.transfer,
+			at: a.sentAt}, a.requests)
+		if errors.Is(err, errNotSending) {
+			a.notSending = true
+			return a, nil
+		}
+		if err != nil {
+			// The transfer's answer is not recorded: the redelivery
+			// resumes it as unknown and finds the transfer.
+			return a, err
+		}
+		a.createRow, a.requests = row, nil
+		pr.create(ctx, client, p, sendKey, &a)
 	}
-	a.requests = append(a.requests, r)
 
-	if err != nil && p.OutcomeUnknown && pr.definite(err, p) && ctx.Err() == nil {
+	if err := a.err; err != nil && p.OutcomeUnknown && pr.definite(err, p) && ctx.Err() == nil {
 		// An earlier attempt may have paid: only the PSP saying it has no
 		// object lets this failure release the hold.
 		found, lerr := pr.find(ctx, client, p, &a)
 		switch {
+		case lerr == nil && found.PayoutMissing:
+			// The transfer is made and the connected account has no payout:
+			// the money is there, not ours to give back (record holds it).
+			a.transfer = found.Transfer
 		case lerr == nil:
 			a.res, a.err, a.adopted = found, nil, true
 		case errors.Is(lerr, psp.ErrNotFound) && pr.settled(p):
@@ -220,6 +272,22 @@ func (pr *Processor) attempt(ctx context.Context, client *psp.Guarded, p *Payout
 	return a, nil
 }
 
+// create sends the payout's next create under key and records its answer
+// in a.
+func (pr *Processor) create(ctx context.Context, client *psp.Guarded, p *Payout, key string, a *attemptResult) {
+	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
+	res, err := client.CreatePayout(callCtx, psp.Request{PayoutID: p.ID.String(), Amount: p.Amount, Currency: p.Currency,
+		Destination: p.Destination, ExternalAccount: p.ExternalAccount, Transfer: p.PSPTransfer, IdempotencyKey: key})
+	cancel()
+	a.res, a.err, a.created = res, err, true
+	r := pspRequest{kind: "create", key: key, step: p.step(), at: pr.now(), outcome: requestOutcome(err),
+		ref: res.Reference, row: a.createRow}
+	if err != nil {
+		r.err = err.Error()
+	}
+	a.requests = append(a.requests, r)
+}
+
 // moveSending is move for a payout whose attempt starts: with c, the
 // create's record goes in the same round trip (and so the same commit):
 // first_attempt_at (if unset) and sending_at on the payout, and its
@@ -229,7 +297,7 @@ func moveSending(ctx context.Context, tx pgx.Tx, p *Payout, c *sendingCreate, st
 		return move(ctx, tx, p, steps...)
 	}
 	b := &pgx.Batch{}
-	arg := sqlcdb.RecordSendingParams{PayoutID: p.ID, Attempt: p.Attempts, IdempotencyKey: c.key, At: c.at}
+	arg := sqlcdb.RecordSendingParams{PayoutID: p.ID, Attempt: p.Attempts, IdempotencyKey: c.key, At: c.at, Step: c.step}
 	if err := queueRow(b, func(q *sqlcdb.Queries) (int64, error) { return q.RecordSending(ctx, arg) }, func(id int64, err error) error {
 		if err != nil {
 			return fmt.Errorf("record payout %s create before sending it: %w", p.ID, err)
@@ -247,23 +315,31 @@ func moveSending(ctx context.Context, tx pgx.Tx, p *Payout, c *sendingCreate, st
 	return moveWith(ctx, tx, b, p, steps...)
 }
 
+// beginning is a create about to be sent: its key, the new key
+// generation taken for it ("" none), its step and the transfer it follows
+// (a connected account's payout), and its send time.
+type beginning struct {
+	key, newKey, step, transfer string
+	at                          time.Time
+}
+
 // beginCreate commits, before the create is sent, what a resume needs to
 // know that it may have been: the key (and a new key generation), the
 // attempt number and the send time, on the payout (first_attempt_at,
-// sending_at) and as a payout_attempts row with outcome "sending", whose
-// id it returns; with it, the lookups made before it (earlier), so the
-// history reads in the order the requests were made. errNotSending when
-// the payout has left SENDING_TO_GATEWAY (nothing is written; the create
-// must not be sent).
-func (pr *Processor) beginCreate(ctx context.Context, p *Payout, key, newKey string, at time.Time, before []pspRequest) (int64, error) {
+// sending_at, and the transfer a connected account's payout follows) and
+// as a payout_attempts row with outcome "sending", whose id it returns;
+// with it, the requests made before it (earlier), so the history reads in
+// the order the requests were made. errNotSending when the payout has left
+// SENDING_TO_GATEWAY (nothing is written; the create must not be sent).
+func (pr *Processor) beginCreate(ctx context.Context, p *Payout, c beginning, before []pspRequest) (int64, error) {
 	var row int64
 	err := database.InTx(ctx, pr.pool, func(tx pgx.Tx) error {
 		if err := recordRequests(ctx, tx, p, before); err != nil {
 			return err
 		}
 		var err error
-		row, err = sqlcdb.New(tx).BeginCreate(ctx, sqlcdb.BeginCreateParams{PayoutID: p.ID, At: at,
-			NewPspKey: newKey, Attempt: p.Attempts, IdempotencyKey: key})
+		row, err = sqlcdb.New(tx).BeginCreate(ctx, sqlcdb.BeginCreateParams{PayoutID: p.ID, At: c.at,
+			NewPspKey: c.newKey, PspTransfer: c.transfer, Attempt: p.Attempts, IdempotencyKey: c.key, Step: c.step})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -273,11 +349,13 @@ func (pr *Processor) beginCreate(ctx context.Context, p *Payout, key, newKey str
 		return 0, fmt.Errorf("record payout %s create before sending it: %w", p.ID, err)
 	}
 	if p.FirstAttemptAt == nil {
+		at := c.at
 		p.FirstAttemptAt = &at
 	}
+	at := c.at
 	p.SendingAt = &at
-	if newKey != "" {
-		p.PSPKey = newKey
+	if c.newKey != "" {
+		p.PSPKey = c.newKey
 	}
 	return row, nil
 }
@@ -315,7 +393,7 @@ func (pr *Processor) resumeUnknown(ctx context.Context, tx pgx.Tx, p *Payout) (b
 // find looks the payout up and records the request.
 func (pr *Processor) find(ctx context.Context, client *psp.Guarded, p *Payout, a *attemptResult) (psp.Result, error) {
 	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
-	res, err := client.FindPayout(callCtx, psp.Lookup{PayoutID: p.ID.String(), Destination: p.Destination, Since: p.CreatedAt})
+	res, err := client.FindPayout(callCtx, p.lookup())
 	cancel()
 	r := pspRequest{kind: "lookup", at: pr.now(), ref: res.Reference}
 	switch {
@@ -362,6 +440,9 @@ func requestOutcome(err error) string {
 func (a attemptResult) learn(p *Payout, now time.Time) {
 	if a.newKey != "" {
 		p.PSPKey = a.newKey
+	}
+	if a.transfer != "" {
+		p.PSPTransfer = a.transfer
 	}
 	if a.created {
 		p.SendingAt = nil // the answer is recorded now

@@ -78,6 +78,21 @@
 // class psp_settling) to the end of the window without sending, releasing
 // or spending an attempt, and looked up again; what appeared is adopted.
 //
+// Stripe payouts to a connected account's bank account or card are two
+// objects at Stripe (psp): the transfer to the account, then the account's
+// payout. Each is its own create in payout_attempts (step transfer,
+// connected_payout), under its own key, recorded before it is sent; the
+// transfer's id is committed on the payout (psp_transfer) with the
+// payout's "sending" row, and from then on only the account's payout is
+// ever sent again, under the same window and lookup rules (a lookup that
+// finds the transfer without its payout sends the payout, never a second
+// transfer). Once the transfer is made the money is in the connected
+// account's balance: a refusal or failure of its payout never releases the
+// hold (failOrHold): the payout goes to NEEDS_REVIEW (class
+// connected_payout_failed), where reversing the transfer at Stripe gives
+// the money back (its transfer.reversed) and an operator's replay pays it
+// out again from the connected account under a new key.
+//
 // A Stripe transfer reversed in part (transfer.reversed with amount_reversed
 // below its amount; Stripe sends one per reversal) gives back each part
 // once and keeps the payout SUCCEEDED for the rest; the reversal of the
@@ -88,9 +103,10 @@
 // PSP outcome webhooks (payout.paid/failed, transfer.success/failed/reversed)
 // are evidence, not commands (finalize.go): one changes its payout only when
 // provider, amount, currency, the PSP's object id (once known) match, and
-// the event is about our own money in our key's mode (origin.Foreign, the
-// check every money event passes: for Stripe no Connect account, livemode
-// our key's). A mismatch
+// the event is about our own money in our key's mode (origin.ForeignFor,
+// the check every money event passes: for Stripe no Connect account but,
+// for the payout.* events of a payout paid out on a connected account,
+// that account; livemode our key's). A mismatch
 // changes nothing: it is recorded in payout_evidence, dead-lettered with
 // class outcome_mismatch (dlq-admin pages for it). Every outcome event about a payout
 // is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each

@@ -10,9 +10,11 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/event"
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/ledger"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/origin"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
 // Finalize applies a PSP outcome event (payout.paid, payout.failed,
@@ -127,6 +129,28 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 			}
 			return pr.publishPart(ctx, tx, p, part, e.Reversed)
 
+		case e.Action == event.ActionPayoutFailed && p.connected() && (inFlight(p.Status) || p.Status == Succeeded):
+			// The connected account's payout failed or was canceled after
+			// its transfer: the money is in that account's balance, not
+			// ours. Nothing goes back to the wallet; a person is asked
+			// once (a paid payout stays paid: the transfer reached the
+			// account).
+			if err := applied(); err != nil {
+				return err
+			}
+			msg := connectedPayoutMessage(p, reason)
+			if p.Status == NeedsReview {
+				_, err := move(ctx, tx, p)
+				return err
+			}
+			if p.Status == Succeeded {
+				if _, err := move(ctx, tx, p); err != nil {
+					return err
+				}
+				return pr.deadLetter(ctx, tx, m, errors.New(msg), errclass.Class(psp.AttentionConnectedPayout), nil)
+			}
+			return pr.sweptToReview(ctx, tx, p, msg, errclass.Class(psp.AttentionConnectedPayout))
+
 		case (e.Action == event.ActionPayoutFailed || e.Action == event.ActionPayoutReversed) && inFlight(p.Status):
 			if err := applied(); err != nil {
 				return err
@@ -218,11 +242,27 @@ func (pr *Processor) mismatch(p *Payout, e event.PSPEvent) string {
 	if !strings.EqualFold(e.Currency, p.Currency) {
 		why = append(why, fmt.Sprintf("currency %q, payout's %q", e.Currency, p.Currency))
 	}
-	if p.PSPReference != "" && e.Reference != p.PSPReference {
-		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", e.Reference, p.PSPReference))
+	// A payout paid out on a connected account is two objects: its
+	// transfer's events (transfer.reversed) come from our account and name
+	// the transfer; its payout's come from the connected account (account
+	// set to it) and name that payout.
+	transferEvent := e.Provider == string(provider.Stripe) && strings.HasPrefix(e.Type, "transfer.")
+	ref, account := p.PSPReference, ""
+	if p.connected() {
+		if transferEvent {
+			ref = p.PSPTransfer
+		} else {
+			account = p.Destination
+		}
 	}
-	if foreign := origin.Foreign(&e, pr.cfg.StripeLivemode); foreign != "" {
+	if ref != "" && e.Reference != ref {
+		why = append(why, fmt.Sprintf("PSP reference %q, payout's %q", e.Reference, ref))
+	}
+	if foreign := origin.ForeignFor(&e, pr.cfg.StripeLivemode, account); foreign != "" {
 		why = append(why, foreign)
+	}
+	if account != "" && e.Account != account {
+		why = append(why, fmt.Sprintf("not sent for connected account %q, which pays the payout out", account))
 	}
 	return strings.Join(why, "; ")
 }

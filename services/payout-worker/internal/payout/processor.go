@@ -246,7 +246,7 @@ func (pr *Processor) Process(ctx context.Context, m inbox.Message) error {
 	var a attemptResult
 	if err == nil {
 		lookupFirst := ahead == nil && pr.needsLookup(po, wasReview)
-		if a, err = pr.attempt(ctx, client, po, lookupFirst, ahead); err != nil {
+		if a, err = pr.attempt(ctx, client, po, lookupFirst, wasReview, ahead); err != nil {
 			// Nothing was sent: the redelivery resumes from SENDING_TO_GATEWAY.
 			return err
 		}
@@ -365,6 +365,13 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.M
 		}
 		return pr.retry(ctx, tx, p, cause, ClassSettling, at)
 
+	case callErr == nil && a.res.PayoutMissing:
+		// The transfer is made and its connected payout was not sent (the
+		// attempt stopped between them): the next attempt sends it.
+		p.LookupNeeded = true
+		return pr.retry(ctx, tx, p, fmt.Errorf("transfer %s made; the connected account's payout is not sent yet",
+			a.res.Transfer), errclass.Transient, now)
+
 	case callErr == nil && a.adopted && (a.res.Amount != 0 && a.res.Amount != p.Amount ||
 		a.res.Currency != "" && !strings.EqualFold(a.res.Currency, p.Currency)):
 		// The PSP's object for this payout is not what we asked for: a
@@ -442,7 +449,7 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.M
 			return pr.needsReview(ctx, tx, p, m, "retries exhausted after an attempt whose outcome is unknown, "+
 				"and the PSP did not confirm it has no payout: "+callErr.Error(), class)
 		}
-		return pr.fail(ctx, tx, p, m, "retries exhausted: "+callErr.Error(), class)
+		return pr.failOrHold(ctx, tx, p, m, "retries exhausted: "+callErr.Error(), class)
 
 	default: // permanent: the PSP refused this attempt
 		p.Attempts++
@@ -452,13 +459,39 @@ func (pr *Processor) record(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.M
 			return pr.needsReview(ctx, tx, p, m, "refused after an attempt whose outcome is unknown, "+
 				"and the PSP did not confirm it has no payout: "+callErr.Error(), errclass.Permanent)
 		}
-		return pr.fail(ctx, tx, p, m, callErr.Error(), errclass.Permanent)
+		return pr.failOrHold(ctx, tx, p, m, callErr.Error(), errclass.Permanent)
 	}
+}
+
+// failOrHold is fail for a payout none of whose money left our PSP
+// balance. Once its transfer to a connected account is made, the money is
+// in that account's balance whatever became of its payout: the hold is
+// kept and a person asked (NEEDS_REVIEW, class connected_payout_failed);
+// reversing the transfer gives the money back (its transfer.reversed).
+func (pr *Processor) failOrHold(ctx context.Context, tx pgx.Tx, p *Payout, m inbox.Message, reason string, class errclass.Class) error {
+	if p.PSPTransfer == "" {
+		return pr.fail(ctx, tx, p, m, reason, class)
+	}
+	return pr.needsReview(ctx, tx, p, m, connectedPayoutMessage(p, reason), errclass.Class(psp.AttentionConnectedPayout))
+}
+
+// connectedPayoutMessage says what a person must do about a payout whose
+// transfer reached the connected account and whose payout there did not
+// happen.
+func connectedPayoutMessage(p *Payout, reason string) string {
+	return fmt.Sprintf("%s: transfer %s moved payout %s's money to connected account %s, but its payout to %s did not "+
+		"happen (%s). The money is in the connected account's Stripe balance, not ours; the hold is kept. Reverse the "+
+		"transfer at Stripe to give it back (its transfer.reversed returns it to the wallet), or pay it out from the "+
+		"connected account and resolve the payout as paid", psp.AttentionConnectedPayout, p.PSPTransfer, p.ID,
+		p.Destination, p.ExternalAccount, reason)
 }
 
 // attentionMessage says what a person must do about a PSP object that
 // waits for something other than the PSP.
 func attentionMessage(p *Payout, res psp.Result) string {
+	if res.Attention == psp.AttentionConnectedPayout {
+		return connectedPayoutMessage(p, fmt.Sprintf("the connected account's payout %s is %s", res.Reference, res.Status))
+	}
 	if res.Attention == psp.AttentionOTP {
 		return fmt.Sprintf("%s: %s transfer %s for payout %s waits for an OTP that only a person can give "+
 			"(Paystack abandons it after 30 minutes without one); the hold is kept. Enter the OTP (or disable OTP for "+

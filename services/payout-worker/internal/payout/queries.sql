@@ -8,7 +8,8 @@
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
        coalesce(psp_reference, '')::text AS psp_reference, psp_updated_at, correlation_id,
        outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at,
-       sending_at
+       sending_at, coalesce(external_account, '')::text AS external_account,
+       coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts WHERE id = @id
 FOR UPDATE;
 
@@ -19,7 +20,8 @@ SET status = @status, attempts = @attempts, psp_reference = nullif(@psp_referenc
     psp_updated_at = @psp_updated_at, last_error = nullif(@last_error::text, ''),
     error_class = nullif(@error_class::text, ''), updated_at = now(),
     outcome_unknown = @outcome_unknown, lookup_needed = @lookup_needed, psp_key = nullif(@psp_key::text, ''),
-    first_attempt_at = @first_attempt_at, last_unknown_at = @last_unknown_at, sending_at = @sending_at
+    first_attempt_at = @first_attempt_at, last_unknown_at = @last_unknown_at, sending_at = @sending_at,
+    psp_transfer = coalesce(nullif(@psp_transfer::text, ''), psp_transfer)
 WHERE id = @id;
 
 -- name: Transition :one
@@ -33,9 +35,9 @@ SELECT at, coalesce(error, '')::text AS error, coalesce(error_class, '')::text A
 WHERE payout_id = @payout_id AND error IS NOT NULL ORDER BY id;
 
 -- name: RecordAttempt :exec
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at, step)
 VALUES (@payout_id, @attempt, @kind, nullif(@idempotency_key::text, ''), @outcome, nullif(@psp_reference::text, ''),
-        nullif(@error::text, ''), @at);
+        nullif(@error::text, ''), @at, nullif(@step::text, ''));
 
 -- name: BeginCreate :one
 -- A create is about to be sent (attempt.go): its key, attempt number and
@@ -43,16 +45,20 @@ VALUES (@payout_id, @attempt, @kind, nullif(@idempotency_key::text, ''), @outcom
 -- sending_at, and psp_key when a new key generation was taken) and as a
 -- payout_attempts row with outcome 'sending'. Nothing is written, and no
 -- row returned, when the payout is no longer SENDING_TO_GATEWAY (an
--- outcome event moved it meanwhile): the create is then not sent.
+-- outcome event moved it meanwhile): the create is then not sent. A
+-- connected account's payout records the transfer it follows (psp_transfer)
+-- with it: from then on no transfer is sent for the payout again.
 WITH sending AS (
     UPDATE payouts
     SET first_attempt_at = coalesce(payouts.first_attempt_at, @at::timestamptz), sending_at = @at::timestamptz,
-        psp_key = coalesce(nullif(@new_psp_key::text, ''), payouts.psp_key)
+        psp_key = coalesce(nullif(@new_psp_key::text, ''), payouts.psp_key),
+        psp_transfer = coalesce(nullif(@psp_transfer::text, ''), payouts.psp_transfer)
     WHERE payouts.id = @payout_id::uuid AND payouts.status = 'SENDING_TO_GATEWAY'
     RETURNING payouts.id AS sending_id
 )
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
-SELECT sending.sending_id, @attempt::integer, 'create', @idempotency_key::text, 'sending', @at::timestamptz FROM sending
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at, step)
+SELECT sending.sending_id, @attempt::integer, 'create', @idempotency_key::text, 'sending', @at::timestamptz,
+       nullif(@step::text, '') FROM sending
 RETURNING payout_attempts.id;
 
 -- name: RecordSending :one
@@ -60,8 +66,8 @@ RETURNING payout_attempts.id;
 -- sending_at) is written in the same transaction: the one that moves the
 -- payout to SENDING_TO_GATEWAY (processor.go, step 1). Its payout_attempts
 -- row with outcome 'sending', as BeginCreate writes it.
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
-VALUES (@payout_id, @attempt, 'create', @idempotency_key::text, 'sending', @at)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at, step)
+VALUES (@payout_id, @attempt, 'create', @idempotency_key::text, 'sending', @at, nullif(@step::text, ''))
 RETURNING id;
 
 -- name: FinishCreate :exec

@@ -209,7 +209,7 @@ func (pr *Processor) lookUpForResolution(ctx context.Context, p *Payout) pspAnsw
 	}
 	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
 	defer cancel()
-	res, err := client.FindPayout(callCtx, psp.Lookup{PayoutID: p.ID.String(), Destination: p.Destination, Since: p.CreatedAt})
+	res, err := client.FindPayout(callCtx, p.lookup())
 	return pspAnswer{asked: true, res: res, err: err, at: pr.now()}
 }
 
@@ -253,6 +253,11 @@ func (pr *Processor) judge(ctx context.Context, tx pgx.Tx, p *Payout, r *resolut
 				ans.res.Reference, r.pspObjectID), nil
 		case evidenceMismatch(p, ans.res) != "":
 			return answer, "the PSP's object does not match the payout: " + evidenceMismatch(p, ans.res), nil
+		case ans.res.PayoutMissing || ans.res.Attention == psp.AttentionConnectedPayout:
+			return answer, fmt.Sprintf("transfer %s moved the money to connected account %s and no payout of it there "+
+				"is paid: neither paid nor failed for us. Reverse the transfer at Stripe (its transfer.reversed gives "+
+				"the money back to the wallet), or pay it out from the connected account and resolve again",
+				ans.res.Transfer, p.Destination), nil
 		case ans.res.Failed && r.outcome == event.ResolutionPaid:
 			return answer, "the PSP says the payout failed, the operator says paid", nil
 		case ans.res.Final && !ans.res.Failed && r.outcome == event.ResolutionFailed:

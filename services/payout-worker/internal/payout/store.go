@@ -12,8 +12,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/inbox"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/payout/sqlcdb"
+	"github.com/aegis-payments/aegis/services/payout-worker/internal/psp"
 )
 
 // All SQL on payouts, payout_transitions, payout_attempts and
@@ -53,6 +55,42 @@ type Payout struct {
 	// outside SENDING_TO_GATEWAY).
 	SendingAt *time.Time
 	CreatedAt time.Time
+	// ExternalAccount is the connected account's bank account or card a
+	// Stripe payout goes to (a transfer, then the account's payout); "" for
+	// a transfer alone or any other payout.
+	ExternalAccount string
+	// PSPTransfer is the transfer Stripe made for a payout to an external
+	// account: once set, only the connected account's payout is sent.
+	PSPTransfer string
+}
+
+// step is the payout_attempts step of the payout's next create: "" for a
+// payout that is one object at its PSP.
+func (p *Payout) step() string {
+	switch {
+	case p.ExternalAccount == "" || p.Provider != string(provider.Stripe):
+		return ""
+	case p.PSPTransfer == "":
+		return stepTransfer
+	}
+	return stepConnectedPayout
+}
+
+// The two steps of a Stripe payout to a connected account's external
+// account (payout_attempts.step).
+const (
+	stepTransfer        = "transfer"
+	stepConnectedPayout = "connected_payout"
+)
+
+// connected reports whether the payout is paid out on a Stripe connected
+// account: a transfer, then that account's payout.
+func (p *Payout) connected() bool { return p.step() != "" }
+
+// lookup is what the PSP is asked to find the payout's objects.
+func (p *Payout) lookup() psp.Lookup {
+	return psp.Lookup{PayoutID: p.ID.String(), Destination: p.Destination, ExternalAccount: p.ExternalAccount,
+		Transfer: p.PSPTransfer, Since: p.CreatedAt}
 }
 
 func load(ctx context.Context, tx pgx.Tx, id string) (*Payout, error) {
@@ -137,7 +175,8 @@ func fromRow(r sqlcdb.LoadRow) *Payout {
 		Provider: r.Provider, Status: Status(r.Status), Attempts: r.Attempts, PSPReference: r.PSPReference,
 		PSPUpdatedAt: r.PspUpdatedAt, CorrelationID: r.CorrelationID, OutcomeUnknown: r.OutcomeUnknown,
 		LookupNeeded: r.LookupNeeded, PSPKey: r.PspKey, FirstAttemptAt: r.FirstAttemptAt,
-		LastUnknownAt: r.LastUnknownAt, SendingAt: r.SendingAt, CreatedAt: r.CreatedAt}
+		LastUnknownAt: r.LastUnknownAt, SendingAt: r.SendingAt, CreatedAt: r.CreatedAt,
+		ExternalAccount: r.ExternalAccount, PSPTransfer: r.PspTransfer}
 }
 
 func loaded(id string, p *Payout, err error) (*Payout, error) {
@@ -218,7 +257,7 @@ func moveWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch, p *Payout, steps ...
 	update := sqlcdb.UpdateParams{ID: p.ID, Status: string(from), Attempts: p.Attempts,
 		PSPReference: p.PSPReference, PspStatus: p.PSPStatus, PspUpdatedAt: p.PSPUpdatedAt, LastError: lastErr,
 		ErrorClass: lastClass, OutcomeUnknown: p.OutcomeUnknown, LookupNeeded: p.LookupNeeded, PspKey: p.PSPKey,
-		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt}
+		FirstAttemptAt: p.FirstAttemptAt, LastUnknownAt: p.LastUnknownAt, SendingAt: sendingAt, PspTransfer: p.PSPTransfer}
 	if err := queueExec(b, func(q *sqlcdb.Queries) error { return q.Update(ctx, update) }, nil); err != nil {
 		return 0, err
 	}
@@ -265,6 +304,8 @@ type pspRequest struct {
 	ref     string
 	err     string
 	at      time.Time
+	// step is the create's step of a two-object payout (Payout.step).
+	step string
 	// row is the create's payout_attempts row written before it was sent
 	// (outcome "sending"): its outcome is set there; 0 inserts a row.
 	row int64
@@ -284,7 +325,7 @@ func recordRequests(ctx context.Context, tx pgx.Tx, p *Payout, reqs []pspRequest
 	q := sqlcdb.New(tx)
 	for _, r := range reqs {
 		if err := q.RecordAttempt(ctx, sqlcdb.RecordAttemptParams{PayoutID: p.ID, Attempt: p.Attempts, Kind: r.kind,
-			IdempotencyKey: r.key, Outcome: r.outcome, PSPReference: r.ref, Error: r.err, At: r.at}); err != nil {
+			IdempotencyKey: r.key, Outcome: r.outcome, PSPReference: r.ref, Error: r.err, At: r.at, Step: r.step}); err != nil {
 			return fmt.Errorf("record payout %s %s: %w", p.ID, r.kind, err)
 		}
 	}

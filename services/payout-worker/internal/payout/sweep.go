@@ -163,7 +163,7 @@ func (pr *Processor) check(ctx context.Context, id uuid.UUID, escalateAfter time
 		return "", err
 	}
 	callCtx, cancel := context.WithTimeout(ctx, pr.cfg.CallTimeout)
-	res, lookupErr := client.FindPayout(callCtx, psp.Lookup{PayoutID: p.ID.String(), Destination: p.Destination, Since: p.CreatedAt})
+	res, lookupErr := client.FindPayout(callCtx, p.lookup())
 	cancel()
 	at := pr.now()
 
@@ -201,6 +201,18 @@ func (pr *Processor) check(ctx context.Context, id uuid.UUID, escalateAfter time
 			}
 			return pr.sweptToReview(ctx, tx, p, fmt.Sprintf("%s: the PSP accepted payout %s but a lookup finds no object for it; "+
 				"the hold is kept until a person resolves it", ClassPSPMissing, p.ID), ClassPSPMissing)
+		}
+		if res.PayoutMissing {
+			// Accepted as a connected account's payout, which the account
+			// no longer lists: the money is there, and nothing is known.
+			verdict = SweptReview
+			ev.verdict, ev.reason = verdictRecorded, "the connected account has no payout for the transfer"
+			if err := recordEvidence(ctx, tx, p, ev); err != nil {
+				return err
+			}
+			return pr.sweptToReview(ctx, tx, p, fmt.Sprintf("%s: the PSP accepted payout %s but its connected account %s "+
+				"lists no payout for transfer %s; the hold is kept until a person resolves it", ClassPSPMissing, p.ID,
+				p.Destination, res.Transfer), ClassPSPMissing)
 		}
 		if why := lookupMismatch(p, res); why != "" {
 			verdict = SweptReview

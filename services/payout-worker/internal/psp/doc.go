@@ -3,10 +3,20 @@
 //
 // Requests go through the one client of each PSP (pkg/stripeapi,
 // pkg/paystackapi), which retries nothing itself: retries are the worker's,
-// spaced by its backoff and breaker. A Stripe bank account or card destination is a
-// Payout (finished later by a payout.paid or payout.failed webhook, which finds
-// our payout through metadata[payout_id]); a connected account (acct_…) is a
-// Transfer, final when created. Paystack transfers go over its HTTP API with
+// spaced by its backoff and breaker. A Stripe destination is a connected
+// account (acct_…): the payout is a Transfer to it (transfer_group and
+// metadata[payout_id] our payout id), final when created; where the
+// destination names one of the account's external accounts (a bank account
+// or card) the transfer is followed by that account's own Payout to it
+// (the Stripe-Account header, its own Idempotency-Key: ConnectedPayoutKey),
+// finished later by the account's payout.paid or payout.failed webhook. The
+// two are asked for one at a time (Result.PayoutMissing after the
+// transfer; Request.Transfer for the payout), so the caller records each
+// before it is sent. A connected payout that fails leaves the money in the
+// connected account's balance: AttentionConnectedPayout, never Failed. A
+// bank account or card of the platform's own (a destination registered
+// before destinations were connected accounts) is a platform Payout.
+// Paystack transfers go over its HTTP API with
 // our payout id as the transfer reference. Every call carries an
 // Idempotency-Key derived from the payout id (AttemptKey), stable across
 // retries, redeliveries and replays, so the PSP itself refuses to pay twice;
@@ -15,9 +25,12 @@
 //
 // FindPayout looks a payout up: Stripe cannot filter by metadata, so it
 // lists payouts created since the payout (or transfers by transfer_group,
-// which is the payout id) and matches metadata[payout_id]; Paystack verifies
-// the transfer by its reference. Any failure to answer is an error whose
-// outcome is unknown, never ErrNotFound.
+// which is the payout id) and matches metadata[payout_id]; for a connected
+// account's external account, the transfer first, then the account's
+// payouts (Stripe-Account): a transfer without its payout is
+// Result.PayoutMissing, never ErrNotFound, so no second transfer is ever
+// sent. Paystack verifies the transfer by its reference. Any failure to
+// answer is an error whose outcome is unknown, never ErrNotFound.
 //
 // Errors are classified from what the PSP actually said (errclass):
 // timeouts, connection failures, 409 key-in-use and 5xx are transient; a 429

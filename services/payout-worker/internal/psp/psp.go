@@ -19,9 +19,23 @@ type Request struct {
 	Amount      int64
 	Currency    string
 	Destination string
+	// ExternalAccount is, for a Stripe connected account (Destination
+	// acct_…), the bank account or card of its own to pay out to: the
+	// payout is then a Transfer to the account and a payout on it. "" for
+	// a transfer alone.
+	ExternalAccount string
+	// Transfer is the Stripe transfer already made for the payout: the
+	// request is then the connected account's payout alone. A transfer is
+	// never sent twice for a payout once one exists.
+	Transfer string
 	// IdempotencyKey is the attempt's key; "" means IdempotencyKey(PayoutID).
 	IdempotencyKey string
 }
+
+// ConnectedPayoutKey is the Idempotency-Key of the connected account's
+// payout sent under payout key key (AttemptKey): the transfer and the
+// payout are two objects and never share a key.
+func ConnectedPayoutKey(key string) string { return key + "-payout" }
 
 func (r Request) key() string {
 	if r.IdempotencyKey != "" {
@@ -50,8 +64,11 @@ func AttemptKey(payoutID string, n int) string {
 // transfer whose metadata[payout_id] is the payout id; Paystack: the
 // transfer whose reference is the payout id).
 type Lookup struct {
-	PayoutID    string
-	Destination string
+	PayoutID        string
+	Destination     string
+	ExternalAccount string
+	// Transfer is the payout's Stripe transfer when it is known.
+	Transfer string
 	// Since bounds the search: the object cannot be older than the payout.
 	Since time.Time
 }
@@ -82,6 +99,13 @@ type Result struct {
 	// Amount and Currency are the object's, when the PSP says (lookups).
 	Amount   int64
 	Currency string
+	// Transfer is the Stripe transfer of a payout to a connected account's
+	// external account (the first of its two objects), "" otherwise.
+	Transfer string
+	// PayoutMissing: the transfer is made and the connected account's
+	// payout is not (yet): the money is at the connected account, and the
+	// payout's next request is that payout, never another transfer.
+	PayoutMissing bool
 	// PayoutID is our payout id as the looked-up object carries it: Stripe
 	// metadata[payout_id] on the Payout or Transfer, the Paystack
 	// transfer's reference (we create it with the payout id as reference).
@@ -103,6 +127,13 @@ const (
 	AttentionOTP Attention = "psp_otp_required"
 	// AttentionUnmapped: a status the PSP's documentation does not list.
 	AttentionUnmapped Attention = "psp_status_unmapped"
+	// AttentionConnectedPayout: the transfer reached the connected account
+	// but its payout to the bank account or card failed or was canceled.
+	// The money is in the connected account's Stripe balance, not back in
+	// ours: nothing may go back to the wallet until a person reverses the
+	// transfer (its transfer.reversed returns the money) or pays it out
+	// again.
+	AttentionConnectedPayout Attention = "connected_payout_failed"
 )
 
 // Client sends payouts to one provider.

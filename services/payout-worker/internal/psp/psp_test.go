@@ -292,3 +292,77 @@ func TestPaystackStatusesAreMappedExplicitly(t *testing.T) {
 		}
 	}
 }
+
+// A payout to a connected account's external account is a transfer, then
+// the account's payout: each its own request under its own key, and a
+// lookup that finds the transfer without the payout says so instead of
+// "not found" (which would let a second transfer be sent).
+func TestStripeConnectedPayout(t *testing.T) {
+	s := standIn(t)
+	c := stripeClient(s)
+	ctx := context.Background()
+	since := time.Now().Add(-time.Minute)
+	const id, acct = "p-connect-1", "acct_connect1"
+	r := psp.Request{PayoutID: id, Amount: 1500, Currency: "usd", Destination: acct, ExternalAccount: "ba_connect1"}
+	look := psp.Lookup{PayoutID: id, Destination: acct, ExternalAccount: "ba_connect1", Since: since}
+
+	_, err := c.FindPayout(ctx, look)
+	require.ErrorIs(t, err, psp.ErrNotFound, "nothing made yet")
+
+	tr, err := c.CreatePayout(ctx, r)
+	require.NoError(t, err)
+	require.True(t, tr.PayoutMissing, "a transfer whose payout is still to be made")
+	require.False(t, tr.Final)
+	require.Equal(t, tr.Reference, tr.Transfer)
+	objs := s.Objects(t, id)
+	require.Len(t, objs, 1)
+	require.Equal(t, "transfer", objs[0].Kind)
+	require.Equal(t, acct, objs[0].Destination)
+
+	found, err := c.FindPayout(ctx, look)
+	require.NoError(t, err, "the transfer is found: never ErrNotFound once it exists")
+	require.True(t, found.PayoutMissing)
+	require.Equal(t, tr.Transfer, found.Transfer)
+
+	r.Transfer, r.IdempotencyKey = tr.Transfer, psp.ConnectedPayoutKey(psp.IdempotencyKey(id))
+	po, err := c.CreatePayout(ctx, r)
+	require.NoError(t, err)
+	require.False(t, po.PayoutMissing)
+	require.Equal(t, "pending", po.Status)
+	require.Equal(t, tr.Transfer, po.Transfer)
+	objs = s.Objects(t, id)
+	require.Len(t, objs, 2)
+	var payout psptest.Object
+	for _, o := range objs {
+		if o.Kind == "payout" {
+			payout = o
+		}
+	}
+	require.Equal(t, acct, payout.Account, "the payout is the connected account's (Stripe-Account)")
+	require.Equal(t, "ba_connect1", payout.Destination)
+	require.Equal(t, psp.ConnectedPayoutKey(psp.IdempotencyKey(id)), payout.IdempotencyKey)
+
+	found, err = c.FindPayout(ctx, look)
+	require.NoError(t, err)
+	require.Equal(t, po.Reference, found.Reference)
+	require.Equal(t, tr.Transfer, found.Transfer)
+	require.False(t, found.PayoutMissing)
+	require.EqualValues(t, 1500, found.Amount)
+	require.Equal(t, id, found.PayoutID)
+
+	// Failed on the connected account: the money is there, not back in
+	// ours, so it is neither paid nor failed for the payout.
+	s.Settle(t, po.Reference, "failed")
+	found, err = c.FindPayout(ctx, look)
+	require.NoError(t, err)
+	require.Equal(t, psp.AttentionConnectedPayout, found.Attention)
+	require.False(t, found.Failed, "a connected payout's failure gives nothing back to the platform")
+
+	// A transfer we know of that Stripe's listing does not show proves
+	// nothing: the outcome is unknown, not "not found".
+	_, err = c.FindPayout(ctx, psp.Lookup{PayoutID: "p-connect-none", Destination: acct, ExternalAccount: "ba_connect1",
+		Transfer: "tr_known", Since: since})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, psp.ErrNotFound)
+	require.True(t, psp.OutcomeUnknown(err))
+}

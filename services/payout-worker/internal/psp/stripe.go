@@ -25,25 +25,74 @@ func NewStripe(api *stripeapi.Client) *Stripe { return &Stripe{api: api} }
 // Provider is "stripe".
 func (s *Stripe) Provider() string { return string(provider.Stripe) }
 
-// CreatePayout creates a Payout to a bank account or card, or a Transfer to a
-// connected account (acct_…).
+// CreatePayout pays a connected account (acct_…): a Transfer to it, final
+// when created; where the destination names one of the account's external
+// accounts, that transfer (Result.PayoutMissing) and then, asked again
+// with req.Transfer set, the connected account's payout to it
+// (Stripe-Account), finished later by its payout.paid or payout.failed.
+// A bank account or card of the platform's own (a destination registered
+// before destinations were Connect accounts) is a platform Payout.
 func (s *Stripe) CreatePayout(ctx context.Context, req Request) (Result, error) {
 	meta := map[string]string{"payout_id": req.PayoutID}
 	money := stripeapi.Money{Amount: req.Amount, Currency: req.Currency}
-	if strings.HasPrefix(req.Destination, "acct_") {
+	switch {
+	case !strings.HasPrefix(req.Destination, "acct_"):
+		po, err := s.api.CreatePayout(ctx, stripeapi.PayoutRequest{Money: money, Destination: req.Destination,
+			Metadata: meta, IdempotencyKey: req.key()})
+		if err != nil {
+			return Result{}, classifyStripe(err)
+		}
+		return Result{Reference: po.ID, Status: string(po.Status)}, nil
+	case req.Transfer == "":
 		tr, err := s.api.CreateTransfer(ctx, stripeapi.TransferRequest{Money: money, Destination: req.Destination,
 			TransferGroup: req.PayoutID, Metadata: meta, IdempotencyKey: req.key()})
 		if err != nil {
 			return Result{}, classifyStripe(err)
 		}
-		return Result{Reference: tr.ID, Status: "paid", Final: true}, nil
+		return transferResult(tr, req.ExternalAccount != ""), nil
 	}
-	po, err := s.api.CreatePayout(ctx, stripeapi.PayoutRequest{Money: money, Destination: req.Destination,
-		Metadata: meta, IdempotencyKey: req.key()})
+	meta["transfer"] = req.Transfer
+	po, err := s.api.CreatePayout(ctx, stripeapi.PayoutRequest{Money: money, Account: req.Destination,
+		Destination: req.ExternalAccount, Metadata: meta, IdempotencyKey: req.key()})
 	if err != nil {
 		return Result{}, classifyStripe(err)
 	}
-	return Result{Reference: po.ID, Status: string(po.Status)}, nil
+	return payoutResult(po, req.Transfer), nil
+}
+
+// transferResult is what a transfer means for its payout: paid, unless a
+// connected account's payout is to follow (twoStep), or reversed whole
+// (failed: the money is back in our balance).
+func transferResult(tr *stripe.Transfer, twoStep bool) Result {
+	res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency),
+		PayoutID: tr.Metadata["payout_id"]}
+	switch {
+	case tr.Reversed:
+		res.Status, res.Final, res.Failed = "reversed", false, true
+	case twoStep:
+		res.Transfer, res.Status, res.Final, res.PayoutMissing = tr.ID, "transferred", false, true
+	}
+	return res
+}
+
+// payoutResult is what a Stripe payout means for its payout. On a
+// connected account (transfer set) a failed or canceled payout leaves the
+// money in that account's balance: not a failure of ours to give back
+// (AttentionConnectedPayout).
+func payoutResult(po *stripe.Payout, transfer string) Result {
+	res := Result{Reference: po.ID, Transfer: transfer, Status: string(po.Status), Amount: po.Amount,
+		Currency: string(po.Currency), PayoutID: po.Metadata["payout_id"]}
+	switch po.Status {
+	case stripe.PayoutStatusPaid:
+		res.Final = true
+	case stripe.PayoutStatusFailed, stripe.PayoutStatusCanceled:
+		if transfer != "" {
+			res.Attention = AttentionConnectedPayout
+		} else {
+			res.Failed = true
+		}
+	}
+	return res
 }
 
 // maxLookupObjects bounds a lookup's listing. Stripe cannot filter payouts
@@ -52,52 +101,85 @@ func (s *Stripe) CreatePayout(ctx context.Context, req Request) (Result, error) 
 // tell", never "not found".
 const maxLookupObjects = 10_000
 
-// FindPayout finds the Payout or Transfer whose metadata[payout_id] is the
-// payout id. Transfers are listed by their transfer_group (the payout id);
-// payouts by creation time, from a minute before l.Since. Stripe lists
-// newest first (its list endpoints' documented order); a failed object
-// answers only once the listing has no live one for the payout.
+// FindPayout finds the payout's objects by metadata[payout_id]. Transfers
+// are listed by their transfer_group (the payout id); payouts (the
+// platform's, or with Stripe-Account the connected account's) by creation
+// time, from a minute before l.Since. Stripe lists newest first (its list
+// endpoints' documented order); a failed object answers only once the
+// listing has no live one for the payout.
+//
+// For a connected account's external account the transfer is looked up
+// first: none is ErrNotFound (nothing was made); found, the connected
+// account's payouts are listed, and none there is the transfer with
+// PayoutMissing, never ErrNotFound: the money has left our balance, and
+// the payout must never be sent as a second transfer.
 func (s *Stripe) FindPayout(ctx context.Context, l Lookup) (Result, error) {
+	if !strings.HasPrefix(l.Destination, "acct_") {
+		return s.findPayout(ctx, l, "", "")
+	}
+	tr, err := s.findTransfer(ctx, l)
+	if errors.Is(err, ErrNotFound) && l.Transfer != "" {
+		// Stripe made it: a listing without it proves nothing.
+		return Result{}, unknownOutcome("stripe", "transfer "+l.Transfer+" of the payout is not in Stripe's listing", nil)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if l.ExternalAccount == "" || tr.Failed {
+		return tr, nil
+	}
+	po, err := s.findPayout(ctx, l, l.Destination, tr.Reference)
+	if errors.Is(err, ErrNotFound) {
+		return tr, nil
+	}
+	return po, err
+}
+
+func (s *Stripe) findTransfer(ctx context.Context, l Lookup) (Result, error) {
 	since := l.Since.Add(-time.Minute)
 	seen := 0
 	// found is the best object so far: a live one ends the listing, a
 	// failed one is kept while the listing looks for a live one.
 	var found *Result
-	if strings.HasPrefix(l.Destination, "acct_") {
-		for tr, err := range s.api.Transfers(ctx, stripeapi.TransferQuery{Since: since, TransferGroup: l.PayoutID}) {
-			if err != nil {
-				return Result{}, lookupFailed(err)
-			}
-			if tr.Metadata["payout_id"] == l.PayoutID {
-				res := Result{Reference: tr.ID, Status: "paid", Final: true, Amount: tr.Amount, Currency: string(tr.Currency),
-					PayoutID: tr.Metadata["payout_id"]}
-				if tr.Reversed {
-					res.Status, res.Final, res.Failed = "reversed", false, true
-				}
-				if found = prefer(found, res); !found.Failed {
-					return *found, nil
-				}
-			}
-			if seen++; seen >= maxLookupObjects {
-				return Result{}, unknownOutcome("stripe", "transfer lookup listed too many transfers", nil)
+	for tr, err := range s.api.Transfers(ctx, stripeapi.TransferQuery{Since: since, TransferGroup: l.PayoutID}) {
+		if err != nil {
+			return Result{}, lookupFailed(err)
+		}
+		if tr.Metadata["payout_id"] == l.PayoutID {
+			if found = prefer(found, transferResult(tr, l.ExternalAccount != "")); !found.Failed {
+				return *found, nil
 			}
 		}
-		return foundOrNot(found)
+		if seen++; seen >= maxLookupObjects {
+			return Result{}, unknownOutcome("stripe", "transfer lookup listed too many transfers", nil)
+		}
 	}
-	for po, err := range s.api.Payouts(ctx, stripeapi.PayoutQuery{Since: since, Destination: l.Destination}) {
+	return foundOrNot(found)
+}
+
+// findPayout lists the payouts of account ("" the platform) for the
+// payout's; transfer is the transfer a connected account's payout follows.
+func (s *Stripe) findPayout(ctx context.Context, l Lookup, account, transfer string) (Result, error) {
+	since := l.Since.Add(-time.Minute)
+	seen := 0
+	var found *Result
+	dest := l.Destination
+	if account != "" {
+		dest = l.ExternalAccount
+	}
+	for po, err := range s.api.Payouts(ctx, stripeapi.PayoutQuery{Account: account, Since: since, Destination: dest}) {
 		if err != nil {
 			return Result{}, lookupFailed(err)
 		}
 		if po.Metadata["payout_id"] == l.PayoutID {
-			res := Result{Reference: po.ID, Status: string(po.Status), Amount: po.Amount, Currency: string(po.Currency),
-				PayoutID: po.Metadata["payout_id"]}
-			switch po.Status {
-			case stripe.PayoutStatusPaid:
-				res.Final = true
-			case stripe.PayoutStatusFailed, stripe.PayoutStatusCanceled:
-				res.Failed = true
+			res := payoutResult(po, transfer)
+			// A connected payout that failed is not "failed" for prefer:
+			// a live one sent again after it is what the money follows.
+			failed := res.Failed || res.Attention != ""
+			if found == nil || (found.Failed || found.Attention != "") && !failed {
+				found = &res
 			}
-			if found = prefer(found, res); !found.Failed {
+			if !failed {
 				return *found, nil
 			}
 		}

@@ -65,12 +65,14 @@ const beginCreate = `-- name: BeginCreate :one
 WITH sending AS (
     UPDATE payouts
     SET first_attempt_at = coalesce(payouts.first_attempt_at, $3::timestamptz), sending_at = $3::timestamptz,
-        psp_key = coalesce(nullif($4::text, ''), payouts.psp_key)
-    WHERE payouts.id = $5::uuid AND payouts.status = 'SENDING_TO_GATEWAY'
+        psp_key = coalesce(nullif($5::text, ''), payouts.psp_key),
+        psp_transfer = coalesce(nullif($6::text, ''), payouts.psp_transfer)
+    WHERE payouts.id = $7::uuid AND payouts.status = 'SENDING_TO_GATEWAY'
     RETURNING payouts.id AS sending_id
 )
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
-SELECT sending.sending_id, $1::integer, 'create', $2::text, 'sending', $3::timestamptz FROM sending
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at, step)
+SELECT sending.sending_id, $1::integer, 'create', $2::text, 'sending', $3::timestamptz,
+       nullif($4::text, '') FROM sending
 RETURNING payout_attempts.id
 `
 
@@ -78,7 +80,9 @@ type BeginCreateParams struct {
 	Attempt        int
 	IdempotencyKey string
 	At             time.Time
+	Step           string
 	NewPspKey      string
+	PspTransfer    string
 	PayoutID       uuid.UUID
 }
 
@@ -87,13 +91,17 @@ type BeginCreateParams struct {
 // sending_at, and psp_key when a new key generation was taken) and as a
 // payout_attempts row with outcome 'sending'. Nothing is written, and no
 // row returned, when the payout is no longer SENDING_TO_GATEWAY (an
-// outcome event moved it meanwhile): the create is then not sent.
+// outcome event moved it meanwhile): the create is then not sent. A
+// connected account's payout records the transfer it follows (psp_transfer)
+// with it: from then on no transfer is sent for the payout again.
 func (q *Queries) BeginCreate(ctx context.Context, arg BeginCreateParams) (int64, error) {
 	row := q.db.QueryRow(ctx, beginCreate,
 		arg.Attempt,
 		arg.IdempotencyKey,
 		arg.At,
+		arg.Step,
 		arg.NewPspKey,
+		arg.PspTransfer,
 		arg.PayoutID,
 	)
 	var id int64
@@ -191,30 +199,33 @@ const load = `-- name: Load :one
 SELECT id, user_id, amount, currency, destination, provider, status, attempts,
        coalesce(psp_reference, '')::text AS psp_reference, psp_updated_at, correlation_id,
        outcome_unknown, lookup_needed, coalesce(psp_key, '')::text AS psp_key, first_attempt_at, last_unknown_at, created_at,
-       sending_at
+       sending_at, coalesce(external_account, '')::text AS external_account,
+       coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts WHERE id = $1
 FOR UPDATE
 `
 
 type LoadRow struct {
-	ID             uuid.UUID
-	UserID         string
-	Amount         int64
-	Currency       string
-	Destination    string
-	Provider       string
-	Status         string
-	Attempts       int
-	PSPReference   string
-	PspUpdatedAt   *time.Time
-	CorrelationID  string
-	OutcomeUnknown bool
-	LookupNeeded   bool
-	PspKey         string
-	FirstAttemptAt *time.Time
-	LastUnknownAt  *time.Time
-	CreatedAt      time.Time
-	SendingAt      *time.Time
+	ID              uuid.UUID
+	UserID          string
+	Amount          int64
+	Currency        string
+	Destination     string
+	Provider        string
+	Status          string
+	Attempts        int
+	PSPReference    string
+	PspUpdatedAt    *time.Time
+	CorrelationID   string
+	OutcomeUnknown  bool
+	LookupNeeded    bool
+	PspKey          string
+	FirstAttemptAt  *time.Time
+	LastUnknownAt   *time.Time
+	CreatedAt       time.Time
+	SendingAt       *time.Time
+	ExternalAccount string
+	PspTransfer     string
 }
 
 // The SQL on payouts, payout_transitions, payout_attempts and
@@ -244,6 +255,8 @@ func (q *Queries) Load(ctx context.Context, id uuid.UUID) (LoadRow, error) {
 		&i.LastUnknownAt,
 		&i.CreatedAt,
 		&i.SendingAt,
+		&i.ExternalAccount,
+		&i.PspTransfer,
 	)
 	return i, err
 }
@@ -356,9 +369,9 @@ func (q *Queries) Overdue(ctx context.Context, arg OverdueParams) ([]uuid.UUID, 
 }
 
 const recordAttempt = `-- name: RecordAttempt :exec
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at, step)
 VALUES ($1, $2, $3, nullif($4::text, ''), $5, nullif($6::text, ''),
-        nullif($7::text, ''), $8)
+        nullif($7::text, ''), $8, nullif($9::text, ''))
 `
 
 type RecordAttemptParams struct {
@@ -370,6 +383,7 @@ type RecordAttemptParams struct {
 	PSPReference   string
 	Error          string
 	At             time.Time
+	Step           string
 }
 
 func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) error {
@@ -382,6 +396,7 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) er
 		arg.PSPReference,
 		arg.Error,
 		arg.At,
+		arg.Step,
 	)
 	return err
 }
@@ -420,8 +435,8 @@ func (q *Queries) RecordEvidence(ctx context.Context, arg RecordEvidenceParams) 
 }
 
 const recordSending = `-- name: RecordSending :one
-INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at)
-VALUES ($1, $2, 'create', $3::text, 'sending', $4)
+INSERT INTO payout_attempts (payout_id, attempt, kind, idempotency_key, outcome, at, step)
+VALUES ($1, $2, 'create', $3::text, 'sending', $4, nullif($5::text, ''))
 RETURNING id
 `
 
@@ -430,6 +445,7 @@ type RecordSendingParams struct {
 	Attempt        int
 	IdempotencyKey string
 	At             time.Time
+	Step           string
 }
 
 // A create about to be sent whose payout row (first_attempt_at,
@@ -442,6 +458,7 @@ func (q *Queries) RecordSending(ctx context.Context, arg RecordSendingParams) (i
 		arg.Attempt,
 		arg.IdempotencyKey,
 		arg.At,
+		arg.Step,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -565,8 +582,9 @@ SET status = $1, attempts = $2, psp_reference = nullif($3::text, ''),
     psp_updated_at = $5, last_error = nullif($6::text, ''),
     error_class = nullif($7::text, ''), updated_at = now(),
     outcome_unknown = $8, lookup_needed = $9, psp_key = nullif($10::text, ''),
-    first_attempt_at = $11, last_unknown_at = $12, sending_at = $13
-WHERE id = $14
+    first_attempt_at = $11, last_unknown_at = $12, sending_at = $13,
+    psp_transfer = coalesce(nullif($14::text, ''), psp_transfer)
+WHERE id = $15
 `
 
 type UpdateParams struct {
@@ -583,6 +601,7 @@ type UpdateParams struct {
 	FirstAttemptAt *time.Time
 	LastUnknownAt  *time.Time
 	SendingAt      *time.Time
+	PspTransfer    string
 	ID             uuid.UUID
 }
 
@@ -601,6 +620,7 @@ func (q *Queries) Update(ctx context.Context, arg UpdateParams) error {
 		arg.FirstAttemptAt,
 		arg.LastUnknownAt,
 		arg.SendingAt,
+		arg.PspTransfer,
 		arg.ID,
 	)
 	return err

@@ -219,3 +219,33 @@ func TestStoppedBetweenTransferAndConnectedPayoutNeverTransfersTwice(t *testing.
 		})
 	}
 }
+
+// Reversing the transfer of a payout whose connected payout failed brings
+// the money back to the platform: the hold is released once and the
+// payout ends FAILED → FINALIZED.
+func TestReversingTheTransferOfAFailedConnectedPayoutGivesTheMoneyBackOnce(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	const acct = "acct_worker4"
+	pid := w.createConnectedPayout(700, acct, "ba_worker4")
+	w.requestPayout(pid, 700, "stripe")
+	p := w.waitStatus(pid, payout.Awaiting)
+	w.psp.Settle(t, p.Reference, "failed")
+	w.publishOutcome(w.connectedOutcome("evt_failed_"+pid, pid, acct, event.ActionPayoutFailed))
+	w.waitStatus(pid, payout.NeedsReview)
+	require.EqualValues(t, 4300, w.balance())
+
+	live := w.live
+	for i, id := range []string{"evt_rev_" + pid, "evt_rev_again_" + pid} {
+		w.publishOutcome(event.PSPEvent{Provider: "stripe", EventID: id, Type: "transfer.reversed",
+			Action: event.ActionPayoutReversed, PayoutID: pid, Amount: 700, Currency: "usd", Reference: w.transferOf(pid),
+			Reversed: 700, Livemode: &live, OccurredAt: time.Now().Add(time.Duration(i+1) * time.Second), Raw: json.RawMessage(`{}`)})
+	}
+	w.waitStatus(pid, payout.Finalized)
+	w.waitProcessed("stripe:evt_rev_again_" + pid)
+	require.EqualValues(t, 5000, w.balance(), "back once")
+	require.Equal(t, 1, w.postings(pid, "payout_release"))
+	require.Zero(t, w.postings(pid, "payout_settle"))
+	w.reconcile()
+}

@@ -1,3 +1,9 @@
+DROP VIEW payout_attempts_for_api;
+CREATE VIEW payout_attempts_for_api AS
+SELECT id, payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at
+FROM payout_attempts;
+GRANT SELECT ON payout_attempts_for_api TO aegis_webhook_api;
+
 DROP VIEW payouts_for_api;
 CREATE VIEW payouts_for_api AS
 SELECT id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, destination_id, provider,

@@ -50,3 +50,7 @@ CREATE OR REPLACE VIEW payouts_for_api AS
 SELECT id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, destination_id, provider,
        status, attempts, psp_reference, last_error, error_class, created_at, updated_at, external_account, psp_transfer
 FROM payouts;
+
+CREATE OR REPLACE VIEW payout_attempts_for_api AS
+SELECT id, payout_id, attempt, kind, idempotency_key, outcome, psp_reference, error, at, step
+FROM payout_attempts;

@@ -109,15 +109,22 @@ type Payout struct {
 	Destination string `json:"destination"`
 	// DestinationID is the registered destination the payout was accepted
 	// for ("" for payouts from before registration existed).
-	DestinationID string       `json:"destination_id,omitempty"`
-	Provider      string       `json:"provider"`
-	Attempts      int          `json:"attempts"`
-	PSPReference  string       `json:"psp_reference,omitempty"`
-	LastError     string       `json:"last_error,omitempty"`
-	ErrorClass    string       `json:"error_class,omitempty"`
-	CreatedAt     time.Time    `json:"created_at"`
-	UpdatedAt     time.Time    `json:"updated_at"`
-	History       []Transition `json:"history"`
+	DestinationID string `json:"destination_id,omitempty"`
+	// ExternalAccount is the Stripe connected account's bank account or
+	// card the payout goes to ("" none: a transfer alone, or Paystack).
+	ExternalAccount string `json:"external_account,omitempty"`
+	Provider        string `json:"provider"`
+	Attempts        int    `json:"attempts"`
+	// PSPTransfer is the Stripe transfer to the connected account of a
+	// payout to its external account, once made; PSPReference is then the
+	// connected account's payout.
+	PSPTransfer  string       `json:"psp_transfer,omitempty"`
+	PSPReference string       `json:"psp_reference,omitempty"`
+	LastError    string       `json:"last_error,omitempty"`
+	ErrorClass   string       `json:"error_class,omitempty"`
+	CreatedAt    time.Time    `json:"created_at"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+	History      []Transition `json:"history"`
 	// PSPRequests is every request made to the PSP for the payout: each
 	// create with the Idempotency-Key it carried, each lookup, and what
 	// came of it (sending until a create's answer is recorded; accepted,
@@ -130,8 +137,11 @@ type Payout struct {
 
 // PSPRequest is one request made to the PSP for a payout.
 type PSPRequest struct {
-	Attempt        int       `json:"attempt"`
-	Kind           string    `json:"kind"`
+	Attempt int    `json:"attempt"`
+	Kind    string `json:"kind"`
+	// Step is a create's step of a payout paid out on a Stripe connected
+	// account: transfer, then connected_payout ("" otherwise).
+	Step           string    `json:"step,omitempty"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Outcome        string    `json:"outcome"`
 	PSPReference   string    `json:"psp_reference,omitempty"`

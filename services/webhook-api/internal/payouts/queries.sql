@@ -30,7 +30,8 @@ WHERE user_id = @user_id AND currency = @currency AND created_at > now() - inter
 
 -- name: GetPayout :one
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
-       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
+       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference,
+       coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer, coalesce(last_error, '')::text AS last_error,
        coalesce(error_class, '')::text AS error_class, created_at, updated_at
 FROM payouts_for_api WHERE id = @id;
 
@@ -40,7 +41,7 @@ SELECT coalesce(from_status, '')::text AS from_status, to_status, attempt, coale
 FROM payout_transitions_for_api WHERE payout_id = @payout_id ORDER BY id;
 
 -- name: PSPRequests :many
-SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
+SELECT attempt, kind, coalesce(step, '')::text AS step, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
        coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
 FROM payout_attempts_for_api WHERE payout_id = @payout_id ORDER BY id;
 

@@ -207,7 +207,7 @@ func (s *Store) Get(ctx context.Context, id string) (Payout, error) {
 	p := Payout{ID: row.ID.String(), Status: row.Status, UserID: row.UserID, Amount: row.Amount, Currency: row.Currency,
 		Destination: row.Destination, DestinationID: row.DestinationID, Provider: row.Provider, Attempts: row.Attempts,
 		PSPReference: row.PSPReference, LastError: row.LastError, ErrorClass: row.ErrorClass,
-		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, ExternalAccount: row.ExternalAccount, PSPTransfer: row.PspTransfer}
 	history, err := q.History(ctx, pid)
 	if err != nil {
 		return Payout{}, fmt.Errorf("load payout history: %w", err)

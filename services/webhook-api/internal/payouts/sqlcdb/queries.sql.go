@@ -178,26 +178,29 @@ func (q *Queries) Evidence(ctx context.Context, payoutID uuid.UUID) ([]EvidenceR
 
 const getPayout = `-- name: GetPayout :one
 SELECT id, status, user_id, amount, currency, destination, coalesce(destination_id::text, '')::text AS destination_id,
-       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference, coalesce(last_error, '')::text AS last_error,
+       provider, attempts, coalesce(psp_reference, '')::text AS psp_reference,
+       coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer, coalesce(last_error, '')::text AS last_error,
        coalesce(error_class, '')::text AS error_class, created_at, updated_at
 FROM payouts_for_api WHERE id = $1
 `
 
 type GetPayoutRow struct {
-	ID            uuid.UUID
-	Status        string
-	UserID        string
-	Amount        int64
-	Currency      string
-	Destination   string
-	DestinationID string
-	Provider      string
-	Attempts      int
-	PSPReference  string
-	LastError     string
-	ErrorClass    string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID              uuid.UUID
+	Status          string
+	UserID          string
+	Amount          int64
+	Currency        string
+	Destination     string
+	DestinationID   string
+	Provider        string
+	Attempts        int
+	PSPReference    string
+	ExternalAccount string
+	PspTransfer     string
+	LastError       string
+	ErrorClass      string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 func (q *Queries) GetPayout(ctx context.Context, id uuid.UUID) (GetPayoutRow, error) {
@@ -214,6 +217,8 @@ func (q *Queries) GetPayout(ctx context.Context, id uuid.UUID) (GetPayoutRow, er
 		&i.Provider,
 		&i.Attempts,
 		&i.PSPReference,
+		&i.ExternalAccount,
+		&i.PspTransfer,
 		&i.LastError,
 		&i.ErrorClass,
 		&i.CreatedAt,
@@ -324,7 +329,7 @@ func (q *Queries) NewDestinationPaid(ctx context.Context, arg NewDestinationPaid
 }
 
 const pSPRequests = `-- name: PSPRequests :many
-SELECT attempt, kind, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
+SELECT attempt, kind, coalesce(step, '')::text AS step, coalesce(idempotency_key, '')::text AS idempotency_key, outcome,
        coalesce(psp_reference, '')::text AS psp_reference, coalesce(error, '')::text AS error, at
 FROM payout_attempts_for_api WHERE payout_id = $1 ORDER BY id
 `
@@ -332,6 +337,7 @@ FROM payout_attempts_for_api WHERE payout_id = $1 ORDER BY id
 type PSPRequestsRow struct {
 	Attempt        int
 	Kind           string
+	Step           string
 	IdempotencyKey string
 	Outcome        string
 	PSPReference   string
@@ -351,6 +357,7 @@ func (q *Queries) PSPRequests(ctx context.Context, payoutID uuid.UUID) ([]PSPReq
 		if err := rows.Scan(
 			&i.Attempt,
 			&i.Kind,
+			&i.Step,
 			&i.IdempotencyKey,
 			&i.Outcome,
 			&i.PSPReference,

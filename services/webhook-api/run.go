@@ -118,7 +118,8 @@ func defaultGCPercent(env string) int {
 // readConfig reads webhook-api's settings (with service.ReadBase's,
 // eventproof.Read's and the PSP reconciliation schedule's):
 //
-//	STRIPE_WEBHOOK_SECRET    Stripe's webhook signing secrets, comma-separated (all accepted: rotation);
+//	STRIPE_WEBHOOK_SECRET    Stripe's webhook signing secrets, comma-separated (all accepted: rotation, and
+//	                         the Connect endpoint's own secret, whose events carry the connected account);
 //	                         unset: Stripe webhooks are refused with 503
 //	API_TOKENS               the API clients, client(scope):token,… (docs/guides/who-may-move-money.md);
 //	                         unset: every /v1 request is refused

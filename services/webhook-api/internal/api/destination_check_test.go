@@ -8,6 +8,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/services/webhook-api/internal/destinations"
 )
 
 func registerBody(t *testing.T, url, user string, body map[string]string) answer {
@@ -60,7 +61,6 @@ func TestStripeConnectedAccountsAreCheckedAtStripe(t *testing.T) {
 		require.Equal(t, c.code, r.errorCode(), c.body)
 	}
 	for _, bad := range []map[string]string{
-		{"provider": "stripe", "destination": "ba_1", "external_account": "ba_2"},
 		{"provider": "paystack", "destination": "RCP_1", "external_account": "ba_2"},
 		{"provider": "stripe", "destination": "acct_1", "external_account": "acct_2"},
 	} {
@@ -111,4 +111,32 @@ func TestADestinationIsNotRegisteredWhenItsPSPCannotBeAsked(t *testing.T) {
 		require.Equal(t, "psp_unavailable", r.errorCode())
 	}
 	require.Equal(t, 0, count(t, db, "SELECT count(*) FROM destinations"))
+}
+
+// Stripe pays other people only through Connect: a Stripe destination that
+// is not a connected account (a bare external account, which would be the
+// platform's own, or anything else) is refused with what to register
+// instead, and nothing is registered or asked of Stripe.
+func TestStripeDestinationsAreConnectedAccounts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, body := range []map[string]string{
+		{"provider": "stripe", "destination": "ba_1Alice"},
+		{"provider": "stripe", "destination": "card_1Alice"},
+		{"provider": "stripe", "destination": "ba_1Alice", "external_account": "ba_2Alice"},
+		{"provider": "stripe", "destination": "RCP_1Alice"},
+		{"provider": "stripe", "destination": "po_1Alice"},
+		{"provider": "stripe", "destination": "ACCT_1Alice"},
+	} {
+		r := registerBody(t, b.url, "user-1", body)
+		require.Equal(t, 422, r.status, "%v: %v", body, r.body)
+		require.Equal(t, "destination_not_connected_account", r.errorCode(), body)
+		msg := r.body["error"].(map[string]any)["message"].(string)
+		require.Contains(t, msg, body["destination"])
+		require.Contains(t, msg, destinations.ConnectMessage)
+		require.Contains(t, msg, "nothing was registered")
+	}
+	require.Equal(t, 0, count(t, b.db, "SELECT count(*) FROM destinations"))
+	require.Equal(t, 201, registerBody(t, b.url, "user-1", map[string]string{"provider": "stripe", "destination": "acct_1Alice",
+		"external_account": "ba_1Alice"}).status)
 }

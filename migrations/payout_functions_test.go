@@ -8,7 +8,7 @@ import (
 )
 
 const (
-	createPayout = `SELECT id FROM create_payout($1::uuid, 'acme', $2, 'hash', 'alice', 1500, 'usd', 'ba_123', 'stripe', 'corr', NULL)`
+	createPayout = `SELECT id FROM create_payout($1::uuid, 'acme', $2, 'hash', 'alice', 1500, 'usd', 'acct_123', 'stripe', 'corr', NULL)`
 	cancelPayout = `SELECT canceled, status, error_class, last_error FROM cancel_payout($1::uuid, 'acme')`
 )
 

@@ -40,7 +40,7 @@ func TestResolutionVerdictsKeepEveryVerdict(t *testing.T) {
 		var id string
 		if err := db.QueryRow(ctx, `
 			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-			VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'alice', 1500, 'usd', 'ba_alice_1', 'stripe', 'NEEDS_REVIEW')
+			VALUES (gen_random_uuid(), 'shop', gen_random_uuid()::text, 'h', 'alice', 1500, 'usd', 'acct_alice_1', 'stripe', 'NEEDS_REVIEW')
 			RETURNING id::text`).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestPayoutWorkerDecidesWithoutPayoutResolutionsGrants(t *testing.T) {
 	if err := owner.QueryRow(ctx, `
 		WITH p AS (
 		    INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider, status)
-		    VALUES (gen_random_uuid(), 'shop', 'k', 'h', 'alice', 1500, 'usd', 'ba_alice_1', 'stripe', 'NEEDS_REVIEW') RETURNING id)
+		    VALUES (gen_random_uuid(), 'shop', 'k', 'h', 'alice', 1500, 'usd', 'acct_alice_1', 'stripe', 'NEEDS_REVIEW') RETURNING id)
 		INSERT INTO payout_resolutions (id, payout_id, user_id, outcome, reason, psp_object_id, requested_by, status)
 		SELECT gen_random_uuid(), p.id, 'alice', 'failed', 'checked', 'po_1', 'ops', 'pending' FROM p RETURNING id::text`).Scan(&rid); err != nil {
 		t.Fatal(err)

@@ -330,12 +330,12 @@ func payoutRequest(t *testing.T, url, token, key string, body string) answer {
 	return post(t, url+"/v1/payouts", []byte(body), h)
 }
 
-const payoutBody = `{"user_id":"user-1","amount":1500,"currency":"USD","destination":"ba_123","provider":"stripe"}`
+const payoutBody = `{"user_id":"user-1","amount":1500,"currency":"USD","destination":"acct_123","provider":"stripe"}`
 
 func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	register(t, b.url, clientToken, "user-1", "stripe", "ba_123")
+	register(t, b.url, clientToken, "user-1", "stripe", "acct_123")
 	a := payoutRequest(t, b.url, clientToken, "key-1", payoutBody)
 	require.Equal(t, 202, a.status, a.body)
 	require.Equal(t, "INITIALIZED", a.body["status"])
@@ -395,7 +395,7 @@ func TestCreatePayoutIsIdempotentPerKey(t *testing.T) {
 func TestConcurrentRequestsWithOneKeyMakeOnePayout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	register(t, b.url, clientToken, "user-1", "stripe", "ba_123")
+	register(t, b.url, clientToken, "user-1", "stripe", "acct_123")
 	var wg sync.WaitGroup
 	ids := make(chan any, 10)
 	for range 10 {
@@ -432,8 +432,8 @@ func TestPayoutBadInput(t *testing.T) {
 		{"no key", clientToken, "", payoutBody, 400, "idempotency_key_required"},
 		{"not json", clientToken, "k", `{"user_id":`, 400, "invalid_json"},
 		{"unknown field", clientToken, "k", `{"user_id":"u","amount":1,"currency":"usd","destination":"d","provider":"stripe","ammount":2}`, 400, "invalid_json"},
-		{"NUL in user_id", clientToken, "k", `{"user_id":"user-\u0000","amount":1,"currency":"usd","destination":"ba_1","provider":"stripe"}`, 400, "invalid_request"},
-		{"long user_id", clientToken, "k", `{"user_id":"user-` + strings.Repeat("x", 3000) + `","amount":1,"currency":"usd","destination":"ba_1","provider":"stripe"}`, 400, "invalid_request"},
+		{"NUL in user_id", clientToken, "k", `{"user_id":"user-\u0000","amount":1,"currency":"usd","destination":"acct_1","provider":"stripe"}`, 400, "invalid_request"},
+		{"long user_id", clientToken, "k", `{"user_id":"user-` + strings.Repeat("x", 3000) + `","amount":1,"currency":"usd","destination":"acct_1","provider":"stripe"}`, 400, "invalid_request"},
 		{"no destination", clientToken, "k", `{"user_id":"user-1","amount":1,"currency":"usd","provider":"stripe"}`, 400, "invalid_request"},
 		{"bad destination id", clientToken, "k", `{"user_id":"user-1","amount":1,"currency":"usd","destination_id":"nope","provider":"stripe"}`, 400, "invalid_request"},
 		{"negative amount", clientToken, "k", `{"user_id":"u","amount":-1,"currency":"usd","destination":"d","provider":"stripe"}`, 400, "invalid_request"},

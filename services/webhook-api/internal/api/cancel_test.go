@@ -24,7 +24,7 @@ func cancel(t *testing.T, url, token, id string) answer {
 func TestCancelOnlyBeforeTheWorkerTakesThePayoutUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	register(t, b.url, clientToken, "user-1", "stripe", "ba_123")
+	register(t, b.url, clientToken, "user-1", "stripe", "acct_123")
 	id := payoutRequest(t, b.url, clientToken, "key-1", payoutBody).body["payout_id"].(string)
 
 	a := cancel(t, b.url, clientToken, id)
@@ -62,8 +62,8 @@ func TestCancelOnlyBeforeTheWorkerTakesThePayoutUp(t *testing.T) {
 
 	// A canceled payout cannot be canceled by a client outside its user's scope,
 	// nor can one that does not exist.
-	register(t, b.url, clientToken, "alice", "stripe", "ba_456")
-	alices := payoutRequest(t, b.url, clientToken, "key-3", `{"user_id":"alice","amount":1500,"currency":"usd","provider":"stripe","destination":"ba_456"}`)
+	register(t, b.url, clientToken, "alice", "stripe", "acct_456")
+	alices := payoutRequest(t, b.url, clientToken, "key-3", `{"user_id":"alice","amount":1500,"currency":"usd","provider":"stripe","destination":"acct_456"}`)
 	require.Equal(t, 202, alices.status, alices.body)
 	outside := cancel(t, b.url, otherToken, alices.body["payout_id"].(string))
 	require.Equal(t, 403, outside.status)

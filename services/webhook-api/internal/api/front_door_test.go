@@ -51,7 +51,7 @@ func TestRequestsOutsideTheClientsScopeAre403AndWriteNothing(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	url := newServerWith(t, db.Pool, []string{stripeSecret}, options{clients: "acme(user-*):" + clientToken + ",other(o-*):" + otherToken})
-	dest := register(t, url, clientToken, "user-1", "stripe", "ba_123")
+	dest := register(t, url, clientToken, "user-1", "stripe", "acct_123")
 	a := payoutRequest(t, url, clientToken, "k1", payoutBody)
 	require.Equal(t, 202, a.status, a.body)
 	id := a.body["payout_id"].(string)
@@ -60,11 +60,11 @@ func TestRequestsOutsideTheClientsScopeAre403AndWriteNothing(t *testing.T) {
 
 	forbidden := []answer{
 		payoutRequest(t, url, otherToken, "k2", payoutBody),
-		payoutRequest(t, url, otherToken, "k3", strings.Replace(payoutBody, `"destination":"ba_123"`, `"destination_id":"`+dest+`"`, 1)),
+		payoutRequest(t, url, otherToken, "k3", strings.Replace(payoutBody, `"destination":"acct_123"`, `"destination_id":"`+dest+`"`, 1)),
 		get(t, url+"/v1/payouts/"+id, otherToken),
 		get(t, url+"/v1/wallets/user-1", otherToken),
 		get(t, url+"/v1/wallets/user-nobody", otherToken),
-		registerReq(t, url, otherToken, "user-1", "stripe", "ba_attacker"),
+		registerReq(t, url, otherToken, "user-1", "stripe", "acct_attacker"),
 		get(t, url+"/v1/users/user-1/destinations", otherToken),
 		post(t, url+"/v1/users/user-1/destinations/"+dest+"/disable", nil, map[string]string{"Authorization": "Bearer " + otherToken}),
 	}
@@ -88,7 +88,7 @@ func TestRotatedTokensShareTheClientsIdempotencyKeys(t *testing.T) {
 	db := pgtest.New(t)
 	const newToken = "acme-new-token-0123456789"
 	url := newServerWith(t, db.Pool, []string{stripeSecret}, options{clients: "acme(user-*):" + clientToken + ",acme:" + newToken})
-	register(t, url, clientToken, "user-1", "stripe", "ba_123")
+	register(t, url, clientToken, "user-1", "stripe", "acct_123")
 	first := payoutRequest(t, url, clientToken, "rotate-1", payoutBody)
 	require.Equal(t, 202, first.status, first.body)
 	again := payoutRequest(t, url, newToken, "rotate-1", payoutBody)
@@ -103,27 +103,28 @@ func TestDestinationsAreRegisteredOnceAndPayoutsGoOnlyToActiveOnes(t *testing.T)
 	ctx := context.Background()
 
 	// Registration is idempotent while active and says who and when.
-	a := registerReq(t, b.url, clientToken, "user-1", "stripe", "ba_123")
+	a := registerReq(t, b.url, clientToken, "user-1", "stripe", "acct_123")
 	require.Equal(t, 201, a.status, a.body)
 	id := a.body["destination_id"].(string)
-	require.Equal(t, "bank_account", a.body["type"])
+	require.Equal(t, "connected_account", a.body["type"])
 	require.Equal(t, "active", a.body["status"])
 	require.Equal(t, "acme", a.body["created_by"])
-	again := registerReq(t, b.url, otherToken, "user-1", "stripe", " ba_123 ")
+	again := registerReq(t, b.url, otherToken, "user-1", "stripe", " acct_123 ")
 	require.Equal(t, 200, again.status)
 	require.Equal(t, id, again.body["destination_id"])
 	require.Equal(t, 1, count(t, b.db, "SELECT count(*) FROM destinations"))
 
 	// Shapes per provider.
 	for _, bad := range []struct{ provider, dest string }{
-		{"stripe", "RCP_abc"}, {"stripe", "po_123"}, {"stripe", "ba_"}, {"stripe", "ba_12 3"}, {"paystack", "ba_123"},
-		{"paystack", "rcp_lower"}, {"paypal", "x"}, {"stripe", "ba_" + strings.Repeat("1", 300)},
+		{"stripe", "acct_"}, {"stripe", "acct_12 3"}, {"paystack", "acct_123"},
+		{"paystack", "rcp_lower"}, {"paypal", "x"}, {"stripe", "acct_" + strings.Repeat("1", 300)},
+		{"stripe", "ba_" + strings.Repeat("1", 300)},
 	} {
 		r := registerReq(t, b.url, clientToken, "user-1", bad.provider, bad.dest)
 		require.Equal(t, 400, r.status, "%s %s", bad.provider, bad.dest)
 		require.Equal(t, "invalid_request", r.errorCode())
 	}
-	require.Equal(t, 201, registerReq(t, b.url, clientToken, "user-1", "stripe", "card_1").status)
+	require.Equal(t, 201, registerReq(t, b.url, clientToken, "user-1", "stripe", "acct_2").status)
 	require.Equal(t, 201, registerReq(t, b.url, clientToken, "user-1", "stripe", "acct_1").status)
 	require.Equal(t, 201, registerReq(t, b.url, clientToken, "user-1", "paystack", "RCP_t0ya41mp35flk40").status)
 
@@ -133,17 +134,17 @@ func TestDestinationsAreRegisteredOnceAndPayoutsGoOnlyToActiveOnes(t *testing.T)
 	byID := payoutRequest(t, b.url, clientToken, "p-2", `{"user_id":"user-1","amount":100,"currency":"usd","destination_id":"`+id+`","provider":"stripe"}`)
 	require.Equal(t, 202, byID.status, byID.body)
 	got := get(t, b.url+"/v1/payouts/"+byID.body["payout_id"].(string), clientToken)
-	require.Equal(t, "ba_123", got.body["destination"])
+	require.Equal(t, "acct_123", got.body["destination"])
 	require.Equal(t, id, got.body["destination_id"])
-	mismatch := payoutRequest(t, b.url, clientToken, "p-3", `{"user_id":"user-1","amount":100,"currency":"usd","destination":"card_1","destination_id":"`+id+`","provider":"stripe"}`)
+	mismatch := payoutRequest(t, b.url, clientToken, "p-3", `{"user_id":"user-1","amount":100,"currency":"usd","destination":"acct_2","destination_id":"`+id+`","provider":"stripe"}`)
 	require.Equal(t, 422, mismatch.status)
 	require.Equal(t, "destination_not_registered", mismatch.errorCode())
 
 	// Not registered, another user's, another provider's: 422, nothing written.
 	payoutsBefore := count(t, b.db, "SELECT count(*) FROM payouts")
 	for i, body := range []string{
-		`{"user_id":"user-1","amount":100,"currency":"usd","destination":"ba_attacker","provider":"stripe"}`,
-		`{"user_id":"user-2","amount":100,"currency":"usd","destination":"ba_123","provider":"stripe"}`,
+		`{"user_id":"user-1","amount":100,"currency":"usd","destination":"acct_attacker","provider":"stripe"}`,
+		`{"user_id":"user-2","amount":100,"currency":"usd","destination":"acct_123","provider":"stripe"}`,
 		`{"user_id":"user-2","amount":100,"currency":"usd","destination_id":"` + id + `","provider":"stripe"}`,
 	} {
 		r := payoutRequest(t, b.url, clientToken, fmt.Sprintf("nr-%d", i), body)
@@ -173,7 +174,7 @@ func TestDestinationsAreRegisteredOnceAndPayoutsGoOnlyToActiveOnes(t *testing.T)
 	require.Equal(t, "INITIALIZED", status, "disabling changes no accepted payout")
 
 	// Registered anew after disabling: a new destination, the old one kept.
-	renewed := registerReq(t, b.url, clientToken, "user-1", "stripe", "ba_123")
+	renewed := registerReq(t, b.url, clientToken, "user-1", "stripe", "acct_123")
 	require.Equal(t, 201, renewed.status)
 	require.NotEqual(t, id, renewed.body["destination_id"])
 	list := get(t, b.url+"/v1/users/user-1/destinations", clientToken)
@@ -211,10 +212,10 @@ func TestPayoutLimits(t *testing.T) {
 	url := newServerWith(t, db.Pool, []string{stripeSecret}, options{limits: payouts.Limits{
 		PerPayout: map[string]int64{"usd": 1000}, Daily: map[string]int64{"usd": 1500},
 	}})
-	register(t, url, clientToken, "user-1", "stripe", "ba_123")
-	register(t, url, clientToken, "user-2", "stripe", "ba_123")
+	register(t, url, clientToken, "user-1", "stripe", "acct_123")
+	register(t, url, clientToken, "user-2", "stripe", "acct_123")
 	body := func(user string, amount int, currency string) string {
-		return fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":%q,"destination":"ba_123","provider":"stripe"}`, user, amount, currency)
+		return fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":%q,"destination":"acct_123","provider":"stripe"}`, user, amount, currency)
 	}
 	over := payoutRequest(t, url, clientToken, "l-1", body("user-1", 1001, "usd"))
 	require.Equal(t, 422, over.status)
@@ -235,7 +236,7 @@ func TestPayoutLimits(t *testing.T) {
 	require.Equal(t, 202, payoutRequest(t, url, clientToken, "l-6", body("user-1", 1000, "usd")).status)
 
 	// Concurrent requests cannot slip under the daily limit together.
-	register(t, url, clientToken, "user-3", "stripe", "ba_123")
+	register(t, url, clientToken, "user-3", "stripe", "acct_123")
 	var wg sync.WaitGroup
 	accepted := make(chan int, 10)
 	for i := range 10 {
@@ -259,7 +260,7 @@ func TestPayoutDataPostgresRefusesIsTheClientsError(t *testing.T) {
 	db := pgtest.New(t)
 	store := payouts.NewStore(db.Pool, noopNotify{}, payouts.Limits{})
 	_, _, err := store.Create(context.Background(), "acme", "k", payouts.Request{
-		UserID: "user\x00", Amount: 1, Currency: "usd", Destination: "ba_1", Provider: "stripe"})
+		UserID: "user\x00", Amount: 1, Currency: "usd", Destination: "acct_1", Provider: "stripe"})
 	require.ErrorIs(t, err, payouts.ErrRefused)
 }
 

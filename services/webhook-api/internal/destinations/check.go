@@ -26,15 +26,16 @@ type Checker struct {
 type Found struct {
 	// Currency is the one it receives (lower case); "" when any.
 	Currency string
-	// Record is what was checked, kept with the registration; nil when
-	// nothing could be (a legacy bare Stripe external account).
+	// Record is what was checked, kept with the registration.
 	Record json.RawMessage
 }
 
 // RefusedError is the PSP's answer that a destination cannot be paid: it
-// does not exist there, or it cannot receive money. Nothing is registered.
+// does not exist there, or it cannot receive money; or a Stripe destination
+// that is not a connected account. Nothing is registered.
 type RefusedError struct {
-	// Code is destination_unknown or destination_not_payable.
+	// Code is destination_unknown, destination_not_payable or
+	// destination_not_connected_account.
 	Code    string
 	Message string
 }
@@ -45,6 +46,8 @@ func (e *RefusedError) Error() string { return e.Message }
 const (
 	CodeUnknown    = "destination_unknown"
 	CodeNotPayable = "destination_not_payable"
+	// CodeNotConnectedAccount: a Stripe destination other than acct_….
+	CodeNotConnectedAccount = "destination_not_connected_account"
 )
 
 // ErrPSPUnavailable means the PSP could not be asked (not configured,
@@ -57,9 +60,8 @@ func (c Checker) Check(ctx context.Context, reg Registration) (Found, error) {
 	switch reg.Provider {
 	case string(provider.Stripe):
 		if !strings.HasPrefix(reg.Destination, "acct_") {
-			// A bare external account cannot be asked about without the
-			// connected account it belongs to.
-			return Found{}, nil
+			// Normalize refuses it already; never register one unchecked.
+			return Found{}, NotConnectedAccount(reg.Destination)
 		}
 		if c.Stripe == nil {
 			return Found{}, fmt.Errorf("%w: STRIPE_SECRET_KEY is not set", ErrPSPUnavailable)

@@ -3,6 +3,7 @@ package destinations
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -65,13 +66,15 @@ type Registration struct {
 // shapes are the identifiers each provider pays to, by prefix: the type it
 // names and the pattern of the whole value. Stripe ids are letters and
 // digits after the prefix; underscores are allowed for test fixtures.
+// Stripe pays another person only through Connect, so its one shape is a
+// connected account; a bare external account (ba_…, card_…) would be one of
+// the platform's own (NotConnectedAccount). Rows of the types bank_account
+// and card remain from before, disabled by migration 000039.
 var shapes = map[string][]struct {
 	prefix, kind string
 	re           *regexp.Regexp
 }{
 	string(provider.Stripe): {
-		{"ba_", "bank_account", regexp.MustCompile(`^ba_[A-Za-z0-9_]+$`)},
-		{"card_", "card", regexp.MustCompile(`^card_[A-Za-z0-9_]+$`)},
 		{"acct_", "connected_account", regexp.MustCompile(`^acct_[A-Za-z0-9_]+$`)},
 	},
 	string(provider.Paystack): {
@@ -117,16 +120,34 @@ func Shape(prov, destination string) (kind string, err error) {
 	if err := validation.Text("destination", destination, MaxDestination); err != nil {
 		return "", err
 	}
+	if prov == string(provider.Stripe) && !strings.HasPrefix(destination, "acct_") {
+		return "", NotConnectedAccount(destination)
+	}
 	for _, k := range kinds {
 		if k.re.MatchString(destination) {
 			return k.kind, nil
 		}
 	}
 	want := map[string]string{
-		string(provider.Stripe):   "a Stripe external account (ba_…, card_…) or connected account (acct_…) id",
+		string(provider.Stripe):   "a Stripe connected account id (acct_ then letters, digits or _)",
 		string(provider.Paystack): "a Paystack transfer recipient code (RCP_…)",
 	}[prov]
 	return "", &validation.Error{Field: "destination", Message: "must be " + want}
+}
+
+// ConnectMessage says why a Stripe destination must be a connected account
+// and what to register instead. Migration 000039 keeps the same words as the
+// disabled_reason of the bare destinations it disabled.
+const ConnectMessage = "Stripe pays out to other people only through Connect: register the user's " +
+	"connected account (acct_…) as destination and, to pay out to one of its bank accounts or cards, " +
+	"that one as external_account"
+
+// NotConnectedAccount refuses a Stripe destination that is not a connected
+// account: a bare ba_…/card_… names an external account of the platform's
+// own, and a payout to it would go to the platform's bank, not the user.
+func NotConnectedAccount(destination string) *RefusedError {
+	return &RefusedError{Code: CodeNotConnectedAccount,
+		Message: fmt.Sprintf("Stripe destination %q is not a connected account: %s", destination, ConnectMessage)}
 }
 
 // ValidateUserID checks a user id from a path or a body.

@@ -6,13 +6,17 @@
 // and on the record (who registered it, when).
 //
 // This is how the PSPs themselves work: Paystack pays only to transfer
-// recipients created beforehand (RCP_…), Stripe pays out to a connected
-// account's external accounts (ba_…, card_…) or transfers to a connected
-// account (acct_…). Aegis stores the PSP's identifier, never bank details:
-// the client creates the recipient or external account at the PSP, where
-// account numbers belong, and registers its id here. Registration checks the
-// identifier's shape per provider; whether it exists is the PSP's answer at
-// payout time (an unknown recipient fails the payout and returns the hold).
+// recipients created beforehand (RCP_…); Stripe pays another person only
+// through Connect, by a transfer to their connected account (acct_…) and,
+// when the registration names one of its external accounts (ba_…, card_…),
+// a payout from that account to it. A bare ba_…/card_… is refused with 422
+// destination_not_connected_account: without its connected account it would
+// be one of the platform's own, and the money would go to the platform's
+// bank (migration 000039 disabled those registered before). Aegis stores the
+// PSP's identifier, never bank details: the client creates the recipient or
+// connected account at the PSP, where account numbers belong, and registers
+// its id here. Registration checks the identifier's shape per provider, then
+// asks the PSP that it exists and can be paid (check.go).
 //
 // Guarantees:
 //   - Registration is idempotent while a destination is active: registering

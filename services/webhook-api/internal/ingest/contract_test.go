@@ -24,7 +24,7 @@ func TestPartitionsWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	ctx := context.Background()
 	var payout string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id::text FROM create_payout(gen_random_uuid(), 'acme', 'key-1',
-		'hash', 'alice', 700, 'usd', 'ba_123', 'stripe', 'corr', NULL)`).Scan(&payout))
+		'hash', 'alice', 700, 'usd', 'acct_123', 'stripe', 'corr', NULL)`).Scan(&payout))
 	fixture.Wallet{Owner: "bob", Balance: 500, Reference: "stripe:pi_1"}.Insert(t, db.Pool)
 	db.AfterContract(t)
 

@@ -23,7 +23,7 @@ func newPayout(t *testing.T, db *pgtest.DB, key string) string {
 	t.Helper()
 	var id string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT id::text FROM create_payout(gen_random_uuid(), 'acme', $1,
-		'hash', 'alice', 1500, 'usd', 'ba_123', 'stripe', 'corr', NULL)`, key).Scan(&id))
+		'hash', 'alice', 1500, 'usd', 'acct_123', 'stripe', 'corr', NULL)`, key).Scan(&id))
 	return id
 }
 

@@ -35,13 +35,13 @@ func TestStoreWorksWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	_, err := api.Exec(ctx, `SELECT count(*) FROM payouts`)
 	require.True(t, errors.As(err, &pgErr) && pgErr.Code == "42501", "the contract is applied: reading payouts is refused, got %v", err)
 
-	_, _, err = destinations.NewStore(api).Register(ctx, "acme", "alice", "bank_account",
-		destinations.Registration{Provider: "stripe", Destination: "ba_123"}, destinations.Found{})
+	_, _, err = destinations.NewStore(api).Register(ctx, "acme", "alice", "connected_account",
+		destinations.Registration{Provider: "stripe", Destination: "acct_123"}, destinations.Found{})
 	require.NoError(t, err)
 	limits := payouts.Limits{PerPayout: map[string]int64{"usd": 10_000}, Daily: map[string]int64{"usd": 20_000},
 		NewDestination: map[string]int64{"usd": 20_000}, CoolingOff: time.Hour}
 	store := payouts.NewStore(api, noNotify{}, limits)
-	req := payouts.Request{UserID: "alice", Amount: 1500, Currency: "usd", Destination: "ba_123", Provider: "stripe"}
+	req := payouts.Request{UserID: "alice", Amount: 1500, Currency: "usd", Destination: "acct_123", Provider: "stripe"}
 
 	p, created, err := store.Create(ctx, "acme", "key-1", req)
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestStoreWorksWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = first.Rollback(ctx) }()
 	const firstID = "01930000-0000-7000-8000-0000000000b1"
-	_, err = first.Exec(ctx, `SELECT id FROM create_payout($1::uuid, 'acme', 'key-4', $2, 'alice', 100, 'usd', 'ba_123',
+	_, err = first.Exec(ctx, `SELECT id FROM create_payout($1::uuid, 'acme', 'key-4', $2, 'alice', 100, 'usd', 'acct_123',
 		'stripe', 'corr', NULL)`, firstID, small.Hash())
 	require.NoError(t, err)
 	type result struct {

@@ -22,8 +22,8 @@ func TestCreateAndCancelRoundTrips(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	_, _, err := destinations.NewStore(db.Pool).Register(ctx, "acme", "alice", "bank_account",
-		destinations.Registration{Provider: "stripe", Destination: "ba_123"}, destinations.Found{})
+	_, _, err := destinations.NewStore(db.Pool).Register(ctx, "acme", "alice", "connected_account",
+		destinations.Registration{Provider: "stripe", Destination: "acct_123"}, destinations.Found{})
 	require.NoError(t, err)
 
 	cfg, err := pgxpool.ParseConfig(db.URL)
@@ -39,7 +39,7 @@ func TestCreateAndCancelRoundTrips(t *testing.T) {
 
 	before := counter.Count()
 	p, created, err := store.Create(ctx, "acme", "key-1", payouts.Request{UserID: "alice", Amount: 1500, Currency: "usd",
-		Destination: "ba_123", Provider: "stripe"})
+		Destination: "acct_123", Provider: "stripe"})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.EqualValues(t, 6+4, counter.Count()-before, "statements of a new payout")

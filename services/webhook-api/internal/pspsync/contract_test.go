@@ -31,7 +31,7 @@ func TestRunComparesPayoutsWithTheGrantsLeftAfterTheContract(t *testing.T) {
 	failedHere, lost := uuid.NewString(), uuid.NewString()
 	insertPayout(t, db, failedHere, "FAILED", "stripe")
 	insertPayout(t, db, lost, "SUCCEEDED", "stripe")
-	paid := stripePayoutAt(t, e, failedHere, failedHere, 1500, "usd", "ba_dave")
+	paid := stripeTransferAt(t, e, failedHere, failedHere, 1500, "usd", "acct_dave")
 	_, err := db.Pool.Exec(ctx, `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, failedHere, paid)
 	require.NoError(t, err)
 	runID := fixture.PSPRun{Trigger: "manual", RequestedBy: "test"}.Insert(t, db.Pool)

@@ -257,32 +257,35 @@ func TestEventWhoseWebhookCameIsPresent(t *testing.T) {
 
 func insertPayout(t *testing.T, db *pgtest.DB, id, status, provider string) {
 	t.Helper()
-	fixture.Payout{ID: id, UserID: "dave", Destination: "ba_dave", Provider: provider, Status: payoutstate.Status(status)}.Insert(t, db.Pool)
+	insertPayoutTo(t, db, id, status, provider, "acct_dave")
+}
+
+func insertPayoutTo(t *testing.T, db *pgtest.DB, id, status, provider, destination string) {
+	t.Helper()
+	fixture.Payout{ID: id, UserID: "dave", Destination: destination, Provider: provider, Status: payoutstate.Status(status)}.Insert(t, db.Pool)
 }
 
 // A payout paid at the PSP and FAILED here (its hold given back: the money
 // left twice) is a disagreement, stored with the run; so is a refund stored
-// past the grace that the ledger never posted.
+// past the grace that the ledger never posted. A platform payout to a bare
+// bank account, accepted before migration 000039 and paid, agrees.
 func TestRunReportsDisagreementsBetweenPSPAndLedger(t *testing.T) {
 	e := newEnv(t, pspsync.Config{Window: time.Hour, Grace: 0})
 	failedHere := uuid.NewString()
 	insertPayout(t, e.db, failedHere, "FAILED", "stripe")
 	agreed := uuid.NewString()
 	insertPayout(t, e.db, agreed, "SUCCEEDED", "stripe")
+	legacy := uuid.NewString()
+	insertPayoutTo(t, e.db, legacy, "SUCCEEDED", "stripe", "ba_dave")
 
-	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
-		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
-	pc := payout.Client{B: b, Key: stripeKey}
 	for _, id := range []string{failedHere, agreed} {
-		params := &stripe.PayoutParams{Amount: stripe.Int64(1500), Currency: stripe.String("usd"), Destination: stripe.String("ba_dave")}
-		params.AddMetadata("payout_id", id)
-		params.SetIdempotencyKey(id)
-		po, err := pc.New(params)
-		require.NoError(t, err)
-		e.psp.Settle(t, po.ID, "paid")
-		_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, id, po.ID)
+		tr := stripeTransferAt(t, e, id, id, 1500, "usd", "acct_dave")
+		_, err := e.db.Pool.Exec(context.Background(), `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, id, tr)
 		require.NoError(t, err)
 	}
+	po := stripePayoutAt(t, e, legacy, legacy, 1500, "usd", "ba_dave")
+	_, err := e.db.Pool.Exec(context.Background(), `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, legacy, po)
+	require.NoError(t, err)
 	pay := e.psp.Pay(t, "stripe", "erin", 3000, "usd")
 	refund := e.psp.Refund(t, pay.ID, 500, "succeeded")
 
@@ -301,7 +304,7 @@ func TestRunReportsDisagreementsBetweenPSPAndLedger(t *testing.T) {
 	require.Equal(t, refund.ID, kinds[pspsync.ReturnNotPosted].PSPObjectID)
 
 	// Once the ledger posts the refund, it is no longer a disagreement.
-	_, err := e.db.Pool.Exec(context.Background(), `
+	_, err = e.db.Pool.Exec(context.Background(), `
 		INSERT INTO payment_returns (provider, object_id, kind, payment_reference, user_id, currency, amount, state, last_event_id)
 		VALUES ('stripe', $1, 'refund', $2, 'erin', 'usd', 500, 'refunded', 'evt')`, refund.ID, pay.ID)
 	require.NoError(t, err)
@@ -462,13 +465,7 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 
 	failedHere := uuid.NewString()
 	insertPayout(t, e.db, failedHere, "FAILED", "stripe")
-	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
-		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
-	params := &stripe.PayoutParams{Amount: stripe.Int64(1500), Currency: stripe.String("usd"), Destination: stripe.String("ba_dave")}
-	params.AddMetadata("payout_id", failedHere)
-	po, err := (&payout.Client{B: b, Key: stripeKey}).New(params)
-	require.NoError(t, err)
-	e.psp.Settle(t, po.ID, "paid")
+	stripeTransferAt(t, e, failedHere, failedHere, 1500, "usd", "acct_dave")
 
 	counts := func(id int64) [3]int {
 		var c [3]int
@@ -496,7 +493,7 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 		AND first_seen_run = $2 AND last_seen_run = $3`, failedHere, first.ID, second.ID))
 
 	// A person puts it right: the next run no longer finds it and clears it.
-	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
+	_, err := e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
 	require.NoError(t, err)
 	third := e.runOnce()
 	require.Empty(t, third.Disagreements)
@@ -513,8 +510,22 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1`, failedHere))
 }
 
-// stripePayoutAt creates a Stripe payout at the stand-in for our payout id
-// under key, settles it paid, and returns its id.
+// stripeTransferAt creates a Stripe transfer to a connected account at the
+// stand-in for our payout id under key (paid once created), and returns
+// its id.
+func stripeTransferAt(t *testing.T, e *env, payoutID, key string, amount int64, currency, destination string) string {
+	t.Helper()
+	tr, err := stripeapi.New(stripeKey, e.psp.URL, nil).CreateTransfer(context.Background(), stripeapi.TransferRequest{
+		Money: stripeapi.Money{Amount: amount, Currency: currency}, Destination: destination, TransferGroup: payoutID,
+		Metadata: map[string]string{"payout_id": payoutID}, IdempotencyKey: key})
+	require.NoError(t, err)
+	return tr.ID
+}
+
+// stripePayoutAt creates a Stripe payout from the platform's balance at the
+// stand-in for our payout id under key, settles it paid, and returns its
+// id: how a payout to a bare bank account accepted before migration 000039
+// is sent.
 func stripePayoutAt(t *testing.T, e *env, payoutID, key string, amount int64, currency, destination string) string {
 	t.Helper()
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(e.psp.URL),
@@ -546,21 +557,21 @@ func TestRunFlagsEveryMoneyDisagreement(t *testing.T) {
 		if name == "paystack" {
 			provider = "paystack"
 		}
-		insertPayout(t, e.db, payouts[name], "SUCCEEDED", provider) // 1500 usd to ba_dave
+		insertPayout(t, e.db, payouts[name], "SUCCEEDED", provider) // 1500 usd to acct_dave
 	}
 	reference := func(name, pspID string) {
 		_, err := e.db.Pool.Exec(ctx, `UPDATE payouts SET psp_reference = $2 WHERE id = $1`, payouts[name], pspID)
 		require.NoError(t, err)
 	}
-	first := stripePayoutAt(t, e, payouts["double"], "double-1", 1500, "usd", "ba_dave")
-	second := stripePayoutAt(t, e, payouts["double"], "double-2", 1500, "usd", "ba_dave")
+	first := stripeTransferAt(t, e, payouts["double"], "double-1", 1500, "usd", "acct_dave")
+	second := stripeTransferAt(t, e, payouts["double"], "double-2", 1500, "usd", "acct_dave")
 	reference("double", first)
-	reference("amount", stripePayoutAt(t, e, payouts["amount"], "amount", 1600, "usd", "ba_dave"))
-	reference("currency", stripePayoutAt(t, e, payouts["currency"], "currency", 1500, "eur", "ba_dave"))
-	reference("destination", stripePayoutAt(t, e, payouts["destination"], "destination", 1500, "usd", "ba_mallory"))
-	stripePayoutAt(t, e, payouts["object"], "object", 1500, "usd", "ba_dave")
-	reference("object", "po_recorded_elsewhere")
-	reference("agreed", stripePayoutAt(t, e, payouts["agreed"], "agreed", 1500, "usd", "ba_dave"))
+	reference("amount", stripeTransferAt(t, e, payouts["amount"], "amount", 1600, "usd", "acct_dave"))
+	reference("currency", stripeTransferAt(t, e, payouts["currency"], "currency", 1500, "eur", "acct_dave"))
+	reference("destination", stripeTransferAt(t, e, payouts["destination"], "destination", 1500, "usd", "acct_mallory"))
+	stripeTransferAt(t, e, payouts["object"], "object", 1500, "usd", "acct_dave")
+	reference("object", "tr_recorded_elsewhere")
+	reference("agreed", stripeTransferAt(t, e, payouts["agreed"], "agreed", 1500, "usd", "acct_dave"))
 	_, err := e.db.Pool.Exec(ctx, `UPDATE payouts SET currency = 'ngn', destination = 'RCP_dave' WHERE id = $1`, payouts["paystack"])
 	require.NoError(t, err)
 	code := paystackTransferAt(t, e, payouts["paystack"], 1500, "RCP_mallory")
@@ -587,8 +598,8 @@ func TestRunFlagsEveryMoneyDisagreement(t *testing.T) {
 	require.Equal(t, pspsync.DoublePayment, r.Disagreements[0].Kind, "a double payment is listed first")
 	require.Contains(t, only("amount", pspsync.AmountMismatch).Detail, "1600")
 	require.Contains(t, only("currency", pspsync.CurrencyMismatch).Detail, "eur")
-	require.Contains(t, only("destination", pspsync.DestinationMismatch).Detail, "ba_mallory")
-	require.Contains(t, only("object", pspsync.ObjectMismatch).Detail, "po_recorded_elsewhere")
+	require.Contains(t, only("destination", pspsync.DestinationMismatch).Detail, "acct_mallory")
+	require.Contains(t, only("object", pspsync.ObjectMismatch).Detail, "tr_recorded_elsewhere")
 	ps := only("paystack", pspsync.DestinationMismatch)
 	require.Equal(t, "paystack", ps.Provider)
 	require.Equal(t, code, ps.PSPObjectID)

@@ -24,6 +24,16 @@
 //     it would have sent ({"event": …, "data": <the object>}), which
 //     normalises to the same identity (event name and data.id) as the
 //     webhook did.
+//   - Stripe Connect: a payout to a connected account's external account
+//     (payouts.external_account) is a transfer on the platform, then a
+//     payout on the connected account, whose payout.paid/failed come from
+//     that account (event.account); the platform's GET /v1/events does not
+//     list them. So each connected account that has such a payout in
+//     flight or changed within the window (ConnectedPayouts in
+//     queries.sql, bounded) has its own events listed for the window (GET
+//     /v1/events with its Stripe-Account), among the platform's in the
+//     order they happened. One account whose events cannot be read is
+//     reported; the others are read, and the cursor stays.
 //   - Puts every event not stored yet through the webhook path. An event
 //     stored already (its webhook came) is counted present; one whose
 //     webhook arrives after recovery is answered duplicate. One event that
@@ -39,6 +49,19 @@
 //     object recorded for it; and our SUCCEEDED payouts against the PSP
 //     (looked up by id when the listing did not show them); and stored
 //     refund/dispute events against their ledger posting (payment_returns).
+//     A payout to a connected account's external account is compared on
+//     both levels (connect.go), each disagreement naming its level: its
+//     transfer (at most one live; amount, currency, the connected account;
+//     the live one psp_transfer; live with the payout FAILED here, or
+//     reversed with it SUCCEEDED here, disagrees) and the connected
+//     account's payouts, listed with its Stripe-Account (at most one live;
+//     amount, currency, the external account on that account; the live one
+//     psp_reference; its status judged against ours: it, not the transfer,
+//     is what SUCCEEDED means). An object recorded here and not listed is
+//     read by its id; a payout SUCCEEDED here without one of its objects
+//     disagrees. The connected level's subject in psp_disagreements is
+//     "<payout id>/connected_payout", so one kind on both levels is two
+//     disagreements.
 //     What may still be in flight (an outcome webhook on its way, a posting
 //     queued) is given PSP_RECONCILE_GRACE before it is a disagreement; a
 //     contradiction between two final states is one at once.

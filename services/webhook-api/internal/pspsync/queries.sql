@@ -49,16 +49,37 @@ SELECT event_id FROM webhook_events WHERE provider = @provider AND event_id = AN
 -- name: Payouts :many
 -- settled: unchanged for longer than the grace. Amount, currency,
 -- destination and the PSP object recorded are compared with the PSP's.
+-- external_account set: the payout is a transfer to the connected account
+-- (destination), recorded in psp_transfer, then that account's payout to
+-- the external account, recorded in psp_reference.
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
-    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts_for_api WHERE id = ANY((@ids::text[])::uuid[]);
 
 -- name: SucceededPayouts :many
 -- This provider's payouts in @status (payoutstate.Succeeded) here since
--- @since: each must be paid at the PSP.
+-- @since: each must be paid at the PSP. A payout to a connected account's
+-- external account is left to ConnectedPayouts, which checks both its
+-- objects.
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
-WHERE provider = @provider AND status = @status::text AND updated_at >= @since
+WHERE provider = @provider AND status = @status::text AND updated_at >= @since AND external_account IS NULL
 ORDER BY updated_at LIMIT @max_rows;
+
+-- name: ConnectedPayouts :many
+-- This provider's payouts to a connected account's external account
+-- (Stripe Connect: a transfer, then the connected account's payout) that
+-- are in one of @in_flight (payoutstate.InFlight) or changed since @since,
+-- the newest first, at most @max_rows: the connected accounts whose events
+-- a run reads, and the payouts it compares on both levels. settled as in
+-- Payouts.
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
+FROM payouts_for_api
+WHERE provider = @provider AND external_account IS NOT NULL
+  AND (status = ANY(@in_flight::text[]) OR updated_at >= @since)
+ORDER BY updated_at DESC LIMIT @max_rows;
 
 -- name: StoredReturns :many
 -- Refund and dispute events stored between @since and the grace ago: each

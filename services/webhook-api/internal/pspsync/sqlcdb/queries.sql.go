@@ -30,6 +30,78 @@ func (q *Queries) ClearDisagreements(ctx context.Context, arg ClearDisagreements
 	return result.RowsAffected(), nil
 }
 
+const connectedPayouts = `-- name: ConnectedPayouts :many
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
+FROM payouts_for_api
+WHERE provider = $2 AND external_account IS NOT NULL
+  AND (status = ANY($3::text[]) OR updated_at >= $4)
+ORDER BY updated_at DESC LIMIT $5
+`
+
+type ConnectedPayoutsParams struct {
+	GraceSeconds float64
+	Provider     string
+	InFlight     []string
+	Since        time.Time
+	MaxRows      int
+}
+
+type ConnectedPayoutsRow struct {
+	ID              string
+	Status          string
+	Settled         bool
+	Amount          int64
+	Currency        string
+	Destination     string
+	PSPReference    string
+	ExternalAccount string
+	PspTransfer     string
+}
+
+// This provider's payouts to a connected account's external account
+// (Stripe Connect: a transfer, then the connected account's payout) that
+// are in one of @in_flight (payoutstate.InFlight) or changed since @since,
+// the newest first, at most @max_rows: the connected accounts whose events
+// a run reads, and the payouts it compares on both levels. settled as in
+// Payouts.
+func (q *Queries) ConnectedPayouts(ctx context.Context, arg ConnectedPayoutsParams) ([]ConnectedPayoutsRow, error) {
+	rows, err := q.db.Query(ctx, connectedPayouts,
+		arg.GraceSeconds,
+		arg.Provider,
+		arg.InFlight,
+		arg.Since,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConnectedPayoutsRow
+	for rows.Next() {
+		var i ConnectedPayoutsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Settled,
+			&i.Amount,
+			&i.Currency,
+			&i.Destination,
+			&i.PSPReference,
+			&i.ExternalAccount,
+			&i.PspTransfer,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const cursor = `-- name: Cursor :one
 SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = $1
 `
@@ -193,7 +265,8 @@ func (q *Queries) OpenDisagreements(ctx context.Context) ([]OpenDisagreementsRow
 
 const payouts = `-- name: Payouts :many
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
-    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts_for_api WHERE id = ANY(($2::text[])::uuid[])
 `
 
@@ -203,17 +276,22 @@ type PayoutsParams struct {
 }
 
 type PayoutsRow struct {
-	ID           string
-	Status       string
-	Settled      bool
-	Amount       int64
-	Currency     string
-	Destination  string
-	PSPReference string
+	ID              string
+	Status          string
+	Settled         bool
+	Amount          int64
+	Currency        string
+	Destination     string
+	PSPReference    string
+	ExternalAccount string
+	PspTransfer     string
 }
 
 // settled: unchanged for longer than the grace. Amount, currency,
 // destination and the PSP object recorded are compared with the PSP's.
+// external_account set: the payout is a transfer to the connected account
+// (destination), recorded in psp_transfer, then that account's payout to
+// the external account, recorded in psp_reference.
 func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow, error) {
 	rows, err := q.db.Query(ctx, payouts, arg.GraceSeconds, arg.IDs)
 	if err != nil {
@@ -231,6 +309,8 @@ func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow,
 			&i.Currency,
 			&i.Destination,
 			&i.PSPReference,
+			&i.ExternalAccount,
+			&i.PspTransfer,
 		); err != nil {
 			return nil, err
 		}
@@ -427,7 +507,7 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 
 const succeededPayouts = `-- name: SucceededPayouts :many
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
-WHERE provider = $1 AND status = $2::text AND updated_at >= $3
+WHERE provider = $1 AND status = $2::text AND updated_at >= $3 AND external_account IS NULL
 ORDER BY updated_at LIMIT $4
 `
 
@@ -447,7 +527,9 @@ type SucceededPayoutsRow struct {
 }
 
 // This provider's payouts in @status (payoutstate.Succeeded) here since
-// @since: each must be paid at the PSP.
+// @since: each must be paid at the PSP. A payout to a connected account's
+// external account is left to ConnectedPayouts, which checks both its
+// objects.
 func (q *Queries) SucceededPayouts(ctx context.Context, arg SucceededPayoutsParams) ([]SucceededPayoutsRow, error) {
 	rows, err := q.db.Query(ctx, succeededPayouts,
 		arg.Provider,

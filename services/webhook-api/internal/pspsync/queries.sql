@@ -118,3 +118,42 @@ WHERE cleared_at IS NULL AND provider = ANY(@providers::text[]) AND last_seen_ru
 
 -- name: OpenDisagreements :many
 SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind;
+
+-- name: ClearingBalances :many
+-- The PSP clearing account's balance per currency (the sum of its entries;
+-- negative: what the PSP holds for us as the ledger sees it).
+SELECT e.currency::text AS currency, coalesce(sum(e.amount), 0)::bigint AS balance
+FROM ledger_entries_for_api e JOIN wallets_for_api w ON w.id = e.wallet_id
+WHERE w.kind = 'system' AND w.owner = @owner::text
+GROUP BY e.currency ORDER BY e.currency;
+
+-- name: PayoutsHeld :many
+-- This provider's payouts in one of @in_flight (payoutstate.InFlight: held,
+-- not final) per currency: the PSP may have moved their money while the
+-- clearing account has not yet; at most @max_ids ids each, oldest first.
+SELECT currency::text AS currency, count(*)::int AS n, coalesce(sum(amount), 0)::bigint AS amount,
+    (array_agg(id::text ORDER BY updated_at))[1:@max_ids::int]::text[] AS ids
+FROM payouts_for_api WHERE provider = @provider AND status = ANY(@in_flight::text[])
+GROUP BY currency ORDER BY currency;
+
+-- name: CreditsNotPosted :many
+-- Payments (events of @types) stored since @since whose credit the ledger
+-- has not posted yet, once per payment, per currency: the PSP holds their
+-- money while the clearing account does not show it yet; at most @max_ids
+-- payment references each, oldest first.
+SELECT p.currency::text AS currency, count(*)::int AS n, coalesce(sum(p.amount), 0)::bigint AS amount,
+    (array_agg(p.object_id ORDER BY p.id))[1:@max_ids::int]::text[] AS refs
+FROM (SELECT DISTINCT ON (e.object_id) e.id, e.object_id, e.amount, e.currency
+      FROM webhook_events e
+      WHERE e.provider = @provider AND e.event_type = ANY(@types::text[]) AND e.received_at >= @since
+        AND e.object_id IS NOT NULL AND e.amount IS NOT NULL AND e.currency IS NOT NULL
+      ORDER BY e.object_id, e.id) p
+WHERE NOT EXISTS (SELECT 1 FROM ledger_transactions_for_api t WHERE t.kind = 'credit' AND t.reference = @provider || ':' || p.object_id)
+GROUP BY p.currency ORDER BY p.currency;
+
+-- name: LastBalance :one
+-- The balance comparison of the provider stored by the latest finished run
+-- before @run_id that made one: the baseline this run's is compared with.
+SELECT id, (report -> @provider::text -> 'balance')::jsonb AS balance FROM psp_reconciliation_runs
+WHERE id < @run_id::bigint AND finished_at IS NOT NULL AND jsonb_typeof(report -> @provider::text -> 'balance') = 'array'
+ORDER BY id DESC LIMIT 1;

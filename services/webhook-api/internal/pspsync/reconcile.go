@@ -52,7 +52,7 @@ const (
 // Kinds are every disagreement kind.
 func Kinds() []string {
 	return []string{PaidNotSucceeded, SucceededNotPaid, PendingFailedHere, UnknownPayout, ReturnNotPosted,
-		DoublePayment, AmountMismatch, CurrencyMismatch, DestinationMismatch, ObjectMismatch}
+		DoublePayment, AmountMismatch, CurrencyMismatch, DestinationMismatch, ObjectMismatch, BalanceMismatch}
 }
 
 // Disagreement is one thing the PSP and the ledger disagree on.
@@ -131,6 +131,9 @@ type ProviderReport struct {
 	// the reads that failed. A failed read leaves the cursor where it was.
 	Errors        []string `json:"errors"`
 	CursorAdvance bool     `json:"cursor_advanced"`
+	// Balance compares the PSP's balance with its clearing account, per
+	// currency (balance.go); the next run's baseline.
+	Balance []BalanceCheck `json:"balance,omitempty"`
 	// Compared: the PSP's objects and our records were compared in full,
 	// so an earlier disagreement this run did not find is cleared. A
 	// comparison that failed part way clears nothing.
@@ -167,6 +170,10 @@ type Config struct {
 	// Grace is how long a disagreement that may still be in flight (a
 	// webhook on its way, a posting queued) is given (PSP_RECONCILE_GRACE).
 	Grace time.Duration
+	// BalanceTolerance is the unexplained move of the difference between
+	// a PSP's balance and its clearing account, in minor units, that is
+	// not a disagreement (zero: DefaultBalanceTolerance).
+	BalanceTolerance int64
 }
 
 // Reconciler runs one reconciliation over every configured PSP.
@@ -249,8 +256,16 @@ func (r *Reconciler) provider(ctx context.Context, runID int64, now time.Time, s
 	// Objects and postings are compared even when the events could not be
 	// read: a disagreement is worth knowing either way.
 	dis, cmpErr := r.compare(ctx, now, src, from.Add(-r.cfg.Window), pr)
-	pr.Compared = cmpErr == nil
-	return pr, dis, errors.Join(evErr, cmpErr)
+	// The balance last: the events recovered above are its credits not
+	// posted yet, not money it cannot explain.
+	checks, balDis, balErr := r.balances(ctx, runID, src, from.Add(-r.cfg.Window))
+	if balErr != nil {
+		pr.errorf("compare the balance: %v", balErr)
+	}
+	pr.Balance = checks
+	dis = append(dis, balDis...)
+	pr.Compared = cmpErr == nil && balErr == nil
+	return pr, dis, errors.Join(evErr, cmpErr, balErr)
 }
 
 // events puts every event of the window that is not stored yet through the

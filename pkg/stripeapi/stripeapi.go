@@ -11,6 +11,7 @@ import (
 
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/account"
+	"github.com/stripe/stripe-go/v76/balance"
 	"github.com/stripe/stripe-go/v76/balancetransaction"
 	"github.com/stripe/stripe-go/v76/bankaccount"
 	"github.com/stripe/stripe-go/v76/card"
@@ -29,6 +30,7 @@ type Client struct {
 	bankAccounts bankaccount.Client
 	cards        card.Client
 	balanceTxns  balancetransaction.Client
+	balance      balance.Client
 }
 
 // New returns a client for secretKey. apiBase overrides Stripe's URL
@@ -47,7 +49,7 @@ func New(secretKey, apiBase string, httpClient *http.Client) *Client {
 	return &Client{b: b, key: secretKey, payouts: payout.Client{B: b, Key: secretKey},
 		transfers: transfer.Client{B: b, Key: secretKey}, accounts: account.Client{B: b, Key: secretKey},
 		bankAccounts: bankaccount.Client{B: b, Key: secretKey}, cards: card.Client{B: b, Key: secretKey},
-		balanceTxns: balancetransaction.Client{B: b, Key: secretKey}}
+		balanceTxns: balancetransaction.Client{B: b, Key: secretKey}, balance: balance.Client{B: b, Key: secretKey}}
 }
 
 // IsNotFound reports whether Stripe answered 404: the object does not exist
@@ -263,6 +265,19 @@ func (c *Client) BalanceTransactions(ctx context.Context, since, until time.Time
 	})
 }
 
+// Balance reads account's balance now (GET /v1/balance; "" the platform's,
+// acct_… with its Stripe-Account header): per currency, what is available
+// and what is pending (not yet available: a payment's funds before they
+// settle), in minor units.
+func (c *Client) Balance(ctx context.Context, account string) (*stripe.Balance, error) {
+	params := &stripe.BalanceParams{}
+	params.Context = ctx
+	if account != "" {
+		params.SetStripeAccount(account)
+	}
+	return c.balance.Get(params)
+}
+
 // RawEvent is one event as Stripe rendered it, kept byte for byte: it is
 // stored and normalised exactly as its webhook would have been.
 type RawEvent struct {
@@ -291,12 +306,18 @@ type rawEventList struct {
 
 func (l *rawEventList) GetListMeta() *stripe.ListMeta { return &l.ListMeta }
 
-// Events lists the events created since since, newest first
-// (GET /v1/events?created[gte]=since), each as Stripe rendered it.
-func (c *Client) Events(ctx context.Context, since time.Time) iter.Seq2[*RawEvent, error] {
+// Events lists account's events created since since, newest first
+// (GET /v1/events?created[gte]=since), each as Stripe rendered it. account
+// "" is the platform's own; a connected account's (acct_…) are listed with
+// its Stripe-Account header: the platform's listing does not show them,
+// and each carries the account at its top level ("account").
+func (c *Client) Events(ctx context.Context, account string, since time.Time) iter.Seq2[*RawEvent, error] {
 	params := &stripe.EventListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
 	params.Context = ctx
 	params.Limit = stripe.Int64(100)
+	if account != "" {
+		params.SetStripeAccount(account)
+	}
 	return each(func() lister[*RawEvent] {
 		it := stripe.GetIter(params, func(p *stripe.Params, b *form.Values) ([]interface{}, stripe.ListContainer, error) {
 			list := &rawEventList{}

@@ -123,9 +123,18 @@ func TestStripeAcceptsEveryRequestAegisSends(t *testing.T) {
 	}
 
 	listed(t, "list balance transactions with their sources", c.BalanceTransactions(ctx, since, time.Now()))
+	for _, account := range []string{"", "acct_1Aegis"} {
+		bal, err := c.Balance(ctx, account)
+		accepted(t, "retrieve balance (account "+account+")", err)
+		if len(bal.Available) == 0 {
+			t.Fatalf("retrieve balance (account %s): no available amount in the answer", account)
+		}
+	}
 
-	if n := listed(t, "list events", c.Events(ctx, since)); n == 0 {
-		t.Fatal("list events: no event read from stripe-mock's fixture list")
+	for _, account := range []string{"", "acct_1Aegis"} {
+		if n := listed(t, "list events (account "+account+")", c.Events(ctx, account, since)); n == 0 {
+			t.Fatalf("list events (account %s): no event read from stripe-mock's fixture list", account)
+		}
 	}
 }
 

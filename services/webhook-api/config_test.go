@@ -26,6 +26,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"PSP_RECONCILE_WINDOW": "0s"}, "PSP_RECONCILE_WINDOW must be positive"},
 		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
 		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},
+		{map[string]string{"PSP_RECONCILE_BALANCE_TOLERANCE": "-1"}, "PSP_RECONCILE_BALANCE_TOLERANCE must not be negative"},
 		{map[string]string{"PSP_RECONCILE_RUN_TIMEOUT": "0s"}, "PSP_RECONCILE_RUN_TIMEOUT must be at least 1s"},
 		// Given the worker's wait too (the shared configuration), a wait
 		// that ends before a run could recover the payment is refused here too.

@@ -136,6 +136,8 @@ func defaultGCPercent(env string) int {
 //	PSP_RECONCILE_OVERLAP    how far before its cursor a later run starts reading
 //	PSP_RECONCILE_GRACE      how long what may still be in flight (an outcome webhook, a queued posting) is
 //	                         not yet a disagreement
+//	PSP_RECONCILE_BALANCE_TOLERANCE  the unexplained move, in minor units, of the difference between a PSP's
+//	                         balance and its clearing account that is not a disagreement
 //	PAYOUT_MAX_AMOUNT        the most one payout may be, per currency in minor units (usd:500000,ngn:50000000);
 //	                         unset: no cap
 //	PAYOUT_DAILY_MAX         the most one user is paid out over a rolling 24 hours, per currency; unset: no cap
@@ -160,9 +162,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	c.Reconcile = ReconcileConfig{
 		Config: pspsync.Config{
-			Window:  env.Duration("PSP_RECONCILE_WINDOW", 24*time.Hour),
-			Overlap: env.Duration("PSP_RECONCILE_OVERLAP", 10*time.Minute),
-			Grace:   env.Duration("PSP_RECONCILE_GRACE", 15*time.Minute),
+			Window:           env.Duration("PSP_RECONCILE_WINDOW", 24*time.Hour),
+			Overlap:          env.Duration("PSP_RECONCILE_OVERLAP", 10*time.Minute),
+			Grace:            env.Duration("PSP_RECONCILE_GRACE", 15*time.Minute),
+			BalanceTolerance: int64(env.Int("PSP_RECONCILE_BALANCE_TOLERANCE", pspsync.DefaultBalanceTolerance)),
 		},
 		StripeSecretKey: env.String("STRIPE_SECRET_KEY", ""),
 		StripeAPIBase:   env.String("STRIPE_API_BASE", ""),
@@ -181,6 +184,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.Reconcile.Grace < 0 {
 		env.Errorf("PSP_RECONCILE_GRACE must not be negative")
+	}
+	if c.Reconcile.BalanceTolerance < 0 {
+		env.Errorf("PSP_RECONCILE_BALANCE_TOLERANCE must not be negative")
 	}
 	if c.DBMaxConns < 1 {
 		env.Errorf("DB_MAX_CONNS must be at least 1")

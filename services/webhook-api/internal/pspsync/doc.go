@@ -24,6 +24,16 @@
 //     it would have sent ({"event": …, "data": <the object>}), which
 //     normalises to the same identity (event name and data.id) as the
 //     webhook did.
+//   - Stripe Connect: a payout to a connected account's external account
+//     (payouts.external_account) is a transfer on the platform, then a
+//     payout on the connected account, whose payout.paid/failed come from
+//     that account (event.account); the platform's GET /v1/events does not
+//     list them. So each connected account that has such a payout in
+//     flight or changed within the window (ConnectedPayouts in
+//     queries.sql, bounded) has its own events listed for the window (GET
+//     /v1/events with its Stripe-Account), among the platform's in the
+//     order they happened. One account whose events cannot be read is
+//     reported; the others are read, and the cursor stays.
 //   - Puts every event not stored yet through the webhook path. An event
 //     stored already (its webhook came) is counted present; one whose
 //     webhook arrives after recovery is answered duplicate. One event that
@@ -39,9 +49,52 @@
 //     object recorded for it; and our SUCCEEDED payouts against the PSP
 //     (looked up by id when the listing did not show them); and stored
 //     refund/dispute events against their ledger posting (payment_returns).
+//     A payout to a connected account's external account is compared on
+//     both levels (connect.go), each disagreement naming its level: its
+//     transfer (at most one live; amount, currency, the connected account;
+//     the live one psp_transfer; live with the payout FAILED here, or
+//     reversed with it SUCCEEDED here, disagrees) and the connected
+//     account's payouts, listed with its Stripe-Account (at most one live;
+//     amount, currency, the external account on that account; the live one
+//     psp_reference; its status judged against ours: it, not the transfer,
+//     is what SUCCEEDED means). An object recorded here and not listed is
+//     read by its id; a payout SUCCEEDED here without one of its objects
+//     disagrees. The connected level's subject in psp_disagreements is
+//     "<payout id>/connected_payout", so one kind on both levels is two
+//     disagreements.
 //     What may still be in flight (an outcome webhook on its way, a posting
 //     queued) is given PSP_RECONCILE_GRACE before it is a disagreement; a
 //     contradiction between two final states is one at once.
+//   - Compares the PSP's balance with its clearing account (balance.go),
+//     last, so that the events it recovered count as in flight: Stripe's
+//     platform balance (GET /v1/balance, available plus pending) and
+//     Paystack's (GET /balance), per currency, against
+//     system/psp_clearing:<provider> (what the ledger says the PSP holds:
+//     minus the sum of its entries, read through ledger_entries_for_api and
+//     wallets_for_api, which webhook-api may read already).
+//
+// Why the balance is compared by how its difference moves. The PSP's
+// balance also holds money Aegis never saw: the platform's opening balance,
+// and whatever else the account is used for. A configured opening balance
+// would be one more number per provider and currency to keep right by hand,
+// wrong from the first top-up or withdrawal made outside Aegis. So the
+// first run takes the difference (PSP minus ledger) as it finds it, and
+// every run after checks that the difference moved only by what is in
+// flight: a payout held and not final (the PSP may have paid it out while
+// the clearing account waits for its settle posting: the difference may be
+// lower by up to their sum) and a payment stored and not credited yet (it
+// may be higher by up to theirs). Each run thus knows the settled
+// difference lies between two bounds, the intersection of every run's
+// since the baseline, stored in the run's report (ProviderReport.Balance)
+// for the next run; no table is needed. A run whose bounds miss the
+// previous ones by more than the tolerance (PSP_RECONCILE_BALANCE_TOLERANCE,
+// DefaultBalanceTolerance) stores a balance_mismatch naming the amount, the
+// balances and what was in flight, and its own bounds become the baseline:
+// an unexplained move pages once (and the next run clears it) rather than on
+// every run for ever, which a deposit made outside Aegis would otherwise do.
+// Not allowed for: Stripe's fees until payout-worker's fee collector has
+// posted them (PSP_FEE_INTERVAL; the tolerance must cover them), refunds and
+// lost disputes between the PSP's debit and their posting.
 //
 // The job never moves money itself and never decides an outcome: a
 // recovered event is evidence the payout worker checks like any webhook

@@ -49,16 +49,37 @@ SELECT event_id FROM webhook_events WHERE provider = @provider AND event_id = AN
 -- name: Payouts :many
 -- settled: unchanged for longer than the grace. Amount, currency,
 -- destination and the PSP object recorded are compared with the PSP's.
+-- external_account set: the payout is a transfer to the connected account
+-- (destination), recorded in psp_transfer, then that account's payout to
+-- the external account, recorded in psp_reference.
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
-    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts_for_api WHERE id = ANY((@ids::text[])::uuid[]);
 
 -- name: SucceededPayouts :many
 -- This provider's payouts in @status (payoutstate.Succeeded) here since
--- @since: each must be paid at the PSP.
+-- @since: each must be paid at the PSP. A payout to a connected account's
+-- external account is left to ConnectedPayouts, which checks both its
+-- objects.
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
-WHERE provider = @provider AND status = @status::text AND updated_at >= @since
+WHERE provider = @provider AND status = @status::text AND updated_at >= @since AND external_account IS NULL
 ORDER BY updated_at LIMIT @max_rows;
+
+-- name: ConnectedPayouts :many
+-- This provider's payouts to a connected account's external account
+-- (Stripe Connect: a transfer, then the connected account's payout) that
+-- are in one of @in_flight (payoutstate.InFlight) or changed since @since,
+-- the newest first, at most @max_rows: the connected accounts whose events
+-- a run reads, and the payouts it compares on both levels. settled as in
+-- Payouts.
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => @grace_seconds::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
+FROM payouts_for_api
+WHERE provider = @provider AND external_account IS NOT NULL
+  AND (status = ANY(@in_flight::text[]) OR updated_at >= @since)
+ORDER BY updated_at DESC LIMIT @max_rows;
 
 -- name: StoredReturns :many
 -- Refund and dispute events stored between @since and the grace ago: each
@@ -97,3 +118,42 @@ WHERE cleared_at IS NULL AND provider = ANY(@providers::text[]) AND last_seen_ru
 
 -- name: OpenDisagreements :many
 SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind;
+
+-- name: ClearingBalances :many
+-- The PSP clearing account's balance per currency (the sum of its entries;
+-- negative: what the PSP holds for us as the ledger sees it).
+SELECT e.currency::text AS currency, coalesce(sum(e.amount), 0)::bigint AS balance
+FROM ledger_entries_for_api e JOIN wallets_for_api w ON w.id = e.wallet_id
+WHERE w.kind = 'system' AND w.owner = @owner::text
+GROUP BY e.currency ORDER BY e.currency;
+
+-- name: PayoutsHeld :many
+-- This provider's payouts in one of @in_flight (payoutstate.InFlight: held,
+-- not final) per currency: the PSP may have moved their money while the
+-- clearing account has not yet; at most @max_ids ids each, oldest first.
+SELECT currency::text AS currency, count(*)::int AS n, coalesce(sum(amount), 0)::bigint AS amount,
+    (array_agg(id::text ORDER BY updated_at))[1:@max_ids::int]::text[] AS ids
+FROM payouts_for_api WHERE provider = @provider AND status = ANY(@in_flight::text[])
+GROUP BY currency ORDER BY currency;
+
+-- name: CreditsNotPosted :many
+-- Payments (events of @types) stored since @since whose credit the ledger
+-- has not posted yet, once per payment, per currency: the PSP holds their
+-- money while the clearing account does not show it yet; at most @max_ids
+-- payment references each, oldest first.
+SELECT p.currency::text AS currency, count(*)::int AS n, coalesce(sum(p.amount), 0)::bigint AS amount,
+    (array_agg(p.object_id ORDER BY p.id))[1:@max_ids::int]::text[] AS refs
+FROM (SELECT DISTINCT ON (e.object_id) e.id, e.object_id, e.amount, e.currency
+      FROM webhook_events e
+      WHERE e.provider = @provider AND e.event_type = ANY(@types::text[]) AND e.received_at >= @since
+        AND e.object_id IS NOT NULL AND e.amount IS NOT NULL AND e.currency IS NOT NULL
+      ORDER BY e.object_id, e.id) p
+WHERE NOT EXISTS (SELECT 1 FROM ledger_transactions_for_api t WHERE t.kind = 'credit' AND t.reference = @provider || ':' || p.object_id)
+GROUP BY p.currency ORDER BY p.currency;
+
+-- name: LastBalance :one
+-- The balance comparison of the provider stored by the latest finished run
+-- before @run_id that made one: the baseline this run's is compared with.
+SELECT id, (report -> @provider::text -> 'balance')::jsonb AS balance FROM psp_reconciliation_runs
+WHERE id < @run_id::bigint AND finished_at IS NOT NULL AND jsonb_typeof(report -> @provider::text -> 'balance') = 'array'
+ORDER BY id DESC LIMIT 1;

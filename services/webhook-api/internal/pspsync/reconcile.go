@@ -52,7 +52,7 @@ const (
 // Kinds are every disagreement kind.
 func Kinds() []string {
 	return []string{PaidNotSucceeded, SucceededNotPaid, PendingFailedHere, UnknownPayout, ReturnNotPosted,
-		DoublePayment, AmountMismatch, CurrencyMismatch, DestinationMismatch, ObjectMismatch}
+		DoublePayment, AmountMismatch, CurrencyMismatch, DestinationMismatch, ObjectMismatch, BalanceMismatch}
 }
 
 // Disagreement is one thing the PSP and the ledger disagree on.
@@ -69,6 +69,12 @@ type Disagreement struct {
 	LedgerStatus string   `json:"ledger_status,omitempty"`
 	EventID      string   `json:"event_id,omitempty"`
 	Detail       string   `json:"detail"`
+	// Level is which of a two-step payout's objects (a payout to a
+	// connected account's external account) the disagreement is about:
+	// LevelTransfer (the platform's transfer to the connected account) or
+	// LevelConnectedPayout (that account's payout); "" for a payout that
+	// is one object at the PSP.
+	Level string `json:"level,omitempty"`
 	// State is StateNew (first seen by this run: dlq-admin pages) or
 	// StateStillOpen (seen by an earlier run and not cleared since); set
 	// when the run is stored, with FirstSeenAt.
@@ -82,10 +88,22 @@ const (
 	StateStillOpen = "still_open"
 )
 
+// Levels of a two-step payout (Disagreement.Level).
+const (
+	LevelTransfer        = "transfer"
+	LevelConnectedPayout = "connected_payout"
+)
+
 // subject is what the disagreement is about, its identity across runs
-// with the provider and kind: our payout id, else the PSP object's id.
+// with the provider and kind: our payout id, else the PSP object's id. A
+// two-step payout's connected level is its own subject
+// (<payout id>/connected_payout), so that the same kind of disagreement on
+// both levels is two disagreements, not one overwriting the other.
 func (d Disagreement) subject() string {
 	if d.PayoutID != "" {
+		if d.Level == LevelConnectedPayout {
+			return d.PayoutID + "/" + LevelConnectedPayout
+		}
 		return d.PayoutID
 	}
 	if d.PSPObjectID != "" {
@@ -104,10 +122,18 @@ type ProviderReport struct {
 	// Recovered events by id (the first MaxListed).
 	RecoveredIDs   []string `json:"recovered_event_ids"`
 	ObjectsChecked int      `json:"objects_checked"`
+	// ConnectedAccounts is how many connected accounts' events were read
+	// (Connect); ConnectedPayoutsChecked how many payouts to a connected
+	// account's external account were compared on both levels.
+	ConnectedAccounts       int `json:"connected_accounts_read"`
+	ConnectedPayoutsChecked int `json:"connected_payouts_checked"`
 	// Errors: events that could not be put through the webhook path and
 	// the reads that failed. A failed read leaves the cursor where it was.
 	Errors        []string `json:"errors"`
 	CursorAdvance bool     `json:"cursor_advanced"`
+	// Balance compares the PSP's balance with its clearing account, per
+	// currency (balance.go); the next run's baseline.
+	Balance []BalanceCheck `json:"balance,omitempty"`
 	// Compared: the PSP's objects and our records were compared in full,
 	// so an earlier disagreement this run did not find is cleared. A
 	// comparison that failed part way clears nothing.
@@ -144,6 +170,10 @@ type Config struct {
 	// Grace is how long a disagreement that may still be in flight (a
 	// webhook on its way, a posting queued) is given (PSP_RECONCILE_GRACE).
 	Grace time.Duration
+	// BalanceTolerance is the unexplained move of the difference between
+	// a PSP's balance and its clearing account, in minor units, that is
+	// not a disagreement (zero: DefaultBalanceTolerance).
+	BalanceTolerance int64
 }
 
 // Reconciler runs one reconciliation over every configured PSP.
@@ -226,51 +256,101 @@ func (r *Reconciler) provider(ctx context.Context, runID int64, now time.Time, s
 	// Objects and postings are compared even when the events could not be
 	// read: a disagreement is worth knowing either way.
 	dis, cmpErr := r.compare(ctx, now, src, from.Add(-r.cfg.Window), pr)
-	pr.Compared = cmpErr == nil
-	return pr, dis, errors.Join(evErr, cmpErr)
+	// The balance last: the events recovered above are its credits not
+	// posted yet, not money it cannot explain.
+	checks, balDis, balErr := r.balances(ctx, runID, src, from.Add(-r.cfg.Window))
+	if balErr != nil {
+		pr.errorf("compare the balance: %v", balErr)
+	}
+	pr.Balance = checks
+	dis = append(dis, balDis...)
+	pr.Compared = cmpErr == nil && balErr == nil
+	return pr, dis, errors.Join(evErr, cmpErr, balErr)
 }
 
 // events puts every event of the window that is not stored yet through the
 // webhook path (normalise → store: deduplicated by PSP event id, so a
-// webhook arriving later, or a concurrent one, is answered duplicate).
+// webhook arriving later, or a concurrent one, is answered duplicate). A
+// PSP with connected accounts (Connect) has each connected account's
+// events read as well, for every account a payout to one of its external
+// accounts is in flight on or changed within the window: the platform's
+// listing does not show them. One account whose events cannot be read is
+// reported and the others are still read; the cursor then stays.
 func (r *Reconciler) events(ctx context.Context, runID int64, now time.Time, src Source, from time.Time, pr *ProviderReport) (string, error) {
 	p := src.Provider()
-	pulled, err := src.Events(ctx, from)
+	var readErrs []error
+	var lists [][]Pulled
+	platform, err := src.Events(ctx, from)
+	platformRead := err == nil
 	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
 		pr.errorf("read events: %v", err)
-		return "", err
+		readErrs = append(readErrs, err)
+	} else {
+		lists = append(lists, platform)
 	}
-	pr.Found = len(pulled)
+	if c, ok := src.(Connect); ok {
+		accounts, err := r.connectedAccounts(ctx, p, from)
+		if err != nil {
+			pr.errorf("%v", err)
+			readErrs = append(readErrs, err)
+		}
+		for _, account := range accounts {
+			evs, err := c.AccountEvents(ctx, account, from)
+			if err != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				pr.errorf("read events of %s: %v", account, err)
+				readErrs = append(readErrs, err)
+				continue
+			}
+			pr.ConnectedAccounts++
+			lists = append(lists, evs)
+		}
+	}
 	type candidate struct {
 		n    ingest.Normalized
 		body []byte
 	}
-	cands := make([]candidate, 0, len(pulled))
-	ids := make([]string, 0, len(pulled))
+	// Each list oldest first, as the webhooks would have come.
+	var cands []candidate
+	ids := []string{}
 	lastEventID := ""
-	for _, ev := range pulled {
-		n, err := r.normalize(p, ev.Body, now)
-		if err != nil {
-			// One bad event never stops the others; it is reported.
-			pr.errorf("event not normalised: %v", err)
-			continue
+	for li, pulled := range lists {
+		pr.Found += len(pulled)
+		for i := len(pulled) - 1; i >= 0; i-- {
+			body := pulled[i].Body
+			n, err := r.normalize(p, body, now)
+			if err != nil {
+				// One bad event never stops the others; it is reported.
+				pr.errorf("event not normalised: %v", err)
+				continue
+			}
+			if li == 0 && platformRead {
+				lastEventID = n.Event.EventID // the platform's newest so far
+			}
+			cands = append(cands, candidate{n: n, body: body})
+			ids = append(ids, n.Event.EventID)
 		}
-		if lastEventID == "" {
-			lastEventID = n.Event.EventID // newest first
-		}
-		cands = append(cands, candidate{n: n, body: ev.Body})
-		ids = append(ids, n.Event.EventID)
+	}
+	if len(lists) > 1 {
+		// The accounts' events among the platform's, by when they happened
+		// (a transfer's before the connected payout's it funded); the
+		// sort is stable, so each list keeps its order within a second.
+		sort.SliceStable(cands, func(i, j int) bool { return cands[i].n.Event.OccurredAt.Before(cands[j].n.Event.OccurredAt) })
 	}
 	known, err := r.runs.Known(ctx, p, ids)
 	if err != nil {
 		pr.errorf("%v", err)
 		return "", err
 	}
-	// Oldest first, as the webhooks would have come. An event that cannot be
-	// stored is reported and the others still are; the cursor then stays.
+	// An event that cannot be stored is reported and the others still are;
+	// the cursor then stays.
 	var storeErr error
-	for i := len(cands) - 1; i >= 0; i-- {
-		c := cands[i]
+	for _, c := range cands {
 		if known[c.n.Event.EventID] {
 			pr.Present++
 			continue
@@ -296,12 +376,31 @@ func (r *Reconciler) events(ctx context.Context, runID int64, now time.Time, src
 			pr.RecoveredIDs = append(pr.RecoveredIDs, saved.EventID)
 		}
 		r.logger.InfoContext(ctx, "psp event recovered by reconciliation", "provider", p, "event_id", saved.EventID,
-			"type", c.n.Event.Type, "outcome", string(saved.Outcome), "run_id", runID)
+			"type", c.n.Event.Type, "account", c.n.Event.Account, "outcome", string(saved.Outcome), "run_id", runID)
 	}
-	if storeErr != nil {
-		return "", storeErr
+	if err := errors.Join(append(readErrs, storeErr)...); err != nil {
+		return "", err
 	}
 	return lastEventID, nil
+}
+
+// connectedAccounts are the connected accounts with a payout to one of
+// their external accounts in flight or changed since since, in the order
+// of their newest such payout.
+func (r *Reconciler) connectedAccounts(ctx context.Context, p string, since time.Time) ([]string, error) {
+	rows, ids, err := r.runs.connected(ctx, p, since, r.cfg.Grace, maxChecked)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var accounts []string
+	for _, id := range ids {
+		if a := rows[id].Destination; !seen[a] {
+			seen[a] = true
+			accounts = append(accounts, a)
+		}
+	}
+	return accounts, nil
 }
 
 // compare checks the PSP's payouts against ours, ours against the PSP's,
@@ -343,15 +442,33 @@ func (r *Reconciler) compare(ctx context.Context, now time.Time, src Source, sin
 	if err != nil {
 		return dis, errors.Join(append(errs, err)...)
 	}
+	connect, isConnect := src.(Connect)
+	// Payouts to a connected account's external account seen in the
+	// listing: compared on both levels by compareConnected.
+	var twoStep []string
 	for _, key := range keys {
 		seen[key] = true
 		group := byPayout[key]
 		row, exists := ours[key]
+		if exists && row.ExternalAccount != "" && isConnect {
+			twoStep = append(twoStep, key)
+			continue
+		}
 		if d, ok := judge(p, decisive(group), row, exists); ok {
 			dis = append(dis, d)
 		}
 		if exists {
 			dis = append(dis, compareMoney(p, key, group, row)...)
+		}
+	}
+	if isConnect {
+		cd, err := r.compareConnected(ctx, src, connect, since, byPayout, ours, twoStep, pr)
+		dis = append(dis, cd...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return dis, ctx.Err()
+			}
+			errs = append(errs, err)
 		}
 	}
 	succeeded, err := r.runs.succeeded(ctx, p, since, maxChecked)
@@ -462,7 +579,7 @@ func compareMoney(p, payoutID string, group []Object, ours payoutRow) []Disagree
 		if !strings.EqualFold(o.Currency, ours.Currency) {
 			currency = append(currency, o)
 		}
-		if o.Destination != "" && o.Destination != ours.Destination {
+		if (o.Destination != "" && o.Destination != ours.Destination) || o.Account != ours.Account {
 			destination = append(destination, o)
 		}
 	}
@@ -477,7 +594,11 @@ func compareMoney(p, payoutID string, group []Object, ours payoutRow) []Disagree
 		add(CurrencyMismatch, fmt.Sprintf("the payout is in %s; at the PSP %s", ours.Currency, describe(currency)), currency)
 	}
 	if len(destination) > 0 {
-		add(DestinationMismatch, fmt.Sprintf("the payout goes to %s; at the PSP %s", ours.Destination, describe(destination)), destination)
+		to := ours.Destination
+		if ours.Account != "" {
+			to += " on " + ours.Account
+		}
+		add(DestinationMismatch, fmt.Sprintf("the payout goes to %s; at the PSP %s", to, describe(destination)), destination)
 	}
 	// The reference is recorded with the outcome: before the payout has
 	// settled it may still be on its way.
@@ -497,6 +618,9 @@ func describe(objs []Object) string {
 		parts[i] = fmt.Sprintf("%s %s %d %s", o.ID, o.Status, o.Amount, o.Currency)
 		if o.Destination != "" {
 			parts[i] += " to " + o.Destination
+		}
+		if o.Account != "" {
+			parts[i] += " on " + o.Account
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -232,8 +232,34 @@ type payoutRow struct {
 	Amount      int64
 	Currency    string
 	Destination string
-	// PSPReference is the PSP object recorded for it ("" before one is).
+	// PSPReference is the PSP object recorded for it ("" before one is):
+	// for a payout to a connected account's external account, that
+	// account's payout.
 	PSPReference string
+	// ExternalAccount is the connected account's bank account or card the
+	// payout goes to ("" when the payout is one object at the PSP): the
+	// payout is then a transfer to Destination, recorded in PSPTransfer,
+	// and a payout on that account to ExternalAccount.
+	ExternalAccount string
+	PSPTransfer     string
+	// Account is the connected account the compared objects must be on
+	// ("" the platform): set on the row a connected payout is compared with.
+	Account string
+}
+
+// transferLevel is the row a two-step payout's transfer is compared with:
+// to the connected account, recorded in psp_transfer.
+func (p payoutRow) transferLevel() payoutRow {
+	p.PSPReference = p.PSPTransfer
+	return p
+}
+
+// connectedLevel is the row a two-step payout's connected payout is
+// compared with: on the connected account, to its external account,
+// recorded in psp_reference.
+func (p payoutRow) connectedLevel() payoutRow {
+	p.Account, p.Destination = p.Destination, p.ExternalAccount
+	return p
 }
 
 func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (map[string]payoutRow, error) {
@@ -244,9 +270,28 @@ func (r *Runs) payouts(ctx context.Context, ids []string, grace time.Duration) (
 	out := make(map[string]payoutRow, len(rows))
 	for _, p := range rows {
 		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled, Amount: p.Amount, Currency: p.Currency,
-			Destination: p.Destination, PSPReference: p.PSPReference}
+			Destination: p.Destination, PSPReference: p.PSPReference, ExternalAccount: p.ExternalAccount, PSPTransfer: p.PspTransfer}
 	}
 	return out, nil
+}
+
+// connected reads the provider's payouts to a connected account's external
+// account that are in flight or changed since since (the newest limit),
+// by id, with their ids newest first.
+func (r *Runs) connected(ctx context.Context, provider string, since time.Time, grace time.Duration, limit int) (map[string]payoutRow, []string, error) {
+	rows, err := r.q.ConnectedPayouts(ctx, sqlcdb.ConnectedPayoutsParams{Provider: provider, GraceSeconds: grace.Seconds(),
+		InFlight: payoutstate.Names(payoutstate.Status.InFlight), Since: since, MaxRows: limit})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read payouts to connected accounts: %w", err)
+	}
+	out := make(map[string]payoutRow, len(rows))
+	ids := make([]string, 0, len(rows))
+	for _, p := range rows {
+		out[p.ID] = payoutRow{Status: p.Status, Settled: p.Settled, Amount: p.Amount, Currency: p.Currency,
+			Destination: p.Destination, PSPReference: p.PSPReference, ExternalAccount: p.ExternalAccount, PSPTransfer: p.PspTransfer}
+		ids = append(ids, p.ID)
+	}
+	return out, ids, nil
 }
 
 type succeededPayout struct {

@@ -50,6 +50,9 @@ type Object struct {
 	// payout), connected account (Stripe transfer) or transfer recipient
 	// code (Paystack); "" when the PSP's record does not say.
 	Destination string
+	// Account is the connected account a Stripe payout was made on (its
+	// Stripe-Account); "" the platform's own.
+	Account string
 }
 
 // ErrNotFound means the PSP does not know the object.
@@ -68,6 +71,23 @@ type Source interface {
 	Lookup(ctx context.Context, payoutID, pspID string) (Object, error)
 }
 
+// Connect is a PSP with connected accounts (Stripe Connect). A payout to a
+// connected account's external account is two objects: a transfer on the
+// platform (Objects lists it) and then a payout on the connected account,
+// which only that account's listings show, as they alone show its events
+// (the platform's GET /v1/events does not).
+type Connect interface {
+	// AccountEvents lists the connected account's events created since
+	// since, newest first, each carrying the account.
+	AccountEvents(ctx context.Context, account string, since time.Time) ([]Pulled, error)
+	// AccountPayouts lists the connected account's payouts created since
+	// since that carry our metadata[payout_id].
+	AccountPayouts(ctx context.Context, account string, since time.Time) ([]Object, error)
+	// LookupAccountPayout reads one payout of the connected account by
+	// its PSP id.
+	LookupAccountPayout(ctx context.Context, account, pspID string) (Object, error)
+}
+
 // maxListed bounds one listing: past it the listing fails rather than
 // reporting a partial record as the whole.
 const maxListed = 100_000
@@ -83,24 +103,73 @@ func NewStripe(api *stripeapi.Client) *Stripe { return &Stripe{api: api} }
 // Provider is "stripe".
 func (s *Stripe) Provider() string { return string(provider.Stripe) }
 
-// Events pages GET /v1/events?created[gte]=since, newest first.
+// Events pages the platform's GET /v1/events?created[gte]=since, newest
+// first.
 func (s *Stripe) Events(ctx context.Context, since time.Time) ([]Pulled, error) {
+	return s.events(ctx, "", since)
+}
+
+// AccountEvents pages the connected account's GET /v1/events (its
+// Stripe-Account) since since, newest first.
+func (s *Stripe) AccountEvents(ctx context.Context, account string, since time.Time) ([]Pulled, error) {
+	return s.events(ctx, account, since)
+}
+
+func (s *Stripe) events(ctx context.Context, account string, since time.Time) ([]Pulled, error) {
+	what := "stripe events"
+	if account != "" {
+		what += " of " + account
+	}
 	var events []Pulled
-	for e, err := range s.api.Events(ctx, since) {
+	for e, err := range s.api.Events(ctx, account, since) {
 		if err != nil {
-			return nil, fmt.Errorf("stripe events: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		events = append(events, Pulled{Body: e.Body})
 		if len(events) > maxListed {
-			return nil, fmt.Errorf("stripe events: more than %d since %s", maxListed, since.Format(time.RFC3339))
+			return nil, fmt.Errorf("%s: more than %d since %s", what, maxListed, since.Format(time.RFC3339))
 		}
 	}
 	return events, nil
 }
 
-func stripePayoutObject(po *stripe.Payout) Object {
+// AccountPayouts lists the connected account's payouts (its
+// Stripe-Account) created since since that carry our metadata[payout_id].
+func (s *Stripe) AccountPayouts(ctx context.Context, account string, since time.Time) ([]Object, error) {
+	var out []Object
+	for po, err := range s.api.Payouts(ctx, stripeapi.PayoutQuery{Account: account, Since: since}) {
+		if err != nil {
+			return nil, fmt.Errorf("stripe payouts of %s: %w", account, err)
+		}
+		if po.Metadata["payout_id"] != "" {
+			out = append(out, stripePayoutObject(po, account))
+		}
+		if len(out) > maxListed {
+			return nil, fmt.Errorf("stripe payouts of %s: more than %d", account, maxListed)
+		}
+	}
+	return out, nil
+}
+
+// LookupAccountPayout reads one payout of the connected account.
+func (s *Stripe) LookupAccountPayout(ctx context.Context, account, pspID string) (Object, error) {
+	if pspID == "" {
+		return Object{}, ErrNotFound
+	}
+	po, err := s.api.Payout(ctx, account, pspID)
+	if stripeapi.IsNotFound(err) {
+		return Object{}, ErrNotFound
+	}
+	if err != nil {
+		return Object{}, fmt.Errorf("stripe lookup %s of %s: %w", pspID, account, err)
+	}
+	return stripePayoutObject(po, account), nil
+}
+
+// stripePayoutObject is a payout of account ("" the platform's).
+func stripePayoutObject(po *stripe.Payout, account string) Object {
 	o := Object{Kind: KindPayout, ID: po.ID, PayoutID: po.Metadata["payout_id"], Status: string(po.Status),
-		Verdict: PSPPending, Amount: po.Amount, Currency: string(po.Currency)}
+		Verdict: PSPPending, Amount: po.Amount, Currency: string(po.Currency), Account: account}
 	if po.Destination != nil {
 		o.Destination = po.Destination.ID
 	}
@@ -136,7 +205,7 @@ func (s *Stripe) Objects(ctx context.Context, since time.Time) ([]Object, error)
 			return nil, fmt.Errorf("stripe payouts: %w", err)
 		}
 		if po.Metadata["payout_id"] != "" {
-			out = append(out, stripePayoutObject(po))
+			out = append(out, stripePayoutObject(po, ""))
 		}
 		if len(out) > maxListed {
 			return nil, fmt.Errorf("stripe payouts: more than %d", maxListed)
@@ -173,7 +242,7 @@ func (s *Stripe) Lookup(ctx context.Context, _, pspID string) (Object, error) {
 	} else {
 		var po *stripe.Payout
 		if po, err = s.api.Payout(ctx, "", pspID); err == nil {
-			o = stripePayoutObject(po)
+			o = stripePayoutObject(po, "")
 		}
 	}
 	if stripeapi.IsNotFound(err) {

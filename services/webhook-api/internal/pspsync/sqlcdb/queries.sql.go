@@ -30,6 +30,172 @@ func (q *Queries) ClearDisagreements(ctx context.Context, arg ClearDisagreements
 	return result.RowsAffected(), nil
 }
 
+const clearingBalances = `-- name: ClearingBalances :many
+SELECT e.currency::text AS currency, coalesce(sum(e.amount), 0)::bigint AS balance
+FROM ledger_entries_for_api e JOIN wallets_for_api w ON w.id = e.wallet_id
+WHERE w.kind = 'system' AND w.owner = $1::text
+GROUP BY e.currency ORDER BY e.currency
+`
+
+type ClearingBalancesRow struct {
+	Currency string
+	Balance  int64
+}
+
+// The PSP clearing account's balance per currency (the sum of its entries;
+// negative: what the PSP holds for us as the ledger sees it).
+func (q *Queries) ClearingBalances(ctx context.Context, owner string) ([]ClearingBalancesRow, error) {
+	rows, err := q.db.Query(ctx, clearingBalances, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClearingBalancesRow
+	for rows.Next() {
+		var i ClearingBalancesRow
+		if err := rows.Scan(&i.Currency, &i.Balance); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const connectedPayouts = `-- name: ConnectedPayouts :many
+SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
+FROM payouts_for_api
+WHERE provider = $2 AND external_account IS NOT NULL
+  AND (status = ANY($3::text[]) OR updated_at >= $4)
+ORDER BY updated_at DESC LIMIT $5
+`
+
+type ConnectedPayoutsParams struct {
+	GraceSeconds float64
+	Provider     string
+	InFlight     []string
+	Since        time.Time
+	MaxRows      int
+}
+
+type ConnectedPayoutsRow struct {
+	ID              string
+	Status          string
+	Settled         bool
+	Amount          int64
+	Currency        string
+	Destination     string
+	PSPReference    string
+	ExternalAccount string
+	PspTransfer     string
+}
+
+// This provider's payouts to a connected account's external account
+// (Stripe Connect: a transfer, then the connected account's payout) that
+// are in one of @in_flight (payoutstate.InFlight) or changed since @since,
+// the newest first, at most @max_rows: the connected accounts whose events
+// a run reads, and the payouts it compares on both levels. settled as in
+// Payouts.
+func (q *Queries) ConnectedPayouts(ctx context.Context, arg ConnectedPayoutsParams) ([]ConnectedPayoutsRow, error) {
+	rows, err := q.db.Query(ctx, connectedPayouts,
+		arg.GraceSeconds,
+		arg.Provider,
+		arg.InFlight,
+		arg.Since,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConnectedPayoutsRow
+	for rows.Next() {
+		var i ConnectedPayoutsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Settled,
+			&i.Amount,
+			&i.Currency,
+			&i.Destination,
+			&i.PSPReference,
+			&i.ExternalAccount,
+			&i.PspTransfer,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const creditsNotPosted = `-- name: CreditsNotPosted :many
+SELECT p.currency::text AS currency, count(*)::int AS n, coalesce(sum(p.amount), 0)::bigint AS amount,
+    (array_agg(p.object_id ORDER BY p.id))[1:$1::int]::text[] AS refs
+FROM (SELECT DISTINCT ON (e.object_id) e.id, e.object_id, e.amount, e.currency
+      FROM webhook_events e
+      WHERE e.provider = $2 AND e.event_type = ANY($3::text[]) AND e.received_at >= $4
+        AND e.object_id IS NOT NULL AND e.amount IS NOT NULL AND e.currency IS NOT NULL
+      ORDER BY e.object_id, e.id) p
+WHERE NOT EXISTS (SELECT 1 FROM ledger_transactions_for_api t WHERE t.kind = 'credit' AND t.reference = $2 || ':' || p.object_id)
+GROUP BY p.currency ORDER BY p.currency
+`
+
+type CreditsNotPostedParams struct {
+	MaxIds   int
+	Provider string
+	Types    []string
+	Since    time.Time
+}
+
+type CreditsNotPostedRow struct {
+	Currency string
+	N        int
+	Amount   int64
+	Refs     []string
+}
+
+// Payments (events of @types) stored since @since whose credit the ledger
+// has not posted yet, once per payment, per currency: the PSP holds their
+// money while the clearing account does not show it yet; at most @max_ids
+// payment references each, oldest first.
+func (q *Queries) CreditsNotPosted(ctx context.Context, arg CreditsNotPostedParams) ([]CreditsNotPostedRow, error) {
+	rows, err := q.db.Query(ctx, creditsNotPosted,
+		arg.MaxIds,
+		arg.Provider,
+		arg.Types,
+		arg.Since,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CreditsNotPostedRow
+	for rows.Next() {
+		var i CreditsNotPostedRow
+		if err := rows.Scan(
+			&i.Currency,
+			&i.N,
+			&i.Amount,
+			&i.Refs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const cursor = `-- name: Cursor :one
 SELECT synced_until FROM psp_reconciliation_cursors WHERE provider = $1
 `
@@ -161,6 +327,31 @@ func (q *Queries) KnownEvents(ctx context.Context, arg KnownEventsParams) ([]str
 	return items, nil
 }
 
+const lastBalance = `-- name: LastBalance :one
+SELECT id, (report -> $1::text -> 'balance')::jsonb AS balance FROM psp_reconciliation_runs
+WHERE id < $2::bigint AND finished_at IS NOT NULL AND jsonb_typeof(report -> $1::text -> 'balance') = 'array'
+ORDER BY id DESC LIMIT 1
+`
+
+type LastBalanceParams struct {
+	Provider string
+	RunID    int64
+}
+
+type LastBalanceRow struct {
+	ID      int64
+	Balance []byte
+}
+
+// The balance comparison of the provider stored by the latest finished run
+// before @run_id that made one: the baseline this run's is compared with.
+func (q *Queries) LastBalance(ctx context.Context, arg LastBalanceParams) (LastBalanceRow, error) {
+	row := q.db.QueryRow(ctx, lastBalance, arg.Provider, arg.RunID)
+	var i LastBalanceRow
+	err := row.Scan(&i.ID, &i.Balance)
+	return i, err
+}
+
 const openDisagreements = `-- name: OpenDisagreements :many
 SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind
 `
@@ -193,7 +384,8 @@ func (q *Queries) OpenDisagreements(ctx context.Context) ([]OpenDisagreementsRow
 
 const payouts = `-- name: Payouts :many
 SELECT id::text AS id, status, (updated_at < now() - make_interval(secs => $1::float8))::bool AS settled,
-    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference
+    amount, currency, destination, coalesce(psp_reference, '')::text AS psp_reference,
+    coalesce(external_account, '')::text AS external_account, coalesce(psp_transfer, '')::text AS psp_transfer
 FROM payouts_for_api WHERE id = ANY(($2::text[])::uuid[])
 `
 
@@ -203,17 +395,22 @@ type PayoutsParams struct {
 }
 
 type PayoutsRow struct {
-	ID           string
-	Status       string
-	Settled      bool
-	Amount       int64
-	Currency     string
-	Destination  string
-	PSPReference string
+	ID              string
+	Status          string
+	Settled         bool
+	Amount          int64
+	Currency        string
+	Destination     string
+	PSPReference    string
+	ExternalAccount string
+	PspTransfer     string
 }
 
 // settled: unchanged for longer than the grace. Amount, currency,
 // destination and the PSP object recorded are compared with the PSP's.
+// external_account set: the payout is a transfer to the connected account
+// (destination), recorded in psp_transfer, then that account's payout to
+// the external account, recorded in psp_reference.
 func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow, error) {
 	rows, err := q.db.Query(ctx, payouts, arg.GraceSeconds, arg.IDs)
 	if err != nil {
@@ -231,6 +428,56 @@ func (q *Queries) Payouts(ctx context.Context, arg PayoutsParams) ([]PayoutsRow,
 			&i.Currency,
 			&i.Destination,
 			&i.PSPReference,
+			&i.ExternalAccount,
+			&i.PspTransfer,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const payoutsHeld = `-- name: PayoutsHeld :many
+SELECT currency::text AS currency, count(*)::int AS n, coalesce(sum(amount), 0)::bigint AS amount,
+    (array_agg(id::text ORDER BY updated_at))[1:$1::int]::text[] AS ids
+FROM payouts_for_api WHERE provider = $2 AND status = ANY($3::text[])
+GROUP BY currency ORDER BY currency
+`
+
+type PayoutsHeldParams struct {
+	MaxIds   int
+	Provider string
+	InFlight []string
+}
+
+type PayoutsHeldRow struct {
+	Currency string
+	N        int
+	Amount   int64
+	IDs      []string
+}
+
+// This provider's payouts in one of @in_flight (payoutstate.InFlight: held,
+// not final) per currency: the PSP may have moved their money while the
+// clearing account has not yet; at most @max_ids ids each, oldest first.
+func (q *Queries) PayoutsHeld(ctx context.Context, arg PayoutsHeldParams) ([]PayoutsHeldRow, error) {
+	rows, err := q.db.Query(ctx, payoutsHeld, arg.MaxIds, arg.Provider, arg.InFlight)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PayoutsHeldRow
+	for rows.Next() {
+		var i PayoutsHeldRow
+		if err := rows.Scan(
+			&i.Currency,
+			&i.N,
+			&i.Amount,
+			&i.IDs,
 		); err != nil {
 			return nil, err
 		}
@@ -427,7 +674,7 @@ func (q *Queries) StoredReturns(ctx context.Context, arg StoredReturnsParams) ([
 
 const succeededPayouts = `-- name: SucceededPayouts :many
 SELECT id::text AS id, coalesce(psp_reference, '')::text AS psp_reference, amount, currency, destination FROM payouts_for_api
-WHERE provider = $1 AND status = $2::text AND updated_at >= $3
+WHERE provider = $1 AND status = $2::text AND updated_at >= $3 AND external_account IS NULL
 ORDER BY updated_at LIMIT $4
 `
 
@@ -447,7 +694,9 @@ type SucceededPayoutsRow struct {
 }
 
 // This provider's payouts in @status (payoutstate.Succeeded) here since
-// @since: each must be paid at the PSP.
+// @since: each must be paid at the PSP. A payout to a connected account's
+// external account is left to ConnectedPayouts, which checks both its
+// objects.
 func (q *Queries) SucceededPayouts(ctx context.Context, arg SucceededPayoutsParams) ([]SucceededPayoutsRow, error) {
 	rows, err := q.db.Query(ctx, succeededPayouts,
 		arg.Provider,

@@ -91,7 +91,7 @@ func (su *suite) reverseConnectedFailures(ctx context.Context, op *OperatorRepor
 		}
 		return len(waiting) == 0, nil
 	})
-	su.cfg.log("operator: reversed the transfers of %d payouts whose connected payout failed; %d not finished after %s",
+	su.cfg.log("operator: reversed the transfers of %d payouts whose connected payout failed or was refused; %d not finished after %s",
 		reversed, len(waiting), time.Since(started).Round(time.Second))
 	if err != nil {
 		return fmt.Errorf("payouts whose transfer was reversed: %d not finished: %w", len(waiting), err)
@@ -134,23 +134,29 @@ func (su *suite) checkTransfersOnce(ctx context.Context, _ *workload, rep *Repor
 	return nil
 }
 
-// checkConnectedFailures: 21. No payout whose connected payout failed
-// (the PSP's record holds a failed payout on the connected account for it,
-// or the worker parked it classConnectedPayoutFailed) got money back unless
-// the PSP reversed its transfer; how much came back is invariant 19's.
+// checkConnectedFailures: 21. No payout whose connected payout failed got
+// money back unless the PSP reversed its transfer. More generally, and so
+// also for a connected payout refused, or a payout by a transfer alone: no
+// payout with a transfer at the PSP got money back while that transfer
+// was never reversed (the money is in the connected account). How much
+// came back is invariant 19's. Those whose connected payout failed (the
+// PSP's record holds a failed payout on the connected account for it, or
+// the worker parked it classConnectedPayoutFailed) are counted apart.
 func (su *suite) checkConnectedFailures(ctx context.Context, _ *workload, rep *Report) error {
 	objs, err := fetchPSPObjects(ctx, su.pspURL())
 	if err != nil {
 		return fmt.Errorf("read the PSP's objects: %w", err)
 	}
 	failed := map[string]bool{}
+	transferred := map[string]bool{}
 	reversed := map[string]bool{}
 	for _, o := range objs {
 		switch {
 		case o.Account != "" && o.Kind == "payout" && o.Status == "failed":
 			failed[o.PayoutID] = true
-		case o.Kind == "transfer" && o.AmountReversed > 0:
-			reversed[o.PayoutID] = true
+		case o.Provider == "stripe" && o.Kind == "transfer":
+			transferred[o.PayoutID] = true
+			reversed[o.PayoutID] = reversed[o.PayoutID] || o.AmountReversed > 0
 		}
 	}
 	rows, err := su.pool.Query(ctx, `SELECT DISTINCT payout_id::text FROM payout_transitions WHERE error_class = $1`,
@@ -164,11 +170,11 @@ func (su *suite) checkConnectedFailures(ctx context.Context, _ *workload, rep *R
 	}
 	for _, id := range parked {
 		failed[id] = true
+		transferred[id] = true // parked only once its transfer was made
 	}
-	ids := sortedKeys(failed)
 	rows, err = su.pool.Query(ctx, `SELECT p.id::text FROM payouts p WHERE p.id::text = ANY($1)
 		AND EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind IN ('payout_release', 'payout_return')
-		            AND (t.reference = p.id::text OR t.reference LIKE p.id::text || ':%'))`, ids)
+		            AND (t.reference = p.id::text OR t.reference LIKE p.id::text || ':%'))`, sortedKeys(transferred))
 	if err != nil {
 		return fmt.Errorf("payouts given back: %w", err)
 	}
@@ -177,21 +183,23 @@ func (su *suite) checkConnectedFailures(ctx context.Context, _ *workload, rep *R
 		return fmt.Errorf("payouts given back: %w", err)
 	}
 	var bad []string
-	back := 0
+	failedBack := 0
 	for _, id := range givenBack {
-		if !reversed[id] {
+		switch {
+		case !reversed[id]:
 			bad = append(bad, id)
-			continue
+		case failed[id]:
+			failedBack++
 		}
-		back++
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		rep.violation("%d payouts whose connected payout failed were given back though their transfer was not reversed: %s",
+		rep.violation("%d payouts whose transfer reached a connected account were given back though the transfer was never reversed: %s",
 			len(bad), strings.Join(bad, ", "))
 		return nil
 	}
-	rep.passed("21. %d payouts whose connected payout failed after the transfer: none given back without a reversal of its transfer (%d given back after one)",
-		len(ids), back)
+	rep.passed("21. %d payouts whose connected payout failed after the transfer, %d given back after a reversal of it; "+
+		"none of the %d payouts with a transfer given back without one (%d given back)",
+		len(failed), failedBack, len(transferred), len(givenBack))
 	return nil
 }

@@ -41,13 +41,16 @@ func TestCheckTransfersOnceNamesAPayoutWithTwoTransfers(t *testing.T) {
 
 // Invariant 21 fails for a payout whose connected payout failed and whose
 // money came back without a reversal of its transfer, whether the PSP's
-// record or the worker's parking says it failed; a payout given back after
-// its transfer was reversed, and one still held, pass.
+// record or the worker's parking says it failed, and for a payout by a
+// transfer alone given back unreversed; a payout given back after its
+// transfer was reversed, one still held and one whose transfer was never
+// made pass.
 func TestCheckConnectedFailuresWantsAReversalBeforeMoneyBack(t *testing.T) {
 	ctx := context.Background()
 	db := newWeekDB(t)
 	reversed, unreversed, parked, held := db.payout("FINALIZED"), db.payout("FINALIZED"), db.payout("FINALIZED"), db.payout("NEEDS_REVIEW")
-	for _, id := range []string{reversed, unreversed, parked} {
+	transferOnly, refused := db.payout("FINALIZED"), db.payout("FINALIZED")
+	for _, id := range []string{reversed, unreversed, parked, transferOnly, refused} {
 		db.release(id)
 	}
 	for _, id := range []string{parked, held} {
@@ -69,6 +72,7 @@ func TestCheckConnectedFailuresWantsAReversalBeforeMoneyBack(t *testing.T) {
 		transfer(unreversed, 0), connectedFailed(unreversed),
 		transfer(parked, 0),
 		transfer(held, 0), connectedFailed(held),
+		transfer(transferOnly, 0),
 	}
 	su := &suite{pool: db.pool, ports: stackPorts(pspServer(t, objs))}
 	rep := &Report{}
@@ -76,19 +80,22 @@ func TestCheckConnectedFailuresWantsAReversalBeforeMoneyBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(rep.Violations, "\n")
-	if len(rep.Violations) != 1 || !strings.Contains(got, "2 payouts whose connected payout failed were given back") ||
-		!strings.Contains(got, unreversed) || !strings.Contains(got, parked) || strings.Contains(got, reversed) || strings.Contains(got, held) {
-		t.Fatalf("violations:\n%s\nwant %s and %s named, and nothing else", got, unreversed, parked)
+	if len(rep.Violations) != 1 || !strings.Contains(got, "3 payouts whose transfer reached a connected account were given back") ||
+		!strings.Contains(got, unreversed) || !strings.Contains(got, parked) || !strings.Contains(got, transferOnly) ||
+		strings.Contains(got, reversed) || strings.Contains(got, held) || strings.Contains(got, refused) {
+		t.Fatalf("violations:\n%s\nwant %s, %s and %s named, and nothing else", got, unreversed, parked, transferOnly)
 	}
 
-	objs[2], objs[4] = transfer(unreversed, 500), transfer(parked, 500)
+	objs[2], objs[4], objs[7] = transfer(unreversed, 500), transfer(parked, 500), transfer(transferOnly, 200)
 	su = &suite{pool: db.pool, ports: stackPorts(pspServer(t, objs))}
 	rep = &Report{}
 	if err := su.checkConnectedFailures(ctx, &workload{}, rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Violations) != 0 || len(rep.Checks) != 1 || !strings.Contains(rep.Checks[0], "21. 4 payouts") ||
-		!strings.Contains(rep.Checks[0], "(3 given back after one)") {
-		t.Fatalf("violations %v, checks %v; want invariant 21 to pass for 4 payouts, 3 given back", rep.Violations, rep.Checks)
+	if len(rep.Violations) != 0 || len(rep.Checks) != 1 ||
+		!strings.Contains(rep.Checks[0], "21. 4 payouts whose connected payout failed after the transfer, 3 given back after a reversal") ||
+		!strings.Contains(rep.Checks[0], "none of the 5 payouts with a transfer given back without one (4 given back)") {
+		t.Fatalf("violations %v, checks %v; want invariant 21 to pass: 4 failed, 3 of them given back, 5 with a transfer, 4 given back",
+			rep.Violations, rep.Checks)
 	}
 }

@@ -74,8 +74,8 @@ type OperatorReport struct {
 	// dead letter the operator replayed (nothing to resolve: the replay
 	// looks the payout up and sends it).
 	Replayed int
-	// Reversed counts payouts parked because their connected payout failed
-	// after the transfer, whose transfer the operator reversed
+	// Reversed counts payouts in review whose connected payout failed or
+	// was refused after the transfer, whose transfer the operator reversed
 	// (reverseConnectedFailures).
 	Reversed int
 	// Left names payouts left in review because the PSP's record did not
@@ -602,7 +602,7 @@ func (op *OperatorReport) lines() []string {
 	if op.Disabled {
 		out = append(out, "operator disabled (-no-operator): NEEDS_REVIEW payouts are left to invariant 3")
 	}
-	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d transfers reversed whose connected payout failed; %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d never sent, their dead letter replayed; %d left (PSP record unknown)",
+	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d transfers reversed whose connected payout failed or was refused; %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d never sent, their dead letter replayed; %d left (PSP record unknown)",
 		op.Planted, op.PlantedInReview, op.Reversed, op.Listed, op.Resolved, op.Approved, len(op.Refused), op.Replayed, len(op.Left)))
 	sort.Strings(op.Refused)
 	for _, r := range op.Refused {

@@ -146,8 +146,18 @@ func (w *workload) record(h *webhook) {
 }
 
 func (w *workload) stripeEvent(id, typ string, created int64, object string) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":%q,"data":{"object":%s},"livemode":false}`,
-		id, created, typ, object))
+	return w.stripeEventOf("", id, typ, created, object)
+}
+
+// stripeEventOf is a Stripe event sent for connected account account (its
+// top-level "account"), or for the platform when account is empty.
+func (w *workload) stripeEventOf(account, id, typ string, created int64, object string) []byte {
+	of := ""
+	if account != "" {
+		of = fmt.Sprintf(`,"account":%q`, account)
+	}
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":%q,"data":{"object":%s},"livemode":false%s}`,
+		id, created, typ, object, of))
 }
 
 func (w *workload) stripePayment(n int, user string, amount int64, twin, dup bool) {
@@ -334,7 +344,12 @@ func (w *workload) staleFinalisation(n int) {
 	obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":%d,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
 		ref, int64(amount), typ[len("payout."):], pick.PayoutID)
 	old := time.Now().Add(-48 * time.Hour).Unix()
-	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEvent(id, typ, old, obj))})
+	// A payout paid out on a connected account: its events come from it.
+	var account string
+	if pick.External != "" {
+		account, _ = p["destination"].(string)
+	}
+	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEventOf(account, id, typ, old, obj))})
 }
 
 func stringsHasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

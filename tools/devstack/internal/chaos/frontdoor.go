@@ -244,7 +244,7 @@ func (su *suite) checkFrontDoor(ctx context.Context, wl *workload, rep *Report) 
 	var payouts, destinations, outbox int
 	err := su.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM payouts WHERE client_id = 'intruder' OR idempotency_key LIKE 'intruder-%'),
-		(SELECT count(*) FROM destinations WHERE created_by = 'intruder' OR disabled_by = 'intruder' OR destination LIKE 'acct_intruder_%'),
+		(SELECT count(*) FROM destinations WHERE created_by = 'intruder' OR disabled_by = 'intruder' OR destination LIKE 'acct\_intruder\_%'),
 		(SELECT count(*) FROM transaction_outbox WHERE payload->>'user_id' LIKE 'intruder%')`).Scan(&payouts, &destinations, &outbox)
 	if err != nil {
 		return err

@@ -193,10 +193,16 @@ func (s *suite) bearer(tok string) map[string]string {
 
 // registerDestination registers a payout destination for user, as a client
 // must before paying out to it.
-func (s *suite) registerDestination(user, provider, dest string) {
+// registerDestination registers dest for user; external, when not empty,
+// names the Stripe connected account's external account its payouts go to.
+func (s *suite) registerDestination(user, provider, dest, external string) {
 	s.t.Helper()
-	r := s.do(http.MethodPost, s.api+"/v1/users/"+user+"/destinations",
-		[]byte(fmt.Sprintf(`{"provider":%q,"destination":%q}`, provider, dest)), s.bearer(s.token))
+	body, err := json.Marshal(map[string]string{"provider": provider, "destination": dest, "external_account": external})
+	require.NoError(s.t, err)
+	if external == "" {
+		body = []byte(fmt.Sprintf(`{"provider":%q,"destination":%q}`, provider, dest))
+	}
+	r := s.do(http.MethodPost, s.api+"/v1/users/"+user+"/destinations", body, s.bearer(s.token))
 	require.Contains(s.t, []int{200, 201}, r.status, r.raw)
 }
 
@@ -259,13 +265,14 @@ func TestWholePath(t *testing.T) {
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	// A payout goes out through the PSP and is finished by its webhook; it
-	// goes only to a destination registered for the user.
-	unregistered := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+	// goes only to a destination registered for the user: a connected
+	// account, paid by a transfer, then its payout to its bank account.
+	unregistered := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"acct_alice","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-0"})
 	require.Equal(t, 422, unregistered.status, unregistered.raw)
-	s.registerDestination(user, "stripe", "ba_alice")
-	s.registerDestination(user, "stripe", "ba_invalid_closed")
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"ba_alice","provider":"stripe"}`),
+	s.registerDestination(user, "stripe", "acct_alice", "ba_alice_checking")
+	s.registerDestination(user, "stripe", "acct_invalid_closed", "")
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":1500,"currency":"usd","destination":"acct_alice","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-1"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)
@@ -284,12 +291,23 @@ func TestWholePath(t *testing.T) {
 	}
 	require.Equal(t, []string{"INITIALIZED", "SENDING_TO_GATEWAY", "SENT_TO_GATEWAY", "AWAITING_RESPONSE", "SUCCEEDED"}, steps)
 
-	// The PSP paid exactly once, under the payout's idempotency key.
+	// The PSP made one transfer to the connected account under the
+	// payout's idempotency key, and the account paid it out once to its
+	// bank account under a key of its own.
 	objs := s.do(http.MethodGet, s.psp+"/_psp/objects?payout_id="+pid, nil, nil)
 	items := objs.body["items"].([]any)
-	require.Len(t, items, 1)
-	require.Equal(t, "aegis-payout-"+pid, items[0].(map[string]any)["idempotency_key"])
-	require.Equal(t, "paid", items[0].(map[string]any)["status"])
+	require.Len(t, items, 2, objs.raw)
+	byKind := map[string]map[string]any{}
+	for _, it := range items {
+		o := it.(map[string]any)
+		byKind[o["kind"].(string)] = o
+	}
+	require.Equal(t, "aegis-payout-"+pid, byKind["transfer"]["idempotency_key"], objs.raw)
+	require.Equal(t, "acct_alice", byKind["transfer"]["destination"], objs.raw)
+	require.Equal(t, "aegis-payout-"+pid+"-payout", byKind["payout"]["idempotency_key"], objs.raw)
+	require.Equal(t, "acct_alice", byKind["payout"]["account"], objs.raw)
+	require.Equal(t, "ba_alice_checking", byKind["payout"]["destination"], objs.raw)
+	require.Equal(t, "paid", byKind["payout"]["status"], objs.raw)
 
 	// The ledger: every transaction balanced, the wallet equals its entries.
 	require.Zero(t, s.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))
@@ -304,9 +322,10 @@ func TestWholePath(t *testing.T) {
 	stats := s.do(http.MethodGet, s.dlq+"/v1/dead-letters/stats", nil, s.bearer(s.opToken))
 	require.Equal(t, 200, stats.status, stats.raw)
 
-	// A payout to an invalid account: FAILED, hold released, and a dead
-	// letter that travels worker → outbox → relay → Kafka → dlq-admin.
-	bad := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":700,"currency":"usd","destination":"ba_invalid_closed","provider":"stripe"}`),
+	// A payout to an invalid account (its transfer refused): FAILED, hold
+	// released, and a dead letter that travels worker → outbox → relay →
+	// Kafka → dlq-admin.
+	bad := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"alice","amount":700,"currency":"usd","destination":"acct_invalid_closed","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-payout-2"})
 	require.Equal(t, 202, bad.status, bad.raw)
 	badID := bad.body["payout_id"].(string)

@@ -24,9 +24,9 @@ func TestForgedOutcomeDatedAheadDoesNotStrandThePayout(t *testing.T) {
 	// payout requested before the credit lands ends FINALIZED for
 	// insufficient funds, so wait.
 	s.eventually("wallet credited", func() bool { return s.balance(user) == 5000 })
-	s.registerDestination(user, "stripe", "ba_fiona")
+	s.registerDestination(user, "stripe", "acct_fiona", "ba_fiona_checking")
 	p := s.do(http.MethodPost, s.api+"/v1/payouts",
-		[]byte(`{"user_id":"fiona","amount":1500,"currency":"usd","destination":"ba_fiona","provider":"stripe"}`),
+		[]byte(`{"user_id":"fiona","amount":1500,"currency":"usd","destination":"acct_fiona","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-forged-ahead"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)
@@ -34,7 +34,9 @@ func TestForgedOutcomeDatedAheadDoesNotStrandThePayout(t *testing.T) {
 	s.eventually("payout sent", func() bool { return get().body["status"] == "AWAITING_RESPONSE" })
 	ref := get().body["psp_reference"].(string)
 
-	forged := []byte(fmt.Sprintf(`{"id":"evt_forged_ahead","object":"event","created":%d,"livemode":false,"type":"payout.paid",`+
+	// From the connected account, as the genuine one comes: only the
+	// amount is wrong.
+	forged := []byte(fmt.Sprintf(`{"id":"evt_forged_ahead","object":"event","created":%d,"livemode":false,"account":"acct_fiona","type":"payout.paid",`+
 		`"data":{"object":{"id":%q,"object":"payout","amount":150000,"currency":"usd","status":"paid","metadata":{"payout_id":%q}}}}`,
 		time.Now().Add(time.Minute).Unix(), ref, pid))
 	a := s.signedStripe(forged)

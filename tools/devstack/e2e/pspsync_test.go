@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/payout"
+	"github.com/stripe/stripe-go/v76/transfer"
 
 	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
@@ -134,18 +134,19 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	require.Equal(t, http.StatusOK, late.status, late.raw)
 	require.Equal(t, "duplicate", late.body["status"])
 
-	// A payout paid at the PSP whose payout is FAILED here (its outcome
-	// webhook dropped): one disagreement, one critical alert.
+	// A payout paid at the PSP whose payout is FAILED here: its transfer
+	// to the connected account (paid when made; Stripe sends no event for
+	// that) is one disagreement, one critical alert.
 	failedHere := uuid.NewString()
-	fixture.Payout{ID: failedHere, ClientID: "dev", UserID: "erin", Amount: 700, Destination: "ba_erin",
+	fixture.Payout{ID: failedHere, ClientID: "dev", UserID: "erin", Amount: 700, Destination: "acct_erin",
 		Status: payoutstate.Failed}.Insert(t, s.db.Pool)
-	pc := payout.Client{B: stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(s.psp),
+	tc := transfer.Client{B: stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{URL: stripe.String(s.psp),
 		MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}}), Key: s.cfg.Secrets.StripeSecretKey}
-	params := &stripe.PayoutParams{Amount: stripe.Int64(700), Currency: stripe.String("usd"), Destination: stripe.String("ba_erin")}
+	params := &stripe.TransferParams{Amount: stripe.Int64(700), Currency: stripe.String("usd"), Destination: stripe.String("acct_erin")}
 	params.AddMetadata("payout_id", failedHere)
-	po, err := pc.New(params)
+	tr, err := tc.New(params)
 	require.NoError(t, err)
-	settled := s.do(http.MethodPost, s.psp+"/_psp/objects/"+po.ID+"/settle", []byte(`{"outcome":"paid"}`), nil)
+	settled := s.do(http.MethodPost, s.psp+"/_psp/objects/"+tr.ID+"/settle", []byte(`{"outcome":"paid"}`), nil)
 	require.Equal(t, http.StatusOK, settled.status, settled.raw)
 
 	run = s.runPSPReconciliation()

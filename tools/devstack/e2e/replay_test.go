@@ -42,16 +42,16 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 		return w.body["balance"].(float64)
 	}
 	require.Equal(t, 200, s.signedStripe(payment("evt_replay_credit", user, 5000)).status)
-	s.registerDestination(user, "stripe", "ba_rhea")
+	s.registerDestination(user, "stripe", "acct_rhea", "") // paid by a transfer alone
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	// Attempt 1 times out before the PSP executes it; attempt 2 executes
-	// (the PSP creates the payout) and the answer is lost. Two attempts
+	// (the PSP creates the transfer) and the answer is lost. Two attempts
 	// are all the worker has: NEEDS_REVIEW, the hold kept, a dead letter.
 	f := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"provider":"stripe","timeout":"3s","next":[`+
 		`{"kind":"timeout","count":1},{"kind":"timeout_after_create","count":1}]}`), nil)
 	require.Equal(t, 200, f.status, f.raw)
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rhea","amount":1500,"currency":"usd","destination":"ba_rhea","provider":"stripe"}`),
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rhea","amount":1500,"currency":"usd","destination":"acct_rhea","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-replay-payout"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)

@@ -28,13 +28,13 @@ func TestOperatorResolvesANeedsReviewPayout(t *testing.T) {
 		return w.body["balance"].(float64)
 	}
 	require.Equal(t, 200, s.signedStripe(payment("evt_resolve_credit", user, 5000)).status)
-	s.registerDestination(user, "stripe", "ba_rosa")
+	s.registerDestination(user, "stripe", "acct_rosa", "") // paid by a transfer alone
 	s.eventually("wallet credited", func() bool { return wallet() == 5000 })
 
 	f := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"provider":"stripe","timeout":"3s","next":[`+
 		`{"kind":"timeout","count":1},{"kind":"timeout_after_create","count":1}]}`), nil)
 	require.Equal(t, 200, f.status, f.raw)
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rosa","amount":1500,"currency":"usd","destination":"ba_rosa","provider":"stripe"}`),
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"rosa","amount":1500,"currency":"usd","destination":"acct_rosa","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "e2e-resolve-payout"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)

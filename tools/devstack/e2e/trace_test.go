@@ -82,9 +82,9 @@ func TestOneTraceAcrossTheFourServices(t *testing.T) {
 	})
 
 	// The payout.
-	s.registerDestination(user, "stripe", "ba_tracy")
-	s.registerDestination(user, "stripe", "ba_invalid_closed")
-	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"tracy","amount":1500,"currency":"usd","destination":"ba_tracy","provider":"stripe"}`),
+	s.registerDestination(user, "stripe", "acct_tracy", "ba_tracy_checking")
+	s.registerDestination(user, "stripe", "acct_invalid_closed", "")
+	p := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"tracy","amount":1500,"currency":"usd","destination":"acct_tracy","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "trace-payout-1"})
 	require.Equal(t, 202, p.status, p.raw)
 	pid := p.body["payout_id"].(string)
@@ -125,7 +125,7 @@ func TestOneTraceAcrossTheFourServices(t *testing.T) {
 
 	// A payout the PSP refuses for good: its dead letter carries the trace
 	// to dlq-admin, which stores it under a span of the same trace.
-	bad := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"tracy","amount":700,"currency":"usd","destination":"ba_invalid_closed","provider":"stripe"}`),
+	bad := s.do(http.MethodPost, s.api+"/v1/payouts", []byte(`{"user_id":"tracy","amount":700,"currency":"usd","destination":"acct_invalid_closed","provider":"stripe"}`),
 		map[string]string{"Authorization": "Bearer " + s.token, "Idempotency-Key": "trace-payout-2"})
 	require.Equal(t, 202, bad.status, bad.raw)
 	badID := bad.body["payout_id"].(string)

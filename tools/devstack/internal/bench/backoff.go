@@ -265,7 +265,7 @@ func backoffPayout(ctx context.Context, pool *pgxpool.Pool, u int) error {
 	return backoffWrite(ctx, pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider)
-			VALUES ($1::uuid, 'bench', $1, 'h', $2, 100, 'usd', 'ba_bench', 'stripe')`, id, user)
+			VALUES ($1::uuid, 'bench', $1, 'h', $2, 100, 'usd', 'acct_bench', 'stripe')`, id, user)
 		return err
 	}, outbox.Message{Topic: kafkax.TopicTransactions, EventType: typ, PartitionKey: user, Payload: b,
 		Headers: map[string]string{kafkax.HeaderMessageID: event.PayoutRequestID(id), kafkax.HeaderEventType: typ}})

@@ -40,8 +40,11 @@ const (
 	// load stops before the step is declared behind.
 	e2eDrain = 30 * time.Second
 	e2eToken = "bench-e2e-token-0123456789"
-	// A Stripe external account the PSP stand-in pays (no magic prefix).
-	e2eDestination = "ba_e2ebench"
+	// A Stripe connected account and its external account the PSP
+	// stand-in pays (no magic prefix): each payout is a transfer, then the
+	// account's payout, which stays pending (the measured end).
+	e2eDestination     = "acct_e2ebench"
+	e2eExternalAccount = "ba_e2ebench"
 )
 
 // Offered load steps, as fractions of the bare pgbench rate measured just
@@ -437,7 +440,7 @@ func (e *e2eRun) creditStep(ctx context.Context, rate float64, d time.Duration) 
 func (e *e2eRun) registerDestinations(ctx context.Context) error {
 	e.r.progress("e2e: registering a payout destination for %d wallets", len(e.credited))
 	for user := range e.credited {
-		body := fmt.Sprintf(`{"provider":"stripe","destination":%q}`, e2eDestination)
+		body := fmt.Sprintf(`{"provider":"stripe","destination":%q,"external_account":%q}`, e2eDestination, e2eExternalAccount)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/v1/users/"+user+"/destinations", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+e2eToken)
 		req.Header.Set("Content-Type", "application/json")

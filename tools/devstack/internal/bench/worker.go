@@ -131,10 +131,14 @@ func (r *Runner) worker(ctx context.Context) error {
 	r.add(Row{"worker", fmt.Sprintf("wallet credits, steady rate (first to last credit's commit) vs pgbench of the same credit batch (%v clients before, %d after; best run)", creditClients, bestClients),
 		fmt.Sprintf("%.0f /s = %.2f× pgbench (runs: %s tx/s)", steady, ratio, joinRates(cb.runs)), "≥ 0.8× pgbench", verdict(ratio >= 0.8)})
 
+	// Each to a connected account's bank account, as every Stripe payout
+	// goes: a transfer, then the account's payout, which the stand-in
+	// leaves pending (PSP_SETTLE_DELAY 0).
 	r.progress("worker: %d payouts through the PSP stand-in", benchPayouts)
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination, provider)
-		SELECT gen_random_uuid(), 'bench', 'k-' || i, 'h', 'user-' || (i % $2), 100, 'usd', 'ba_bench', 'stripe'
+		INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency, destination,
+		                     external_account, provider)
+		SELECT gen_random_uuid(), 'bench', 'k-' || i, 'h', 'user-' || (i % $2), 100, 'usd', 'acct_bench', 'ba_bench', 'stripe'
 		FROM generate_series(1, $1) i`, benchPayouts, benchUsers); err != nil {
 		return err
 	}
@@ -168,7 +172,7 @@ func (r *Runner) worker(ctx context.Context) error {
 	}
 	took = time.Since(start)
 	payouts := float64(benchPayouts) / took.Seconds()
-	r.add(Row{"worker", fmt.Sprintf("payouts from Kafka through wallet lock, hold and PSP call to AWAITING_RESPONSE (%dk)", benchPayouts/1000),
+	r.add(Row{"worker", fmt.Sprintf("payouts from Kafka through wallet lock, hold and PSP calls (transfer, connected payout) to AWAITING_RESPONSE (%dk)", benchPayouts/1000),
 		fmt.Sprintf("%.0f payouts/s", payouts), "≥ 500 /s", verdict(payouts >= 500)})
 	r.add(Row{"worker", "during payouts: Redis wallet-lock acquisitions / ledger tx", fmt.Sprintf("%.0f /s / %.0f /s", payouts, payouts), "—", ""})
 	return nil

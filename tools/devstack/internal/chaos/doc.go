@@ -8,8 +8,10 @@
 // and Paystack webhooks (duplicates, twin events for one payment, stale
 // finalisations, bad signatures and bodies) and payout requests (repeated
 // Idempotency-Keys, with the same and with another body, each to a
-// destination registered first), a second API client reaching for the first
-// one's users (payouts, reads, destinations: all must be refused 403 and
+// destination registered first: Stripe ones to connected accounts, by a
+// transfer alone or by a transfer and then the account's payout, some of
+// which fail after the transfer (connect.go)), a second API client
+// reaching for the first one's users (payouts, reads, destinations: all must be refused 403 and
 // leave nothing behind) and payments whose user id no store can hold (they
 // must be answered, dead-lettered and never credited), refunds (partial,
 // full, failing after creation) and disputes (won, lost) of earlier
@@ -27,9 +29,11 @@
 //
 // Then the faults stop, a PSP reconciliation is requested from dlq-admin
 // (it must recover the lost events from the PSP's record), the system drains (bounded), every open dead letter
-// that can be replayed is replayed through dlq-admin, it drains again, a few
+// that can be replayed is replayed through dlq-admin (except those of
+// payouts whose connected payout failed), it drains again, a few
 // payouts with unknown outcomes are planted in NEEDS_REVIEW and an operator
-// resolves every NEEDS_REVIEW payout from the PSP's record through
+// reverses the transfers of payouts whose money sits in a connected account
+// and resolves every other NEEDS_REVIEW payout from the PSP's record through
 // dlq-admin, the larger ones with four-eyes (operator.go), it drains a last
 // time, and the invariants are checked (invariants.go): no payout may be
 // left non-final. The seed makes a failing run

@@ -14,10 +14,13 @@ import (
 // The evidence part of the run: PSP outcome events signed with
 // the real secrets but not matching their payout (a wrong amount), which
 // must change nothing and be dead-lettered as outcome_mismatch; and payouts
-// whose first PSP answer is lost (the PSP stand-in's ba_lost_* destinations:
-// executed, then a timeout), which must be looked up and adopted, or failed
-// only once the PSP confirms it has nothing, and never given back while the
-// PSP paid.
+// whose first PSP answer is lost (connected accounts whose external account
+// is one of the PSP stand-in's ba_lost_*: the transfer is made, then the
+// first create of the account's payout executes and its answer is lost),
+// which must be looked up and adopted, and never given back while the PSP
+// paid. A payout the PSP refused there (ba_lost_invalid_*) leaves the money
+// in the connected account: it waits in review for the operator to reverse
+// its transfer (operator.go), like every failed connected payout.
 
 // evidenceLog records what the evidence operations sent.
 type evidenceLog struct {
@@ -40,15 +43,15 @@ func (w *workload) evidenceOp(n int, user string) func() {
 	case r < 0.02:
 		return func() { w.forgedOutcome(n) }
 	case r < 0.04:
-		dest := fmt.Sprintf("ba_lost_ok_%d", n)
+		external := fmt.Sprintf("ba_lost_ok_%d", n)
 		if w.rng.Float64() < 0.5 {
-			dest = fmt.Sprintf("ba_lost_invalid_%d", n)
+			external = fmt.Sprintf("ba_lost_invalid_%d", n)
 		}
-		body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":"usd","destination":%q,"provider":"stripe"}`,
-			user, 100+w.rng.IntN(900), dest)
+		body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":"usd","destination":"acct_chaos_lost_%d","provider":"stripe"}`,
+			user, 100+w.rng.IntN(900), n)
 		key := fmt.Sprintf("chaos-key-%d", n)
-		w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, Expect: "new"})
-		return func() { w.payout(key, body, "new") }
+		w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, External: external, Expect: "new"})
+		return func() { w.payout(key, body, external, "new") }
 	}
 	return nil
 }
@@ -176,7 +179,7 @@ func (su *suite) checkEvidence(ctx context.Context, wl *workload, rep *Report) e
 		SELECT p.id::text, p.destination, p.status,
 		       EXISTS (SELECT 1 FROM ledger_transactions t WHERE t.kind = 'payout_release' AND t.reference = p.id::text),
 		       (SELECT count(*) FROM payout_attempts a WHERE a.payout_id = p.id AND a.kind = 'lookup')
-		FROM payouts p WHERE p.destination LIKE 'ba_lost_%'`)
+		FROM payouts p WHERE p.external_account LIKE 'ba\_lost\_%'`)
 	if err != nil {
 		return err
 	}

@@ -81,11 +81,11 @@ func (w *workload) intrude(n int, user string, kind int) {
 		what = "payout from " + user
 		h["Idempotency-Key"] = fmt.Sprintf("intruder-key-%d", n)
 		status, _ = w.postJSON("/v1/payouts", []byte(fmt.Sprintf(
-			`{"user_id":%q,"amount":100,"currency":"usd","destination":"ba_intruder_%d","provider":"stripe"}`, user, n)), h)
+			`{"user_id":%q,"amount":100,"currency":"usd","destination":"acct_intruder_%d","provider":"stripe"}`, user, n)), h)
 	case 1:
 		what = "destination on " + user
 		status, _ = w.postJSON("/v1/users/"+user+"/destinations", []byte(fmt.Sprintf(
-			`{"provider":"stripe","destination":"ba_intruder_%d"}`, n)), h)
+			`{"provider":"stripe","destination":"acct_intruder_%d","external_account":"ba_intruder_%d"}`, n, n)), h)
 	case 2:
 		what = "wallet of " + user
 		status, _ = w.getAs("/v1/wallets/"+user, intruderToken)
@@ -149,19 +149,25 @@ func (w *workload) sendStripeJSON(body []byte) (status int, answer map[string]an
 }
 
 // registerDestination registers the destination of a payout body for its
-// user, as a client must before the payout, retrying what a client would.
-func (w *workload) registerDestination(body string) {
+// user (with external, when not empty, as its Stripe connected account's
+// external account), as a client must before the payout, retrying what a
+// client would.
+func (w *workload) registerDestination(body, external string) {
 	var req struct{ UserID, Provider, Destination string }
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(body), &raw)
 	req.UserID, _ = raw["user_id"].(string)
 	req.Provider, _ = raw["provider"].(string)
 	req.Destination, _ = raw["destination"].(string)
+	reg, _ := json.Marshal(struct {
+		Provider        string `json:"provider"`
+		Destination     string `json:"destination"`
+		ExternalAccount string `json:"external_account,omitempty"`
+	}{req.Provider, req.Destination, external})
 	h := map[string]string{"Authorization": "Bearer " + w.token, "Content-Type": "application/json"}
 	var status int
 	for attempt := 0; attempt < 6; attempt++ {
-		status, _ = w.postJSON("/v1/users/"+req.UserID+"/destinations",
-			[]byte(fmt.Sprintf(`{"provider":%q,"destination":%q}`, req.Provider, req.Destination)), h)
+		status, _ = w.postJSON("/v1/users/"+req.UserID+"/destinations", reg, h)
 		if status != 0 && status < 500 {
 			break
 		}
@@ -238,7 +244,7 @@ func (su *suite) checkFrontDoor(ctx context.Context, wl *workload, rep *Report) 
 	var payouts, destinations, outbox int
 	err := su.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM payouts WHERE client_id = 'intruder' OR idempotency_key LIKE 'intruder-%'),
-		(SELECT count(*) FROM destinations WHERE created_by = 'intruder' OR disabled_by = 'intruder' OR destination LIKE 'ba_intruder_%'),
+		(SELECT count(*) FROM destinations WHERE created_by = 'intruder' OR disabled_by = 'intruder' OR destination LIKE 'acct\_intruder\_%'),
 		(SELECT count(*) FROM transaction_outbox WHERE payload->>'user_id' LIKE 'intruder%')`).Scan(&payouts, &destinations, &outbox)
 	if err != nil {
 		return err

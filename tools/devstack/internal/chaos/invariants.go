@@ -22,7 +22,7 @@ func (su *suite) check(ctx context.Context, wl *workload, rep *Report) error {
 	for _, f := range []func(context.Context, *workload, *Report) error{
 		su.checkWebhooks, su.checkPSP, su.checkPayouts, su.checkLedger, su.checkFailures, su.checkOrder,
 		su.checkFrontDoor, su.checkEvidence, su.checkPoison, su.checkPickup, su.checkMoneyBack, su.checkResolutions,
-		su.checkReversals,
+		su.checkReversals, su.checkTransfersOnce, su.checkConnectedFailures,
 	} {
 		if err := f(ctx, wl, rep); err != nil {
 			return err
@@ -196,14 +196,33 @@ type pspObject struct {
 	Status   string `json:"status"`
 	// AmountReversed is how much of a Stripe transfer the PSP took back.
 	AmountReversed int64 `json:"amount_reversed"`
+	// Account is the Stripe connected account a payout was made on
+	// (Stripe-Account): the second step of a payout to one of its external
+	// accounts. Empty for the platform's own objects.
+	Account string `json:"account"`
 	// FailureCode says why a failed object failed.
 	FailureCode    string    `json:"failure_code"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
 }
 
+// pspObjects reads the objects with which the PSP paid the platform's
+// money out: Paystack transfers, and Stripe transfers (and platform
+// payouts). A connected account's own payouts are left out: the money left
+// the platform with the transfer before it, and counting both would pay
+// one payout twice (connectedPayouts reads those).
 func (su *suite) pspObjects(ctx context.Context) ([]pspObject, error) {
-	return fetchPSPObjects(ctx, stack.URL(su.ports.PSP))
+	objs, err := fetchPSPObjects(ctx, stack.URL(su.ports.PSP))
+	if err != nil {
+		return nil, err
+	}
+	platform := objs[:0]
+	for _, o := range objs {
+		if o.Account == "" {
+			platform = append(platform, o)
+		}
+	}
+	return platform, nil
 }
 
 // fetchPSPObjects reads every object the stand-in at base created.

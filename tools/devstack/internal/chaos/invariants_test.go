@@ -56,7 +56,7 @@ func TestCheckPayoutsFailsForAPayoutLeftInReviewOrAHoldLeftBehind(t *testing.T) 
 	payout := func(status string) string {
 		id := uuid.NewString()
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency,
-			destination, provider, status) VALUES ($1::uuid, 'chaos', $1::text, 'h', 'chaos-review', 500, 'usd', 'ba_x', 'stripe', $2)`, id, status); err != nil {
+			destination, provider, status) VALUES ($1::uuid, 'chaos', $1::text, 'h', 'chaos-review', 500, 'usd', 'acct_x', 'stripe', $2)`, id, status); err != nil {
 			t.Fatal(err)
 		}
 		ledgerTx(t, db.Pool, "payout_hold", id, user, holds, 500)

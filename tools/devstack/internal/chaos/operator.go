@@ -74,6 +74,10 @@ type OperatorReport struct {
 	// dead letter the operator replayed (nothing to resolve: the replay
 	// looks the payout up and sends it).
 	Replayed int
+	// Reversed counts payouts in review whose connected payout failed or
+	// was refused after the transfer, whose transfer the operator reversed
+	// (reverseConnectedFailures).
+	Reversed int
 	// Left names payouts left in review because the PSP's record did not
 	// say what happened.
 	Left []string
@@ -105,7 +109,20 @@ type verdict struct {
 // object is paid; failed when every object it holds for it failed, or when
 // it holds none and refused every request it received for it; nothing
 // (ok false, with why) otherwise.
+//
+// A payout to a connected account's external account is its transfer and
+// then that account's payout: once the latter exists it alone says whether
+// the payout was paid (the transfer only moved the money to the account).
 func decideFromPSP(objs []pspObject, calls []pspCall) (verdict, bool) {
+	var connected []pspObject
+	for _, o := range objs {
+		if o.Account != "" {
+			connected = append(connected, o)
+		}
+	}
+	if len(connected) > 0 {
+		objs = connected
+	}
 	var live, failed []pspObject
 	for _, o := range objs {
 		if o.Status == "failed" {
@@ -176,26 +193,34 @@ func (su *suite) plantReviews(ctx context.Context, in *injector, wl *workload, n
 	}); err != nil {
 		return fmt.Errorf("the review wallet was not credited: %w", err)
 	}
+	// Transfers to connected accounts, each one object at the PSP: one
+	// that pays, one that settles failed (the PSP reverses it), one refused
+	// at creation. Registered before the faults: a registration asks the
+	// PSP about the account, and would time out under them.
+	bodies := make([]string, len(amounts))
+	for i, amt := range amounts {
+		dest := fmt.Sprintf("acct_review_%d", i)
+		switch i % 3 {
+		case 1:
+			dest = fmt.Sprintf("acct_fail_review_%d", i) // created, then fails at the PSP
+		case 2:
+			dest = fmt.Sprintf("acct_invalid_review_%d", i) // refused at creation
+		}
+		bodies[i] = fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":"usd","destination":%q,"provider":"stripe"}`, reviewUser, amt, dest)
+		wl.registerDestination(bodies[i], "")
+	}
 	if err := in.pspFaults(`{"latency":"2500ms","drop_webhook_rate":1}`); err != nil {
 		return err
 	}
 	defer func() { _ = in.pspFaults("") }()
 	var ids []string
-	for i, amt := range amounts {
-		dest := fmt.Sprintf("ba_review_%d", i)
-		switch i % 3 {
-		case 1:
-			dest = fmt.Sprintf("ba_fail_review_%d", i) // created, then fails at the PSP
-		case 2:
-			dest = fmt.Sprintf("ba_invalid_review_%d", i) // refused at creation
-		}
-		body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":"usd","destination":%q,"provider":"stripe"}`, reviewUser, amt, dest)
+	for i, body := range bodies {
 		key := fmt.Sprintf("chaos-review-key-%d", i)
 		p := &payoutReq{Key: key, Body: body, Expect: "new"}
 		wl.mu.Lock()
 		wl.payouts = append(wl.payouts, p)
 		wl.mu.Unlock()
-		wl.payout(key, body, "new")
+		wl.payout(key, body, "", "new")
 		wl.mu.Lock()
 		id := p.PayoutID
 		wl.mu.Unlock()
@@ -230,11 +255,15 @@ func (su *suite) plantReviews(ctx context.Context, in *injector, wl *workload, n
 	return nil
 }
 
-// operate is the operator: a pass with dlq-admin as it runs (payouts up to
-// fourEyesAbove), dlq-admin restarted with four-eyes on, and a pass over
+// operate is the operator: the transfers of payouts whose connected payout
+// failed reversed (connect.go), a pass with dlq-admin as it runs (payouts
+// up to fourEyesAbove), dlq-admin restarted with four-eyes on, and a pass over
 // everything still in review, each resolution approved by a second
 // operator.
 func (su *suite) operate(ctx context.Context, op *OperatorReport) error {
+	if err := su.reverseConnectedFailures(ctx, op); err != nil {
+		return err
+	}
 	if err := su.operatorPass(ctx, fourEyesAbove, false, op); err != nil {
 		return err
 	}
@@ -573,8 +602,8 @@ func (op *OperatorReport) lines() []string {
 	if op.Disabled {
 		out = append(out, "operator disabled (-no-operator): NEEDS_REVIEW payouts are left to invariant 3")
 	}
-	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d never sent, their dead letter replayed; %d left (PSP record unknown)",
-		op.Planted, op.PlantedInReview, op.Listed, op.Resolved, op.Approved, len(op.Refused), op.Replayed, len(op.Left)))
+	out = append(out, fmt.Sprintf("operator: %d review payouts planted (%d reached NEEDS_REVIEW); %d transfers reversed whose connected payout failed or was refused; %d NEEDS_REVIEW listed; resolved %v; %d approved by a second operator; %d refused by the worker's PSP check; %d never sent, their dead letter replayed; %d left (PSP record unknown)",
+		op.Planted, op.PlantedInReview, op.Reversed, op.Listed, op.Resolved, op.Approved, len(op.Refused), op.Replayed, len(op.Left)))
 	sort.Strings(op.Refused)
 	for _, r := range op.Refused {
 		out = append(out, "  refused: "+r)

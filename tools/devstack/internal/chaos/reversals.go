@@ -12,13 +12,15 @@ import (
 
 // reverseTransfers is faultPSPReversals: the PSP (or the platform at its
 // Dashboard) takes money back from up to three paid Connect transfers
-// whose payouts are SUCCEEDED here: a part of each, and of some the rest
-// a moment later. Each reversal sends transfer.reversed with the
-// transfer's amount_reversed so far. errNoTarget while no such transfer
-// exists yet.
+// whose payouts are SUCCEEDED here, among the workload's payouts by a
+// transfer alone (acct_chaos_t<n>, no external account): a part of each,
+// and of some the rest a moment later. Each reversal sends
+// transfer.reversed with the transfer's amount_reversed so far.
+// errNoTarget while no such transfer exists yet.
 func (in *injector) reverseTransfers(ctx context.Context) error {
 	rows, err := in.pool.Query(ctx, `SELECT id::text FROM payouts
-		WHERE status = 'SUCCEEDED' AND provider = 'stripe' AND destination LIKE 'acct_chaos_%' ORDER BY id`)
+		WHERE status = 'SUCCEEDED' AND provider = 'stripe' AND destination LIKE 'acct\_chaos\_t%'
+		  AND external_account IS NULL ORDER BY id`)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func (w *weekDB) wallet(kind, owner string) int64 {
 func (w *weekDB) payout(status string) string {
 	id := uuid.NewString()
 	if _, err := w.pool.Exec(context.Background(), `INSERT INTO payouts (id, client_id, idempotency_key, request_hash, user_id, amount, currency,
-		destination, provider, status) VALUES ($1::uuid, 'chaos', $1::text, 'h', 'chaos-week', 500, 'usd', 'ba_x', 'stripe', $2)`, id, status); err != nil {
+		destination, provider, status) VALUES ($1::uuid, 'chaos', $1::text, 'h', 'chaos-week', 500, 'usd', 'acct_x', 'stripe', $2)`, id, status); err != nil {
 		w.t.Fatal(err)
 	}
 	ledgerTx(w.t, w.pool, "payout_hold", id, w.user, w.holds, 500)

@@ -34,8 +34,11 @@ type webhook struct {
 
 // payoutReq is one payout request and its answer.
 type payoutReq struct {
-	Key      string
-	Body     string
+	Key  string
+	Body string
+	// External is the external account its Stripe connected account
+	// destination is registered with ("" for a transfer alone, or Paystack).
+	External string
 	Status   int
 	PayoutID string
 	// Expect is what a repeated key should get: the same payout or a 422.
@@ -143,8 +146,18 @@ func (w *workload) record(h *webhook) {
 }
 
 func (w *workload) stripeEvent(id, typ string, created int64, object string) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":%q,"data":{"object":%s},"livemode":false}`,
-		id, created, typ, object))
+	return w.stripeEventOf("", id, typ, created, object)
+}
+
+// stripeEventOf is a Stripe event sent for connected account account (its
+// top-level "account"), or for the platform when account is empty.
+func (w *workload) stripeEventOf(account, id, typ string, created int64, object string) []byte {
+	of := ""
+	if account != "" {
+		of = fmt.Sprintf(`,"account":%q`, account)
+	}
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2024-06-20","created":%d,"type":%q,"data":{"object":%s},"livemode":false%s}`,
+		id, created, typ, object, of))
 }
 
 func (w *workload) stripePayment(n int, user string, amount int64, twin, dup bool) {
@@ -205,25 +218,36 @@ func (w *workload) payoutOp(n int, user string) func() {
 	if len(w.payouts) > 5 && w.rng.Float64() < 0.12 {
 		prev := w.payouts[w.rng.IntN(len(w.payouts))]
 		if w.rng.Float64() < 0.6 {
-			return func() { w.payout(prev.Key, prev.Body, "same") }
+			return func() { w.payout(prev.Key, prev.Body, prev.External, "same") }
 		}
 		var b map[string]any
 		_ = json.Unmarshal([]byte(prev.Body), &b)
 		b["amount"] = b["amount"].(float64) + 1 // the same key for another request
 		other, _ := json.Marshal(b)
-		return func() { w.payout(prev.Key, string(other), "conflict") }
+		return func() { w.payout(prev.Key, string(other), prev.External, "conflict") }
 	}
 	r := w.rng.Float64()
-	provider, currency, dest := "stripe", "usd", fmt.Sprintf("ba_chaos_%d", n)
+	// A Stripe payout goes to a connected account: by a transfer alone, or
+	// by a transfer and then the account's payout to its external account,
+	// pending until the account's payout.paid.
+	provider, currency, dest, external := "stripe", "usd", fmt.Sprintf("acct_chaos_%d", n), fmt.Sprintf("ba_chaos_%d", n)
 	switch {
 	case r < 0.08:
-		dest = "ba_invalid_chaos"
+		dest, external = "acct_invalid_chaos", "" // the transfer is refused
+	case r < 0.10:
+		// The transfer settles failed: the PSP reverses it, and its
+		// transfer.reversed gives the money back.
+		dest, external = fmt.Sprintf("acct_fail_chaos_%d", n), ""
 	case r < 0.12:
-		dest = "ba_fail_chaos" // paid, then the PSP reports payout.failed
+		// The transfer is paid, then the connected account's payout fails:
+		// NEEDS_REVIEW until the operator reverses the transfer
+		// (faultConnectedPayoutFailed, connect.go).
+		external = fmt.Sprintf("ba_fail_chaos_%d", n)
+		w.sent[faultConnectedPayoutFailed]++
 	case r < 0.16:
-		dest = fmt.Sprintf("acct_chaos_%d", n) // a transfer: final at once
+		dest, external = fmt.Sprintf("acct_chaos_t%d", n), "" // a transfer: final at once
 	case r < 0.26:
-		provider, currency, dest = "paystack", "ngn", fmt.Sprintf("RCP_chaos_%d", n)
+		provider, currency, dest, external = "paystack", "ngn", fmt.Sprintf("RCP_chaos_%d", n), ""
 	}
 	amount := 100 + w.rng.IntN(1900)
 	if currency == "ngn" {
@@ -231,9 +255,9 @@ func (w *workload) payoutOp(n int, user string) func() {
 	}
 	body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"currency":%q,"destination":%q,"provider":%q}`, user, amount, currency, dest, provider)
 	key := fmt.Sprintf("chaos-key-%d", n)
-	p := &payoutReq{Key: key, Body: body, Expect: "new"}
+	p := &payoutReq{Key: key, Body: body, External: external, Expect: "new"}
 	w.payouts = append(w.payouts, p)
-	return func() { w.payout(key, body, "new") }
+	return func() { w.payout(key, body, external, "new") }
 }
 
 // fundedPaystackPayout credits user amount naira (minor units) by a
@@ -249,11 +273,13 @@ func (w *workload) fundedPaystackPayout(user string, amount int64) {
 	w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, Expect: "new"})
 	w.mu.Unlock()
 	w.paystackPayment(n, user, amount)
-	w.payout(key, body, "new")
+	w.payout(key, body, "", "new")
 }
 
-func (w *workload) payout(key, body, expect string) {
-	w.registerDestination(body)
+// payout registers body's destination (with external, the connected
+// account's external account, if any) and asks for the payout under key.
+func (w *workload) payout(key, body, external, expect string) {
+	w.registerDestination(body, external)
 	h := map[string]string{"Authorization": "Bearer " + w.token, "Idempotency-Key": key, "Content-Type": "application/json"}
 	var status int
 	var answer map[string]any
@@ -279,7 +305,7 @@ func (w *workload) payout(key, body, expect string) {
 		}
 		return
 	}
-	w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, Status: status, PayoutID: id, Expect: expect})
+	w.payouts = append(w.payouts, &payoutReq{Key: key, Body: body, External: external, Status: status, PayoutID: id, Expect: expect})
 }
 
 // staleFinalisation resends, under a new event id and an older time, the
@@ -318,7 +344,12 @@ func (w *workload) staleFinalisation(n int) {
 	obj := fmt.Sprintf(`{"id":%q,"object":"payout","amount":%d,"currency":"usd","status":%q,"metadata":{"payout_id":%q}}`,
 		ref, int64(amount), typ[len("payout."):], pick.PayoutID)
 	old := time.Now().Add(-48 * time.Hour).Unix()
-	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEvent(id, typ, old, obj))})
+	// A payout paid out on a connected account: its events come from it.
+	var account string
+	if pick.External != "" {
+		account, _ = p["destination"].(string)
+	}
+	w.record(&webhook{Provider: "stripe", EventID: id, Kind: "stale", Status: w.sendStripe(w.stripeEventOf(account, id, typ, old, obj))})
 }
 
 func stringsHasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

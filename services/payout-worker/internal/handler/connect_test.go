@@ -29,17 +29,7 @@ func (w *world) createConnectedPayout(amount int64, account, external string) st
 // steps lists the payout's PSP requests as kind:step:outcome.
 func (w *world) steps(pid string) []string {
 	w.t.Helper()
-	rows, err := w.db.Pool.Query(context.Background(), `SELECT kind || ':' || coalesce(step, '') || ':' || outcome
-		FROM payout_attempts WHERE payout_id = $1 ORDER BY id`, pid)
-	require.NoError(w.t, err)
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(w.t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(w.t, rows.Err())
-	return out
+	return w.attemptRows(pid, `kind || ':' || coalesce(step, '') || ':' || outcome`)
 }
 
 func (w *world) transferOf(pid string) string {

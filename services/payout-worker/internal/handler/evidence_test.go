@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
@@ -21,16 +22,18 @@ import (
 // attempts lists the payout's PSP requests as "kind:outcome".
 func (w *world) attempts(pid string) []string {
 	w.t.Helper()
+	return w.attemptRows(pid, `kind || ':' || outcome`)
+}
+
+// attemptRows is expr (SQL over payout_attempts) for each of the payout's
+// PSP requests, oldest first.
+func (w *world) attemptRows(pid, expr string) []string {
+	w.t.Helper()
 	rows, err := w.db.Pool.Query(context.Background(),
-		`SELECT kind || ':' || outcome FROM payout_attempts WHERE payout_id = $1 ORDER BY id`, pid)
+		`SELECT `+expr+` FROM payout_attempts WHERE payout_id = $1 ORDER BY id`, pid)
 	require.NoError(w.t, err)
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(w.t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(w.t, rows.Err())
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(w.t, err)
 	return out
 }
 

@@ -154,10 +154,22 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	// against a FAILED payout); the payment and refund are present.
 	require.Equal(t, float64(1), run["events_recovered"], "%v", run)
 	require.Equal(t, float64(2), run["events_present"], "%v", run)
-	require.Equal(t, float64(1), run["disagreement_count"], "%v", run)
-	dis := run["disagreements"].([]any)[0].(map[string]any)
-	require.Equal(t, "paid_at_psp_not_succeeded", dis["kind"])
-	require.Equal(t, failedHere, dis["payout_id"])
+	// The transfer also left Stripe's balance without the ledger holding
+	// it: the balance comparison may report that too, as balance_mismatch
+	// (whether it can tell depends on how much of the recovered money the
+	// worker had posted when the first run took its baseline: a window of
+	// uncertainty, docs/operations/reconciliation.md). Nothing else.
+	var payoutDisagreements []map[string]any
+	for _, d := range run["disagreements"].([]any) {
+		dis := d.(map[string]any)
+		if dis["kind"] == "balance_mismatch" {
+			continue
+		}
+		payoutDisagreements = append(payoutDisagreements, dis)
+	}
+	require.Len(t, payoutDisagreements, 1, "%v", run)
+	require.Equal(t, "paid_at_psp_not_succeeded", payoutDisagreements[0]["kind"])
+	require.Equal(t, failedHere, payoutDisagreements[0]["payout_id"])
 	s.eventually("dlq-admin raises the critical alert", func() bool {
 		return sink.count("dlq-admin", "psp_reconciliation", "critical") == 1
 	})

@@ -239,3 +239,22 @@ func TestReversingTheTransferOfAFailedConnectedPayoutGivesTheMoneyBackOnce(t *te
 	require.Zero(t, w.postings(pid, "payout_settle"))
 	w.reconcile()
 }
+
+// A transfer paid when created and reversed within the same second: the
+// reversal's event time is whole seconds, earlier than the instant the
+// worker recorded the transfer paid. It is not stale: the money comes back.
+func TestATransferReversedInTheSecondItWasMadeGivesTheMoneyBack(t *testing.T) {
+	t.Parallel()
+	w := setup(t, options{})
+	w.fundWallet(5000)
+	pid := w.createPayout(800, "acct_worker5", "stripe")
+	w.requestPayout(pid, 800, "stripe")
+	p := w.waitStatus(pid, payout.Succeeded)
+	live := w.live
+	w.publishOutcome(event.PSPEvent{Provider: "stripe", EventID: "evt_rev_" + pid, Type: "transfer.reversed",
+		Action: event.ActionPayoutReversed, PayoutID: pid, Amount: 800, Currency: "usd", Reference: p.Reference,
+		Reversed: 800, Livemode: &live, OccurredAt: time.Now().Add(-time.Minute).Truncate(time.Second), Raw: json.RawMessage(`{}`)})
+	w.waitStatus(pid, payout.Finalized)
+	require.EqualValues(t, 5000, w.balance())
+	w.reconcile()
+}

@@ -111,7 +111,8 @@
 // class outcome_mismatch (dlq-admin pages for it). Every outcome event about a payout
 // is recorded there with its verdict, which GET /v1/payouts/{id} shows. Each
 // payout keeps the time of the latest PSP event applied; an older event
-// arriving late is recorded and ignored. That order is judged here only:
+// arriving late is recorded and ignored, except a reversal (money only comes
+// back after it left, and each reversed total is given back once). That order is judged here only:
 // webhook-api cannot tell a genuine event from a mismatched one, and
 // counting a forged event dated ahead would make the genuine one look stale
 // (the envelope's stale flag is therefore ignored). A payout the PSP paid

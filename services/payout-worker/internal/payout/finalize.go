@@ -57,7 +57,14 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 		// payout, never on the envelope's stale flag: webhook-api sees every
 		// event, including ones refused above, so a flag set from them would
 		// let a forged event dated ahead make every genuine one look stale.
-		if p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
+		// A reversal is never stale: money only ever comes back after it
+		// left (a reversed transfer is reversed for good, and Stripe's
+		// amount_reversed only grows, each total given back once), whereas
+		// its event's time is whole seconds and the record it would be
+		// compared with (a transfer paid when created, a lookup) is ours,
+		// to the nanosecond: a transfer reversed within the second it was
+		// recorded paid would look older than its payment.
+		if e.Action != event.ActionPayoutReversed && p.PSPUpdatedAt != nil && e.OccurredAt.Before(*p.PSPUpdatedAt) {
 			pr.logger.InfoContext(ctx, "stale PSP event ignored", "payout_id", p.ID, "event_id", e.EventID,
 				"event_at", e.OccurredAt)
 			ev.verdict = verdictStale
@@ -74,8 +81,9 @@ func (pr *Processor) Finalize(ctx context.Context, m inbox.Message, e event.PSPE
 		// What the event does, decided below; recorded with it.
 		ev.verdict = verdictApplied
 		applied := func() error { return recordEvidence(ctx, tx, p, ev) }
-		at := e.OccurredAt
-		p.PSPUpdatedAt = &at
+		if at := e.OccurredAt; p.PSPUpdatedAt == nil || at.After(*p.PSPUpdatedAt) {
+			p.PSPUpdatedAt = &at
+		}
 		if e.ObjectStatus != "" {
 			p.PSPStatus = e.ObjectStatus
 		}

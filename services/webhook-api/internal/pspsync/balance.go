@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/event"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
+	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/pspsync/sqlcdb"
 )
 
@@ -94,6 +95,12 @@ type BalanceCheck struct {
 	// be lower by up to their sum). CreditsNotPosted: payments stored and
 	// not credited yet (the PSP holds them, the clearing account not yet:
 	// it may be higher by up to their sum). The first MaxListed of each.
+	// FeesNotCollected: Stripe credits posted since payout-worker's fee
+	// collector last read Stripe's fees (their amounts, an upper bound of
+	// their fees): the PSP kept the fee, the ledger does not show it yet, so
+	// the difference may be lower by up to it. 0 for a PSP whose fees are
+	// posted with the credit (Paystack).
+	FeesNotCollected     int64    `json:"fees_not_collected,omitempty"`
 	PayoutsHeld          int64    `json:"payouts_held"`
 	PayoutsHeldIDs       []string `json:"payouts_held_ids,omitempty"`
 	CreditsNotPosted     int64    `json:"credits_not_posted"`
@@ -136,7 +143,7 @@ func (r *Reconciler) balances(ctx context.Context, runID int64, src Source, sinc
 	if err != nil {
 		return nil, nil, err
 	}
-	ledger, held, credits, prev, err := r.runs.balanceInputs(ctx, p, runID, since)
+	ledger, held, credits, fees, prev, err := r.runs.balanceInputs(ctx, p, runID, since)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +165,8 @@ func (r *Reconciler) balances(ctx context.Context, runID int64, src Source, sinc
 		bc.Difference = bc.PSP - bc.Ledger
 		bc.PayoutsHeld, bc.PayoutsHeldIDs = held[c].Amount, held[c].IDs
 		bc.CreditsNotPosted, bc.CreditsNotPostedRefs = credits[c].Amount, credits[c].Refs
-		low, high := bc.Difference-bc.CreditsNotPosted, bc.Difference+bc.PayoutsHeld
+		bc.FeesNotCollected = fees[c]
+		low, high := bc.Difference-bc.CreditsNotPosted, bc.Difference+bc.PayoutsHeld+bc.FeesNotCollected
 		before, seen := prev[c]
 		switch {
 		case !seen:
@@ -178,9 +186,10 @@ func (r *Reconciler) balances(ctx context.Context, runID int64, src Source, sinc
 			dis = append(dis, Disagreement{Provider: p, Kind: BalanceMismatch, PSPObjectID: "balance:" + c,
 				PSPStatus: fmt.Sprintf("%d", bc.PSP), LedgerStatus: fmt.Sprintf("%d", bc.Ledger),
 				Detail: fmt.Sprintf("%s: the PSP holds %d, the clearing account says %d: the difference %d moved by %d "+
-					"unexplained since run %d (settled %d..%d then; in flight now: payouts held %d %v, credits not posted %d %v; tolerance %d)",
+					"unexplained since run %d (settled %d..%d then; in flight now: payouts held %d %v, credits not posted %d %v, "+
+					"credits whose fee is not collected yet %d; tolerance %d)",
 					c, bc.PSP, bc.Ledger, bc.Difference, bc.Unexplained, before.run, before.SettledLow, before.SettledHigh,
-					bc.PayoutsHeld, bc.PayoutsHeldIDs, bc.CreditsNotPosted, bc.CreditsNotPostedRefs, tol)})
+					bc.PayoutsHeld, bc.PayoutsHeldIDs, bc.CreditsNotPosted, bc.CreditsNotPostedRefs, bc.FeesNotCollected, tol)})
 		}
 		checks = append(checks, bc)
 	}
@@ -202,22 +211,20 @@ type previousCheck struct {
 
 // balanceInputs reads the ledger's side of the balance comparison: the
 // clearing account per currency, the payouts held and not final, the
-// credits not posted since since, and the previous run's comparison.
+// credits not posted since since, the credits whose fee is not collected
+// yet, and the previous run's comparison.
 func (r *Runs) balanceInputs(ctx context.Context, provider string, runID int64, since time.Time) (
-	ledger map[string]int64, held, credits map[string]heldOrPending, prev map[string]previousCheck, err error,
+	ledger map[string]int64, held, credits map[string]heldOrPending, fees map[string]int64,
+	prev map[string]previousCheck, err error,
 ) {
-	rows, err := r.q.ClearingBalances(ctx, "psp_clearing:"+provider)
+	ledger, fees, err = r.clearing(ctx, provider)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("read the psp clearing account: %w", err)
-	}
-	ledger = map[string]int64{}
-	for _, row := range rows {
-		ledger[row.Currency] = row.Balance
+		return nil, nil, nil, nil, nil, err
 	}
 	hs, err := r.q.PayoutsHeld(ctx, sqlcdb.PayoutsHeldParams{Provider: provider, MaxIds: MaxListed,
 		InFlight: payoutstate.Names(payoutstate.Status.InFlight)})
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("read payouts held: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("read payouts held: %w", err)
 	}
 	held = map[string]heldOrPending{}
 	for _, h := range hs {
@@ -226,7 +233,7 @@ func (r *Runs) balanceInputs(ctx context.Context, provider string, runID int64, 
 	cs, err := r.q.CreditsNotPosted(ctx, sqlcdb.CreditsNotPostedParams{Provider: provider, MaxIds: MaxListed,
 		Types: creditTypes(), Since: since})
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("read credits not posted: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("read credits not posted: %w", err)
 	}
 	credits = map[string]heldOrPending{}
 	for _, c := range cs {
@@ -235,17 +242,44 @@ func (r *Runs) balanceInputs(ctx context.Context, provider string, runID int64, 
 	prev = map[string]previousCheck{}
 	last, err := r.q.LastBalance(ctx, sqlcdb.LastBalanceParams{Provider: provider, RunID: runID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ledger, held, credits, prev, nil
+		return ledger, held, credits, fees, prev, nil
 	}
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("read the previous balance comparison: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("read the previous balance comparison: %w", err)
 	}
 	var before []BalanceCheck
 	if err := json.Unmarshal(last.Balance, &before); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("decode the previous balance comparison: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("decode the previous balance comparison: %w", err)
 	}
 	for _, b := range before {
 		prev[b.Currency] = previousCheck{BalanceCheck: b, run: last.ID}
 	}
-	return ledger, held, credits, prev, nil
+	return ledger, held, credits, fees, prev, nil
+}
+
+// clearing reads the provider's clearing account per currency and, for a
+// PSP whose fees the ledger posts only when payout-worker's collector reads
+// them (Stripe), the credits posted since it last did.
+func (r *Runs) clearing(ctx context.Context, psp string) (ledger, fees map[string]int64, err error) {
+	owner := "psp_clearing:" + psp
+	rows, err := r.q.ClearingBalances(ctx, owner)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the psp clearing account: %w", err)
+	}
+	ledger = map[string]int64{}
+	for _, row := range rows {
+		ledger[row.Currency] = row.Balance
+	}
+	fees = map[string]int64{}
+	if psp != string(provider.Stripe) {
+		return ledger, fees, nil
+	}
+	uncollected, err := r.q.FeesNotCollected(ctx, sqlcdb.FeesNotCollectedParams{Owner: owner, Provider: psp})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the credits whose fee is not collected yet: %w", err)
+	}
+	for _, u := range uncollected {
+		fees[u.Currency] = u.Amount
+	}
+	return ledger, fees, nil
 }

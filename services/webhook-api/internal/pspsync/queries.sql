@@ -127,6 +127,21 @@ FROM ledger_entries_for_api e JOIN wallets_for_api w ON w.id = e.wallet_id
 WHERE w.kind = 'system' AND w.owner = @owner::text
 GROUP BY e.currency ORDER BY e.currency;
 
+-- name: FeesNotCollected :many
+-- The clearing account's credits (per currency: their amounts) posted since
+-- payout-worker's fee collector last read @provider's fee record
+-- (psp_fee_cursors.read_to, less a minute: a payment's balance transaction
+-- is a little older than its credit; all of them when it never ran). Their
+-- fee is at the PSP and not in the ledger yet, at most their amount.
+SELECT e.currency::text AS currency, coalesce(-sum(e.amount), 0)::bigint AS amount
+FROM ledger_entries_for_api e
+JOIN wallets_for_api w ON w.id = e.wallet_id
+JOIN ledger_transactions_for_api t ON t.id = e.transaction_id
+WHERE w.kind = 'system' AND w.owner = @owner::text AND t.kind = 'credit'
+  AND e.created_at > coalesce((SELECT c.read_to FROM psp_fee_cursors_for_api c WHERE c.provider = @provider::text),
+                              '-infinity'::timestamptz) - interval '1 minute'
+GROUP BY e.currency ORDER BY e.currency;
+
 -- name: PayoutsHeld :many
 -- This provider's payouts in one of @in_flight (payoutstate.InFlight: held,
 -- not final) per currency: the PSP may have moved their money while the

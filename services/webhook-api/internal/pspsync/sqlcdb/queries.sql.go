@@ -207,6 +207,52 @@ func (q *Queries) Cursor(ctx context.Context, provider string) (time.Time, error
 	return synced_until, err
 }
 
+const feesNotCollected = `-- name: FeesNotCollected :many
+SELECT e.currency::text AS currency, coalesce(-sum(e.amount), 0)::bigint AS amount
+FROM ledger_entries_for_api e
+JOIN wallets_for_api w ON w.id = e.wallet_id
+JOIN ledger_transactions_for_api t ON t.id = e.transaction_id
+WHERE w.kind = 'system' AND w.owner = $1::text AND t.kind = 'credit'
+  AND e.created_at > coalesce((SELECT c.read_to FROM psp_fee_cursors_for_api c WHERE c.provider = $2::text),
+                              '-infinity'::timestamptz) - interval '1 minute'
+GROUP BY e.currency ORDER BY e.currency
+`
+
+type FeesNotCollectedParams struct {
+	Owner    string
+	Provider string
+}
+
+type FeesNotCollectedRow struct {
+	Currency string
+	Amount   int64
+}
+
+// The clearing account's credits (per currency: their amounts) posted since
+// payout-worker's fee collector last read @provider's fee record
+// (psp_fee_cursors.read_to, less a minute: a payment's balance transaction
+// is a little older than its credit; all of them when it never ran). Their
+// fee is at the PSP and not in the ledger yet, at most their amount.
+func (q *Queries) FeesNotCollected(ctx context.Context, arg FeesNotCollectedParams) ([]FeesNotCollectedRow, error) {
+	rows, err := q.db.Query(ctx, feesNotCollected, arg.Owner, arg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FeesNotCollectedRow
+	for rows.Next() {
+		var i FeesNotCollectedRow
+		if err := rows.Scan(&i.Currency, &i.Amount); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const finish = `-- name: Finish :execrows
 UPDATE psp_reconciliation_runs SET status = $1, finished_at = now(), locked_by = NULL, lease_until = NULL,
     events_found = $2, events_recovered = $3, events_present = $4,

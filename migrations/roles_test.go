@@ -102,6 +102,8 @@ var wantViews = map[string][]string{
 	"payment_returns_for_api":         {RoleWebhookAPI},
 	"payouts_for_api":                 {RoleWebhookAPI},
 	"payout_transitions_for_api":      {RoleWebhookAPI},
+	// the PSP reconciliation's balance comparison (000040).
+	"psp_fee_cursors_for_api": {RoleWebhookAPI},
 }
 
 // migrated creates a database, applies every migration and drops the

@@ -210,6 +210,12 @@ func TestConsumerStoresEachLetterOnceAndCommits(t *testing.T) {
 
 	c := start(t, cluster, db.Pool)
 	waitForRows(t, db, 3)
+	// Three rows can be there before the duplicate is handled (it is on the
+	// first letter's partition, after it): wait for all four records, or a
+	// stop now would rightly leave the duplicate uncommitted.
+	require.Eventually(t, func() bool {
+		return counter(t, c.reg, "aegis_dlq_ingested_total", nil) == 4
+	}, 20*time.Second, 10*time.Millisecond)
 	require.NoError(t, c.stop())
 
 	// Everything consumed is committed: a member of the group starting now

@@ -146,7 +146,7 @@ func (s *Stripe) findTransfer(ctx context.Context, l Lookup) (Result, error) {
 			return Result{}, lookupFailed(err)
 		}
 		if tr.Metadata["payout_id"] == l.PayoutID {
-			if found = prefer(found, transferResult(tr, l.ExternalAccount != "")); !found.Failed {
+			if found = prefer(found, transferResult(tr, l.ExternalAccount != "")); !dead(*found) {
 				return *found, nil
 			}
 		}
@@ -172,14 +172,7 @@ func (s *Stripe) findPayout(ctx context.Context, l Lookup, account, transfer str
 			return Result{}, lookupFailed(err)
 		}
 		if po.Metadata["payout_id"] == l.PayoutID {
-			res := payoutResult(po, transfer)
-			// A connected payout that failed is not "failed" for prefer:
-			// a live one sent again after it is what the money follows.
-			failed := res.Failed || res.Attention != ""
-			if found == nil || (found.Failed || found.Attention != "") && !failed {
-				found = &res
-			}
-			if !failed {
+			if found = prefer(found, payoutResult(po, transfer)); !dead(*found) {
 				return *found, nil
 			}
 		}
@@ -196,11 +189,16 @@ func (s *Stripe) findPayout(ctx context.Context, l Lookup, account, transfer str
 // answered the failed one would let the hold be released while the PSP
 // pays the other).
 func prefer(found *Result, next Result) *Result {
-	if found == nil || (found.Failed && !next.Failed) {
+	if found == nil || (dead(*found) && !dead(next)) {
 		return &next
 	}
 	return found
 }
+
+// dead reports whether an object no longer carries its payout's money
+// forward: failed, or a connected account's payout that failed (its money
+// is back in that account, where a payout sent again after it may live).
+func dead(r Result) bool { return r.Failed || r.Attention == AttentionConnectedPayout }
 
 func foundOrNot(found *Result) (Result, error) {
 	if found == nil {

@@ -56,6 +56,13 @@ var wantGrants = map[string]map[string]string{
 	"river_queue":                {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
 	"river_migration":            {},
 	"river_notification":         {},
+	// outbound events (000041): dlq-admin manages endpoints, outbox-relay delivers.
+	"outbound_endpoints":       {RoleDLQAdmin: "SIU"},
+	"outbound_user_sequences":  {RoleOutboxRelay: "SIU"},
+	"outbound_messages":        {RoleOutboxRelay: "SIUD"},
+	"outbound_deliveries":      {RoleOutboxRelay: "SIUD"},
+	"outbound_attempts":        {RoleOutboxRelay: "SIUD"},
+	"outbound_endpoint_health": {RoleOutboxRelay: "SIUD"},
 }
 
 // wantFunctions are the SECURITY DEFINER functions (a writer's operation
@@ -71,6 +78,10 @@ var wantFunctions = map[string][]string{
 	"psp_run_alerts_bridge()":                                                 {},
 	"create_payout(uuid,text,text,text,text,bigint,text,text,text,text,uuid)": {RoleWebhookAPI},
 	"cancel_payout(uuid,text)":                                                {RoleWebhookAPI},
+	"disable_outbound_endpoint(uuid,text)":                                    {RoleOutboxRelay},
+	"resend_outbound_delivery(bigint)":                                        {RoleDLQAdmin},
+	"resend_outbound_message(bigint,uuid)":                                    {RoleDLQAdmin},
+	"recover_outbound_endpoint(uuid,timestamp with time zone,integer)":        {RoleDLQAdmin},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -104,6 +115,12 @@ var wantViews = map[string][]string{
 	"payout_transitions_for_api":      {RoleWebhookAPI},
 	// the PSP reconciliation's balance comparison (000040).
 	"psp_fee_cursors_for_api": {RoleWebhookAPI},
+	// outbound events (000041).
+	"outbound_endpoints_for_relay":     {RoleOutboxRelay},
+	"outbound_messages_for_ops":        {RoleDLQAdmin},
+	"outbound_deliveries_for_ops":      {RoleDLQAdmin},
+	"outbound_attempts_for_ops":        {RoleDLQAdmin},
+	"outbound_endpoint_health_for_ops": {RoleDLQAdmin},
 }
 
 // migrated creates a database, applies every migration and drops the

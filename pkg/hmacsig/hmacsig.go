@@ -2,8 +2,9 @@
 // parts written one after the other, hex-encoded, and its verification in
 // constant time, under any hash, pooled (Keyed) where a key signs or
 // verifies on a hot path. Callers own their formats (which parts, which
-// separator, which hash: Paystack's body under SHA-512, Aegis's own event
-// proof), except the timestamped "t=…,v1=…" scheme, which Stripe and
+// separator, which hash, which encoding: Paystack's body under SHA-512,
+// Aegis's own event proof, the Standard Webhooks signature of outbound
+// events), except the timestamped "t=…,v1=…" scheme, which Stripe and
 // Aegis's settlement webhooks share and which lives here
 // (SignTimestamped, VerifyTimestamped). Every signer and verifier of the
 // suite, its test and load tools included, goes through this package, so
@@ -17,6 +18,7 @@ package hmacsig
 import (
 	"crypto/hmac"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/hex"
 	"hash"
 	"sync"
@@ -30,6 +32,17 @@ func Hex(h func() hash.Hash, key []byte, parts ...[]byte) string {
 		m.Write(p)
 	}
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Base64 is the standard-base64-encoded HMAC of parts, written in order,
+// under key with the hash h: the digest the Standard Webhooks signature
+// (pkg/outbound) carries.
+func Base64(h func() hash.Hash, key []byte, parts ...[]byte) string {
+	m := hmac.New(h, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // Equal compares two hex digests in constant time (for equal lengths).

@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/paystackapi"
@@ -28,6 +29,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
@@ -89,6 +91,10 @@ type Config struct {
 	FourEyes FourEyes
 	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
 	Persons *person.Directory
+	// Outbound is OUTBOUND_ALLOW_HTTP, OUTBOUND_ALLOW_PRIVATE,
+	// OUTBOUND_ROTATION_OVERLAP and OUTBOUND_RECOVER_RATE: the management
+	// of outbound endpoints.
+	Outbound endpoints.Config
 }
 
 // FourEyes is when an action waits for a second operator.
@@ -142,6 +148,10 @@ type FourEyes struct {
 //	                                   from `DLQ_CONSUMER_GROUP`
 //	SETTLEMENT_WEBHOOK_TIMEOUT         one POST's time limit
 //	SETTLEMENT_WEBHOOK_MAX_ATTEMPTS    attempts per event (backoff 0.5s, 1s, 2s, 4s… capped at 10s, full jitter) before it is a dead letter
+//	OUTBOUND_ALLOW_HTTP                development only: an outbound endpoint URL may be plain `http` (else https only)
+//	OUTBOUND_ALLOW_PRIVATE             development only: an outbound endpoint URL may name a private, loopback or link-local address
+//	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
+//	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{
@@ -170,6 +180,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 			ResolutionAmount: int64(env.Int("SECOND_APPROVER_RESOLUTION_AMOUNT", 0)),
 		},
 	}
+	c.Outbound = endpoints.Config{
+		Policy:          outbound.Policy{AllowHTTP: env.Bool("OUTBOUND_ALLOW_HTTP", false), AllowPrivate: env.Bool("OUTBOUND_ALLOW_PRIVATE", false)},
+		RotationOverlap: env.Duration("OUTBOUND_ROTATION_OVERLAP", endpoints.DefaultRotationOverlap),
+		RecoverRate:     env.Int("OUTBOUND_RECOVER_RATE", endpoints.DefaultRecoverRate),
+	}
+	env.Check(c.Outbound.Validate(), map[string]string{
+		"RotationOverlap": "OUTBOUND_ROTATION_OVERLAP",
+		"RecoverRate":     "OUTBOUND_RECOVER_RATE",
+	})
 	if c.FourEyes.ResolutionAmount < 0 {
 		env.Errorf("SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more (minor units), got %d", c.FourEyes.ResolutionAmount)
 	}
@@ -357,7 +376,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
 		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now,
-		OTP: &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now}})
+		OTP:      &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now},
+		Outbound: endpoints.New(pool, cfg.Outbound, time.Now)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
-	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
 	"github.com/aegis-payments/aegis/pkg/paystackapi"
@@ -29,7 +28,6 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
@@ -94,7 +92,7 @@ type Config struct {
 	// Outbound is OUTBOUND_ALLOW_HTTP, OUTBOUND_ALLOW_PRIVATE,
 	// OUTBOUND_ROTATION_OVERLAP and OUTBOUND_RECOVER_RATE: the management
 	// of outbound endpoints.
-	Outbound endpoints.Config
+	Outbound outboundConfig
 }
 
 // FourEyes is when an action waits for a second operator.
@@ -128,6 +126,10 @@ type FourEyes struct {
 //	RECONCILE_INTERVAL                 how often the ledger integrity check runs (a River periodic job, one per interval across replicas;
 //	                                   the first 30s after start); `POST /v1/reconciliation` runs one at once
 //	RECONCILE_STATEMENT_TIMEOUT        the longest one statement of a ledger integrity check may run
+//	OUTBOUND_ALLOW_HTTP                development only: an outbound endpoint URL may be plain `http` (else https only)
+//	OUTBOUND_ALLOW_PRIVATE             development only: an outbound endpoint URL may name a private, loopback or link-local address
+//	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
+//	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)
 //	REQUIRE_SECOND_APPROVER            four eyes: an operator's resolution of a NEEDS_REVIEW payout above
 //	                                   `SECOND_APPROVER_RESOLUTION_AMOUNT`, and a bulk replay above `SECOND_APPROVER_THRESHOLD`, take
 //	                                   effect only when a different person approves (`POST /v1/approvals/{id}/approve`); `true` in the
@@ -148,10 +150,6 @@ type FourEyes struct {
 //	                                   from `DLQ_CONSUMER_GROUP`
 //	SETTLEMENT_WEBHOOK_TIMEOUT         one POST's time limit
 //	SETTLEMENT_WEBHOOK_MAX_ATTEMPTS    attempts per event (backoff 0.5s, 1s, 2s, 4s… capped at 10s, full jitter) before it is a dead letter
-//	OUTBOUND_ALLOW_HTTP                development only: an outbound endpoint URL may be plain `http` (else https only)
-//	OUTBOUND_ALLOW_PRIVATE             development only: an outbound endpoint URL may name a private, loopback or link-local address
-//	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
-//	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{
@@ -180,15 +178,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 			ResolutionAmount: int64(env.Int("SECOND_APPROVER_RESOLUTION_AMOUNT", 0)),
 		},
 	}
-	c.Outbound = endpoints.Config{
-		Policy:          outbound.Policy{AllowHTTP: env.Bool("OUTBOUND_ALLOW_HTTP", false), AllowPrivate: env.Bool("OUTBOUND_ALLOW_PRIVATE", false)},
-		RotationOverlap: env.Duration("OUTBOUND_ROTATION_OVERLAP", endpoints.DefaultRotationOverlap),
-		RecoverRate:     env.Int("OUTBOUND_RECOVER_RATE", endpoints.DefaultRecoverRate),
-	}
-	env.Check(c.Outbound.Validate(), map[string]string{
-		"RotationOverlap": "OUTBOUND_ROTATION_OVERLAP",
-		"RecoverRate":     "OUTBOUND_RECOVER_RATE",
-	})
+	c.Outbound = readOutbound(env)
 	if c.FourEyes.ResolutionAmount < 0 {
 		env.Errorf("SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more (minor units), got %d", c.FourEyes.ResolutionAmount)
 	}
@@ -377,7 +367,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
 		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now,
 		OTP:      &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now},
-		Outbound: endpoints.New(pool, cfg.Outbound, time.Now)})
+		Outbound: newOutbound(pool, cfg.Outbound)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {

@@ -393,7 +393,7 @@ func (s *Service) Delete(ctx context.Context, id uuid.UUID, actor, reason string
 	if err := input.CheckReason(reason, ""); err != nil {
 		return err
 	}
-	return s.change(ctx, id, actor, ActionDelete, reason, func(q *sqlcdb.Queries) error {
+	return s.change(ctx, id, actor, ActionDelete, reason, func(q *sqlcdb.Queries) (time.Time, error) {
 		return q.DeleteEndpoint(ctx, sqlcdb.DeleteEndpointParams{ID: id, Actor: actor})
 	}, nil)
 }
@@ -406,7 +406,7 @@ func (s *Service) Disable(ctx context.Context, id uuid.UUID, actor, reason strin
 		return Endpoint{}, err
 	}
 	var out Endpoint
-	err = s.change(ctx, id, actor, ActionDisable, reason, func(q *sqlcdb.Queries) error {
+	err = s.change(ctx, id, actor, ActionDisable, reason, func(q *sqlcdb.Queries) (time.Time, error) {
 		return q.DisableEndpoint(ctx, sqlcdb.DisableEndpointParams{ID: id, Actor: actor, Reason: reason})
 	}, &out)
 	return out, err
@@ -420,27 +420,25 @@ func (s *Service) Enable(ctx context.Context, id uuid.UUID, actor, reason string
 		return Endpoint{}, err
 	}
 	var out Endpoint
-	err = s.change(ctx, id, actor, ActionEnable, reason, func(q *sqlcdb.Queries) error {
+	err = s.change(ctx, id, actor, ActionEnable, reason, func(q *sqlcdb.Queries) (time.Time, error) {
 		return q.EnableEndpoint(ctx, id)
 	}, &out)
 	return out, err
 }
 
-// change locks endpoint id, applies do and audits action, in one
-// transaction; out, when not nil, is the endpoint after it.
-func (s *Service) change(ctx context.Context, id uuid.UUID, actor, action, reason string, do func(*sqlcdb.Queries) error, out *Endpoint) error {
+// change locks endpoint id, applies do (which returns when, by the
+// database's clock) and audits action, in one transaction; out, when not
+// nil, is the endpoint after it.
+func (s *Service) change(ctx context.Context, id uuid.UUID, actor, action, reason string, do func(*sqlcdb.Queries) (time.Time, error), out *Endpoint) error {
 	return database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		cur, err := lock(ctx, q, id)
 		if err != nil {
 			return err
 		}
-		if err := do(q); err != nil {
+		at, err := do(q)
+		if err != nil {
 			return fmt.Errorf("%s %s: %w", action, id, err)
-		}
-		var at time.Time
-		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&at); err != nil {
-			return fmt.Errorf("read the time: %w", err)
 		}
 		if out != nil {
 			if *out, err = get(ctx, q, id); err != nil {

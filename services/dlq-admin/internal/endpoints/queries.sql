@@ -68,23 +68,26 @@ SET previous_secret = secret, previous_secret_expires_at = now() + make_interval
 WHERE id = @id
 RETURNING previous_secret_expires_at;
 
--- name: DisableEndpoint :exec
+-- name: DisableEndpoint :one
 UPDATE outbound_endpoints
 SET enabled = false, disabled_at = now(), disabled_by = @actor::text, disabled_reason = @reason::text, updated_at = now()
-WHERE id = @id;
+WHERE id = @id
+RETURNING updated_at;
 
--- name: EnableEndpoint :exec
+-- name: EnableEndpoint :one
 -- Its waiting deliveries resume; the failing streak counts from now.
 UPDATE outbound_endpoints
 SET enabled = true, enabled_at = now(), disabled_at = NULL, disabled_by = NULL, disabled_reason = NULL, updated_at = now()
-WHERE id = @id;
+WHERE id = @id
+RETURNING updated_at;
 
--- name: DeleteEndpoint :exec
+-- name: DeleteEndpoint :one
 -- Soft: nothing new is delivered to it, nothing claimed; its log stays.
 UPDATE outbound_endpoints
 SET deleted_at = now(), enabled = false, disabled_at = coalesce(disabled_at, now()), disabled_by = @actor::text,
     disabled_reason = 'deleted', updated_at = now()
-WHERE id = @id;
+WHERE id = @id
+RETURNING updated_at;
 
 -- name: Recover :one
 SELECT recover_outbound_endpoint(@endpoint_id::uuid, @since::timestamptz, @per_second::integer)::bigint AS scheduled;

@@ -44,11 +44,12 @@ func (q *Queries) CreateEndpoint(ctx context.Context, arg CreateEndpointParams) 
 	return id, err
 }
 
-const deleteEndpoint = `-- name: DeleteEndpoint :exec
+const deleteEndpoint = `-- name: DeleteEndpoint :one
 UPDATE outbound_endpoints
 SET deleted_at = now(), enabled = false, disabled_at = coalesce(disabled_at, now()), disabled_by = $1::text,
     disabled_reason = 'deleted', updated_at = now()
 WHERE id = $2
+RETURNING updated_at
 `
 
 type DeleteEndpointParams struct {
@@ -57,15 +58,18 @@ type DeleteEndpointParams struct {
 }
 
 // Soft: nothing new is delivered to it, nothing claimed; its log stays.
-func (q *Queries) DeleteEndpoint(ctx context.Context, arg DeleteEndpointParams) error {
-	_, err := q.db.Exec(ctx, deleteEndpoint, arg.Actor, arg.ID)
-	return err
+func (q *Queries) DeleteEndpoint(ctx context.Context, arg DeleteEndpointParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, deleteEndpoint, arg.Actor, arg.ID)
+	var updated_at time.Time
+	err := row.Scan(&updated_at)
+	return updated_at, err
 }
 
-const disableEndpoint = `-- name: DisableEndpoint :exec
+const disableEndpoint = `-- name: DisableEndpoint :one
 UPDATE outbound_endpoints
 SET enabled = false, disabled_at = now(), disabled_by = $1::text, disabled_reason = $2::text, updated_at = now()
 WHERE id = $3
+RETURNING updated_at
 `
 
 type DisableEndpointParams struct {
@@ -74,21 +78,26 @@ type DisableEndpointParams struct {
 	ID     uuid.UUID
 }
 
-func (q *Queries) DisableEndpoint(ctx context.Context, arg DisableEndpointParams) error {
-	_, err := q.db.Exec(ctx, disableEndpoint, arg.Actor, arg.Reason, arg.ID)
-	return err
+func (q *Queries) DisableEndpoint(ctx context.Context, arg DisableEndpointParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, disableEndpoint, arg.Actor, arg.Reason, arg.ID)
+	var updated_at time.Time
+	err := row.Scan(&updated_at)
+	return updated_at, err
 }
 
-const enableEndpoint = `-- name: EnableEndpoint :exec
+const enableEndpoint = `-- name: EnableEndpoint :one
 UPDATE outbound_endpoints
 SET enabled = true, enabled_at = now(), disabled_at = NULL, disabled_by = NULL, disabled_reason = NULL, updated_at = now()
 WHERE id = $1
+RETURNING updated_at
 `
 
 // Its waiting deliveries resume; the failing streak counts from now.
-func (q *Queries) EnableEndpoint(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, enableEndpoint, id)
-	return err
+func (q *Queries) EnableEndpoint(ctx context.Context, id uuid.UUID) (time.Time, error) {
+	row := q.db.QueryRow(ctx, enableEndpoint, id)
+	var updated_at time.Time
+	err := row.Scan(&updated_at)
+	return updated_at, err
 }
 
 const endpointAttempts = `-- name: EndpointAttempts :many

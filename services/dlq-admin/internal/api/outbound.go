@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 )
@@ -117,11 +118,24 @@ func beforeIDParam(r *http.Request) (int64, error) {
 	return n, nil
 }
 
+// forReader is ep as the request's token may see it: operators the URL
+// they manage, viewers only its scheme and host (receivers put tokens in
+// paths and queries), as logs and the audit log show it.
+func forReader(r *http.Request, ep endpoints.Endpoint) endpoints.Endpoint {
+	if tok, ok := tokenFrom(r.Context()); !ok || tok.Role != RoleOperator {
+		ep.URL = outbound.Redact(ep.URL)
+	}
+	return ep
+}
+
 func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	eps, err := a.Outbound.List(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	for i := range eps {
+		eps[i] = forReader(r, eps[i])
 	}
 	httpserver.WriteJSON(w, http.StatusOK, endpoints.Page[endpoints.Endpoint]{Items: eps})
 }
@@ -136,7 +150,7 @@ func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, ep)
+	httpserver.WriteJSON(w, http.StatusOK, forReader(r, ep))
 }
 
 func (a *api) createEndpoint(w http.ResponseWriter, r *http.Request) {

@@ -135,8 +135,9 @@ func TestOutboundEndpointLifecycle(t *testing.T) {
 	require.NotContains(t, detail, "tok_secretpath", "the audit log names the URL redacted")
 	require.NotContains(t, detail, secret)
 
-	// Reads: no secret anywhere but where documented.
-	for _, tok := range []string{viewerToken, operatorToken} {
+	// Reads: no secret anywhere but where documented; a viewer reads the
+	// URL as the logs show it.
+	for tok, url := range map[string]string{viewerToken: "https://hooks.example.com/…", operatorToken: target} {
 		a = get(t, eps, tok)
 		require.Equal(t, http.StatusOK, a.status, a.raw)
 		require.NotContains(t, a.raw, secret)
@@ -145,10 +146,29 @@ func TestOutboundEndpointLifecycle(t *testing.T) {
 		require.Len(t, items, 1)
 		require.Contains(t, a.body, "next_before_id")
 		require.Equal(t, id, items[0].(map[string]any)["id"])
+		require.Equal(t, url, items[0].(map[string]any)["url"])
 		a = get(t, eps+"/"+id, tok)
 		require.Equal(t, http.StatusOK, a.status, a.raw)
 		require.NotContains(t, a.raw, secret)
+		require.Equal(t, url, a.body["url"])
 	}
+
+	// A viewer changes nothing, whatever the route.
+	for _, w := range []struct{ method, path, body string }{
+		{http.MethodPatch, eps + "/" + id, `{"description":"x"}`},
+		{http.MethodDelete, eps + "/" + id, ""},
+		{http.MethodPost, eps + "/" + id + "/disable", `{"reason":"x"}`},
+		{http.MethodPost, eps + "/" + id + "/enable", ""},
+		{http.MethodPost, eps + "/" + id + "/rotate-secret", ""},
+		{http.MethodPost, eps + "/" + id + "/recover", `{"since":"2026-11-20T10:00:00Z"}`},
+		{http.MethodPost, b.url + "/v1/outbound/messages/1/resend", `{"endpoint_id":"` + id + `"}`},
+		{http.MethodPost, b.url + "/v1/outbound/deliveries/1/resend", ""},
+	} {
+		a = call(t, w.method, w.path, viewerToken, w.body)
+		require.Equal(t, http.StatusForbidden, a.status, "%s %s: %s", w.method, w.path, a.raw)
+	}
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log`), "only the creation")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbound_endpoints WHERE id = $1 AND enabled AND description = 'shop ledger'`, id))
 	a = get(t, eps+"/"+id+"/secret", viewerToken)
 	require.Equal(t, http.StatusForbidden, a.status, a.raw)
 	a = get(t, eps+"/"+id+"/secret", operatorToken)
@@ -179,8 +199,6 @@ func TestOutboundEndpointLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	require.Equal(t, false, a.body["has_legacy_secret"])
 	require.Equal(t, []any{}, a.body["event_types"])
-	a = call(t, http.MethodPatch, eps+"/"+id, viewerToken, `{"description":"x"}`)
-	require.Equal(t, http.StatusForbidden, a.status, a.raw)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'outbound_endpoint_update'`))
 
 	// Disable needs a reason; enable restarts the streak.

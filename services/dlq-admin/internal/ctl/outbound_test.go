@@ -62,12 +62,15 @@ func TestAegisctlManagesOutboundEndpoints(t *testing.T) {
 	require.Equal(t, ctl.ExitUsage, cli(t, base, operatorToken, "endpoints", "create").code, "--url is required")
 
 	// List and get.
-	r = ok(cli(t, base, viewerToken, "endpoints", "list"))
+	r = ok(cli(t, base, operatorToken, "endpoints", "list"))
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 2, r.stdout)
 	require.Contains(t, lines[0], "HEALTH")
 	require.Regexp(t, id+`\s+https://hooks.example.com/aegis\s+payout.\*,refund.posted\s+5/s\s+healthy\s+0`, lines[1])
 	require.NotContains(t, r.stdout, "whsec_")
+	r = ok(cli(t, base, viewerToken, "endpoints", "list"))
+	require.Contains(t, r.stdout, "https://hooks.example.com/…", "a viewer reads the URL redacted")
+	require.NotContains(t, r.stdout, "/aegis")
 	r = ok(cli(t, base, viewerToken, "--output", "json", "endpoints", "get", id))
 	require.Equal(t, "ledger", r.json(t)["description"])
 	require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "endpoints", "get", "5b0f0c52-8c43-4c8a-9a35-1f8f0f1e1a11").code)

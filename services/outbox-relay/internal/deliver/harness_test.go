@@ -319,3 +319,26 @@ func (s *alertSink) withKey(key string) int {
 func ptr[T any](v T) *T { return &v }
 
 var _ = fmt.Sprintf
+
+// counterValue is the value of r's counter name with the label value
+// label (0 when it has none).
+func counterValue(t *testing.T, r *relay, name, label string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -47,5 +47,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("register outbound metrics: %w", err)
 		}
 	}
+	// Both reasons exist from the start: a rule's increase() sees the first
+	// disabling (a series born at 1 would show none).
+	for _, reason := range []string{reasonGone, reasonFailing} {
+		m.disabled.WithLabelValues(reason)
+	}
 	return m, nil
 }

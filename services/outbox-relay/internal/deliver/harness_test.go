@@ -3,7 +3,6 @@ package deliver_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -315,10 +314,6 @@ func (s *alertSink) withKey(key string) int {
 	}
 	return n
 }
-
-func ptr[T any](v T) *T { return &v }
-
-var _ = fmt.Sprintf
 
 // counterValue is the value of r's counter name with the label value
 // label (0 when it has none).

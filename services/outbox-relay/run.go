@@ -46,7 +46,8 @@ type Config struct {
 }
 
 // readConfig reads outbox-relay's settings (with service.ReadBase's,
-// kafkax.ReadSecurity's, kafkax.ReadMembership's and alert.ReadConfig's):
+// kafkax.ReadSecurity's, kafkax.ReadMembership's, alert.ReadConfig's and
+// outbound.ReadPolicy's):
 //
 //	KAFKA_BROKERS             the Kafka bootstrap brokers, host:port, comma-separated (unset: 127.0.0.1:9092)
 //	RELAY_WORKERS             claim/publish loops in this process; they share the outbox as replicas do
@@ -67,7 +68,7 @@ type Config struct {
 //	OUTBOUND_POLL_INTERVAL    how often an idle dispatcher looks for due deliveries (a new event wakes it sooner)
 //	OUTBOUND_TIMEOUT          one delivery attempt's time limit, answer included
 //	OUTBOUND_LEASE            how long a claimed delivery is its relay's before another may attempt it (a relay that
-//	                          dies mid-attempt); must exceed `OUTBOUND_TIMEOUT`; unset: 2 × `OUTBOUND_TIMEOUT` + 15s
+//	                          dies mid-attempt); must exceed `OUTBOUND_TIMEOUT`; `0`: 2 × `OUTBOUND_TIMEOUT` + 15s
 //	OUTBOUND_RETRY_SCHEDULE   the delays after the immediate first attempt, comma-separated (±10 % jitter each; a
 //	                          later `Retry-After` wins); the delivery fails after the last
 //	OUTBOUND_DISABLE_AFTER    an endpoint failing every attempt this long (from when it was last enabled if later)
@@ -77,9 +78,6 @@ type Config struct {
 //	                          `OUTBOUND_DISABLE_AFTER`
 //	OUTBOUND_MESSAGE_RETENTION  how long messages (and their finished deliveries) are kept once none is pending;
 //	                          must exceed the retry schedule plus `OUTBOUND_DISABLE_AFTER`
-//	OUTBOUND_ALLOW_HTTP       development only: endpoints may be http:// (both outbox-relay and dlq-admin)
-//	OUTBOUND_ALLOW_PRIVATE    development only: endpoints may resolve to private, loopback or link-local addresses
-//	                          (checked at connect time, after DNS)
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	host, _ := os.Hostname()
@@ -132,10 +130,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		HealthInterval:   env.Duration("OUTBOUND_HEALTH_INTERVAL", deliver.DefaultHealthInterval),
 		LogRetention:     env.Duration("OUTBOUND_LOG_RETENTION", deliver.DefaultLogRetention),
 		MessageRetention: env.Duration("OUTBOUND_MESSAGE_RETENTION", deliver.DefaultMessageRetention),
-		Policy: outbound.Policy{
-			AllowHTTP:    env.Bool("OUTBOUND_ALLOW_HTTP", false),
-			AllowPrivate: env.Bool("OUTBOUND_ALLOW_PRIVATE", false),
-		},
+		Policy:           outbound.ReadPolicy(env),
 	}
 	if c.Outbound.Lease == 0 && c.Outbound.Timeout > 0 {
 		c.Outbound.Lease = 2*c.Outbound.Timeout + 15*time.Second

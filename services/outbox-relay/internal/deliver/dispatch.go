@@ -134,17 +134,20 @@ func (d *Deliverer) claim(ctx context.Context, ep sqlcdb.DueEndpointsRow, want i
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	q := d.q.WithTx(tx)
 	n := want
-	var available float64
+	var bucket sqlcdb.TokensRow
 	if ep.RateLimit != nil {
 		rate := float64(*ep.RateLimit)
 		if err := q.EnsureHealth(ctx, sqlcdb.EnsureHealthParams{EndpointID: ep.ID, Tokens: rate}); err != nil {
 			return nil, fmt.Errorf("claim deliveries of endpoint %s: %w", ep.ID, err)
 		}
-		available, err = q.LockTokens(ctx, sqlcdb.LockTokensParams{Rate: rate, EndpointID: ep.ID})
+		if err := q.LockHealth(ctx, ep.ID); err != nil {
+			return nil, fmt.Errorf("claim deliveries of endpoint %s: lock its bucket: %w", ep.ID, err)
+		}
+		bucket, err = q.Tokens(ctx, sqlcdb.TokensParams{Rate: rate, EndpointID: ep.ID})
 		if err != nil {
 			return nil, fmt.Errorf("claim deliveries of endpoint %s: tokens: %w", ep.ID, err)
 		}
-		n = min(n, int(math.Floor(available)))
+		n = min(n, int(math.Floor(bucket.Available)))
 		if n <= 0 {
 			return nil, nil
 		}
@@ -154,7 +157,8 @@ func (d *Deliverer) claim(ctx context.Context, ep sqlcdb.DueEndpointsRow, want i
 		return nil, fmt.Errorf("claim deliveries of endpoint %s: %w", ep.ID, err)
 	}
 	if ep.RateLimit != nil {
-		if err := q.SpendTokens(ctx, sqlcdb.SpendTokensParams{Tokens: available - float64(len(got)), EndpointID: ep.ID}); err != nil {
+		if err := q.SpendTokens(ctx, sqlcdb.SpendTokensParams{Tokens: bucket.Available - float64(len(got)),
+			TakenAt: bucket.TakenAt, EndpointID: ep.ID}); err != nil {
 			return nil, fmt.Errorf("claim deliveries of endpoint %s: spend tokens: %w", ep.ID, err)
 		}
 	}

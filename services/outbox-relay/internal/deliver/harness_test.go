@@ -102,6 +102,8 @@ func (h *harness) start(cfg deliver.Config, alertURL string, loops ...string) *r
 			wg.Go(func() { d.RunHealth(ctx) })
 		case "stats":
 			wg.Go(func() { d.RunStats(ctx, 50*time.Millisecond) })
+		case "retention":
+			wg.Go(func() { d.RunRetention(ctx, 50*time.Millisecond) })
 		default:
 			h.t.Fatalf("no loop %q", l)
 		}
@@ -313,6 +315,29 @@ func (s *alertSink) withKey(key string) int {
 		}
 	}
 	return n
+}
+
+// gaugeValue is the value of r's gauge name for endpoint (-1 when it has
+// none).
+func gaugeValue(t *testing.T, r *relay, name, endpoint string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "endpoint" && lp.GetValue() == endpoint {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // counterValue is the value of r's counter name with the label value

@@ -54,15 +54,20 @@ VALUES (@endpoint_id, @tokens::float8, now())
 ON CONFLICT (endpoint_id) DO NOTHING;
 
 -- The rate limit's bucket, locked until the claim's commit: it holds at
--- most rate tokens and gains rate per second.
--- name: LockTokens :one
-SELECT LEAST(@rate::float8, tokens + GREATEST(0, EXTRACT(EPOCH FROM now() - tokens_at)::float8) * @rate::float8)::float8 AS available
+-- most rate tokens and gains rate per second. Tokens reads the clock after
+-- LockHealth took the row (clock_timestamp, not the transaction's start),
+-- so replicas that queued on the row each see the time they took it at.
+-- name: LockHealth :exec
+SELECT 1 FROM outbound_endpoint_health WHERE endpoint_id = @endpoint_id FOR UPDATE;
+
+-- name: Tokens :one
+SELECT LEAST(@rate::float8, tokens + GREATEST(0, EXTRACT(EPOCH FROM clock_timestamp() - tokens_at)::float8) * @rate::float8)::float8 AS available,
+       clock_timestamp()::timestamptz AS taken_at
 FROM outbound_endpoint_health
-WHERE endpoint_id = @endpoint_id
-FOR UPDATE;
+WHERE endpoint_id = @endpoint_id;
 
 -- name: SpendTokens :exec
-UPDATE outbound_endpoint_health SET tokens = @tokens::float8, tokens_at = now()
+UPDATE outbound_endpoint_health SET tokens = @tokens::float8, tokens_at = GREATEST(tokens_at, @taken_at::timestamptz)
 WHERE endpoint_id = @endpoint_id;
 
 -- Claims up to n due deliveries of one endpoint: each is this dispatcher's

@@ -372,25 +372,17 @@ func (q *Queries) InsertMessage(ctx context.Context, arg InsertMessageParams) (i
 	return id, err
 }
 
-const lockTokens = `-- name: LockTokens :one
-SELECT LEAST($1::float8, tokens + GREATEST(0, EXTRACT(EPOCH FROM now() - tokens_at)::float8) * $1::float8)::float8 AS available
-FROM outbound_endpoint_health
-WHERE endpoint_id = $2
-FOR UPDATE
+const lockHealth = `-- name: LockHealth :exec
+SELECT 1 FROM outbound_endpoint_health WHERE endpoint_id = $1 FOR UPDATE
 `
 
-type LockTokensParams struct {
-	Rate       float64
-	EndpointID uuid.UUID
-}
-
 // The rate limit's bucket, locked until the claim's commit: it holds at
-// most rate tokens and gains rate per second.
-func (q *Queries) LockTokens(ctx context.Context, arg LockTokensParams) (float64, error) {
-	row := q.db.QueryRow(ctx, lockTokens, arg.Rate, arg.EndpointID)
-	var available float64
-	err := row.Scan(&available)
-	return available, err
+// most rate tokens and gains rate per second. Tokens reads the clock after
+// LockHealth took the row (clock_timestamp, not the transaction's start),
+// so replicas that queued on the row each see the time they took it at.
+func (q *Queries) LockHealth(ctx context.Context, endpointID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockHealth, endpointID)
+	return err
 }
 
 const messageExists = `-- name: MessageExists :one
@@ -493,16 +485,41 @@ func (q *Queries) SettleDelivery(ctx context.Context, arg SettleDeliveryParams) 
 }
 
 const spendTokens = `-- name: SpendTokens :exec
-UPDATE outbound_endpoint_health SET tokens = $1::float8, tokens_at = now()
-WHERE endpoint_id = $2
+UPDATE outbound_endpoint_health SET tokens = $1::float8, tokens_at = GREATEST(tokens_at, $2::timestamptz)
+WHERE endpoint_id = $3
 `
 
 type SpendTokensParams struct {
 	Tokens     float64
+	TakenAt    time.Time
 	EndpointID uuid.UUID
 }
 
 func (q *Queries) SpendTokens(ctx context.Context, arg SpendTokensParams) error {
-	_, err := q.db.Exec(ctx, spendTokens, arg.Tokens, arg.EndpointID)
+	_, err := q.db.Exec(ctx, spendTokens, arg.Tokens, arg.TakenAt, arg.EndpointID)
 	return err
+}
+
+const tokens = `-- name: Tokens :one
+SELECT LEAST($1::float8, tokens + GREATEST(0, EXTRACT(EPOCH FROM clock_timestamp() - tokens_at)::float8) * $1::float8)::float8 AS available,
+       clock_timestamp()::timestamptz AS taken_at
+FROM outbound_endpoint_health
+WHERE endpoint_id = $2
+`
+
+type TokensParams struct {
+	Rate       float64
+	EndpointID uuid.UUID
+}
+
+type TokensRow struct {
+	Available float64
+	TakenAt   time.Time
+}
+
+func (q *Queries) Tokens(ctx context.Context, arg TokensParams) (TokensRow, error) {
+	row := q.db.QueryRow(ctx, tokens, arg.Rate, arg.EndpointID)
+	var i TokensRow
+	err := row.Scan(&i.Available, &i.TakenAt)
+	return i, err
 }

@@ -31,6 +31,9 @@ type Deps struct {
 	Pool *pgxpool.Pool
 	// Alerts raises the endpoint-disabled alert; nil: logged only.
 	Alerts *alert.Alerter
+	// Tracing makes the attempts' spans (nil: OpenTelemetry's global
+	// provider, which pkg/telemetry sets up).
+	Tracing trace.TracerProvider
 }
 
 // Deliverer is outbound delivery in one relay process: the intake
@@ -80,10 +83,14 @@ func New(cfg Config, deps Deps) (*Deliverer, error) {
 	d := &Deliverer{
 		cfg: cfg, pool: deps.Pool, q: sqlcdb.New(deps.Pool), logger: logger, now: common.Clock, m: m,
 		alerts: deps.Alerts, http: newHTTPClient(cfg), schema: v,
-		tracer:   otel.GetTracerProvider().Tracer("github.com/aegis-payments/aegis/services/outbox-relay/internal/deliver"),
 		wake:     make(chan struct{}, 1),
 		inFlight: map[uuid.UUID]int{},
 	}
+	tp := deps.Tracing
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	d.tracer = tp.Tracer("github.com/aegis-payments/aegis/services/outbox-relay/internal/deliver")
 	// A new group starts at the oldest record Kafka holds: turning delivery
 	// on takes in the retained backlog (event ids make it idempotent).
 	d.client, err = kafkax.NewClient(cfg.Brokers, logger, append(

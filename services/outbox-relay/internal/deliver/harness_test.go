@@ -18,6 +18,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/event"
@@ -79,13 +80,19 @@ type relay struct {
 // or stop. alertURL (optional) receives its alerts.
 func (h *harness) start(cfg deliver.Config, alertURL string, loops ...string) *relay {
 	h.t.Helper()
+	return h.startTraced(cfg, alertURL, nil, loops...)
+}
+
+// startTraced is start with the attempts' spans made by tp.
+func (h *harness) startTraced(cfg deliver.Config, alertURL string, tp trace.TracerProvider, loops ...string) *relay {
+	h.t.Helper()
 	reg := prometheus.NewRegistry()
 	deps := lifecycle.Deps{Registerer: reg, Logger: slog.New(slog.NewTextHandler(h.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	alerts, err := alert.New(alert.Config{Source: "outbox-relay", WebhookURL: alertURL}, deps)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d, err := deliver.New(cfg, deliver.Deps{Deps: deps, Pool: h.pool, Alerts: alerts})
+	d, err := deliver.New(cfg, deliver.Deps{Deps: deps, Pool: h.pool, Alerts: alerts, Tracing: tp})
 	if err != nil {
 		h.t.Fatal(err)
 	}

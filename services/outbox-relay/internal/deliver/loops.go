@@ -89,23 +89,38 @@ func (d *Deliverer) prune(ctx context.Context) error {
 
 // RunStats sets the pending gauges every interval until ctx is done.
 func (d *Deliverer) RunStats(ctx context.Context, interval time.Duration) {
+	exported := map[string]bool{}
 	every(ctx, interval, func(ctx context.Context) {
-		if err := d.stats(ctx); err != nil && ctx.Err() == nil {
+		if err := d.stats(ctx, exported); err != nil && ctx.Err() == nil {
 			d.logger.Error("outbound stats", "error", err.Error())
 		}
 	})
 }
 
-func (d *Deliverer) stats(ctx context.Context) error {
+// stats sets the gauges of every undeleted endpoint and drops those of the
+// endpoints gone since (exported: the ones set last time). A series is
+// never briefly missing: an alert's `for` would start over.
+func (d *Deliverer) stats(ctx context.Context, exported map[string]bool) error {
 	rows, err := d.q.PendingStats(ctx)
 	if err != nil {
 		return fmt.Errorf("pending stats: %w", err)
 	}
-	d.m.pending.Reset()
-	d.m.oldest.Reset()
+	now := make(map[string]bool, len(rows))
 	for _, r := range rows {
-		d.m.pending.WithLabelValues(r.ID.String()).Set(float64(r.Pending))
-		d.m.oldest.WithLabelValues(r.ID.String()).Set(r.OldestSeconds)
+		id := r.ID.String()
+		now[id] = true
+		d.m.pending.WithLabelValues(id).Set(float64(r.Pending))
+		d.m.oldest.WithLabelValues(id).Set(r.OldestSeconds)
+	}
+	for id := range exported {
+		if !now[id] {
+			d.m.pending.DeleteLabelValues(id)
+			d.m.oldest.DeleteLabelValues(id)
+			delete(exported, id)
+		}
+	}
+	for id := range now {
+		exported[id] = true
 	}
 	return nil
 }

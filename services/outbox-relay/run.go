@@ -49,35 +49,35 @@ type Config struct {
 // kafkax.ReadSecurity's, kafkax.ReadMembership's, alert.ReadConfig's and
 // outbound.ReadPolicy's):
 //
-//	KAFKA_BROKERS             the Kafka bootstrap brokers, host:port, comma-separated (unset: 127.0.0.1:9092)
-//	RELAY_WORKERS             claim/publish loops in this process; they share the outbox as replicas do
-//	RELAY_BATCH_SIZE          outbox rows claimed per cycle
-//	RELAY_POLL_INTERVAL       how often an idle relay looks for rows (a NOTIFY wakes it sooner)
-//	RELAY_LEASE               how long a claimed batch is the relay's before another may take it over
-//	RELAY_PUBLISH_TIMEOUT     how long a batch may wait for Kafka's acknowledgements
-//	RELAY_RETENTION           how long published rows are kept before they are deleted
-//	RELAY_BACKOFF_BASE        the first retry delay of a row Kafka refused (exponential, full jitter)
-//	RELAY_BACKOFF_MULTIPLIER  the growth of each next delay
-//	RELAY_BACKOFF_MAX         the longest delay; after 6 attempts the row is a dead letter
-//	BREAKER_FAILURES          consecutive transient failures that open a breaker (the relay's on Kafka, the
-//	                          worker's on each PSP)
-//	BREAKER_OPEN_FOR          how long an open breaker refuses calls before one probe goes through
-//	OUTBOUND_GROUP            the consumer group that takes `aegis.settlements` in for outbound delivery
-//	OUTBOUND_SENDERS          outbound delivery attempts this process runs at once
-//	OUTBOUND_PER_ENDPOINT     outbound delivery attempts to one endpoint this process runs at once
-//	OUTBOUND_POLL_INTERVAL    how often an idle dispatcher looks for due deliveries (a new event wakes it sooner)
-//	OUTBOUND_TIMEOUT          one delivery attempt's time limit, answer included
-//	OUTBOUND_LEASE            how long a claimed delivery is its relay's before another may attempt it (a relay that
-//	                          dies mid-attempt); must exceed `OUTBOUND_TIMEOUT`; `0`: 2 × `OUTBOUND_TIMEOUT` + 15s
-//	OUTBOUND_RETRY_SCHEDULE   the delays after the immediate first attempt, comma-separated (±10 % jitter each; a
-//	                          later `Retry-After` wins); the delivery fails after the last
-//	OUTBOUND_DISABLE_AFTER    an endpoint failing every attempt this long (from when it was last enabled if later)
-//	                          is disabled, with one alert (`outbound-endpoint-disabled:<id>`)
-//	OUTBOUND_HEALTH_INTERVAL  how often the failing endpoints are looked for
-//	OUTBOUND_LOG_RETENTION    how long delivery attempts are kept; must exceed the retry schedule plus
-//	                          `OUTBOUND_DISABLE_AFTER`
+//	KAFKA_BROKERS               the Kafka bootstrap brokers, host:port, comma-separated (unset: 127.0.0.1:9092)
+//	RELAY_WORKERS               claim/publish loops in this process; they share the outbox as replicas do
+//	RELAY_BATCH_SIZE            outbox rows claimed per cycle
+//	RELAY_POLL_INTERVAL         how often an idle relay looks for rows (a NOTIFY wakes it sooner)
+//	RELAY_LEASE                 how long a claimed batch is the relay's before another may take it over
+//	RELAY_PUBLISH_TIMEOUT       how long a batch may wait for Kafka's acknowledgements
+//	RELAY_RETENTION             how long published rows are kept before they are deleted
+//	RELAY_BACKOFF_BASE          the first retry delay of a row Kafka refused (exponential, full jitter)
+//	RELAY_BACKOFF_MULTIPLIER    the growth of each next delay
+//	RELAY_BACKOFF_MAX           the longest delay; after 6 attempts the row is a dead letter
+//	BREAKER_FAILURES            consecutive transient failures that open a breaker (the relay's on Kafka, the
+//	                            worker's on each PSP)
+//	BREAKER_OPEN_FOR            how long an open breaker refuses calls before one probe goes through
+//	OUTBOUND_GROUP              the consumer group that takes `aegis.settlements` in for outbound delivery
+//	OUTBOUND_SENDERS            outbound delivery attempts this process runs at once
+//	OUTBOUND_PER_ENDPOINT       outbound delivery attempts to one endpoint this process runs at once
+//	OUTBOUND_POLL_INTERVAL      how often an idle dispatcher looks for due deliveries (a new event wakes it sooner)
+//	OUTBOUND_TIMEOUT            one delivery attempt's time limit, answer included
+//	OUTBOUND_LEASE              how long a claimed delivery is its relay's before another may attempt it (a relay that
+//	                            dies mid-attempt); must exceed `OUTBOUND_TIMEOUT`; `0`: 2 × `OUTBOUND_TIMEOUT` + 15s
+//	OUTBOUND_RETRY_SCHEDULE     the delays after the immediate first attempt, comma-separated (±10 % jitter each; a
+//	                            later `Retry-After` wins); the delivery fails after the last
+//	OUTBOUND_DISABLE_AFTER      an endpoint failing every attempt this long (from when it was last enabled if later)
+//	                            is disabled, with one alert (`outbound-endpoint-disabled:<id>`)
+//	OUTBOUND_HEALTH_INTERVAL    how often the failing endpoints are looked for
+//	OUTBOUND_LOG_RETENTION      how long delivery attempts are kept; must exceed the retry schedule plus
+//	                            `OUTBOUND_DISABLE_AFTER`
 //	OUTBOUND_MESSAGE_RETENTION  how long messages (and their finished deliveries) are kept once none is pending;
-//	                          must exceed the retry schedule plus `OUTBOUND_DISABLE_AFTER`
+//	                            must exceed the retry schedule plus `OUTBOUND_DISABLE_AFTER`
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	host, _ := os.Hostname()

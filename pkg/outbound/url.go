@@ -41,7 +41,7 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w: not a URL", ErrURL)
 	}
 	switch {
-	case u.Scheme != "https" && !(p.AllowHTTP && u.Scheme == "http"):
+	case u.Scheme != "https" && (!p.AllowHTTP || u.Scheme != "http"):
 		return nil, fmt.Errorf("%w: the scheme must be https", ErrURL)
 	case u.Host == "" || u.Hostname() == "":
 		return nil, fmt.Errorf("%w: no host", ErrURL)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +83,9 @@ func (d *Deliverer) decide(a answer, n int) verdict {
 	}
 	base := d.cfg.Schedule[n-1]
 	delay := time.Duration(float64(base) * (0.9 + 0.2*rand.Float64())) // ±10 %
-	return verdict{outcome: outcomeRetry, state: "pending", delay: max(delay, a.retryAfter)}
+	// A Retry-After is honoured up to the schedule's longest step: a
+	// receiver cannot park a delivery past what the schedule itself allows.
+	return verdict{outcome: outcomeRetry, state: "pending", delay: max(delay, min(a.retryAfter, slices.Max(d.cfg.Schedule)))}
 }
 
 // attempt sends one claimed delivery and records what happened. When ctx

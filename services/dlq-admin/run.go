@@ -132,7 +132,8 @@ type FourEyes struct {
 //	                                   operator
 //	SECOND_APPROVER_RESOLUTION_AMOUNT  with `REQUIRE_SECOND_APPROVER`, a resolution of a payout of more than this amount (the currency's
 //	                                   minor units) waits for a second person; `0` is every resolution (the production overlay's value)
-//	STALL_GROUPS                       the consumer groups watched for stalls; unset: `payout-worker` and `DLQ_CONSUMER_GROUP`. An alert
+//	STALL_GROUPS                       the consumer groups watched for stalls; unset: `payout-worker`, `DLQ_CONSUMER_GROUP` and
+//	                                   `outbound-events` (outbox-relay's intake of outbound events). An alert
 //	                                   (`consumer_stalled:<group>:<topic>:<partition>`, critical) names the member holding a partition that
 //	                                   has lag and whose committed offset has not moved for `STALL_AFTER`
 //	STALL_AFTER                        how long a partition with lag may go without progress before it is a stall
@@ -178,7 +179,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		Interval: env.Duration("STALL_CHECK_INTERVAL", 15*time.Second),
 	}
 	if len(c.Stall.Groups) == 0 {
-		c.Stall.Groups = []string{"payout-worker", c.ConsumerGroup}
+		c.Stall.Groups = []string{"payout-worker", c.ConsumerGroup, "outbound-events"}
 	}
 	env.Check(c.Stall.Validate(), map[string]string{
 		"Groups":   "STALL_GROUPS",

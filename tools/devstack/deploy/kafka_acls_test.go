@@ -31,7 +31,7 @@ type aclFile struct {
 // wantACLs is what each principal must be allowed, and nothing more:
 // "<type> <name> <operation>", from the topics the code names (kafkax) and
 // the services' default consumer groups (CONSUMER_GROUP, DLQ_CONSUMER_GROUP,
-// SETTLEMENT_WEBHOOK_GROUP).
+// OUTBOUND_GROUP).
 func wantACLs() map[string][]string {
 	pending, transactions, settlements := kafkax.TopicWebhookPending, kafkax.TopicTransactions, kafkax.TopicSettlements
 	dlqs := []string{kafkax.DLQTopic(pending), kafkax.DLQTopic(transactions), kafkax.DLQTopic(settlements), kafkax.TopicOutboxDLQ}
@@ -39,10 +39,13 @@ func wantACLs() map[string][]string {
 	for _, t := range kafkax.AllTopics() {
 		relay = append(relay, "topic "+t+" Write") // the relay publishes whatever the outbox names
 	}
+	// The relay's intake consumes the settlement events it delivers to the
+	// endpoints (docs/design/outbound.md).
+	relay = append(relay, "topic "+settlements+" Read", "group outbound-events Read")
 	for _, t := range dlqs {
 		admin = append(admin, "topic "+t+" Read")
 	}
-	admin = append(admin, "group dlq-admin Read", "topic "+settlements+" Read", "group settlement-webhooks Read",
+	admin = append(admin, "group dlq-admin Read",
 		"topic "+pending+" Describe", "topic "+transactions+" Describe", "group payout-worker Describe")
 	return map[string][]string{
 		"outbox-relay": relay,

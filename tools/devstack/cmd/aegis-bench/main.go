@@ -101,7 +101,7 @@ Outbound runs one outbox-relay (publishing, intake and dispatcher at their
 defaults; http and loopback endpoints allowed) and kfake against a fresh
 database with one endpoint: a receiver in the bench process that verifies
 every delivery with the Standard Webhooks library. Its first row is the rate
-at which a backlog of 5,000 `payout.succeeded` events committed at once
+at which a backlog of 5,000 payout.succeeded events committed at once
 reaches the receiver (from the commit to the last verified arrival), against
 the bare pgbench measured just before; its second, the latency from each
 event's outbox commit to its verified arrival at a steady half that rate.

@@ -184,6 +184,16 @@ func ScaledVars() []ScaledVar {
 		{Env: "OUTBOUND_DISABLE_AFTER", Reader: ReadRelay, Real: 120 * time.Hour,
 			Why: "an endpoint failing every attempt this long is disabled: scaled it still outlasts the retry schedule " +
 				"and the receiver-down fault many times over"},
+		{Env: "OUTBOUND_HEALTH_INTERVAL", Reader: ReadRelay, Real: time.Minute, Floor: time.Second,
+			Why: "how often failing endpoints are looked for (to disable them); " + floorPoll},
+		{Env: "OUTBOUND_POLL_INTERVAL", Reader: ReadRelay, Real: 250 * time.Millisecond, Fixed: 250 * time.Millisecond,
+			Why: "an idle dispatcher's look for due deliveries: " + floorPoll + "; an intake commit or a finished attempt " +
+				"wakes it sooner, and the scaled schedule's first delays are then due at the next look"},
+		{Env: "OUTBOUND_TIMEOUT", Reader: ReadRelay, Real: 15 * time.Second, Fixed: chaosOutboundTimeout,
+			Why: "one delivery attempt to the sink on the loopback: " + wall},
+		{Env: "OUTBOUND_LEASE", Reader: ReadRelay, Real: 45 * time.Second, Fixed: chaosOutboundLease,
+			Why: "a relay's claim on a delivery (default 2 × OUTBOUND_TIMEOUT + 15 s): process liveness, " + wall +
+				"; must exceed OUTBOUND_TIMEOUT"},
 		{Env: "OUTBOUND_ROTATION_OVERLAP", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
 			Why: "how long a rotated-out secret still signs"},
 		{Env: "OUTBOUND_LOG_RETENTION", Reader: ReadRelay, Real: 720 * time.Hour, Fixed: 720 * time.Hour,
@@ -256,8 +266,15 @@ func outboundSettleWait(scale float64) time.Duration {
 }
 
 // outboundSettleMargin is the wall time outboundSettleWait adds to the
-// schedule.
+// schedule: more than a killed relay's claim (OUTBOUND_LEASE) and a
+// dispatcher's poll.
 const outboundSettleMargin = 30 * time.Second
+
+// The chaos values of the dispatcher's wall-clock durations.
+const (
+	chaosOutboundTimeout = 2 * time.Second
+	chaosOutboundLease   = 6 * time.Second
+)
 
 // ScaledEnv is the environment the scaled variables give readers at scale.
 // Variables without a variable name (NotAVariable) are left out.

@@ -39,7 +39,9 @@ func wantACLs() map[string][]string {
 	for _, t := range kafkax.AllTopics() {
 		relay = append(relay, "topic "+t+" Write") // the relay publishes whatever the outbox names
 	}
-	relay = append(relay, "topic "+settlements+" Read", "group outbound-events Read") // outbound delivery's intake
+	// The relay's intake consumes the settlement events it delivers to the
+	// endpoints (docs/design/outbound.md).
+	relay = append(relay, "topic "+settlements+" Read", "group outbound-events Read")
 	for _, t := range dlqs {
 		admin = append(admin, "topic "+t+" Read")
 	}

@@ -97,6 +97,15 @@ Ingest runs one webhook-api process at its default settings
 pgbench runs of the same two inserts at the same concurrency: on the
 schema's own tables, and on two bare tables with primary keys only.
 
+Outbound runs one outbox-relay (publishing, intake and dispatcher at their
+defaults; http and loopback endpoints allowed) and kfake against a fresh
+database with one endpoint: a receiver in the bench process that verifies
+every delivery with the Standard Webhooks library. Its first row is the rate
+at which a backlog of 5,000 payout.succeeded events committed at once
+reaches the receiver (from the commit to the last verified arrival), against
+the bare pgbench measured just before; its second, the latency from each
+event's outbox commit to its verified arrival at a steady half that rate.
+
 How each figure is made: tools/devstack/internal/bench (doc.go and the
 scenario files say what is sent, how it is timed and what is checked).
 `, cmd, time.Now().UTC().Format("2006-01-02"), duration.String(), machine, table)

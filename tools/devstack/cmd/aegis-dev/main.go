@@ -211,7 +211,7 @@ func banner(cfg stack.Config, took time.Duration) {
     webhook-api    %s   (POST /webhooks/stripe, /webhooks/paystack, /v1/users/{id}/destinations, /v1/payouts)
     outbox-relay   %s
     payout-worker  %s
-    dlq-admin      %s   (GET /v1/dead-letters)
+    dlq-admin      %s   (GET /v1/dead-letters; POST /v1/outbound/endpoints: http and loopback receivers allowed)
     kafka (kfake)  127.0.0.1:%d
     PSP stand-in   %s   (GET /_psp/objects, /_psp/calls)
 

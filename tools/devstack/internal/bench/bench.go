@@ -62,7 +62,7 @@ func New(cfg Config) *Runner {
 }
 
 // Scenarios in the order they run.
-var scenarioNames = []string{"ingest", "relay", "worker", "backoff", "e2e"}
+var scenarioNames = []string{"ingest", "relay", "worker", "backoff", "e2e", "outbound"}
 
 // Scenarios lists the scenario names.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -87,6 +87,8 @@ func (r *Runner) Run(ctx context.Context, names []string) ([]Row, error) {
 			err = r.backoff(ctx)
 		case "e2e":
 			err = r.e2e(ctx)
+		case "outbound":
+			err = r.outbound(ctx)
 		default:
 			err = fmt.Errorf("unknown scenario %q (have %s)", n, strings.Join(Scenarios(), ", "))
 		}

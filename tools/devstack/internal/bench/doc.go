@@ -5,8 +5,12 @@
 // worker's credits (against a pgbench of the worker's own credit batch, its
 // SQL read from the ledger's generated sqlcdb code so the baseline cannot drift) and payouts
 // per second from Kafka, what a payout waiting for its retry costs its
-// user's credits (backoff.go: their p99 against other wallets'), and the
-// whole suite end to end (e2e.go). It prints one table and can write it to
+// user's credits (backoff.go: their p99 against other wallets'), the
+// whole suite end to end (e2e.go), and outbound delivery (outbound.go: a
+// backlog of settlement events from the outbox to one local endpoint through
+// the relay, Kafka, the relay's intake and dispatcher, each delivery
+// verified with the Standard Webhooks library; the rate against the bare
+// pgbench, and the commit → receipt latency at half that rate). It prints one table and can write it to
 // docs/reports/benchmarks.md with the machine it ran on, keeping the findings
 // written below the table, and the e2e plot (plot.go, SVG drawn here: no
 // external tool).

@@ -95,8 +95,11 @@ type suite struct {
 	// the workload began.
 	outages [][2]time.Time
 	started time.Time
-	// sink receives alerts and settlement webhooks (week profile).
+	// sink receives alerts and outbound events (week profile).
 	sink *sink
+	// outboundSettle is how long invariant 18 waits for outbound
+	// deliveries to finish (outboundSettleWait); zero: it looks once.
+	outboundSettle time.Duration
 	// workersDown are the spans no payout-worker ran (the week's worker
 	// outage), which deadlines do not count.
 	workersDown [][2]time.Time
@@ -295,12 +298,22 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		su.sink.close()
 		return nil, fmt.Errorf("start the suite: %w", err)
 	}
+	if su.sink != nil {
+		// Outbound events go to the endpoints an operator registers once
+		// dlq-admin is up (invariant 18).
+		if err := su.registerEndpoints(ctx); err != nil {
+			su.tearDown(ctx)
+			return nil, err
+		}
+		su.outboundSettle = outboundSettleWait(cfg.Profile.TimeScale)
+	}
 	return su, nil
 }
 
 // timeEnv is the services' and the stand-in's environment: the chaos
-// values, and for a scaled profile every ScaledVars duration at its scale,
-// an alert sink and an outbound settlement receiver.
+// values, and for a scaled profile every ScaledVars duration at its scale
+// and a sink for alerts and outbound events (the endpoints' receivers,
+// registered once dlq-admin is up: registerEndpoints).
 func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
 	cfg := su.cfg
 	env = map[string]string{
@@ -338,8 +351,6 @@ func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
 		return nil, nil, err
 	}
 	env["ALERT_WEBHOOK_URL"] = su.sink.url + "/alerts"
-	env["SETTLEMENT_WEBHOOK_URL"] = su.sink.url + "/settlements"
-	env["SETTLEMENT_WEBHOOK_SECRET"] = "chaos-settlement-secret-0123456789"
 	return env, ScaledEnv(scale, ReadPSP), nil
 }
 

@@ -46,7 +46,9 @@
 // minutes, with faults spanning simulated hours to a day and invariants
 // that only a long horizon can break (a payout paid twice after the PSP
 // forgot its key, money given back while the PSP paid, a payout past its
-// deadline without an alert, a forged money event that moved money).
-// Durations that measure wall-clock work keep their values; ScaledVars
-// lists each with the reason.
+// deadline without an alert, a forged money event that moved money, a
+// settlement event that did not reach both of the outbound endpoints the run
+// registers through dlq-admin's API, one of them down for simulated hours:
+// outbound.go). Durations that measure wall-clock work keep their values;
+// ScaledVars lists each with the reason.
 package chaos

@@ -50,23 +50,60 @@ type ScaledVar struct {
 	// NotAVariable: the duration is built in (no variable sets it), so it
 	// cannot be scaled; listed so the gap is visible. Fixed is its value.
 	NotAVariable bool
-	Why          string
+	// Schedule, when set, makes the variable a comma-separated list of
+	// delays (OUTBOUND_RETRY_SCHEDULE): each delay is scaled as a single
+	// duration would be, and Real is their sum.
+	Schedule []time.Duration
+	Why      string
 }
 
-// Value is the variable's value at scale (1 or less: real time).
+// Value is the variable's value at scale (1 or less: real time); for a
+// schedule, the sum of its scaled delays.
 func (v ScaledVar) Value(scale float64) time.Duration {
 	if v.Fixed > 0 || v.NotAVariable {
 		return v.Fixed
 	}
-	if scale <= 1 {
-		return v.Real
+	if len(v.Schedule) > 0 {
+		return sum(v.ScheduleAt(scale))
 	}
-	d := time.Duration(math.Round(float64(v.Real) / scale / float64(time.Millisecond)))
+	return scaleOne(v.Real, v.Floor, scale)
+}
+
+// ScheduleAt is a schedule's delays at scale, each scaled (and floored)
+// as a single duration.
+func (v ScaledVar) ScheduleAt(scale float64) []time.Duration {
+	out := make([]time.Duration, len(v.Schedule))
+	for i, d := range v.Schedule {
+		out[i] = scaleOne(d, v.Floor, scale)
+	}
+	return out
+}
+
+// EnvValue is the variable's value at scale as its reader parses it: a
+// duration, or a schedule's comma-separated delays.
+func (v ScaledVar) EnvValue(scale float64) string {
+	if len(v.Schedule) == 0 || v.Fixed > 0 || v.NotAVariable {
+		return v.Value(scale).String()
+	}
+	parts := make([]string, len(v.Schedule))
+	for i, d := range v.ScheduleAt(scale) {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// scaleOne is real at scale, to the millisecond, at least a millisecond
+// when real is not zero, and at least floor.
+func scaleOne(real, floor time.Duration, scale float64) time.Duration {
+	if scale <= 1 {
+		return real
+	}
+	d := time.Duration(math.Round(float64(real) / scale / float64(time.Millisecond)))
 	d *= time.Millisecond
-	if v.Real > 0 && d <= 0 {
+	if real > 0 && d <= 0 {
 		d = time.Millisecond
 	}
-	return max(d, v.Floor)
+	return max(d, floor)
 }
 
 // Scaled reports whether the variable follows the scale (possibly floored).
@@ -138,13 +175,31 @@ func ScaledVars() []ScaledVar {
 		{Env: "DLQ_CHECK_INTERVAL", Reader: ReadDLQAdmin, Real: 30 * time.Second, Floor: time.Second, Why: floorPoll},
 		{Env: "STALL_AFTER", Reader: ReadDLQAdmin, Real: 2 * time.Minute, Fixed: 2 * time.Minute,
 			Why: "a consumer group making no progress: Kafka outages are wall time, " + wall},
-		// Outbound settlement deliveries (dlq-admin/deliver).
-		{Env: "SETTLEMENT_WEBHOOK_TIMEOUT", Reader: ReadDLQAdmin, Real: 5 * time.Second, Fixed: 5 * time.Second,
-			Why: "one HTTP call: " + wall},
-		{Env: "(deliver.DefaultBackoff)", Reader: ReadDLQAdmin, Real: 17500 * time.Millisecond,
-			Fixed: 17500 * time.Millisecond, NotAVariable: true,
-			Why: "the outbound retry schedule (0.5 s doubling to 10 s, 5 attempts, 17.5 s in all) has no variable: " +
-				"it cannot be scaled, and at this scale it spans 14 simulated hours"},
+		// Outbound events (outbox-relay's delivery to the endpoints,
+		// docs/design/outbound.md).
+		{Env: "OUTBOUND_RETRY_SCHEDULE", Reader: ReadRelay, Real: sum(OutboundRetrySchedule()),
+			Schedule: OutboundRetrySchedule(),
+			Why: "each delay after the first attempt scaled: about 27 h 35 min of retries become " +
+				"about 35 s, so the receiver-down fault (6 simulated hours) ends well inside it"},
+		{Env: "OUTBOUND_DISABLE_AFTER", Reader: ReadRelay, Real: 120 * time.Hour,
+			Why: "an endpoint failing every attempt this long is disabled: scaled it still outlasts the retry schedule " +
+				"and the receiver-down fault many times over"},
+		{Env: "OUTBOUND_HEALTH_INTERVAL", Reader: ReadRelay, Real: time.Minute, Floor: time.Second,
+			Why: "how often failing endpoints are looked for (to disable them); " + floorPoll},
+		{Env: "OUTBOUND_POLL_INTERVAL", Reader: ReadRelay, Real: 250 * time.Millisecond, Fixed: 250 * time.Millisecond,
+			Why: "an idle dispatcher's look for due deliveries: " + floorPoll + "; an intake commit or a finished attempt " +
+				"wakes it sooner, and the scaled schedule's first delays are then due at the next look"},
+		{Env: "OUTBOUND_TIMEOUT", Reader: ReadRelay, Real: 15 * time.Second, Fixed: chaosOutboundTimeout,
+			Why: "one delivery attempt to the sink on the loopback: " + wall},
+		{Env: "OUTBOUND_LEASE", Reader: ReadRelay, Real: 45 * time.Second, Fixed: chaosOutboundLease,
+			Why: "a relay's claim on a delivery (default 2 × OUTBOUND_TIMEOUT + 15 s): process liveness, " + wall +
+				"; must exceed OUTBOUND_TIMEOUT"},
+		{Env: "OUTBOUND_ROTATION_OVERLAP", Reader: ReadDLQAdmin, Real: 24 * time.Hour,
+			Why: "how long a rotated-out secret still signs"},
+		{Env: "OUTBOUND_LOG_RETENTION", Reader: ReadRelay, Real: 720 * time.Hour, Fixed: 720 * time.Hour,
+			Why: "housekeeping, not a money wait; the invariants read the run's attempts afterwards"},
+		{Env: "OUTBOUND_MESSAGE_RETENTION", Reader: ReadRelay, Real: 720 * time.Hour, Fixed: 720 * time.Hour,
+			Why: "housekeeping, not a money wait; invariant 18 reads the run's messages and deliveries afterwards"},
 		// Wall-clock liveness and pacing: the values every chaos profile uses.
 		{Env: "WALLET_LOCK_EXPIRY", Reader: ReadWorker, Real: 10 * time.Second, Fixed: 4 * time.Second,
 			Why: "how long a dead worker's lock outlives it: process liveness, " + wall + " (reader's minimum 1 s)"},
@@ -170,6 +225,57 @@ func ScaledVars() []ScaledVar {
 	}
 }
 
+// sum adds durations up.
+func sum(ds []time.Duration) time.Duration {
+	var d time.Duration
+	for _, x := range ds {
+		d += x
+	}
+	return d
+}
+
+// OutboundRetrySchedule is OUTBOUND_RETRY_SCHEDULE's default (Svix's:
+// 5s,5m,30m,2h,5h,10h,10h; docs/design/outbound.md): the delays after the
+// immediate first attempt.
+func OutboundRetrySchedule() []time.Duration {
+	return []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+}
+
+// outboundJitter is the schedule's jitter (±10 % of each delay): the
+// longest a delivery's retries can take is the schedule's sum times
+// 1 + outboundJitter.
+const outboundJitter = 0.1
+
+// receiverDownFor is how long, in simulated time, the receiver-down fault
+// refuses the flaky endpoint's deliveries.
+const receiverDownFor = 6 * time.Hour
+
+// outboundSettleWait is how long invariant 18 waits, after the drains, for
+// outbound deliveries to finish: a delivery created as the drain ended
+// may need the whole schedule at its longest jitter (scaled), and the
+// margin covers the intake's lag and a claim's lease after a relay was
+// killed.
+func outboundSettleWait(scale float64) time.Duration {
+	var v ScaledVar
+	for _, x := range ScaledVars() {
+		if x.Env == "OUTBOUND_RETRY_SCHEDULE" {
+			v = x
+		}
+	}
+	return time.Duration(float64(v.Value(scale))*(1+outboundJitter)) + outboundSettleMargin
+}
+
+// outboundSettleMargin is the wall time outboundSettleWait adds to the
+// schedule: more than a killed relay's claim (OUTBOUND_LEASE) and a
+// dispatcher's poll.
+const outboundSettleMargin = 30 * time.Second
+
+// The chaos values of the dispatcher's wall-clock durations.
+const (
+	chaosOutboundTimeout = 2 * time.Second
+	chaosOutboundLease   = 6 * time.Second
+)
+
 // ScaledEnv is the environment the scaled variables give readers at scale.
 // Variables without a variable name (NotAVariable) are left out.
 func ScaledEnv(scale float64, readers ...Reader) map[string]string {
@@ -182,7 +288,7 @@ func ScaledEnv(scale float64, readers ...Reader) map[string]string {
 		if v.NotAVariable || !want[v.Reader] {
 			continue
 		}
-		env[v.Env] = v.Value(scale).String()
+		env[v.Env] = v.EnvValue(scale)
 	}
 	return env
 }
@@ -229,7 +335,7 @@ func ScaleTable(scale float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| variable | read by | real default | at scale %g | note |\n|---|---|---|---|---|\n", scale)
 	for _, v := range vars {
-		how := v.Value(scale).String()
+		how := v.EnvValue(scale)
 		switch {
 		case v.NotAVariable:
 			how += " (built in, not scaled)"

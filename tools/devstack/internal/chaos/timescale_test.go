@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,15 +37,23 @@ func TestWeekScalesEveryListedDurationByOneFactor(t *testing.T) {
 			}
 			continue
 		}
-		want := time.Duration(math.Round(float64(v.Real)/WeekScale/float64(time.Millisecond))) * time.Millisecond
-		if v.Real > 0 && want == 0 {
-			want = time.Millisecond
+		parts := []time.Duration{v.Real}
+		if len(v.Schedule) > 0 {
+			parts = v.Schedule
 		}
-		if v.Floor > 0 && want < v.Floor {
-			if v.Why == "" {
-				t.Errorf("%s is floored at %s and does not say why", v.Env, v.Floor)
+		var want time.Duration
+		for _, real := range parts {
+			w := time.Duration(math.Round(float64(real)/WeekScale/float64(time.Millisecond))) * time.Millisecond
+			if real > 0 && w == 0 {
+				w = time.Millisecond
 			}
-			want = v.Floor
+			if v.Floor > 0 && w < v.Floor {
+				if v.Why == "" {
+					t.Errorf("%s is floored at %s and does not say why", v.Env, v.Floor)
+				}
+				w = v.Floor
+			}
+			want += w
 		}
 		if got != want {
 			t.Errorf("%s (%s): %s at scale %d, want %s", v.Env, v.Reader, got, WeekScale, want)
@@ -61,7 +70,7 @@ func TestWeekScalesEveryListedDurationByOneFactor(t *testing.T) {
 		"PSP_RECONCILE_INTERVAL", "PSP_BACKOFF_BASE", "PSP_BACKOFF_MAX", "BREAKER_OPEN_FOR", "MONEY_BACK_CREDIT_WAIT",
 		"PSP_RECONCILE_RUN_TIMEOUT", "PAYOUT_DEADLINE_INITIALIZED", "PAYOUT_DEADLINE_SENDING", "PAYOUT_DEADLINE_RETRYING",
 		"PAYOUT_PENDING_ESCALATE_AFTER", "PAYOUT_REVIEW_DEADLINE",
-		"SETTLEMENT_WEBHOOK_TIMEOUT", "(deliver.DefaultBackoff)", "(retry_after_seconds)", "PSP_SETTLE_DELAY"} {
+		"OUTBOUND_RETRY_SCHEDULE", "OUTBOUND_DISABLE_AFTER", "(retry_after_seconds)", "PSP_SETTLE_DELAY"} {
 		found := false
 		for k := range seen {
 			if len(k) >= len(name) && k[len(k)-len(name):] == name {
@@ -92,6 +101,19 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 		}
 		return x
 	}
+	// OUTBOUND_RETRY_SCHEDULE is a list: its parsed delays, and their sum.
+	var delays []time.Duration
+	for _, part := range strings.Split(svc["OUTBOUND_RETRY_SCHEDULE"], ",") {
+		x, err := time.ParseDuration(part)
+		if err != nil || x <= 0 {
+			t.Fatalf("OUTBOUND_RETRY_SCHEDULE=%q: delay %q is not a positive duration", svc["OUTBOUND_RETRY_SCHEDULE"], part)
+		}
+		delays = append(delays, x)
+	}
+	if len(delays) != len(OutboundRetrySchedule()) {
+		t.Fatalf("OUTBOUND_RETRY_SCHEDULE=%q has %d delays, the default %d", svc["OUTBOUND_RETRY_SCHEDULE"], len(delays), len(OutboundRetrySchedule()))
+	}
+	outboundSchedule := sum(delays)
 	rules := []struct {
 		rule string
 		ok   bool
@@ -128,7 +150,17 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 		{"DLQ_STORE_RETRY_FOR > 0", d(svc, "DLQ_STORE_RETRY_FOR") > 0},
 		{"DLQ_CHECK_INTERVAL > 0", d(svc, "DLQ_CHECK_INTERVAL") > 0},
 		{"STALL_AFTER > 0", d(svc, "STALL_AFTER") > 0},
-		{"SETTLEMENT_WEBHOOK_TIMEOUT > 0", d(svc, "SETTLEMENT_WEBHOOK_TIMEOUT") > 0},
+		{"OUTBOUND_DISABLE_AFTER > 0", d(svc, "OUTBOUND_DISABLE_AFTER") > 0},
+		{"OUTBOUND_LEASE > OUTBOUND_TIMEOUT (deliver.Config)", d(svc, "OUTBOUND_LEASE") > d(svc, "OUTBOUND_TIMEOUT")},
+		{"OUTBOUND_POLL_INTERVAL > 0", d(svc, "OUTBOUND_POLL_INTERVAL") > 0},
+		{"OUTBOUND_HEALTH_INTERVAL > 0", d(svc, "OUTBOUND_HEALTH_INTERVAL") > 0},
+		{"invariant 18's margin > OUTBOUND_LEASE + OUTBOUND_POLL_INTERVAL (a killed relay's claim, then a look)",
+			outboundSettleMargin > d(svc, "OUTBOUND_LEASE")+d(svc, "OUTBOUND_POLL_INTERVAL")},
+		{"OUTBOUND_ROTATION_OVERLAP > 0", d(svc, "OUTBOUND_ROTATION_OVERLAP") > 0},
+		{"OUTBOUND_LOG_RETENTION > the retry schedule + OUTBOUND_DISABLE_AFTER (docs/design/outbound.md, Retention)",
+			d(svc, "OUTBOUND_LOG_RETENTION") > outboundSchedule+d(svc, "OUTBOUND_DISABLE_AFTER")},
+		{"OUTBOUND_MESSAGE_RETENTION > the retry schedule + OUTBOUND_DISABLE_AFTER (docs/design/outbound.md, Retention)",
+			d(svc, "OUTBOUND_MESSAGE_RETENTION") > outboundSchedule+d(svc, "OUTBOUND_DISABLE_AFTER")},
 		{"ALERT_DEDUPE_WINDOW >= 0", d(svc, "ALERT_DEDUPE_WINDOW") >= 0},
 		// Defaults agree: our key window ends before the PSP forgets the
 		// key, a lookup-worthy payout is looked at within the PSP's
@@ -152,6 +184,22 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 	}
 	if away := p.Sim(3 * time.Hour); max(away, 3*d(svc, "WORKER_RETRY_IN_PLACE_FOR")) <= d(svc, "WORKER_RETRY_IN_PLACE_FOR") {
 		t.Errorf("Postgres is away for less than the in-place retry")
+	}
+	// The flaky receiver's outage ends well inside the retry schedule at
+	// its shortest (every delay 10 % early): a delivery refused all through
+	// it still has attempts left, so invariant 18 holds every event to
+	// reaching both endpoints. The endpoint is not disabled meanwhile, and
+	// invariant 18 waits out the whole schedule at its longest.
+	down := p.Sim(receiverDownFor)
+	if shortest := time.Duration(float64(outboundSchedule) * (1 - outboundJitter)); down >= shortest/2 {
+		t.Errorf("the receiver is down for %s, not well inside the retry schedule (%s at its shortest)", down, shortest)
+	}
+	if d(svc, "OUTBOUND_DISABLE_AFTER") <= down+outboundSchedule {
+		t.Errorf("OUTBOUND_DISABLE_AFTER (%s) would disable the flaky endpoint within its outage and one schedule (%s)",
+			d(svc, "OUTBOUND_DISABLE_AFTER"), down+outboundSchedule)
+	}
+	if longest := time.Duration(float64(outboundSchedule) * (1 + outboundJitter)); outboundSettleWait(WeekScale) <= longest {
+		t.Errorf("invariant 18 waits %s for deliveries, not longer than the schedule at its longest (%s)", outboundSettleWait(WeekScale), longest)
 	}
 	// The first deadline is the one past which a resume double pays.
 	if Deadlines()[0].Max > 23*time.Hour {

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
@@ -38,8 +41,8 @@ const (
 	// faultPendingDays: payouts created meanwhile stay pending at the PSP
 	// for two simulated days.
 	faultPendingDays = "psp_payouts_pending_for_days"
-	// faultReceiverDown: the outbound settlement receiver answers 503 for
-	// six simulated hours.
+	// faultReceiverDown: the flaky endpoint's receiver answers 503 for
+	// six simulated hours (receiverDownFor); the steady one stays up.
 	faultReceiverDown = "settlement_receiver_down"
 )
 
@@ -71,7 +74,7 @@ func (in *injector) injectWeek(ctx context.Context, kind string) (ok bool, err e
 			return true, errNoTarget
 		}
 		in.sink.setDown(true)
-		sleep(context.WithoutCancel(ctx), p.Sim(6*time.Hour))
+		sleep(context.WithoutCancel(ctx), p.Sim(receiverDownFor))
 		in.sink.setDown(false)
 		return true, nil
 	}
@@ -326,25 +329,54 @@ func errJoin(a, b error) error {
 }
 
 // sink receives what the services send out: alerts (ALERT_WEBHOOK_URL,
-// generic format) and settlement webhooks (SETTLEMENT_WEBHOOK_URL), which
-// it refuses with 503 while down (faultReceiverDown).
+// generic format) and outbound events, at one receiver per endpoint chaos
+// registers (outbound.go): each verifies every delivery's Standard Webhooks
+// signature with the specification's library and counts the deliveries it
+// accepted per webhook-id. While down (faultReceiverDown) the flaky
+// receiver refuses every delivery with 503.
 type sink struct {
 	srv *http.Server
 	url string
 
-	mu          sync.Mutex
-	down        bool
-	alerts      []string
-	settlements map[string]int // event id → deliveries accepted
-	refused     int
+	mu        sync.Mutex
+	down      bool
+	alerts    []string
+	receivers map[string]*receiver
 }
+
+// receiver is one endpoint's side of the sink.
+type receiver struct {
+	// flaky: the receiver-down fault refuses its deliveries.
+	flaky bool
+	// endpointID is the endpoint's id at dlq-admin; wh verifies with its
+	// secret (nil until the endpoint is registered: deliveries are
+	// refused with 503, and counted in notReady).
+	endpointID string
+	wh         *standardwebhooks.Webhook
+	// got counts the deliveries accepted per webhook-id (the event id).
+	got map[string]int
+	// unverified names the deliveries the library refused, or whose
+	// webhook-id is not the body's event_id; each was answered 401.
+	unverified []string
+	refused    int
+	notReady   int
+}
+
+// Receivers of the sink: the endpoints chaos registers.
+const (
+	receiverFlaky  = "flaky"
+	receiverSteady = "steady"
+)
 
 func startSink() (*sink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	k := &sink{url: "http://" + ln.Addr().String(), settlements: map[string]int{}}
+	k := &sink{url: "http://" + ln.Addr().String(), receivers: map[string]*receiver{
+		receiverFlaky:  {flaky: true, got: map[string]int{}},
+		receiverSteady: {got: map[string]int{}},
+	}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /alerts", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -353,25 +385,64 @@ func startSink() (*sink, error) {
 		k.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	})
-	mux.HandleFunc("POST /settlements", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /outbound/{name}", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		if k.down {
-			k.refused++
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		var ev struct {
-			EventID string `json:"event_id"`
-		}
-		_ = json.Unmarshal(body, &ev)
-		k.settlements[ev.EventID]++
-		w.WriteHeader(http.StatusOK)
+		w.WriteHeader(k.receive(r.PathValue("name"), r.Header, body))
 	})
 	k.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = k.srv.Serve(ln) }() // ends with Close
 	return k, nil
+}
+
+// endpointURL is where the receiver name listens.
+func (k *sink) endpointURL(name string) string { return k.url + "/outbound/" + name }
+
+// receive handles one delivery to the receiver name and returns the status
+// to answer.
+func (k *sink) receive(name string, h http.Header, body []byte) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rc := k.receivers[name]
+	switch {
+	case rc == nil:
+		return http.StatusNotFound
+	case rc.wh == nil:
+		rc.notReady++
+		return http.StatusServiceUnavailable
+	case rc.flaky && k.down:
+		rc.refused++
+		return http.StatusServiceUnavailable
+	}
+	id := h.Get("webhook-id")
+	if err := rc.wh.Verify(body, h); err != nil {
+		rc.unverified = append(rc.unverified, fmt.Sprintf("%s: %v", id, err))
+		return http.StatusUnauthorized
+	}
+	var ev struct {
+		EventID string `json:"event_id"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.EventID != id {
+		rc.unverified = append(rc.unverified, fmt.Sprintf("%s: webhook-id is not the body's event_id %q", id, ev.EventID))
+		return http.StatusUnauthorized
+	}
+	rc.got[id]++
+	return http.StatusOK
+}
+
+// register sets the endpoint id and secret of the receiver name.
+func (k *sink) register(name, endpointID, secret string) error {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return fmt.Errorf("receiver %s: the endpoint's secret: %w", name, err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rc := k.receivers[name]
+	if rc == nil {
+		return fmt.Errorf("no receiver %s", name)
+	}
+	rc.endpointID, rc.wh = endpointID, wh
+	return nil
 }
 
 func (k *sink) close() {
@@ -399,12 +470,36 @@ func (k *sink) alertsNaming(s string) int {
 	return n
 }
 
-func (k *sink) counts() (alerts, delivered, duplicates, refused int) {
+// receiverSnapshot is a copy of one receiver's record.
+type receiverSnapshot struct {
+	Name, EndpointID     string
+	Got                  map[string]int
+	Unverified           []string
+	Refused, NotReady    int
+	Delivered, Duplicate int
+}
+
+// snapshot copies every receiver's record, by name order.
+func (k *sink) snapshot() []receiverSnapshot {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, n := range k.settlements {
-		delivered++
-		duplicates += n - 1
+	names := slices.Sorted(maps.Keys(k.receivers))
+	out := make([]receiverSnapshot, 0, len(names))
+	for _, name := range names {
+		rc := k.receivers[name]
+		s := receiverSnapshot{Name: name, EndpointID: rc.endpointID, Got: maps.Clone(rc.got),
+			Unverified: slices.Clone(rc.unverified), Refused: rc.refused, NotReady: rc.notReady}
+		for _, n := range rc.got {
+			s.Delivered++
+			s.Duplicate += n - 1
+		}
+		out = append(out, s)
 	}
-	return len(k.alerts), delivered, duplicates, k.refused
+	return out
+}
+
+func (k *sink) alertCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.alerts)
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
@@ -376,34 +378,221 @@ func TestCheckOTPWantsTheClassPaged(t *testing.T) {
 	}
 }
 
-// Invariant 18 names a settlement event that reached neither the receiver
-// nor a dead letter.
-func TestCheckSettlementsNamesAnEventThatWasLost(t *testing.T) {
-	db := newWeekDB(t)
-	ctx := context.Background()
-	for _, id := range []string{"evt_delivered", "evt_lettered", "evt_lost"} {
-		if _, err := db.pool.Exec(ctx, `INSERT INTO transaction_outbox (topic, event_type, payload, status, finished_at)
-			VALUES ('aegis.settlements', 'payout.succeeded', jsonb_build_object('event_id', $1::text), 'processed', now())`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
-		VALUES ('consumer', 'aegis.settlements', convert_to('{"event_id":"evt_lettered"}', 'UTF8'), 'receiver down', 'transient', '[{}]')`); err != nil {
+// deliver POSTs body to the sink's receiver name as the relay would: the
+// Standard Webhooks headers signed with secret, id as webhook-id. It
+// returns the status the receiver answered.
+func deliver(t *testing.T, k *sink, name, secret, id string, body []byte) int {
+	t.Helper()
+	signer, err := outbound.NewSigner(secret)
+	if err != nil {
 		t.Fatal(err)
 	}
+	req, err := http.NewRequest(http.MethodPost, k.endpointURL(name), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, v := range signer.Headers(id, time.Now(), body) {
+		req.Header.Set(h, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func newSecret(t *testing.T) string {
+	t.Helper()
+	s, err := outbound.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The sink's receivers accept a delivery the library verifies under the
+// endpoint's secret and count it per webhook-id; they answer 401 to one
+// signed with another secret or whose webhook-id is not the body's
+// event_id, and 503 before the endpoint is registered; only the flaky one
+// refuses while the receiver-down fault is on.
+func TestSinkVerifiesEveryDeliveryPerEndpoint(t *testing.T) {
+	t.Parallel()
 	k, err := startSink()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.close)
-	k.settlements["evt_delivered"] = 2
+	flaky, steady := newSecret(t), newSecret(t)
+	body := []byte(`{"event_id":"payout:p1:SUCCEEDED","type":"payout.succeeded","sequence":1}`)
+	if got := deliver(t, k, receiverSteady, steady, "payout:p1:SUCCEEDED", body); got != http.StatusServiceUnavailable {
+		t.Fatalf("before registration: %d, want 503", got)
+	}
+	if err := k.register(receiverFlaky, "ep-flaky", flaky); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.register(receiverSteady, "ep-steady", steady); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, secret, id string
+		body             []byte
+		down             bool
+		want             int
+	}{
+		{receiverFlaky, flaky, "payout:p1:SUCCEEDED", body, false, http.StatusOK},
+		{receiverSteady, steady, "payout:p1:SUCCEEDED", body, false, http.StatusOK},
+		{receiverSteady, steady, "payout:p1:SUCCEEDED", body, false, http.StatusOK}, // a duplicate
+		{receiverFlaky, steady, "payout:p1:SUCCEEDED", body, false, http.StatusUnauthorized},
+		{receiverSteady, steady, "payout:p2:SUCCEEDED", body, false, http.StatusUnauthorized},
+		{receiverFlaky, flaky, "payout:p1:SUCCEEDED", body, true, http.StatusServiceUnavailable},
+		{receiverSteady, steady, "payout:p1:SUCCEEDED", body, true, http.StatusOK},
+	} {
+		k.setDown(c.down)
+		if got := deliver(t, k, c.name, c.secret, c.id, c.body); got != c.want {
+			t.Errorf("%s, webhook-id %s, down %t: %d, want %d", c.name, c.id, c.down, got, c.want)
+		}
+	}
+	snap := k.snapshot()
+	if len(snap) != 2 || snap[0].Name != receiverFlaky || snap[1].Name != receiverSteady {
+		t.Fatalf("receivers %+v", snap)
+	}
+	f, st := snap[0], snap[1]
+	if f.EndpointID != "ep-flaky" || f.Got["payout:p1:SUCCEEDED"] != 1 || f.Delivered != 1 || f.Duplicate != 0 ||
+		f.Refused != 1 || len(f.Unverified) != 1 {
+		t.Errorf("flaky: %+v; want one delivery, one refused while down, one unverified", f)
+	}
+	if st.Got["payout:p1:SUCCEEDED"] != 3 || st.Delivered != 1 || st.Duplicate != 2 || st.Refused != 0 || st.NotReady != 1 ||
+		len(st.Unverified) != 1 || !strings.Contains(st.Unverified[0], "not the body's event_id") {
+		t.Errorf("steady: %+v; want one event three times, one refused before registration, one id mismatch", st)
+	}
+}
+
+// Invariant 18 names each settlement event that did not reach both
+// endpoints, and which endpoint it missed in what state, unless a dead
+// letter names it; it names deliveries the library refused; duplicates
+// alone are no violation.
+func TestCheckSettlementsNamesAnEventThatMissedAnEndpoint(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	secrets := map[string]string{}
+	ids := map[string]string{}
+	for _, name := range []string{receiverFlaky, receiverSteady} {
+		secrets[name] = newSecret(t)
+		var id string
+		if err := db.pool.QueryRow(ctx, `INSERT INTO outbound_endpoints (url, secret, created_by) VALUES ($1, $2, 'chaos')
+			RETURNING id::text`, k.endpointURL(name), secrets[name]).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+		if err := k.register(name, ids[name], secrets[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// evt_both reached both (the steady one twice); evt_lettered neither,
+	// but a dead letter names it; evt_failed reached only the steady one,
+	// the flaky one's delivery failed; evt_lost has no message at all.
+	for seq, id := range []string{"evt_both", "evt_lettered", "evt_failed", "evt_lost"} {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO transaction_outbox (topic, event_type, payload, status, finished_at)
+			VALUES ('aegis.settlements', 'payout.succeeded', jsonb_build_object('event_id', $1::text), 'processed', now())`, id); err != nil {
+			t.Fatal(err)
+		}
+		if id == "evt_lost" || id == "evt_lettered" {
+			continue
+		}
+		body := []byte(`{"event_id":"` + id + `","type":"payout.succeeded","sequence":` + strconv.Itoa(seq+1) + `}`)
+		var mid int64
+		if err := db.pool.QueryRow(ctx, `INSERT INTO outbound_messages (event_id, event_type, user_id, sequence, occurred_at, body)
+			VALUES ($1, 'payout.succeeded', 'u1', $2, now(), $3) RETURNING id`, id, seq+1, body).Scan(&mid); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{receiverFlaky, receiverSteady} {
+			state := "succeeded"
+			if id == "evt_failed" && name == receiverFlaky {
+				state = "failed"
+			} else if got := deliver(t, k, name, secrets[name], id, body); got != http.StatusOK {
+				t.Fatalf("%s to %s: %d", id, name, got)
+			}
+			if _, err := db.pool.Exec(ctx, `INSERT INTO outbound_deliveries (message_id, endpoint_id, state, attempts, finished_at)
+				VALUES ($1, $2::uuid, $3, 1, now())`, mid, ids[name], state); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := deliver(t, k, receiverSteady, secrets[receiverSteady], "evt_both",
+		[]byte(`{"event_id":"evt_both","type":"payout.succeeded","sequence":1}`)); got != http.StatusOK {
+		t.Fatalf("the duplicate: %d", got)
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
+		VALUES ('consumer', 'aegis.settlements', convert_to('{"event_id":"evt_lettered"}', 'UTF8'), 'not a settlements event', 'schema', '[{}]')`); err != nil {
+		t.Fatal(err)
+	}
+
 	su := &suite{pool: db.pool, sink: k}
 	rep := &Report{}
 	if err := su.checkSettlements(ctx, &workload{}, rep); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(rep.Violations, "\n")
-	if len(rep.Violations) != 1 || !strings.Contains(got, "1 of 3 settlement events") || !strings.Contains(got, "evt_lost") {
-		t.Fatalf("violations:\n%s\nwant evt_lost named", got)
+	if len(rep.Violations) != 1 || !strings.Contains(got, "2 of 4 settlement events") ||
+		!strings.Contains(got, "evt_failed (flaky failed)") || !strings.Contains(got, "evt_lost (flaky no delivery, steady no delivery)") ||
+		strings.Contains(got, "evt_both") || strings.Contains(got, "evt_lettered") {
+		t.Fatalf("violations:\n%s\nwant evt_failed (flaky) and evt_lost (both) named, nothing else", got)
+	}
+
+	// A delivery the library refuses is a violation of its own.
+	if got := deliver(t, k, receiverFlaky, secrets[receiverSteady], "evt_both",
+		[]byte(`{"event_id":"evt_both"}`)); got != http.StatusUnauthorized {
+		t.Fatalf("a delivery under the other endpoint's secret: %d, want 401", got)
+	}
+	rep = &Report{}
+	if err := su.checkSettlements(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	got = strings.Join(rep.Violations, "\n")
+	if len(rep.Violations) != 2 || !strings.Contains(got, "1 deliveries to the flaky endpoint failed Standard Webhooks verification") {
+		t.Fatalf("violations:\n%s\nwant the unverified delivery named", got)
+	}
+}
+
+// Invariant 18 passes when every event reached both endpoints or a dead
+// letter, and reports the duplicates.
+func TestCheckSettlementsPassesWithDuplicates(t *testing.T) {
+	db := newWeekDB(t)
+	ctx := context.Background()
+	k, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	secret := newSecret(t)
+	for _, name := range []string{receiverFlaky, receiverSteady} {
+		if err := k.register(name, uuid.NewString(), secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO transaction_outbox (topic, event_type, payload, status, finished_at)
+		VALUES ('aegis.settlements', 'refund.posted', '{"event_id":"evt_1"}', 'processed', now())`); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"event_id":"evt_1","type":"refund.posted","sequence":1}`)
+	for _, name := range []string{receiverFlaky, receiverSteady, receiverFlaky} {
+		if got := deliver(t, k, name, secret, "evt_1", body); got != http.StatusOK {
+			t.Fatalf("%s: %d", name, got)
+		}
+	}
+	su := &suite{pool: db.pool, sink: k}
+	rep := &Report{}
+	if err := su.checkSettlements(ctx, &workload{}, rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) != 0 || len(rep.Checks) != 1 || !strings.Contains(rep.Checks[0], "flaky 1 (1 duplicates") {
+		t.Fatalf("violations %q, passed %q; want a pass reporting the flaky duplicate", rep.Violations, rep.Checks)
 	}
 }

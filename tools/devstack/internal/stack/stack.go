@@ -203,7 +203,10 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			"STRIPE_API_BASE":   URL(p.PSP),
 			"PAYSTACK_API_BASE": URL(p.PSP),
 		}, 1},
-		{"outbox-relay", "outbox-relay", p.OutboxRelay, nil, max(1, cfg.RelayReplicas)},
+		// The relay delivers settlement events to the endpoints, which a
+		// local stack's receivers serve on http on the loopback: allowed
+		// here, refused by default (docs/design/outbound.md).
+		{"outbox-relay", "outbox-relay", p.OutboxRelay, localOutbound(nil), max(1, cfg.RelayReplicas)},
 		{"payout-worker", "payout-worker", p.PayoutWorker, map[string]string{
 			"STRIPE_SECRET_KEY":       cfg.Secrets.StripeSecretKey,
 			"STRIPE_API_BASE":         URL(p.PSP),
@@ -211,9 +214,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 			"PAYSTACK_API_BASE":       URL(p.PSP),
 			"AEGIS_EVENT_SIGNING_KEY": cfg.Secrets.EventSigningKey,
 		}, max(1, cfg.WorkerReplicas)},
-		{"dlq-admin", "dlq-admin", p.DLQAdmin, map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens,
+		{"dlq-admin", "dlq-admin", p.DLQAdmin, localOutbound(map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens,
 			// Operators enter the OTP of a Paystack transfer waiting for one.
-			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey, "PAYSTACK_API_BASE": URL(p.PSP)}, 1},
+			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey, "PAYSTACK_API_BASE": URL(p.PSP)}), 1},
 	}
 	var ready []waitFor
 	for _, svc := range services {
@@ -238,6 +241,18 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		return s.abort(err)
 	}
 	return s, nil
+}
+
+// localOutbound adds to env what lets outbox-relay deliver to, and
+// dlq-admin register, endpoints on http and on the loopback: every receiver
+// of a local stack (make dev's, the e2e tests', chaos's, the bench's) is one.
+func localOutbound(env map[string]string) map[string]string {
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["OUTBOUND_ALLOW_HTTP"] = "true"
+	env["OUTBOUND_ALLOW_PRIVATE"] = "true"
+	return env
 }
 
 // waitFor is a service of the stack and the URL that answers 200 once it is

@@ -46,7 +46,8 @@ func wantACLs() map[string][]string {
 		admin = append(admin, "topic "+t+" Read")
 	}
 	admin = append(admin, "group dlq-admin Read",
-		"topic "+pending+" Describe", "topic "+transactions+" Describe", "group payout-worker Describe")
+		"topic "+pending+" Describe", "topic "+transactions+" Describe", "group payout-worker Describe",
+		"topic "+settlements+" Describe", "group outbound-events Describe") // the stall detector's default groups
 	return map[string][]string{
 		"outbox-relay": relay,
 		"payout-worker": {"topic " + pending + " Read", "topic " + transactions + " Read", "group payout-worker Read",

@@ -34,7 +34,13 @@
 // payout is SUCCEEDED, FAILED or FINALIZED, or at the PSP (SENT_TO_GATEWAY,
 // AWAITING_RESPONSE), is read in the payouts table (the payload carries
 // payout_id): payout-worker ignores commands for such a payout, so
-// republishing it would look like a fix and do nothing. A PSP outcome event
+// republishing it would look like a fix and do nothing. A command of a payout in
+// NEEDS_REVIEW is a no-op too (subject state SUPERSEDED) when a newer
+// letter of that payout's commands exists: each replay resumes the payout
+// and a resume refused again parks it with a new letter, so replaying every
+// letter of a payout (its retries lost, then its deadline's escalation)
+// would send it once per letter and leave one open letter per replay; only
+// the newest resumes it. A PSP outcome event
 // already applied to its payout (payout_evidence, verdict applied) and a
 // payment whose credit is already posted (ledger_transactions, kind credit,
 // reference "<provider>:<reference>") are final the same way. Then nothing

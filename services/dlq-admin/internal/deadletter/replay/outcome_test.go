@@ -183,3 +183,34 @@ func TestDetailNamesTheLettersAReplayBecame(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{again}, d.FailedAgainAs)
 }
+
+// A NEEDS_REVIEW payout with several letters (its retries lost while
+// Postgres was away, then its deadline's escalation) is resumed by the
+// newest one only: replaying them all would send it once per letter and,
+// refused each time, park it with one new open letter per replay.
+func TestOnlyTheNewestLetterOfAPayoutInReviewResumesIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.payout(t, "NEEDS_REVIEW")
+	other := b.payout(t, "NEEDS_REVIEW")
+	older, middle := b.commandLetter(t, p), b.commandLetter(t, p)
+	otherLetter := b.commandLetter(t, other)
+	newest := b.commandLetter(t, p)
+
+	for _, id := range []int64{older, middle} {
+		res, err := b.svc.Replay(ctx, id, "bob", "replay all")
+		require.NoError(t, err)
+		require.Equal(t, store.OutcomeNoop, res.Outcome, "letter %d", id)
+		require.Equal(t, replay.StateSuperseded, res.SubjectState)
+	}
+	before := len(b.outbox(t))
+	res, err := b.svc.Replay(ctx, newest, "bob", "replay all")
+	require.NoError(t, err)
+	require.Equal(t, store.OutcomeRepublished, res.Outcome, "the newest letter resumes the payout")
+	require.Len(t, b.outbox(t), before+1)
+	// Another payout's letter, older than this one's newest, is its own.
+	res, err = b.svc.Replay(ctx, otherLetter, "bob", "replay all")
+	require.NoError(t, err)
+	require.Equal(t, store.OutcomeRepublished, res.Outcome)
+}

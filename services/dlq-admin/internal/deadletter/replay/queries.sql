@@ -99,6 +99,14 @@ SELECT EXISTS (SELECT 1 FROM replay_jobs WHERE id = @id);
 -- name: PayoutStatus :one
 SELECT status FROM payouts_for_ops WHERE id = @id;
 
+-- A letter of the same payout's commands written after letter id (its
+-- payload names the payout; a payload need not be JSON, so it is searched
+-- as bytes).
+-- name: NewerPayoutLetter :one
+SELECT COALESCE(max(id), 0)::bigint AS newer FROM dead_letters
+WHERE id > @id AND original_topic = @topic
+  AND position(convert_to(@payout_id::text, 'UTF8') IN payload) > 0;
+
 -- name: CreditPosted :one
 SELECT EXISTS (SELECT 1 FROM ledger_transactions_for_ops WHERE kind = 'credit' AND reference = @reference);
 

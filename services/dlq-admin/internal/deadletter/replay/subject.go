@@ -22,6 +22,9 @@ import (
 const (
 	// StateCredited: the payment the event reports is already in the ledger.
 	StateCredited = "CREDITED"
+	// StateSuperseded: the payout is in NEEDS_REVIEW and a newer letter of
+	// its commands exists; only the newest resumes it.
+	StateSuperseded = "SUPERSEDED"
 )
 
 // noopState says whether replaying d would change nothing, and why: the
@@ -39,10 +42,30 @@ func noopState(ctx context.Context, q *sqlcdb.Queries, d store.DeadLetter) (stri
 			return "", nil
 		}
 		status, err := payoutStatus(ctx, q, cmd.PayoutID)
+		if err != nil {
+			return "", err
+		}
+		if payoutstate.Status(status) == payoutstate.NeedsReview {
+			// Each replay of a letter resumes a NEEDS_REVIEW payout, and a
+			// resume that is refused again parks it with a new letter: a
+			// payout with several letters (its retries lost, then its
+			// deadline's escalation) replayed together would be sent once
+			// per letter and end with one open letter per replay. Only the
+			// newest letter of the payout resumes it; an older one is
+			// closed as superseded.
+			newer, err := q.NewerPayoutLetter(ctx, sqlcdb.NewerPayoutLetterParams{ID: d.ID, Topic: d.OriginalTopic, PayoutID: cmd.PayoutID})
+			if err != nil {
+				return "", fmt.Errorf("look up newer letters of payout %s: %w", cmd.PayoutID, err)
+			}
+			if newer > 0 {
+				return StateSuperseded, nil
+			}
+			return "", nil
+		}
 		// payout-worker ignores a command for a payout in such a state
 		// (final, or at the PSP, whose outcome webhook settles it).
-		if err != nil || !payoutstate.Status(status).IgnoresCommands() {
-			return "", err
+		if !payoutstate.Status(status).IgnoresCommands() {
+			return "", nil
 		}
 		return status, nil
 	case kafkax.TopicWebhookPending:

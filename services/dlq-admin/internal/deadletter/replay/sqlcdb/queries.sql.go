@@ -580,6 +580,28 @@ func (q *Queries) LockJobForWork(ctx context.Context, id int64) (LockJobForWorkR
 	return i, err
 }
 
+const newerPayoutLetter = `-- name: NewerPayoutLetter :one
+SELECT COALESCE(max(id), 0)::bigint AS newer FROM dead_letters
+WHERE id > $1 AND original_topic = $2
+  AND position(convert_to($3::text, 'UTF8') IN payload) > 0
+`
+
+type NewerPayoutLetterParams struct {
+	ID       int64
+	Topic    string
+	PayoutID string
+}
+
+// A letter of the same payout's commands written after letter id (its
+// payload names the payout; a payload need not be JSON, so it is searched
+// as bytes).
+func (q *Queries) NewerPayoutLetter(ctx context.Context, arg NewerPayoutLetterParams) (int64, error) {
+	row := q.db.QueryRow(ctx, newerPayoutLetter, arg.ID, arg.Topic, arg.PayoutID)
+	var newer int64
+	err := row.Scan(&newer)
+	return newer, err
+}
+
 const payoutStatus = `-- name: PayoutStatus :one
 
 SELECT status FROM payouts_for_ops WHERE id = $1

@@ -5,14 +5,16 @@
 // separator, which hash, which encoding: Paystack's body under SHA-512,
 // Aegis's own event proof, the Standard Webhooks signature of outbound
 // events), except the timestamped "t=…,v1=…" scheme, which Stripe and
-// Aegis's settlement webhooks share and which lives here
+// Aegis's legacy outbound signature share and which lives here
 // (SignTimestamped, VerifyTimestamped). Every signer and verifier of the
 // suite, its test and load tools included, goes through this package, so
 // the digest is computed and compared the same way everywhere and no
-// verifier compares with == and leaks a prefix through timing. The one
-// exception is the verification of Stripe's own webhooks, which webhook-api
-// leaves to stripe-go's webhook package: what Stripe's header means is
-// Stripe's to define, and its library follows it.
+// verifier compares with == and leaks a prefix through timing. Two
+// verifications are left to their owners' libraries on purpose: Stripe's
+// own webhooks (webhook-api uses stripe-go's webhook package: what Stripe's
+// header means is Stripe's to define), and our outbound deliveries in tests
+// and tools (the Standard Webhooks specification's Go library: what a
+// receiver's library accepts is the evidence, not our own reading of it).
 package hmacsig
 
 import (

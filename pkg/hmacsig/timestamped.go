@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// The timestamped scheme is Stripe's Stripe-Signature, which Aegis's own
-// settlement webhooks also use: "t=<unix seconds>,v1=<hex HMAC-SHA256 of
+// The timestamped scheme is Stripe's Stripe-Signature, which Aegis's legacy
+// outbound signature (Aegis-Signature, during an endpoint's transition to
+// Standard Webhooks) also uses: "t=<unix seconds>,v1=<hex HMAC-SHA256 of
 // "<t>.<body>">". Signing the time with the body lets a receiver refuse a
 // captured request replayed later.
 

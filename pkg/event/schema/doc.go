@@ -5,8 +5,8 @@
 //
 // The schema is the contract with every consumer of aegis.settlements and of
 // the outbound settlement webhooks: the Go types in package event produce
-// it (a test checks every type against its file), the webhook deliverer
-// refuses to send a body that does not match it, and a compatibility test
+// it (a test checks every type against its file), outbound delivery
+// (outbox-relay) refuses to deliver a body that does not match it, and a compatibility test
 // compares the files with testdata/released, the copy last published, so a
 // change that would break a consumer of the published version (a required
 // field removed or retyped, an enum narrowed, a type dropped) fails the

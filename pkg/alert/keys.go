@@ -35,4 +35,13 @@ func PartitionStalledKey(group, topic string, partition int32) string {
 // payout worker.
 func ReceivableKey(userID string) string { return key("receivable", userID) }
 
+// OutboundEndpointDisabledKey: the relay disabled an outbound endpoint
+// (it answered 410 Gone, or failed every attempt for
+// OUTBOUND_DISABLE_AFTER); its deliveries wait. Owner: outbox-relay, the
+// replica whose disable_outbound_endpoint call disabled it (one per
+// disabling).
+func OutboundEndpointDisabledKey(endpointID string) string {
+	return key("outbound-endpoint-disabled", endpointID)
+}
+
 func key(parts ...string) string { return strings.Join(parts, ":") }

@@ -27,7 +27,6 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deliver"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
@@ -81,9 +80,6 @@ type Config struct {
 	PaystackAPIBase   string
 	// ReconcileStatementTimeout is RECONCILE_STATEMENT_TIMEOUT.
 	ReconcileStatementTimeout time.Duration
-	// Settlements is SETTLEMENT_WEBHOOK_*: outbound settlement webhooks,
-	// off when SETTLEMENT_WEBHOOK_URL is empty.
-	Settlements deliver.Config
 	// FourEyes is REQUIRE_SECOND_APPROVER, SECOND_APPROVER_THRESHOLD and
 	// SECOND_APPROVER_RESOLUTION_AMOUNT.
 	FourEyes FourEyes
@@ -130,18 +126,11 @@ type FourEyes struct {
 //	                                   operator
 //	SECOND_APPROVER_RESOLUTION_AMOUNT  with `REQUIRE_SECOND_APPROVER`, a resolution of a payout of more than this amount (the currency's
 //	                                   minor units) waits for a second person; `0` is every resolution (the production overlay's value)
-//	STALL_GROUPS                       the consumer groups watched for stalls; unset: `payout-worker`, `DLQ_CONSUMER_GROUP` and, when
-//	                                   settlement webhooks are on, `SETTLEMENT_WEBHOOK_GROUP`. An alert
+//	STALL_GROUPS                       the consumer groups watched for stalls; unset: `payout-worker` and `DLQ_CONSUMER_GROUP`. An alert
 //	                                   (`consumer_stalled:<group>:<topic>:<partition>`, critical) names the member holding a partition that
 //	                                   has lag and whose committed offset has not moved for `STALL_AFTER`
 //	STALL_AFTER                        how long a partition with lag may go without progress before it is a stall
 //	STALL_CHECK_INTERVAL               how often the consumer groups' offsets and lag are read
-//	SETTLEMENT_WEBHOOK_URL             where to POST every `aegis.settlements` event, signed (docs/guides/settlements.md); unset: off
-//	SETTLEMENT_WEBHOOK_SECRET          the HMAC-SHA256 key that signs each settlement webhook (16+ characters; required with the URL)
-//	SETTLEMENT_WEBHOOK_GROUP           the consumer group of settlement webhook delivery (watched by the stall alert when on); must differ
-//	                                   from `DLQ_CONSUMER_GROUP`
-//	SETTLEMENT_WEBHOOK_TIMEOUT         one POST's time limit
-//	SETTLEMENT_WEBHOOK_MAX_ATTEMPTS    attempts per event (backoff 0.5s, 1s, 2s, 4s… capped at 10s, full jitter) before it is a dead letter
 func readConfig(getenv func(string) string) (Config, error) {
 	env := config.New(getenv)
 	c := Config{
@@ -181,19 +170,8 @@ func readConfig(getenv func(string) string) (Config, error) {
 		After:    env.Duration("STALL_AFTER", 2*time.Minute),
 		Interval: env.Duration("STALL_CHECK_INTERVAL", 15*time.Second),
 	}
-	c.Settlements = deliver.Config{
-		URL:     env.String("SETTLEMENT_WEBHOOK_URL", ""),
-		Secret:  env.String("SETTLEMENT_WEBHOOK_SECRET", ""),
-		Group:   env.String("SETTLEMENT_WEBHOOK_GROUP", deliver.DefaultGroup),
-		Timeout: env.Duration("SETTLEMENT_WEBHOOK_TIMEOUT", deliver.DefaultTimeout),
-		Backoff: deliver.DefaultBackoff(),
-	}
-	c.Settlements.Backoff.MaxAttempts = env.Int("SETTLEMENT_WEBHOOK_MAX_ATTEMPTS", deliver.DefaultMaxAttempts)
 	if len(c.Stall.Groups) == 0 {
 		c.Stall.Groups = []string{"payout-worker", c.ConsumerGroup}
-		if c.Settlements.URL != "" {
-			c.Stall.Groups = append(c.Stall.Groups, c.Settlements.Group)
-		}
 	}
 	env.Check(c.Stall.Validate(), map[string]string{
 		"Groups":   "STALL_GROUPS",
@@ -229,19 +207,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 	for _, b := range c.KafkaBrokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			env.Errorf("KAFKA_BROKERS must be comma-separated host:port, got %q", b)
-		}
-	}
-	if c.Settlements.URL != "" {
-		c.Settlements.Brokers, c.Settlements.Membership, c.Settlements.Security = c.KafkaBrokers, c.Membership, c.KafkaSecurity
-		env.Check(c.Settlements.Validate(), map[string]string{
-			"URL":                 "SETTLEMENT_WEBHOOK_URL",
-			"Secret":              "SETTLEMENT_WEBHOOK_SECRET",
-			"Timeout":             "SETTLEMENT_WEBHOOK_TIMEOUT",
-			"Backoff.MaxAttempts": "SETTLEMENT_WEBHOOK_MAX_ATTEMPTS",
-			"Brokers":             "KAFKA_BROKERS",
-		})
-		if c.Settlements.Group == c.ConsumerGroup {
-			env.Errorf("SETTLEMENT_WEBHOOK_GROUP must differ from DLQ_CONSUMER_GROUP")
 		}
 	}
 	tokens, err := bearer.Parse(env.String("DLQ_ADMIN_TOKENS", ""), api.Roles())
@@ -332,17 +297,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	inbound := append([]lifecycle.Component(nil), lifecycle.Func("dlq-admin/consumer", consumer.Run))
-	if cfg.Settlements.URL != "" {
-		cfg.Settlements.OnDeadLetter = mon.Notify
-		deliverer, err := deliver.New(cfg.Settlements, pool, alerter, deps)
-		if err != nil {
-			return err
-		}
-		defer deliverer.Close() // after Run, before pool.Close, like the consumer
-		inbound = append(inbound, lifecycle.Func("dlq-admin/settlement-webhooks", deliverer.Run))
-	} else {
-		logger.Info("SETTLEMENT_WEBHOOK_URL is not set: settlement events are not delivered as webhooks")
-	}
 
 	router, admin := cfg.Routers(logger, reg,
 		httpserver.Check{Name: "postgres", Check: database.Ping(pool)},
@@ -369,12 +323,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return lifecycle.Supervised("dlq-admin/"+name, deps, fn)
 	}
 	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
-		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "",
-		"settlement_webhooks", cfg.Settlements.URL != "")
+		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "")
 	return cfg.Run(ctx, logger,
 		// Stop taking work: the HTTP server drains in-flight requests, the
-		// consumer commits what it stored, the settlement webhooks what
-		// they delivered;
+		// consumer commits what it stored;
 		lifecycle.Stage{Name: "intake", Components: append(cfg.Listeners(router, admin, logger), inbound...)},
 		// the background jobs finish their step: a replay job is snoozed
 		// between two letters for River to resume on the next client;

@@ -26,6 +26,22 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"BREAKER_FAILURES": "-1"}, "BREAKER_FAILURES must be a whole number"},
 		{map[string]string{"BREAKER_OPEN_FOR": "-1s"}, "BREAKER_OPEN_FOR must be positive"},
 		{map[string]string{"RELAY_POLL_INTERVAL": "soon"}, "RELAY_POLL_INTERVAL must be a duration"},
+		{map[string]string{"OUTBOUND_SENDERS": "0"}, "OUTBOUND_SENDERS must be at least 1"},
+		{map[string]string{"OUTBOUND_PER_ENDPOINT": "0"}, "OUTBOUND_PER_ENDPOINT must be at least 1"},
+		{map[string]string{"OUTBOUND_POLL_INTERVAL": "0s"}, "OUTBOUND_POLL_INTERVAL must be positive"},
+		{map[string]string{"OUTBOUND_LEASE": "10s"}, "OUTBOUND_LEASE must exceed OUTBOUND_TIMEOUT (15s)"},
+		{map[string]string{"OUTBOUND_TIMEOUT": "1m", "OUTBOUND_LEASE": "1m"}, "OUTBOUND_LEASE must exceed OUTBOUND_TIMEOUT (1m0s)"},
+		{map[string]string{"OUTBOUND_RETRY_SCHEDULE": "5s,soon"}, `OUTBOUND_RETRY_SCHEDULE: "soon" is not a duration`},
+		{map[string]string{"OUTBOUND_RETRY_SCHEDULE": ","}, "OUTBOUND_RETRY_SCHEDULE must list at least one delay"},
+		{map[string]string{"OUTBOUND_RETRY_SCHEDULE": "5s,-1s"}, "OUTBOUND_RETRY_SCHEDULE delays must be positive"},
+		{map[string]string{"OUTBOUND_DISABLE_AFTER": "0s"}, "OUTBOUND_DISABLE_AFTER must be positive"},
+		{map[string]string{"OUTBOUND_HEALTH_INTERVAL": "0s"}, "OUTBOUND_HEALTH_INTERVAL must be positive"},
+		// 27h35m of retries + 120h of failing: a shorter retention could not
+		// be recovered from.
+		{map[string]string{"OUTBOUND_LOG_RETENTION": "140h"}, "OUTBOUND_LOG_RETENTION must exceed the retry schedule plus the disable window (147h35m5s)"},
+		{map[string]string{"OUTBOUND_MESSAGE_RETENTION": "24h"}, "OUTBOUND_MESSAGE_RETENTION must exceed the retry schedule plus the disable window"},
+		{map[string]string{"OUTBOUND_ALLOW_HTTP": "maybe"}, "OUTBOUND_ALLOW_HTTP"},
+		{map[string]string{"KAFKA_SESSION_TIMEOUT": "1s"}, "KAFKA_SESSION_TIMEOUT must be between 6s and 30m"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -33,7 +49,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 			continue
 		}
 		for _, field := range []string{"Backoff.", "BatchSize", "PollInterval", "PublishTimeout", "Lease ", "Retention",
-			"ConsecutiveFailures", "OpenFor"} {
+			"ConsecutiveFailures", "OpenFor", "Senders", "PerEndpoint", "Schedule", "DisableAfter", "HealthInterval"} {
 			if strings.Contains(err.Error(), field) {
 				t.Errorf("%v: error %q names Go field %s instead of its variable", tc.env, err, field)
 			}

@@ -39,9 +39,7 @@ func wantACLs() map[string][]string {
 	for _, t := range kafkax.AllTopics() {
 		relay = append(relay, "topic "+t+" Write") // the relay publishes whatever the outbox names
 	}
-	// The relay's intake consumes the settlement events it delivers to the
-	// endpoints (docs/design/outbound.md).
-	relay = append(relay, "topic "+settlements+" Read", "group outbound-events Read")
+	relay = append(relay, "topic "+settlements+" Read", "group outbound-events Read") // outbound delivery's intake
 	for _, t := range dlqs {
 		admin = append(admin, "topic "+t+" Read")
 	}

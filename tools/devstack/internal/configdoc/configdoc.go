@@ -670,6 +670,7 @@ func sections() []struct{ prefix, title string } {
 		{"pkg/alert/", "Alerts"},
 		{"pkg/eventproof/", "Money event proof"},
 		{"pkg/config/", "PSP reconciliation schedule and money back"},
+		{"pkg/outbound/", "Outbound endpoints (URL safety)"},
 		{"services/webhook-api/", "webhook-api"},
 		{"services/outbox-relay/", "outbox-relay"},
 		{"services/payout-worker/", "payout-worker"},

@@ -60,6 +60,12 @@ func exported() map[string]string {
 		"aegis_outbox_published_total":                      "outbox-relay",
 		"aegis_outbox_publish_failures_total":               "outbox-relay",
 		"aegis_outbox_relay_last_success_timestamp_seconds": "outbox-relay",
+		"aegis_outbound_attempts_total":                     "outbox-relay deliver",
+		"aegis_outbound_attempt_seconds":                    "outbox-relay deliver",
+		"aegis_outbound_pending":                            "outbox-relay deliver",
+		"aegis_outbound_oldest_pending_seconds":             "outbox-relay deliver",
+		"aegis_outbound_delivered_lag_seconds":              "outbox-relay deliver",
+		"aegis_outbound_endpoints_disabled_total":           "outbox-relay deliver",
 		// payout-worker
 		"aegis_psp_calls_total":                    "payout-worker",
 		"aegis_payouts_finished_total":             "payout-worker",

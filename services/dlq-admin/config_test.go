@@ -25,13 +25,16 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"SECOND_APPROVER_RESOLUTION_AMOUNT": "-1"}, "SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more"},
 		{map[string]string{"DLQ_ADMIN_TOKENS": "ana:operator:0123456789abcdef", "DLQ_ADMIN_TOKEN_PERSONS": "anna=ana"},
 			"DLQ_ADMIN_TOKEN_PERSONS: entry 1: \"anna\" is not the name of a configured token"},
+		{map[string]string{"OUTBOUND_ROTATION_OVERLAP": "1ms"}, "OUTBOUND_ROTATION_OVERLAP must be at least 1s"},
+		{map[string]string{"OUTBOUND_RECOVER_RATE": "0"}, "OUTBOUND_RECOVER_RATE must be between 1 and 10000"},
+		{map[string]string{"OUTBOUND_ALLOW_HTTP": "sometimes"}, "OUTBOUND_ALLOW_HTTP must be true or false"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to say %q", tc.env, err, tc.want)
 			continue
 		}
-		for _, field := range []string{"Groups", "After ", "Interval must", "CheckInterval", "DepthThreshold"} {
+		for _, field := range []string{"Groups", "After ", "Interval must", "CheckInterval", "DepthThreshold", "RotationOverlap", "RecoverRate"} {
 			if strings.Contains(err.Error(), field) {
 				t.Errorf("%v: error %q names Go field %s instead of its variable", tc.env, err, field)
 			}

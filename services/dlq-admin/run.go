@@ -85,6 +85,10 @@ type Config struct {
 	FourEyes FourEyes
 	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
 	Persons *person.Directory
+	// Outbound is OUTBOUND_ALLOW_HTTP, OUTBOUND_ALLOW_PRIVATE,
+	// OUTBOUND_ROTATION_OVERLAP and OUTBOUND_RECOVER_RATE: the management
+	// of outbound endpoints.
+	Outbound outboundConfig
 }
 
 // FourEyes is when an action waits for a second operator.
@@ -118,6 +122,10 @@ type FourEyes struct {
 //	RECONCILE_INTERVAL                 how often the ledger integrity check runs (a River periodic job, one per interval across replicas;
 //	                                   the first 30s after start); `POST /v1/reconciliation` runs one at once
 //	RECONCILE_STATEMENT_TIMEOUT        the longest one statement of a ledger integrity check may run
+//	OUTBOUND_ALLOW_HTTP                development only: an outbound endpoint URL may be plain `http` (else https only)
+//	OUTBOUND_ALLOW_PRIVATE             development only: an outbound endpoint URL may name a private, loopback or link-local address
+//	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
+//	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)
 //	REQUIRE_SECOND_APPROVER            four eyes: an operator's resolution of a NEEDS_REVIEW payout above
 //	                                   `SECOND_APPROVER_RESOLUTION_AMOUNT`, and a bulk replay above `SECOND_APPROVER_THRESHOLD`, take
 //	                                   effect only when a different person approves (`POST /v1/approvals/{id}/approve`); `true` in the
@@ -159,6 +167,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 			ResolutionAmount: int64(env.Int("SECOND_APPROVER_RESOLUTION_AMOUNT", 0)),
 		},
 	}
+	c.Outbound = readOutbound(env)
 	if c.FourEyes.ResolutionAmount < 0 {
 		env.Errorf("SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more (minor units), got %d", c.FourEyes.ResolutionAmount)
 	}
@@ -311,7 +320,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
 		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now,
-		OTP: &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now}})
+		OTP:      &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now},
+		Outbound: newOutbound(pool, cfg.Outbound)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
 	if err := ui.Mount(router); err != nil {

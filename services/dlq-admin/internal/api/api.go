@@ -14,6 +14,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
@@ -41,6 +42,9 @@ type Deps struct {
 	Approvals *approval.Gate
 	// OTP enters the OTPs of Paystack transfers waiting for one.
 	OTP *otp.Finalizer
+	// Outbound manages the outbound endpoints and reads their delivery log
+	// (outbound.go).
+	Outbound *endpoints.Service
 	// Tokens are DLQ_ADMIN_TOKENS; an empty set refuses every /v1 request.
 	Tokens *bearer.Set
 	Now    func() time.Time
@@ -56,6 +60,7 @@ func Mount(r chi.Router, d Deps) {
 		// under /v1 answers without a token.
 		r.Use(a.authenticate)
 		mountResolutions(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
+		mountOutbound(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleViewer))
 			r.Get("/me", a.me)

@@ -8,6 +8,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
@@ -92,6 +93,11 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusNotFound, "not_found", "no resolution with this id"
 	case errors.Is(err, approval.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no approval with this id"
+	case errors.Is(err, endpoints.ErrNotFound), errors.Is(err, endpoints.ErrMessageNotFound),
+		errors.Is(err, endpoints.ErrDeliveryNotFound):
+		return http.StatusNotFound, "not_found", err.Error()
+	case errors.Is(err, endpoints.ErrDelivered):
+		return http.StatusConflict, "conflict", err.Error()
 	default:
 		// Postgres (or Kafka, or the job queue) did not answer. Reads are
 		// safe to retry; so are writes, which are one transaction each and

@@ -62,6 +62,27 @@ Four-eyes approvals (REQUIRE_SECOND_APPROVER):
   approvals list [--status pending|approved|rejected]
   approvals approve ID [--reason R]  a different operator than the requester
   approvals reject ID --reason R
+Outbound endpoints (docs/design/outbound.md):
+  endpoints list                     with health, pending deliveries and the oldest one
+  endpoints get ENDPOINT_ID
+  endpoints create --url URL [--description D] [--event-types payout.*,refund.posted] [--rate-limit N]
+                   [--legacy-secret S]           prints the new secret (once)
+  endpoints update ENDPOINT_ID [--url U] [--description D] [--event-types T,…] [--rate-limit N|none]
+                   [--legacy-secret S|none] [--reason R]
+  endpoints delete ENDPOINT_ID [--reason R]
+  endpoints disable ENDPOINT_ID --reason R
+  endpoints enable ENDPOINT_ID [--reason R]
+  endpoints secret ENDPOINT_ID       (operator; audited)
+  endpoints rotate-secret ENDPOINT_ID [--secret whsec_…] [--reason R]
+                                     the old secret signs too for OUTBOUND_ROTATION_OVERLAP
+  endpoints recover ENDPOINT_ID --since RFC3339 [--reason R]
+                                     re-sends what it missed since then, throttled
+  endpoints deliveries ENDPOINT_ID [--state pending|succeeded|failed] [--limit N] [--before-id N]
+  endpoints attempts ENDPOINT_ID [--limit N] [--before-id N]
+  messages list [--user-id U] [--event-type T] [--event-id E] [--limit N] [--before-id N]
+  messages get MESSAGE_ID            its body, each delivery and every attempt
+  messages resend MESSAGE_ID --endpoint ENDPOINT_ID [--reason R]
+  deliveries resend DELIVERY_ID [--reason R]   a failed or pending delivery, due now
 
 Global flags (before the command):
   --url URL        dlq-admin's address (AEGISCTL_URL, config "url"; default ` + defaultURL + `)
@@ -200,6 +221,14 @@ func run(ctx context.Context, std IO) error {
 		return e.decideApproval(ctx, rest, true)
 	case "approvals reject":
 		return e.decideApproval(ctx, rest, false)
+	case "deliveries resend":
+		return e.resendDelivery(ctx, rest)
+	}
+	switch cmd {
+	case "endpoints":
+		return e.endpoints(ctx, sub, rest)
+	case "messages":
+		return e.messages(ctx, sub, rest)
 	}
 	return usageErrorf("unknown command %q", strings.TrimSpace(cmd+" "+sub))
 }

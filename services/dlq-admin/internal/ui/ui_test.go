@@ -26,6 +26,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/approval"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
@@ -130,7 +131,8 @@ func serveWith(t *testing.T, db *pgtest.DB, cfg serverConfig) string {
 	resolutions := resolution.New(db.Pool, deps).WithApproval(gate, 0)
 	gate.Register(replay.ApprovalKind, svc.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
 	api.Mount(r, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(db.Pool), Replay: svc, Recon: rec, Tokens: tokens,
-		Now: time.Now, Resolutions: resolutions, Approvals: gate})
+		Now: time.Now, Resolutions: resolutions, Approvals: gate,
+		Outbound: endpoints.New(db.Pool, endpoints.Config{RotationOverlap: endpoints.DefaultRotationOverlap, RecoverRate: 100}, time.Now)})
 	require.NoError(t, ui.Mount(r))
 	var h http.Handler = r
 	if cfg.faults != nil {

@@ -64,7 +64,7 @@
     po.active = true;
     document.body.classList.add('payouts-mode');
     $('payouts-view').hidden = false;
-    for (const id of ['view-letters', 'view-groups']) $(id).setAttribute('aria-pressed', 'false');
+    for (const id of ['view-letters', 'view-groups', 'view-endpoints']) $(id).setAttribute('aria-pressed', 'false');
     $('view-payouts').setAttribute('aria-pressed', 'true');
     if (push) {
       const q = new URLSearchParams(location.search);
@@ -390,7 +390,7 @@
 
   function init() {
     $('view-payouts').addEventListener('click', () => activate(true));
-    for (const id of ['view-letters', 'view-groups']) $(id).addEventListener('click', deactivate);
+    for (const id of ['view-letters', 'view-groups', 'view-endpoints']) $(id).addEventListener('click', deactivate);
     $('po-refresh').addEventListener('click', load);
     $('po-status').addEventListener('change', loadList);
     $('po-close').addEventListener('click', closePayout);

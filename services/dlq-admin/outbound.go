@@ -13,12 +13,12 @@ import (
 // outboundConfig is the management of outbound endpoints' settings.
 type outboundConfig = endpoints.Config
 
-// readOutbound reads OUTBOUND_ALLOW_HTTP, OUTBOUND_ALLOW_PRIVATE,
-// OUTBOUND_ROTATION_OVERLAP and OUTBOUND_RECOVER_RATE (documented in
-// readConfig's comment).
+// readOutbound reads OUTBOUND_ALLOW_HTTP and OUTBOUND_ALLOW_PRIVATE
+// (outbound.ReadPolicy, shared with outbox-relay), OUTBOUND_ROTATION_OVERLAP
+// and OUTBOUND_RECOVER_RATE (documented in readConfig's comment).
 func readOutbound(env *config.Env) outboundConfig {
 	c := outboundConfig{
-		Policy:          outbound.Policy{AllowHTTP: env.Bool("OUTBOUND_ALLOW_HTTP", false), AllowPrivate: env.Bool("OUTBOUND_ALLOW_PRIVATE", false)},
+		Policy:          outbound.ReadPolicy(env),
 		RotationOverlap: env.Duration("OUTBOUND_ROTATION_OVERLAP", endpoints.DefaultRotationOverlap),
 		RecoverRate:     env.Int("OUTBOUND_RECOVER_RATE", endpoints.DefaultRecoverRate),
 	}

@@ -103,8 +103,8 @@ type FourEyes struct {
 	ResolutionAmount int64
 }
 
-// readConfig reads dlq-admin's settings (with service.ReadBase's and
-// kafkax.ReadSecurity's):
+// readConfig reads dlq-admin's settings (with service.ReadBase's,
+// kafkax.ReadSecurity's and outbound.ReadPolicy's):
 //
 //	DLQ_ADMIN_TOKENS                   the operators' tokens, `name:role:token,…` with role `viewer` (reads, personal data redacted) or
 //	                                   `operator` (also replays, discards, resolves, approves); a name listed twice with the same role has
@@ -122,8 +122,6 @@ type FourEyes struct {
 //	RECONCILE_INTERVAL                 how often the ledger integrity check runs (a River periodic job, one per interval across replicas;
 //	                                   the first 30s after start); `POST /v1/reconciliation` runs one at once
 //	RECONCILE_STATEMENT_TIMEOUT        the longest one statement of a ledger integrity check may run
-//	OUTBOUND_ALLOW_HTTP                development only: an outbound endpoint URL may be plain `http` (else https only)
-//	OUTBOUND_ALLOW_PRIVATE             development only: an outbound endpoint URL may name a private, loopback or link-local address
 //	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
 //	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)
 //	REQUIRE_SECOND_APPROVER            four eyes: an operator's resolution of a NEEDS_REVIEW payout above

@@ -13,7 +13,8 @@ import (
 // outboundConfig is the management of outbound endpoints' settings.
 type outboundConfig = endpoints.Config
 
-// readOutbound reads outbound.ReadPolicy's settings, OUTBOUND_ROTATION_OVERLAP
+// readOutbound reads OUTBOUND_ALLOW_HTTP and OUTBOUND_ALLOW_PRIVATE
+// (outbound.ReadPolicy, shared with outbox-relay), OUTBOUND_ROTATION_OVERLAP
 // and OUTBOUND_RECOVER_RATE (documented in readConfig's comment).
 func readOutbound(env *config.Env) outboundConfig {
 	c := outboundConfig{

@@ -103,7 +103,7 @@ type FourEyes struct {
 	ResolutionAmount int64
 }
 
-// readConfig reads dlq-admin's settings (with service.ReadBase's and
+// readConfig reads dlq-admin's settings (with service.ReadBase's,
 // kafkax.ReadSecurity's and outbound.ReadPolicy's):
 //
 //	DLQ_ADMIN_TOKENS                   the operators' tokens, `name:role:token,…` with role `viewer` (reads, personal data redacted) or

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -83,8 +84,22 @@ func Mount(r chi.Router, d Deps) {
 			// A static segment again: "replay" is never taken for an id.
 			r.Post("/dead-letters/replay", a.bulkReplay)
 			r.Post("/dead-letters/discard", a.bulkDiscard)
-			r.Post("/dead-letters/{id}/replay", a.replay)
-			r.Post("/dead-letters/{id}/discard", a.discard)
+			r.Post("/dead-letters/{id}/replay", reasoned(a, a.idParam, reasonOptional, http.StatusAccepted,
+				func(ctx context.Context, id int64, actor, reason string) (replayedView, error) {
+					res, err := a.Replay.Replay(ctx, id, actor, reason)
+					if err != nil {
+						return replayedView{}, err
+					}
+					return newReplayedView(res), nil
+				}))
+			r.Post("/dead-letters/{id}/discard", reasoned(a, a.idParam, reasonOptional, http.StatusOK,
+				func(ctx context.Context, id int64, actor, reason string) (discardedView, error) {
+					d, err := a.Replay.Discard(ctx, id, actor, reason)
+					if err != nil {
+						return discardedView{}, err
+					}
+					return discardedView{DeadLetter: newSummaryView(d)}, nil
+				}))
 			r.Post("/replay-jobs/{id}/cancel", a.cancelJob)
 			r.Post("/reconciliation", a.reconcile)
 			r.Post("/psp-reconciliation", a.requestPSPRun)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -27,15 +28,21 @@ func mountOutbound(a *api, read, write chi.Router) {
 	read.Get("/outbound/messages/{id}", a.getMessage)
 	write.Post("/outbound/endpoints", a.createEndpoint)
 	write.Patch("/outbound/endpoints/{id}", a.updateEndpoint)
-	write.Delete("/outbound/endpoints/{id}", a.deleteEndpoint)
-	write.Post("/outbound/endpoints/{id}/disable", a.disableEndpoint)
-	write.Post("/outbound/endpoints/{id}/enable", a.enableEndpoint)
+	write.Delete("/outbound/endpoints/{id}", reasoned(a, a.uuidParam, reasonOptional, http.StatusOK,
+		func(ctx context.Context, id uuid.UUID, actor, reason string) (any, error) {
+			if err := a.Outbound.Delete(ctx, id, actor, reason); err != nil {
+				return nil, err
+			}
+			return map[string]any{"id": id, "deleted": true}, nil
+		}))
+	write.Post("/outbound/endpoints/{id}/disable", reasoned(a, a.uuidParam, reasonRequired, http.StatusOK, a.Outbound.Disable))
+	write.Post("/outbound/endpoints/{id}/enable", reasoned(a, a.uuidParam, reasonOptional, http.StatusOK, a.Outbound.Enable))
 	// A secret is for operators only, and reading it is audited.
 	write.Get("/outbound/endpoints/{id}/secret", a.endpointSecret)
 	write.Post("/outbound/endpoints/{id}/rotate-secret", a.rotateSecret)
 	write.Post("/outbound/endpoints/{id}/recover", a.recoverEndpoint)
 	write.Post("/outbound/messages/{id}/resend", a.resendMessage)
-	write.Post("/outbound/deliveries/{id}/resend", a.resendDelivery)
+	write.Post("/outbound/deliveries/{id}/resend", reasoned(a, a.idParam, reasonOptional, http.StatusOK, a.Outbound.ResendDelivery))
 }
 
 // createBody is POST /v1/outbound/endpoints's body.
@@ -181,59 +188,6 @@ func (a *api) updateEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	ep, err := a.Outbound.Update(r.Context(), id, actor(r), endpoints.Change{URL: body.URL, Description: body.Description,
 		EventTypes: body.EventTypes, RateLimit: body.RateLimit.Optional, LegacySecret: body.LegacySecret.Optional})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, ep)
-}
-
-func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.uuidParam(w, r)
-	if !ok {
-		return
-	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, true); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if err := a.Outbound.Delete(r.Context(), id, actor(r), body.Reason); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
-}
-
-func (a *api) disableEndpoint(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.uuidParam(w, r)
-	if !ok {
-		return
-	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, false); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ep, err := a.Outbound.Disable(r.Context(), id, actor(r), body.Reason)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, ep)
-}
-
-func (a *api) enableEndpoint(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.uuidParam(w, r)
-	if !ok {
-		return
-	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, true); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ep, err := a.Outbound.Enable(r.Context(), id, actor(r), body.Reason)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -391,24 +345,6 @@ func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := a.Outbound.ResendMessage(r.Context(), id, ep, actor(r), body.Reason)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, d)
-}
-
-func (a *api) resendDelivery(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.idParam(w, r)
-	if !ok {
-		return
-	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, true); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	d, err := a.Outbound.ResendDelivery(r.Context(), id, actor(r), body.Reason)
 	if err != nil {
 		a.fail(w, r, err)
 		return

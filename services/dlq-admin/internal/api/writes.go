@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,40 +58,35 @@ func actor(r *http.Request) string {
 	return tok.Name
 }
 
-func (a *api) replay(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.idParam(w, r)
-	if !ok {
-		return
-	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, true); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	res, err := a.Replay.Replay(r.Context(), id, actor(r), body.Reason)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusAccepted, newReplayedView(res))
-}
+// Whether a write's body must carry a reason (decodeBody's optional).
+const (
+	reasonOptional = true
+	reasonRequired = false
+)
 
-func (a *api) discard(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.idParam(w, r)
-	if !ok {
-		return
+// reasoned is a write on the {id} path parameter (read by param, which
+// answers a malformed one) whose body is {"reason"}: it decodes the body,
+// does the write as the request's token and answers status with what it
+// returned, or the error's status.
+func reasoned[K, T any](a *api, param func(http.ResponseWriter, *http.Request) (K, bool), optional bool, status int,
+	do func(ctx context.Context, id K, actor, reason string) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := param(w, r)
+		if !ok {
+			return
+		}
+		var body reasonBody
+		if err := decodeBody(w, r, &body, optional); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		res, err := do(r.Context(), id, actor(r), body.Reason)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		httpserver.WriteJSON(w, status, res)
 	}
-	var body reasonBody
-	if err := decodeBody(w, r, &body, true); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	d, err := a.Replay.Discard(r.Context(), id, actor(r), body.Reason)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, discardedView{DeadLetter: newSummaryView(d)})
 }
 
 func (a *api) bulkReplay(w http.ResponseWriter, r *http.Request) {

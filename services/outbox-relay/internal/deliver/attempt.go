@@ -14,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/hmacsig"
 	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
@@ -186,12 +188,6 @@ func (d *Deliverer) send(ctx context.Context, ep endpoint, c sqlcdb.ClaimRow, at
 // transaction, with the endpoint's health; true when this attempt's 410
 // disabled the endpoint.
 func (d *Deliverer) record(ctx context.Context, ep endpoint, c sqlcdb.ClaimRow, at time.Time, a answer, v verdict) (bool, error) {
-	tx, err := d.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("record attempt: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	q := d.q.WithTx(tx)
 	var status *int32
 	if a.status != 0 {
 		s := int32(a.status) //nolint:gosec // an HTTP status code
@@ -205,31 +201,35 @@ func (d *Deliverer) record(ctx context.Context, ep endpoint, c sqlcdb.ClaimRow, 
 	if a.status != 0 {
 		body = &a.body
 	}
-	if err := q.InsertAttempt(ctx, sqlcdb.InsertAttemptParams{DeliveryID: c.ID, MessageID: c.MessageID, EndpointID: ep.id,
-		Attempt: c.Attempts, AttemptedAt: at, Outcome: v.outcome, StatusCode: status,
-		LatencyMs: int(a.latency.Milliseconds()), ResponseBody: body, Error: errText}); err != nil {
-		return false, fmt.Errorf("record attempt: %w", err)
-	}
-	if _, err := q.SettleDelivery(ctx, sqlcdb.SettleDeliveryParams{State: v.state, DelaySeconds: v.delay.Seconds(),
-		AttemptedAt: &at, LastStatus: status, LastError: errText, ID: c.ID, Attempts: c.Attempts}); err != nil {
-		return false, fmt.Errorf("record attempt: settle delivery: %w", err)
-	}
-	if v.healthy {
-		err = q.HealthSucceeded(ctx, ep.id)
-	} else {
-		err = q.HealthFailed(ctx, ep.id)
-	}
-	if err != nil {
-		return false, fmt.Errorf("record attempt: health: %w", err)
-	}
 	disabled := false
-	if v.gone {
-		if disabled, err = q.DisableEndpoint(ctx, sqlcdb.DisableEndpointParams{ID: ep.id, Reason: "answered 410 Gone"}); err != nil {
-			return false, fmt.Errorf("record attempt: disable endpoint: %w", err)
+	err := database.InTx(ctx, d.pool, func(tx pgx.Tx) (err error) {
+		q := d.q.WithTx(tx)
+		if err := q.InsertAttempt(ctx, sqlcdb.InsertAttemptParams{DeliveryID: c.ID, MessageID: c.MessageID, EndpointID: ep.id,
+			Attempt: c.Attempts, AttemptedAt: at, Outcome: v.outcome, StatusCode: status,
+			LatencyMs: int(a.latency.Milliseconds()), ResponseBody: body, Error: errText}); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("record attempt: commit: %w", err)
+		if _, err := q.SettleDelivery(ctx, sqlcdb.SettleDeliveryParams{State: v.state, DelaySeconds: v.delay.Seconds(),
+			AttemptedAt: &at, LastStatus: status, LastError: errText, ID: c.ID, Attempts: c.Attempts}); err != nil {
+			return fmt.Errorf("settle delivery: %w", err)
+		}
+		if v.healthy {
+			err = q.HealthSucceeded(ctx, ep.id)
+		} else {
+			err = q.HealthFailed(ctx, ep.id)
+		}
+		if err != nil {
+			return fmt.Errorf("health: %w", err)
+		}
+		if v.gone {
+			if disabled, err = q.DisableEndpoint(ctx, sqlcdb.DisableEndpointParams{ID: ep.id, Reason: "answered 410 Gone"}); err != nil {
+				return fmt.Errorf("disable endpoint: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("record attempt: %w", err)
 	}
 	return disabled, nil
 }

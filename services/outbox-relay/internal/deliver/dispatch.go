@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/outbox-relay/internal/deliver/sqlcdb"
 )
 
@@ -127,43 +129,41 @@ func (d *Deliverer) release(id uuid.UUID) {
 // shares. What it did not claim of want is given back.
 func (d *Deliverer) claim(ctx context.Context, ep sqlcdb.DueEndpointsRow, want int) (rows []sqlcdb.ClaimRow, err error) {
 	defer func() { d.giveBack(ep.ID, want-len(rows)) }()
-	tx, err := d.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	q := d.q.WithTx(tx)
-	n := want
-	var bucket sqlcdb.TokensRow
-	if ep.RateLimit != nil {
-		rate := float64(*ep.RateLimit)
-		if err := q.EnsureHealth(ctx, sqlcdb.EnsureHealthParams{EndpointID: ep.ID, Tokens: rate}); err != nil {
-			return nil, fmt.Errorf("claim deliveries of endpoint %s: %w", ep.ID, err)
+	err = database.InTx(ctx, d.pool, func(tx pgx.Tx) error {
+		q := d.q.WithTx(tx)
+		n := want
+		var bucket sqlcdb.TokensRow
+		if ep.RateLimit != nil {
+			rate := float64(*ep.RateLimit)
+			if err := q.EnsureHealth(ctx, sqlcdb.EnsureHealthParams{EndpointID: ep.ID, Tokens: rate}); err != nil {
+				return err
+			}
+			if err := q.LockHealth(ctx, ep.ID); err != nil {
+				return fmt.Errorf("lock its bucket: %w", err)
+			}
+			var err error
+			if bucket, err = q.Tokens(ctx, sqlcdb.TokensParams{Rate: rate, EndpointID: ep.ID}); err != nil {
+				return fmt.Errorf("tokens: %w", err)
+			}
+			if n = min(n, int(math.Floor(bucket.Available))); n <= 0 {
+				return nil
+			}
 		}
-		if err := q.LockHealth(ctx, ep.ID); err != nil {
-			return nil, fmt.Errorf("claim deliveries of endpoint %s: lock its bucket: %w", ep.ID, err)
-		}
-		bucket, err = q.Tokens(ctx, sqlcdb.TokensParams{Rate: rate, EndpointID: ep.ID})
+		got, err := q.Claim(ctx, sqlcdb.ClaimParams{EndpointID: ep.ID, N: n, LeaseSeconds: d.cfg.Lease.Seconds()})
 		if err != nil {
-			return nil, fmt.Errorf("claim deliveries of endpoint %s: tokens: %w", ep.ID, err)
+			return err
 		}
-		n = min(n, int(math.Floor(bucket.Available)))
-		if n <= 0 {
-			return nil, nil
+		if ep.RateLimit != nil {
+			if err := q.SpendTokens(ctx, sqlcdb.SpendTokensParams{Tokens: bucket.Available - float64(len(got)),
+				TakenAt: bucket.TakenAt, EndpointID: ep.ID}); err != nil {
+				return fmt.Errorf("spend tokens: %w", err)
+			}
 		}
-	}
-	got, err := q.Claim(ctx, sqlcdb.ClaimParams{EndpointID: ep.ID, N: n, LeaseSeconds: d.cfg.Lease.Seconds()})
+		rows = got
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries of endpoint %s: %w", ep.ID, err)
 	}
-	if ep.RateLimit != nil {
-		if err := q.SpendTokens(ctx, sqlcdb.SpendTokensParams{Tokens: bucket.Available - float64(len(got)),
-			TakenAt: bucket.TakenAt, EndpointID: ep.ID}); err != nil {
-			return nil, fmt.Errorf("claim deliveries of endpoint %s: spend tokens: %w", ep.ID, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("claim deliveries of endpoint %s: commit: %w", ep.ID, err)
-	}
-	return got, nil
+	return rows, nil
 }

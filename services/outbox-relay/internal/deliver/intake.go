@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/errclass"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/telemetry"
@@ -59,49 +60,53 @@ func (d *Deliverer) take(ctx context.Context, r *kgo.Record) error {
 	return nil
 }
 
+// errKnown rolls back the transaction of an event another member stored
+// in the meantime (its sequence number is not spent).
+var errKnown = errors.New("outbound event already stored")
+
 func (d *Deliverer) store(ctx context.Context, r *kgo.Record, h head) (bool, error) {
-	tx, err := d.pool.Begin(ctx)
+	var seq, n int64
+	err := database.InTx(ctx, d.pool, func(tx pgx.Tx) error {
+		q := d.q.WithTx(tx)
+		if err := q.DurableCommit(ctx); err != nil {
+			return fmt.Errorf("outbound intake: %w", err)
+		}
+		known, err := q.MessageExists(ctx, h.EventID)
+		if err != nil {
+			return fmt.Errorf("outbound intake: look up event %s: %w", h.EventID, err)
+		}
+		if known {
+			return errKnown // a redelivery or a replay: already stored
+		}
+		if seq, err = q.NextSequence(ctx, h.UserID); err != nil {
+			return fmt.Errorf("outbound intake: next sequence: %w", err)
+		}
+		body, err := withSequence(r.Value, seq)
+		if err != nil {
+			return errclass.AsPermanent(err)
+		}
+		var traceparent *string
+		if tp := kafkax.Header(r, telemetry.HeaderTraceparent); tp != "" {
+			traceparent = &tp
+		}
+		id, err := q.InsertMessage(ctx, sqlcdb.InsertMessageParams{EventID: h.EventID, EventType: h.Type, UserID: h.UserID,
+			Sequence: seq, OccurredAt: h.OccurredAt, Body: body, Traceparent: traceparent})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errKnown // stored by another member in the meantime (a rebalance)
+		}
+		if err != nil {
+			return fmt.Errorf("outbound intake: store event %s: %w", h.EventID, err)
+		}
+		if n, err = q.FanOut(ctx, sqlcdb.FanOutParams{MessageID: id, EventType: h.Type}); err != nil {
+			return fmt.Errorf("outbound intake: fan out event %s: %w", h.EventID, err)
+		}
+		return nil
+	})
+	if errors.Is(err, errKnown) {
+		return false, nil
+	}
 	if err != nil {
-		return false, fmt.Errorf("outbound intake: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	q := d.q.WithTx(tx)
-	if err := q.DurableCommit(ctx); err != nil {
-		return false, fmt.Errorf("outbound intake: %w", err)
-	}
-	known, err := q.MessageExists(ctx, h.EventID)
-	if err != nil {
-		return false, fmt.Errorf("outbound intake: look up event %s: %w", h.EventID, err)
-	}
-	if known {
-		return false, nil // a redelivery or a replay: already stored
-	}
-	seq, err := q.NextSequence(ctx, h.UserID)
-	if err != nil {
-		return false, fmt.Errorf("outbound intake: next sequence: %w", err)
-	}
-	body, err := withSequence(r.Value, seq)
-	if err != nil {
-		return false, errclass.AsPermanent(err)
-	}
-	var traceparent *string
-	if tp := kafkax.Header(r, telemetry.HeaderTraceparent); tp != "" {
-		traceparent = &tp
-	}
-	id, err := q.InsertMessage(ctx, sqlcdb.InsertMessageParams{EventID: h.EventID, EventType: h.Type, UserID: h.UserID,
-		Sequence: seq, OccurredAt: h.OccurredAt, Body: body, Traceparent: traceparent})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // stored by another member in the meantime (a rebalance)
-	}
-	if err != nil {
-		return false, fmt.Errorf("outbound intake: store event %s: %w", h.EventID, err)
-	}
-	n, err := q.FanOut(ctx, sqlcdb.FanOutParams{MessageID: id, EventType: h.Type})
-	if err != nil {
-		return false, fmt.Errorf("outbound intake: fan out event %s: %w", h.EventID, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("outbound intake: commit event %s: %w", h.EventID, err)
+		return false, fmt.Errorf("outbound intake: event %s: %w", h.EventID, err)
 	}
 	d.logger.DebugContext(ctx, "outbound event stored", "event_id", h.EventID, "type", h.Type, "sequence", seq, "deliveries", n)
 	return true, nil

@@ -41,7 +41,8 @@
 //   - An endpoint failing every attempt for DisableAfter is disabled by
 //     exactly one replica (disable_outbound_endpoint), which alerts once.
 //   - Retention: attempts older than LogRetention go; messages older than
-//     MessageRetention with no pending delivery go with their deliveries.
+//     MessageRetention with no pending delivery (but to a deleted
+//     endpoint) go with their deliveries.
 //
 // Each attempt is a span, child of the event's trace (the traceparent of
 // its Kafka record, stored with the message).

@@ -52,6 +52,11 @@ func TestRetentionDeletesOldAttemptsAndFinishedMessages(t *testing.T) {
 	oldDone, oldDoneDelivery := h.message(ep, 800*time.Hour, "succeeded")
 	oldPending, _ := h.message(ep, 800*time.Hour, "pending")
 	recent, recentDelivery := h.message(ep, time.Hour, "failed")
+	gone, _ := h.addEndpoint("http://127.0.0.1:1/gone", endpointOpts{})
+	if _, err := h.db.Pool.Exec(t.Context(), `UPDATE outbound_endpoints SET enabled = false, disabled_at = now(), deleted_at = now() WHERE id = $1`, gone); err != nil {
+		t.Fatal(err)
+	}
+	oldPendingForDeleted, _ := h.message(gone, 800*time.Hour, "pending")
 	for _, a := range []struct {
 		delivery, message int64
 		age               string
@@ -65,6 +70,9 @@ func TestRetentionDeletesOldAttemptsAndFinishedMessages(t *testing.T) {
 	h.start(h.config(nil), "", "retention")
 	h.eventually("the old finished message deleted", 10*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_messages WHERE id = $1`, oldDone) == 0
+	})
+	h.eventually("the old message pending only for a deleted endpoint deleted", 10*time.Second, func() bool {
+		return h.count(`SELECT count(*) FROM outbound_messages WHERE id = $1`, oldPendingForDeleted) == 0
 	})
 	h.eventually("the old attempt deleted", 10*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_attempts WHERE attempted_at < now() - interval '720 hours'`) == 0

@@ -137,12 +137,15 @@ DELETE FROM outbound_attempts WHERE id IN (
     LIMIT @batch);
 
 -- A message goes with its deliveries (and their attempts) once it is old
--- and none of them is pending.
+-- and none of them is pending for an endpoint that still exists (a deleted
+-- endpoint's deliveries are never claimed: they must not keep it for ever).
 -- name: DeleteOldMessages :execrows
 DELETE FROM outbound_messages WHERE id IN (
     SELECT m.id FROM outbound_messages m
     WHERE m.created_at < now() - make_interval(secs => @age_seconds::float8)
-      AND NOT EXISTS (SELECT 1 FROM outbound_deliveries d WHERE d.message_id = m.id AND d.state = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM outbound_deliveries d
+                      JOIN outbound_endpoints_for_relay e ON e.id = d.endpoint_id AND e.deleted_at IS NULL
+                      WHERE d.message_id = m.id AND d.state = 'pending')
     LIMIT @batch);
 
 -- Per undeleted endpoint: pending deliveries and the age of the oldest.

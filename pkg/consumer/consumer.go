@@ -317,6 +317,7 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error, c
 	for attempt := 1; ; attempt++ {
 		err := c.letters.DeadLetter(ctx, r, f)
 		if err == nil {
+			c.metrics.dlqFailing.WithLabelValues(r.Topic).Set(0)
 			return true
 		}
 		if ctx.Err() != nil {
@@ -333,6 +334,7 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error, c
 					"partition", r.Partition, "offset", r.Offset, "error", err.Error())
 				backoff.Sleep(ctx, c.cfg.Backoff.Max)
 			}
+			c.metrics.dlqFailing.WithLabelValues(r.Topic).Set(1)
 			if c.alerts != nil {
 				c.alerts.Raise(ctx, alert.Alert{Key: alert.DeadLetterPublishFailedKey(r.Topic), Severity: alert.Critical,
 					Summary: c.cfg.Group + " cannot write a dead letter; the record will be redelivered",

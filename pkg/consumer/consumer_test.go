@@ -224,6 +224,41 @@ func TestADeadLetterThatCannotBeWrittenLeavesTheRecordUndone(t *testing.T) {
 	require.Eventually(t, func() bool { return b.committed(t, 0) == 1 }, 10*time.Second, 20*time.Millisecond)
 }
 
+// While a topic's dead letters cannot be written, the process exports it
+// as a condition (aegis_consumer_dead_letter_publish_failing{topic} = 1:
+// AegisDeadLetterPublishFailing pages on it) besides the ALERT line; once a
+// letter is written the gauge is 0 and the page resolves.
+func TestADeadLetterWriteGivenUpOnIsAConditionUntilOneIsWritten(t *testing.T) {
+	t.Parallel()
+	b := newHarness(t, map[string]func(int) error{
+		"bad": func(int) error { return errclass.AsPermanent(errors.New("refused")) },
+	})
+	cl := kafkatest.NewClient(t, b.kafka)
+	letters := &flaky{next: consumer.Publish{Client: cl, Group: group}}
+	letters.fails.Store(1 << 30)
+	b.start(t, consumer.Config{RetryAttempts: 2}, letters, false)
+	failing := func() float64 {
+		families, err := b.reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != consumer.MetricDeadLetterPublishFailing {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == topic {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	b.produce(t, 0, "bad")
+	require.Eventually(t, func() bool { return failing() == 1 }, 10*time.Second, 10*time.Millisecond, "the condition is exported")
+	letters.fails.Store(0)
+	b.deadLetters(t, 1)
+	require.Eventually(t, func() bool { return failing() == 0 }, 10*time.Second, 10*time.Millisecond, "written: it resolves")
+}
+
 // A member that joins while records keep coming gets its partitions only
 // after the first member finished and committed what it had: every record
 // is handled once, none is lost or applied twice across the rebalance.

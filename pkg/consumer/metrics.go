@@ -15,7 +15,14 @@ type metrics struct {
 	exhausted *prometheus.CounterVec
 	progress  *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
+	// dlqFailing is 1 while this process cannot write a topic's dead
+	// letters (the last write given up on), 0 once one is written.
+	dlqFailing *prometheus.GaugeVec
 }
+
+// MetricDeadLetterPublishFailing is the condition
+// AegisDeadLetterPublishFailing pages on.
+const MetricDeadLetterPublishFailing = "aegis_consumer_dead_letter_publish_failing"
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	var err error
@@ -46,6 +53,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "aegis_consumer_lag",
 		Help: "Records after the last one this process finished on a partition, from the fetch's high watermark.",
 	}, []string{"topic", "partition"})); err != nil {
+		return nil, err
+	}
+	if m.dlqFailing, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricDeadLetterPublishFailing,
+		Help: "1 while this process cannot write a dead letter of the topic (its last write was given up on and the record " +
+			"is redelivered), 0 once one is written.",
+	}, []string{"topic"})); err != nil {
 		return nil, err
 	}
 	return m, nil

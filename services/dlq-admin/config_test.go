@@ -21,7 +21,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"RECONCILE_INTERVAL": "1ms"}, "RECONCILE_INTERVAL must be at least 1s"},
 		{map[string]string{"RECONCILE_STATEMENT_TIMEOUT": "1ms"}, "RECONCILE_STATEMENT_TIMEOUT must be at least 1s"},
 		{map[string]string{"KAFKA_BROKERS": "nohost"}, "KAFKA_BROKERS must be comma-separated host:port"},
-		{map[string]string{"ALERT_DEDUPE_WINDOW": "-1s"}, "ALERT_DEDUPE_WINDOW must not be negative"},
+		{map[string]string{"ALERT_DEDUPE_WINDOW": "5m"}, "ALERT_DEDUPE_WINDOW was removed"},
 		{map[string]string{"SECOND_APPROVER_RESOLUTION_AMOUNT": "-1"}, "SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more"},
 		{map[string]string{"DLQ_ADMIN_TOKENS": "ana:operator:0123456789abcdef", "DLQ_ADMIN_TOKEN_PERSONS": "anna=ana"},
 			"DLQ_ADMIN_TOKEN_PERSONS: entry 1: \"anna\" is not the name of a configured token"},

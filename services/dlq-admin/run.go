@@ -34,6 +34,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
@@ -60,8 +61,8 @@ type Config struct {
 	Membership    kafkax.Membership
 	// KafkaSecurity is KAFKA_TLS*, KAFKA_SASL_*.
 	KafkaSecurity kafkax.Security
-	// Alert is ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
-	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
+	// Alert is the alerter's (log line and counter; alert.ReadConfig
+	// refuses the removed ALERT_WEBHOOK_* settings).
 	Alert alert.Config
 	// Monitor is DLQ_CHECK_INTERVAL and DLQ_DEPTH_ALERT_THRESHOLD.
 	Monitor depth.Config
@@ -332,7 +333,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return lifecycle.Supervised("dlq-admin/"+name, deps, fn)
 	}
 	logger.Info("dlq-admin started", "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String(), "group", cfg.ConsumerGroup, "tokens", tokens.Len(),
-		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String(), "alert_webhook", cfg.Alert.WebhookURL != "")
+		"replay_rate", cfg.ReplayRate, "reconcile_interval", cfg.ReconcileInterval.String())
 	return cfg.Run(ctx, logger,
 		// Stop taking work: the HTTP server drains in-flight requests, the
 		// consumer commits what it stored;
@@ -342,13 +343,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
+			loop("reconciliation-gauges", func(ctx context.Context) error {
+				return watch.Run(ctx, watch.Task{Every: cfg.Monitor.CheckInterval, Do: reconciler.RefreshGauges, Failed: func(err error) {
+					logger.Warn("reconciliation gauges", "error", err.Error())
+				}})
+			}),
 			loop("stall", stalls.Run),
 			runner,
 		}},
-		// then what they hand work to: relay wake-ups and alerts.
+		// then what they hand work to: relay wake-ups.
 		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
 			loop("notifier", notifier.Run),
-			loop("alerts", func(ctx context.Context) error { alerter.Run(ctx); return nil }),
 		}},
 	)
 }

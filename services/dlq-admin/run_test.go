@@ -43,18 +43,22 @@ func TestReadConfigDefaults(t *testing.T) {
 	require.Equal(t, 24*time.Hour, c.ReconcileInterval)
 	require.Equal(t, int64(100), c.Monitor.DepthThreshold)
 	require.Equal(t, 30*time.Second, c.Monitor.CheckInterval)
-	require.Empty(t, c.Alert.WebhookURL)
 
 	c, err = readConfig(env(map[string]string{
 		"REPLAY_RATE": "5", "RECONCILE_INTERVAL": "1h", "DLQ_DEPTH_ALERT_THRESHOLD": "7", "DLQ_CHECK_INTERVAL": "10s",
-		"ALERT_WEBHOOK_URL": "http://127.0.0.1:1/hook", "ALERT_WEBHOOK_FORMAT": "slack",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, 5.0, c.ReplayRate)
 	require.Equal(t, time.Hour, c.ReconcileInterval)
 	require.Equal(t, int64(7), c.Monitor.DepthThreshold)
 	require.Equal(t, 10*time.Second, c.Monitor.CheckInterval)
-	require.Equal(t, "http://127.0.0.1:1/hook", c.Alert.WebhookURL)
+
+	// The webhook sink was removed: configured, dlq-admin refuses to start
+	// and says where pages go now.
+	_, err = readConfig(env(map[string]string{"ALERT_WEBHOOK_URL": "https://hooks.example/T0/B0/secret"}))
+	require.ErrorContains(t, err, "ALERT_WEBHOOK_URL was removed")
+	require.ErrorContains(t, err, "Alertmanager")
+	require.NotContains(t, err.Error(), "hooks.example", "the value is a credential")
 }
 
 func TestReadConfigNamesTheBadVariable(t *testing.T) {
@@ -68,7 +72,7 @@ func TestReadConfigNamesTheBadVariable(t *testing.T) {
 		"RECONCILE_INTERVAL":        {"RECONCILE_INTERVAL": "daily"},
 		"DLQ_DEPTH_ALERT_THRESHOLD": {"DLQ_DEPTH_ALERT_THRESHOLD": "0"},
 		"DLQ_CHECK_INTERVAL":        {"DLQ_CHECK_INTERVAL": "-1s"},
-		"ALERT_WEBHOOK_FORMAT":      {"ALERT_WEBHOOK_FORMAT": "teams"},
+		"ALERT_WEBHOOK_FORMAT":      {"ALERT_WEBHOOK_FORMAT": "slack"},
 		"KAFKA_SASL_MECHANISM":      {"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "u", "KAFKA_SASL_PASSWORD": "p"},
 		"KAFKA_TLS_CA_FILE":         {"KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem"},
 	}
@@ -99,6 +103,8 @@ func TestRunServesConsumesAndStops(t *testing.T) {
 			"KAFKA_BROKERS":    strings.Join(cluster.ListenAddrs(), ","),
 			"DLQ_ADMIN_TOKENS": "ops:viewer:" + token,
 			"SHUTDOWN_GRACE":   "5s",
+			// the open-letter gauge is refreshed at each check
+			"DLQ_CHECK_INTERVAL": "200ms",
 		}), logs)
 	}()
 	require.Eventually(t, func() bool { return logs.ListenAddr() != "" }, 30*time.Second, 10*time.Millisecond)
@@ -136,10 +142,16 @@ func TestRunServesConsumesAndStops(t *testing.T) {
 		return strings.Contains(body, `"original_offset":5`)
 	}, 30*time.Second, 20*time.Millisecond)
 
-	// The new letter raised its alert (the log sink: no webhook here).
+	// The new letter raised its alert (its structured log line, naming the
+	// rule that pages for it) and the condition that pages is on /metrics.
 	require.Eventually(t, func() bool {
 		return strings.Contains(logs.String(), "ALERT: dead letter on aegis.transactions (permanent)")
 	}, 30*time.Second, 20*time.Millisecond)
+	require.Contains(t, logs.String(), `"runbook":"docs/runbooks/AegisDeadLetterOpen.md"`)
+	require.Eventually(t, func() bool {
+		_, body := call("/metrics", token)
+		return strings.Contains(body, `aegis_dlq_open_letters{class="permanent",topic="aegis.transactions"} 1`)
+	}, 30*time.Second, 20*time.Millisecond, "the open letter is a gauge on /metrics")
 	// The page is served without a token.
 	resp, err := http.Get(base + "/")
 	require.NoError(t, err)

@@ -40,8 +40,8 @@ type Config struct {
 	// Outbound is OUTBOUND_*: delivery of aegis.settlements to the
 	// endpoints (docs/design/outbound.md).
 	Outbound deliver.Config
-	// Alert is ALERT_WEBHOOK_URL, ALERT_WEBHOOK_FORMAT,
-	// ALERT_PAGERDUTY_ROUTING_KEY and ALERT_DEDUPE_WINDOW.
+	// Alert is the alerter's (log line and counter; alert.ReadConfig
+	// refuses the removed ALERT_WEBHOOK_* settings).
 	Alert alert.Config
 }
 
@@ -274,15 +274,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		_ = kafka.Flush(ctx)
 		return nil
 	})
-	alerts := lifecycle.Supervised("outbox-relay/alerts", deps, func(ctx context.Context) error {
-		alerter.Run(ctx)
-		return nil
-	})
 
 	logger.Info("outbox relay started", "batch_size", cfg.Relay.BatchSize, "brokers", cfg.KafkaBrokers, "kafka_security", cfg.KafkaSecurity.String())
 	return cfg.Run(ctx, logger,
 		lifecycle.Stage{Name: "relay", Components: intake},
 		lifecycle.Stage{Name: "helpers", Components: helpers},
-		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{flush, alerts}},
+		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{flush}},
 	)
 }

@@ -426,7 +426,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "flush", Components: []lifecycle.Component{
 			lifecycle.OnStop("payout-worker/leave group", func(context.Context) error { kafka.LeaveGroup(); return nil }),
 			lifecycle.Supervised("payout-worker/notifier", deps, notifier.Run),
-			lifecycle.Supervised("payout-worker/alerts", deps, func(ctx context.Context) error { alerts.Run(ctx); return nil }),
 		}},
 	)
 }

@@ -21,7 +21,7 @@ func TestGoneDisablesTheEndpointWithOneAlert(t *testing.T) {
 	sink := newAlertSink(t)
 	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusGone) })
 	id, _ := h.addEndpoint(rc.srv.URL, endpointOpts{})
-	r := h.start(h.config(nil), sink.srv.URL, "intake", "dispatch")
+	r := h.start(h.config(nil), sink, "intake", "dispatch", "stats")
 	h.produce(payout("gus", event.TypePayoutSucceeded), payout("gus", event.TypePayoutFailed), payout("gus", event.TypePayoutReversed))
 
 	h.eventually("the endpoint disabled", 20*time.Second, func() bool {
@@ -36,6 +36,11 @@ func TestGoneDisablesTheEndpointWithOneAlert(t *testing.T) {
 	if got := counterValue(t, r, deliver.MetricDisabled, "gone"); got != 1 {
 		t.Errorf("disabled counter %v, want 1", got)
 	}
+	// What pages is the condition, from the database: one endpoint the
+	// relay disabled for 410 is still disabled.
+	h.eventually("the disabled gauge", 10*time.Second, func() bool {
+		return reasonGauge(t, r, deliver.MetricDisabledNow, "gone") == 1 && reasonGauge(t, r, deliver.MetricDisabledNow, "failing") == 0
+	})
 	sent := len(rc.requests())
 	if h.count(`SELECT count(*) FROM outbound_deliveries WHERE state = 'failed' AND last_status = 410`) != sent {
 		t.Errorf("not every delivery that got 410 failed")
@@ -60,7 +65,7 @@ func TestA400IsFinal(t *testing.T) {
 		_, _ = w.Write([]byte("bad payload"))
 	})
 	id, _ := h.addEndpoint(rc.srv.URL, endpointOpts{})
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 	h.produce(payout("hal", event.TypePayoutSucceeded))
 	h.eventually("failed", 20*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_deliveries WHERE state = 'failed' AND attempts = 1 AND last_status = 400
@@ -111,7 +116,7 @@ func TestRetryAfterPostponesTheNextAttempt(t *testing.T) {
 			}
 		})
 	}
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 	h.produce(payout("ida", event.TypePayoutSucceeded))
 	h.eventually("both delivered after their Retry-After", 20*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_deliveries WHERE state = 'succeeded' AND attempts = 2`) == 2
@@ -136,7 +141,7 @@ func TestRedirectsAreNotFollowedAndAnswersAreCappedAt1KiB(t *testing.T) {
 	})
 	redirectID, _ := h.addEndpoint(redirect.srv.URL+"/hook", endpointOpts{})
 	bigID, _ := h.addEndpoint(big.srv.URL, endpointOpts{})
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 	h.produce(payout("jo", event.TypePayoutSucceeded))
 	h.eventually("the big answer delivered, the redirect retried", 20*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_deliveries WHERE endpoint_id = $1 AND state = 'succeeded'`, bigID) == 1 &&
@@ -159,7 +164,7 @@ func TestALoopbackEndpointIsRefusedAtConnectTime(t *testing.T) {
 	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
 	url := rc.srv.URL + "/private/path?token=sekrit"
 	id, _ := h.addEndpoint(url, endpointOpts{})
-	h.start(h.config(func(c *deliver.Config) { c.Policy = outbound.Policy{} }), "", "intake", "dispatch")
+	h.start(h.config(func(c *deliver.Config) { c.Policy = outbound.Policy{} }), nil, "intake", "dispatch")
 	h.produce(payout("kim", event.TypePayoutSucceeded))
 	h.eventually("attempts logged", 20*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_attempts WHERE endpoint_id = $1 AND outcome = 'retry'

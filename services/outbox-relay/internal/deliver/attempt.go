@@ -48,6 +48,9 @@ const (
 const (
 	reasonGone    = "gone"
 	reasonFailing = "failing"
+	// whyGone is the disabled_reason stored for an endpoint that answered
+	// 410 (queries.sql's DisabledEndpoints maps it back to reasonGone).
+	whyGone = "answered 410 Gone"
 )
 
 // answer is what one POST got.
@@ -143,7 +146,7 @@ func (d *Deliverer) attempt(ctx context.Context, ep endpoint, c sqlcdb.ClaimRow)
 	}
 	d.logger.InfoContext(sctx, "outbound attempt", attrs...)
 	if disabled {
-		d.endpointDisabled(sctx, ep.id.String(), ep.url, reasonGone, "answered 410 Gone")
+		d.endpointDisabled(sctx, ep.id.String(), ep.url, reasonGone, whyGone)
 	}
 }
 
@@ -222,7 +225,7 @@ func (d *Deliverer) record(ctx context.Context, ep endpoint, c sqlcdb.ClaimRow, 
 			return fmt.Errorf("health: %w", err)
 		}
 		if v.gone {
-			if disabled, err = q.DisableEndpoint(ctx, sqlcdb.DisableEndpointParams{ID: ep.id, Reason: "answered 410 Gone"}); err != nil {
+			if disabled, err = q.DisableEndpoint(ctx, sqlcdb.DisableEndpointParams{ID: ep.id, Reason: whyGone}); err != nil {
 				return fmt.Errorf("disable endpoint: %w", err)
 			}
 		}

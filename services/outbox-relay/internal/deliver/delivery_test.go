@@ -29,7 +29,7 @@ func TestAnEndpointDownForHoursGetsEveryEventAfterwardsWhileAnotherGetsThemAtOnc
 	b := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
 	aID, aSecret := h.addEndpoint(a.srv.URL+"/hooks?token=a", endpointOpts{})
 	_, bSecret := h.addEndpoint(b.srv.URL+"/hooks", endpointOpts{})
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 
 	var ids []string
 	down := time.Now()
@@ -97,7 +97,7 @@ func TestRotationSignsWithBothSecretsUntilThePreviousExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, newSecret := h.addEndpoint(rc.srv.URL, endpointOpts{previousSecret: oldSecret, previousUntil: time.Now().Add(time.Hour)})
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 
 	overlap := []any{payout("dora", event.TypePayoutSucceeded), payout("dora", event.TypePayoutFailed)}
 	h.produce(overlap...)

@@ -29,8 +29,8 @@ func TestAFailingEndpointIsDisabledOnceThenRecoverSendsWhatItMissed(t *testing.T
 	})
 	id, secret := h.addEndpoint(rc.srv.URL, endpointOpts{})
 	cfg := h.config(func(c *deliver.Config) { c.DisableAfter = 2 * time.Second })
-	r1 := h.start(cfg, sink.srv.URL, "intake", "dispatch", "health")
-	r2 := h.start(cfg, sink.srv.URL, "intake", "dispatch", "health")
+	r1 := h.start(cfg, sink, "intake", "dispatch", "health", "stats")
+	r2 := h.start(cfg, sink, "intake", "dispatch", "health", "stats")
 	start := time.Now().Add(-time.Minute)
 	b1, b2 := payout("rae", event.TypePayoutSucceeded), payout("rae", event.TypePayoutFailed)
 	h.produce(b1, b2)
@@ -47,6 +47,11 @@ func TestAFailingEndpointIsDisabledOnceThenRecoverSendsWhatItMissed(t *testing.T
 	if n := counterValue(t, r1, deliver.MetricDisabled, "failing") + counterValue(t, r2, deliver.MetricDisabled, "failing"); n != 1 {
 		t.Errorf("disabled counted %v times, want 1", n)
 	}
+	// The condition AegisOutboundEndpointDisabled pages on: both replicas
+	// export the same figure from the database (the rule takes max).
+	h.eventually("both replicas export the disabled endpoint", 10*time.Second, func() bool {
+		return reasonGauge(t, r1, deliver.MetricDisabledNow, "failing") == 1 && reasonGauge(t, r2, deliver.MetricDisabledNow, "failing") == 1
+	})
 	// Disabled: its pending deliveries wait, new events make none.
 	sent := len(rc.requests())
 	during := payout("rae", event.TypePayoutReversed)
@@ -70,6 +75,9 @@ func TestAFailingEndpointIsDisabledOnceThenRecoverSendsWhatItMissed(t *testing.T
 	h.eventually("everything it missed delivered", 30*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_deliveries WHERE endpoint_id = $1 AND state = 'succeeded'`, id) == 3
 	})
+	h.eventually("enabled: the condition resolves on both replicas", 10*time.Second, func() bool {
+		return reasonGauge(t, r1, deliver.MetricDisabledNow, "failing") == 0 && reasonGauge(t, r2, deliver.MetricDisabledNow, "failing") == 0
+	})
 	got, _ := rc.verifiedIDs(t, secret)
 	for _, id := range []string{b1.EventID, b2.EventID, during.EventID} {
 		if got[id] == 0 {
@@ -90,7 +98,7 @@ func TestASlowEndpointDoesNotHoldBackAFastOne(t *testing.T) {
 	fast := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
 	slowID, _ := h.addEndpoint(slow.srv.URL, endpointOpts{})
 	fastID, _ := h.addEndpoint(fast.srv.URL, endpointOpts{})
-	h.start(h.config(func(c *deliver.Config) { c.Senders = 8 }), "", "intake", "dispatch")
+	h.start(h.config(func(c *deliver.Config) { c.Senders = 8 }), nil, "intake", "dispatch")
 	var events []any
 	for range 20 {
 		events = append(events, payout("sam", event.TypePayoutSucceeded))
@@ -122,12 +130,12 @@ func TestADeliveryOfADeadRelayIsAttemptedAgainAfterItsLease(t *testing.T) {
 	})
 	h.addEndpoint(rc.srv.URL, endpointOpts{})
 	cfg := h.config(func(c *deliver.Config) { c.Timeout, c.Lease = 5*time.Second, 6*time.Second })
-	dying := h.start(cfg, "", "intake", "dispatch")
+	dying := h.start(cfg, nil, "intake", "dispatch")
 	e := payout("tess", event.TypePayoutSucceeded)
 	h.produce(e)
 	h.eventually("the first request arrives", 20*time.Second, func() bool { return len(rc.requests()) == 1 })
 	dying.cancel()
-	h.start(cfg, "", "dispatch")
+	h.start(cfg, nil, "dispatch")
 	h.eventually("delivered by the other relay", 30*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_deliveries WHERE state = 'succeeded' AND attempts = 2`) == 1
 	})

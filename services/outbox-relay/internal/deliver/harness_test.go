@@ -77,18 +77,22 @@ type relay struct {
 }
 
 // start runs d's loops (intake, dispatch, health, stats) until the test ends
-// or stop. alertURL (optional) receives its alerts.
-func (h *harness) start(cfg deliver.Config, alertURL string, loops ...string) *relay {
+// or stop. alerts (optional) records its ALERT log lines.
+func (h *harness) start(cfg deliver.Config, alerts *alertSink, loops ...string) *relay {
 	h.t.Helper()
-	return h.startTraced(cfg, alertURL, nil, loops...)
+	return h.startTraced(cfg, alerts, nil, loops...)
 }
 
 // startTraced is start with the attempts' spans made by tp.
-func (h *harness) startTraced(cfg deliver.Config, alertURL string, tp trace.TracerProvider, loops ...string) *relay {
+func (h *harness) startTraced(cfg deliver.Config, sink *alertSink, tp trace.TracerProvider, loops ...string) *relay {
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
 	deps := lifecycle.Deps{Registerer: reg, Logger: slog.New(slog.NewTextHandler(h.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	alerts, err := alert.New(alert.Config{Source: "outbox-relay", WebhookURL: alertURL}, deps)
+	alertDeps := deps
+	if sink != nil {
+		alertDeps.Logger = slog.New(slog.NewJSONHandler(sink, nil))
+	}
+	alerts, err := alert.New(alert.Config{Source: "outbox-relay"}, alertDeps)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -98,7 +102,6 @@ func (h *harness) startTraced(cfg deliver.Config, alertURL string, tp trace.Trac
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { alerts.Run(ctx) })
 	for _, l := range loops {
 		switch l {
 		case "intake":
@@ -288,27 +291,28 @@ func (rc *receiver) verifiedIDs(t *testing.T, secret string) (ids map[string]int
 	return ids, unverified
 }
 
-// alertSink counts alert webhook posts by key.
+// alertSink records the keys of the alerter's structured ALERT log lines
+// (the alerter's only output: what pages is AegisOutboundEndpointDisabled
+// on aegis_outbound_endpoints_disabled).
 type alertSink struct {
-	srv  *httptest.Server
 	mu   sync.Mutex
 	keys []string
 }
 
-func newAlertSink(t *testing.T) *alertSink {
-	s := &alertSink{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Key string `json:"key"`
-		}
-		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &body)
+func newAlertSink(*testing.T) *alertSink { return &alertSink{} }
+
+// Write takes one JSON log line (slog's handler writes a line a call).
+func (s *alertSink) Write(p []byte) (int, error) {
+	var line struct {
+		Msg string `json:"msg"`
+		Key string `json:"alert_key"`
+	}
+	if err := json.Unmarshal(p, &line); err == nil && strings.HasPrefix(line.Msg, "ALERT: ") {
 		s.mu.Lock()
-		s.keys = append(s.keys, body.Key+" "+string(b))
+		s.keys = append(s.keys, line.Key)
 		s.mu.Unlock()
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+	}
+	return len(p), nil
 }
 
 // withKey counts the alerts whose key is key.
@@ -317,7 +321,7 @@ func (s *alertSink) withKey(key string) int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, k := range s.keys {
-		if strings.HasPrefix(k, key+" ") {
+		if k == key {
 			n++
 		}
 	}
@@ -339,6 +343,29 @@ func gaugeValue(t *testing.T, r *relay, name, endpoint string) float64 {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "endpoint" && lp.GetValue() == endpoint {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// reasonGauge is the value of r's gauge name with label reason (-1 when
+// it has none).
+func reasonGauge(t *testing.T, r *relay, name, reason string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "reason" && lp.GetValue() == reason {
 					return m.GetGauge().GetValue()
 				}
 			}

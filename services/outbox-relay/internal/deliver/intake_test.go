@@ -21,7 +21,7 @@ func TestIntakeDeadLettersAnInvalidEventAndNothingElse(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.addEndpoint("http://127.0.0.1:1/none", endpointOpts{})
-	h.start(h.config(nil), "", "intake")
+	h.start(h.config(nil), nil, "intake")
 	h.produceRaw("lea", []byte(`{"event_id":"bad-1","type":"payout.succeeded","user_id":"lea"}`))
 	good := payout("lea", event.TypePayoutSucceeded)
 	h.produce(good)
@@ -46,7 +46,7 @@ func TestIntakeIgnoresAKnownEventID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.addEndpoint("http://127.0.0.1:1/none", endpointOpts{})
-	h.start(h.config(nil), "", "intake")
+	h.start(h.config(nil), nil, "intake")
 	first, second := payout("max", event.TypePayoutSucceeded), payout("max", event.TypePayoutReversed)
 	h.produce(first, first, second)
 	h.eventually("the second event stored", 20*time.Second, func() bool {
@@ -65,7 +65,7 @@ func TestIntakeIgnoresAKnownEventID(t *testing.T) {
 func TestIntakeNumbersEachUsersEventsInTopicOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.start(h.config(nil), "", "intake")
+	h.start(h.config(nil), nil, "intake")
 	users := []string{"nia", "omar", "pia"}
 	want := map[string][]string{}
 	var events []any
@@ -145,7 +145,7 @@ func TestIntakeFansOutByTypeFilter(t *testing.T) {
 	if _, err := h.db.Pool.Exec(t.Context(), `UPDATE outbound_endpoints SET deleted_at = now() WHERE id = $1`, deleted); err != nil {
 		t.Fatal(err)
 	}
-	h.start(h.config(nil), "", "intake")
+	h.start(h.config(nil), nil, "intake")
 	p, rp, do, dw := payout("quinn", event.TypePayoutSucceeded), posting("quinn", event.TypeRefundPosted),
 		posting("quinn", event.TypeDisputeOpened), posting("quinn", event.TypeDisputeWon)
 	h.produce(p, rp, do, dw)

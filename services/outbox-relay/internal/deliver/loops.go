@@ -122,5 +122,16 @@ func (d *Deliverer) stats(ctx context.Context, exported map[string]bool) error {
 	for id := range now {
 		exported[id] = true
 	}
+	disabled, err := d.q.DisabledEndpoints(ctx)
+	if err != nil {
+		return fmt.Errorf("disabled endpoints: %w", err)
+	}
+	byReason := map[string]int64{reasonGone: 0, reasonFailing: 0}
+	for _, r := range disabled {
+		byReason[r.Reason] = r.Disabled
+	}
+	for reason, n := range byReason {
+		d.m.disabledNow.WithLabelValues(reason).Set(float64(n))
+	}
 	return nil
 }

@@ -67,7 +67,7 @@ func TestRetentionDeletesOldAttemptsAndFinishedMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.start(h.config(nil), "", "retention")
+	h.start(h.config(nil), nil, "retention")
 	h.eventually("the old finished message deleted", 10*time.Second, func() bool {
 		return h.count(`SELECT count(*) FROM outbound_messages WHERE id = $1`, oldDone) == 0
 	})
@@ -99,7 +99,7 @@ func TestStatsExportPendingPerEndpoint(t *testing.T) {
 		h.message(busy, age, "pending")
 	}
 	h.message(idle, time.Hour, "succeeded")
-	r := h.start(h.config(nil), "", "stats")
+	r := h.start(h.config(nil), nil, "stats")
 	h.eventually("the gauges set", 10*time.Second, func() bool {
 		return gaugeValue(t, r, deliver.MetricPending, busy.String()) == 3
 	})
@@ -121,8 +121,8 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
 	two := 2
 	id, _ := h.addEndpoint(rc.srv.URL, endpointOpts{rateLimit: &two})
-	h.start(h.config(nil), "", "intake", "dispatch")
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 	var events []any
 	for range 10 {
 		events = append(events, payout("uma", event.TypePayoutSucceeded))
@@ -152,7 +152,7 @@ func TestALegacySecretAddsTheOldSignature(t *testing.T) {
 	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
 	const legacy = "the-old-settlement-secret"
 	_, secret := h.addEndpoint(rc.srv.URL, endpointOpts{legacySecret: legacy})
-	h.start(h.config(nil), "", "intake", "dispatch")
+	h.start(h.config(nil), nil, "intake", "dispatch")
 	e := payout("vic", event.TypePayoutSucceeded)
 	h.produce(e)
 	h.eventually("delivered", 20*time.Second, func() bool { return len(rc.requests()) == 1 })

@@ -14,6 +14,9 @@ const (
 	MetricOldest       = "aegis_outbound_oldest_pending_seconds"
 	MetricDeliveredLag = "aegis_outbound_delivered_lag_seconds"
 	MetricDisabled     = "aegis_outbound_endpoints_disabled_total"
+	// MetricDisabledNow is the condition AegisOutboundEndpointDisabled
+	// pages on: endpoints the relay disabled that are still disabled.
+	MetricDisabledNow = "aegis_outbound_endpoints_disabled"
 )
 
 type metrics struct {
@@ -23,6 +26,7 @@ type metrics struct {
 	oldest      *prometheus.GaugeVec
 	lag         *prometheus.HistogramVec
 	disabled    *prometheus.CounterVec
+	disabledNow *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,8 +45,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{0.1, 0.5, 1, 5, 30, 60, 300, 1800, 7200, 18000, 36000, 100000}}, []string{"endpoint"}),
 		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDisabled,
 			Help: "Outbound endpoints the relay disabled, by reason (gone: answered 410; failing: failed every attempt for OUTBOUND_DISABLE_AFTER)."}, []string{"reason"}),
+		disabledNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricDisabledNow,
+			Help: "Undeleted outbound endpoints the relay disabled and nobody enabled since, by reason (gone, failing), from the " +
+				"database (every replica exports the same figure: take max)."}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.attempts, m.attemptTime, m.pending, m.oldest, m.lag, m.disabled} {
+	for _, c := range []prometheus.Collector{m.attempts, m.attemptTime, m.pending, m.oldest, m.lag, m.disabled, m.disabledNow} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register outbound metrics: %w", err)
 		}

@@ -118,6 +118,16 @@ INSERT INTO outbound_endpoint_health (endpoint_id, failing_since, last_failure_a
 ON CONFLICT (endpoint_id) DO UPDATE
 SET failing_since = COALESCE(outbound_endpoint_health.failing_since, now()), last_failure_at = now();
 
+-- name: DisabledEndpoints :many
+-- The undeleted endpoints the relay disabled and nobody enabled since, by
+-- reason (gone: answered 410, the reason attempt.go's whyGone stores;
+-- failing: failed every attempt for the window): aegis_outbound_endpoints_disabled.
+SELECT (CASE WHEN disabled_reason = 'answered 410 Gone' THEN 'gone' ELSE 'failing' END)::text AS reason,
+       count(*)::bigint AS disabled
+FROM outbound_endpoints_for_relay
+WHERE NOT enabled AND deleted_at IS NULL AND disabled_by = 'outbox-relay'
+GROUP BY 1;
+
 -- name: DisableEndpoint :one
 SELECT disable_outbound_endpoint(@id, @reason)::boolean AS disabled;
 

@@ -33,7 +33,7 @@ func TestEachAttemptIsASpanInTheEventsTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	h.startTraced(h.config(nil), "", tp, "intake", "dispatch")
+	h.startTraced(h.config(nil), nil, tp, "intake", "dispatch")
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	e := payout("wyn", event.TypePayoutSucceeded)

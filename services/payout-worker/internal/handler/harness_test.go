@@ -327,8 +327,9 @@ func setup(t *testing.T, o options) *world {
 		registry[name] = psp.WithBreaker(c, br)
 		w.breakers[name] = br
 	}
-	w.alerts = newAlertReceiver(t)
-	alerts, err := alert.New(alert.Config{Source: "payout-worker", WebhookURL: w.alerts.srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
+	w.alerts = &alertReceiver{}
+	alerts, err := alert.New(alert.Config{Source: "payout-worker"}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(w.alerts, nil)),
+		Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	w.reg = reg
 	letters, err := dlq.NewWriter("payout-worker", lifecycle.Deps{Logger: logger, Registerer: reg})
@@ -359,12 +360,7 @@ func setup(t *testing.T, o options) *world {
 		require.NoError(t, err)
 		return c, cl
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	alertsDone := make(chan struct{})
-	go func() { alerts.Run(ctx); close(alertsDone) }()
 	t.Cleanup(func() {
-		cancel()
-		<-alertsDone
 		require.NoError(t, credits.Stop(context.Background()))
 		w.reconcile()
 	})
@@ -631,26 +627,26 @@ type noNotify struct{}
 
 func (noNotify) Notify() {}
 
-// alertReceiver is a webhook sink that records the alerts it is sent.
+// alertReceiver records the keys of the alerter's structured ALERT log
+// lines (the alerter's only output: what pages is the rule on the
+// condition's gauge).
 type alertReceiver struct {
 	mu   sync.Mutex
 	keys []string
-	srv  *httptest.Server
 }
 
-func newAlertReceiver(t *testing.T) *alertReceiver {
-	r := &alertReceiver{}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var body struct {
-			Key string `json:"key"`
-		}
-		_ = json.NewDecoder(req.Body).Decode(&body)
+// Write takes one JSON log line (slog's handler writes a line a call).
+func (r *alertReceiver) Write(p []byte) (int, error) {
+	var line struct {
+		Msg string `json:"msg"`
+		Key string `json:"alert_key"`
+	}
+	if err := json.Unmarshal(p, &line); err == nil && strings.HasPrefix(line.Msg, "ALERT: ") {
 		r.mu.Lock()
-		r.keys = append(r.keys, body.Key)
+		r.keys = append(r.keys, line.Key)
 		r.mu.Unlock()
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
+	}
+	return len(p), nil
 }
 
 func (r *alertReceiver) received() []string {

@@ -104,6 +104,10 @@ func TestRefundTheWalletCannotCoverBecomesAReceivableThatBlocksPayoutsAndIsAlert
 	require.Equal(t, 800, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
 	require.Eventually(t, func() bool { return w.hasAlert("receivable:" + w.user) }, 5*time.Second, 20*time.Millisecond,
 		"the alert names the user")
+	// What pages is the condition: a user owes (AegisReceivableOpen on
+	// aegis_receivables_open, set by the sweep on every replica).
+	w.sweep()
+	require.Equal(t, 1.0, w.gaugeSum(payout.MetricReceivablesOpen), "one user owes")
 
 	blocked := w.createPayout(1, "acct_ok", "stripe")
 	w.requestPayout(blocked, 1, "stripe")
@@ -116,6 +120,32 @@ func TestRefundTheWalletCannotCoverBecomesAReceivableThatBlocksPayoutsAndIsAlert
 	require.Equal(t, 300, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
 	require.Equal(t, -300, w.count(`SELECT coalesce(sum(e.amount), 0)::int FROM ledger_entries e JOIN wallets a ON a.id = e.wallet_id
 		WHERE a.kind = 'system' AND a.owner = 'receivables'`))
+	w.sweep()
+	require.Equal(t, 1.0, w.gaugeSum(payout.MetricReceivablesOpen), "still owes 300")
+
+	// Repaid in full: the condition resolves by itself.
+	w.credit("evt_pay3", "pi_3", 300)
+	w.waitProcessed("stripe:evt_pay3")
+	require.Zero(t, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
+	w.sweep()
+	require.Equal(t, 0.0, w.gaugeSum(payout.MetricReceivablesOpen), "nobody owes: AegisReceivableOpen resolves")
+}
+
+// gaugeSum adds up every series of the gauge name on the world's registry
+// (0 when it has none).
+func (w *world) gaugeSum(name string) float64 {
+	w.t.Helper()
+	families, err := w.reg.Gather()
+	require.NoError(w.t, err)
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func TestPayoutOfCreditsInsideTheSettlementDelayIsRefused(t *testing.T) {

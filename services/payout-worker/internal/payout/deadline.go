@@ -165,7 +165,12 @@ type deadlineMetrics struct {
 	oldest  *prometheus.GaugeVec
 	overdue *prometheus.GaugeVec
 	actions *prometheus.CounterVec
+	// receivables: users owing money, per currency (AegisReceivableOpen).
+	receivables *prometheus.GaugeVec
 }
+
+// MetricReceivablesOpen is the gauge of users who owe money, per currency.
+const MetricReceivablesOpen = "aegis_receivables_open"
 
 func newDeadlineMetrics(reg prometheus.Registerer) *deadlineMetrics {
 	m := &deadlineMetrics{
@@ -182,8 +187,13 @@ func newDeadlineMetrics(reg prometheus.Registerer) *deadlineMetrics {
 			Help: "Payouts past their state's deadline that the sweeper acted on, by state and action " +
 				"(republished, resumed, escalated: to NEEDS_REVIEW).",
 		}, []string{"state", "action"}),
+		receivables: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricReceivablesOpen,
+			Help: "Users who owe money after a refund or dispute took more than their wallet held, per currency, as of the " +
+				"latest sweep (from the database: every replica exports the same figure, take max).",
+		}, []string{"currency"}),
 	}
-	reg.MustRegister(m.oldest, m.overdue, m.actions)
+	reg.MustRegister(m.oldest, m.overdue, m.actions, m.receivables)
 	return m
 }
 
@@ -200,6 +210,13 @@ func (pr *Processor) observeAges(ctx context.Context, q *sqlcdb.Queries, d Deadl
 		}
 		pr.metrics.deadlines.oldest.WithLabelValues(string(s)).Set(max(now.Sub(r.Oldest).Seconds(), 0))
 		pr.metrics.deadlines.overdue.WithLabelValues(string(s)).Set(float64(r.Overdue))
+	}
+	owing, err := q.OpenReceivables(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: count the users who owe money: %w", err)
+	}
+	for _, r := range owing {
+		pr.metrics.deadlines.receivables.WithLabelValues(r.Currency).Set(float64(r.Owing))
 	}
 	return nil
 }

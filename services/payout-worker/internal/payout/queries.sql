@@ -146,6 +146,15 @@ LIMIT 1;
 SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = @status), @now::timestamptz)::timestamptz AS oldest,
        (SELECT count(*) FROM payouts p WHERE p.status = @status AND p.status_since < @before)::bigint AS overdue;
 
+-- name: OpenReceivables :many
+-- Per currency of the user wallets, how many users owe money (owed > 0: a
+-- refund or dispute took more than the wallet held): the condition
+-- AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run
+-- once per sweep.
+SELECT currency::text AS currency, count(*) FILTER (WHERE owed > 0)::bigint AS owing
+FROM wallets WHERE kind = 'user'
+GROUP BY currency ORDER BY currency;
+
 -- name: LoadResolution :one
 -- An operator's resolution request as dlq-admin stored it, with its status
 -- (pending until decided; the verdict of either release's worker once

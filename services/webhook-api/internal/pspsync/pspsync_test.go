@@ -483,6 +483,15 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 	require.NotNil(t, first.Disagreements[0].FirstSeenAt)
 	require.Equal(t, [3]int{1, 0, 0}, counts(first.ID))
 	require.Equal(t, float64(1), open())
+	// Another replica, which worked no run, exports the same figure from
+	// the database (the rule takes max over replicas: AegisPSPDisagreementOpen).
+	replica, err := pspsync.NewWorker(e.runs, e.rec, make(chan struct{}), lifecycle.Deps{Logger: quiet()})
+	require.NoError(t, err)
+	replicaOpen := func() float64 {
+		replica.RefreshGauges(context.Background())
+		return testutil.ToFloat64(replica.OpenGauge().WithLabelValues("stripe", pspsync.PaidNotSucceeded))
+	}
+	require.Equal(t, float64(1), replicaOpen())
 
 	second := e.runOnce()
 	require.Len(t, second.Disagreements, 1)
@@ -493,7 +502,7 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 		AND first_seen_run = $2 AND last_seen_run = $3`, failedHere, first.ID, second.ID))
 
 	// A person puts it right: the next run no longer finds it and clears it.
-	_, err := e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
+	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'SUCCEEDED' WHERE id = $1`, failedHere)
 	require.NoError(t, err)
 	third := e.runOnce()
 	require.Empty(t, third.Disagreements)
@@ -501,6 +510,7 @@ func TestAPersistingDisagreementIsNewOnceThenStillOpenThenCleared(t *testing.T) 
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM psp_disagreements WHERE payout_id = $1 AND cleared_run = $2`, failedHere, third.ID))
 	require.Zero(t, e.count(`SELECT count(*) FROM psp_disagreements WHERE cleared_at IS NULL`))
 	require.Equal(t, float64(0), open())
+	require.Equal(t, float64(0), replicaOpen(), "the other replica's figure resolves too (no stale 1 for max to keep)")
 
 	// Found again later, it is new again (a fresh row).
 	_, err = e.db.Pool.Exec(context.Background(), `UPDATE payouts SET status = 'FAILED' WHERE id = $1`, failedHere)

@@ -262,7 +262,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[jobs.PSPReconcileArgs])
 	w.finished.WithLabelValues(status).Inc()
 	w.recovered.Add(float64(rep.Recovered))
 	w.disagreed.Set(float64(len(rep.Disagreements)))
-	w.setOpen(ctx)
+	w.RefreshGauges(ctx)
 	attrs := []any{"status", status, "events_found", rep.Found, "recovered", rep.Recovered,
 		"present", rep.Present, "disagreements", len(rep.Disagreements), "took", w.clock().Sub(start).String()}
 	switch {
@@ -284,6 +284,32 @@ func token(rj *river.Job[jobs.PSPReconcileArgs]) (string, error) {
 	}
 	return fmt.Sprintf("river-%d-%d-%s", rj.ID, rj.Attempt, hex.EncodeToString(b)), nil
 }
+
+// DefaultGaugeInterval is how often RunGauges refreshes the gauges.
+const DefaultGaugeInterval = 30 * time.Second
+
+// RunGauges refreshes aegis_psp_disagreements_open from the database
+// every interval until ctx is done, on every replica: the run that changed
+// it may have been another replica's, and AegisPSPDisagreementOpen takes
+// max over replicas, so none may keep a stale figure.
+func (w *Worker) RunGauges(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = DefaultGaugeInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		w.RefreshGauges(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RefreshGauges sets aegis_psp_disagreements_open from the database.
+func (w *Worker) RefreshGauges(ctx context.Context) { w.setOpen(ctx) }
 
 // setOpen sets aegis_psp_disagreements_open from psp_disagreements (every
 // provider and kind, so a cleared one goes back to 0).

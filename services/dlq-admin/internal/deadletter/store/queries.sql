@@ -161,6 +161,16 @@ FROM dead_letters
 GROUP BY original_topic, status
 ORDER BY original_topic, status;
 
+-- name: OpenByClass :many
+-- Open letters per (original topic, error class): the condition
+-- aegis_dlq_open_letters exports (one open letter of a class pages until an
+-- operator replays or discards it).
+SELECT original_topic, error_class, count(*)::bigint AS count
+FROM dead_letters
+WHERE status = 'open'
+GROUP BY original_topic, error_class
+ORDER BY original_topic, error_class;
+
 -- name: FailedAgain :many
 -- The letters a replay of letter @id became: the replayed message carries
 -- replay_of (dead_letters_replay_of_idx).

@@ -243,6 +243,27 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (_ Stats, err error) {
 	return st, nil
 }
 
+// ClassCount is the number of open letters of one original topic and
+// error class.
+type ClassCount struct {
+	Topic, Class string
+	Open         int64
+}
+
+// OpenByClass counts the open letters per original topic and error class.
+func (s *Store) OpenByClass(ctx context.Context) (_ []ClassCount, err error) {
+	defer fault.Mark(&err, what)
+	rows, err := s.q.OpenByClass(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open dead letters by class: %w", err)
+	}
+	out := make([]ClassCount, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, ClassCount{Topic: r.OriginalTopic, Class: r.ErrorClass, Open: r.Count})
+	}
+	return out, nil
+}
+
 // letter is a row of any statement returning letters (List's row: the
 // others are converted to it).
 func letter(r sqlcdb.ListRow) (DeadLetter, error) {

@@ -26,11 +26,13 @@ import (
 // what is the part of dlq-admin this package's errors are marked with.
 const what = "the PSP reconciliation store"
 
-// Alert keys.
+// Alert keys (pkg/alert's: what pages is AegisPSPDisagreementOpen on
+// aegis_psp_disagreements_open and AegisPSPReconciliationFailed on
+// aegis_psp_reconciliation_last_run_failed, both exported by webhook-api).
 const (
-	AlertKey        = "psp_reconciliation"
-	AlertKeyFailed  = "psp_reconciliation_failed"
-	AlertKeyCleared = "psp_reconciliation_cleared"
+	AlertKey        = alert.PSPReconciliationKey
+	AlertKeyFailed  = alert.PSPReconciliationFailedKey
+	AlertKeyCleared = alert.PSPReconciliationClearedKey
 )
 
 // Audit action and target of a requested run.

@@ -32,8 +32,9 @@ const (
 	TriggerManual    = "manual"
 )
 
-// AlertKey is the key of the discrepancy alert.
-const AlertKey = "reconciliation"
+// AlertKey is the key of the discrepancy alert (pkg/alert's: what pages is
+// AegisReconciliationDiscrepancy on aegis_reconciliation_discrepancies).
+const AlertKey = alert.ReconciliationKey
 
 // MaxListed is how many offending transactions and wallets a run names.
 const MaxListed = 100
@@ -507,6 +508,25 @@ func (r *Reconciler) Latest(ctx context.Context) (_ Run, err error) {
 		return Run{}, fmt.Errorf("decode reconciliation run %d: %w", run.ID, err)
 	}
 	return run, nil
+}
+
+// RefreshGauges sets aegis_reconciliation_discrepancies and
+// aegis_reconciliation_last_run_timestamp_seconds from the latest stored
+// run. Every replica calls it on an interval: the run may have been
+// another replica's, and AegisReconciliationDiscrepancy takes max over the
+// replicas, so a replica must neither keep a stale discrepancy (the page
+// would never resolve) nor forget one when it restarts.
+func (r *Reconciler) RefreshGauges(ctx context.Context) error {
+	run, err := r.Latest(ctx)
+	if errors.Is(err, ErrNoRun) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.found.Set(float64(run.Summary.Discrepancies()))
+	r.lastRun.Set(float64(run.FinishedAt.Unix()))
+	return nil
 }
 
 // shareProblems names, for the alert, the first alertListed disagreements

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,10 +26,35 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// receiver is a fake alert webhook (ALERT_WEBHOOK_URL).
+// receiver records the alerter's structured ALERT log lines (its only
+// output; what pages is AegisReconciliationDiscrepancy on
+// aegis_reconciliation_discrepancies) as key, severity, summary and
+// details (the line's other attributes).
 type receiver struct {
 	mu     sync.Mutex
 	alerts []map[string]any
+}
+
+// Write takes one JSON log line (slog's handler writes a line a call).
+func (r *receiver) Write(p []byte) (int, error) {
+	var line map[string]any
+	if json.Unmarshal(p, &line) != nil {
+		return len(p), nil // not a line of the alerter's
+	}
+	msg, _ := line["msg"].(string)
+	summary, ok := strings.CutPrefix(msg, "ALERT: ")
+	if !ok {
+		return len(p), nil
+	}
+	a := map[string]any{"key": line["alert_key"], "severity": line["severity"], "summary": summary, "runbook": line["runbook"]}
+	for _, k := range []string{"time", "level", "msg", "component", "alert_key", "severity", "alert_rule", "runbook"} {
+		delete(line, k)
+	}
+	a["details"] = line
+	r.mu.Lock()
+	r.alerts = append(r.alerts, a)
+	r.mu.Unlock()
+	return len(p), nil
 }
 
 func (r *receiver) got() []map[string]any {
@@ -47,28 +71,16 @@ type bundle struct {
 	alerter *alert.Alerter
 }
 
-// setup runs a real Alerter that delivers to a fake webhook receiver.
+// setup runs a real Alerter whose log lines the receiver records.
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	hook := &receiver{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&m); err == nil {
-			hook.mu.Lock()
-			hook.alerts = append(hook.alerts, m)
-			hook.mu.Unlock()
-		}
-	}))
-	t.Cleanup(srv.Close)
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	alerter, err := alert.New(alert.Config{Source: "dlq-admin", WebhookURL: srv.URL}, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
+	alerter, err := alert.New(alert.Config{Source: "dlq-admin"}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(hook, nil)),
+		Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { alerter.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
 	rec, err := recon.New(db.Pool, alerter, lifecycle.Deps{Logger: logger, Registerer: reg, Clock: time.Now})
 	require.NoError(t, err)
 	return &bundle{db: db, rec: rec, reg: reg, hook: hook, alerter: alerter}
@@ -164,9 +176,19 @@ func TestDiscrepancyRaisesOneCriticalAlertNamingTheWallet(t *testing.T) {
 	require.Len(t, got, 1, "one discrepancy, one alert")
 	require.Equal(t, "critical", got[0]["severity"])
 	require.Equal(t, recon.AlertKey, got[0]["key"])
+	require.Equal(t, "docs/runbooks/AegisReconciliationDiscrepancy.md", got[0]["runbook"])
 	require.Contains(t, got[0]["summary"], "alice/usd stored=5001 computed=5000")
 	require.Equal(t, 1.0, b.criticals(t))
 	require.Equal(t, 1.0, gaugeValue(t, b.reg, "aegis_reconciliation_discrepancies"))
+
+	// Another replica (or this one restarted) exports the same figure from
+	// the latest stored run: AegisReconciliationDiscrepancy takes max over
+	// the replicas, and it pages until a clean run resolves it everywhere.
+	replicaReg := prometheus.NewRegistry()
+	replica, err := recon.New(b.db.Pool, b.alerter, lifecycle.Deps{Logger: slog.New(slog.DiscardHandler), Registerer: replicaReg, Clock: time.Now})
+	require.NoError(t, err)
+	require.NoError(t, replica.RefreshGauges(ctx))
+	require.Equal(t, 1.0, gaugeValue(t, replicaReg, "aegis_reconciliation_discrepancies"))
 
 	// Stored as a failed run naming the wallet.
 	var ok bool
@@ -175,6 +197,16 @@ func TestDiscrepancyRaisesOneCriticalAlertNamingTheWallet(t *testing.T) {
 	require.False(t, ok)
 	wallets := summary["wallets"].([]any)
 	require.Equal(t, "alice", wallets[0].(map[string]any)["owner"])
+
+	// Put right, the next run (this replica's) is clean: the other replica's
+	// figure follows on its next refresh, so the page resolves.
+	_, err = b.db.Pool.Exec(ctx, `UPDATE wallets SET balance = balance - 1 WHERE kind = 'user' AND owner = 'alice'`)
+	require.NoError(t, err)
+	clean, err := b.rec.Run(ctx, recon.TriggerScheduled, "")
+	require.NoError(t, err)
+	require.True(t, clean.OK)
+	require.NoError(t, replica.RefreshGauges(ctx))
+	require.Equal(t, 0.0, gaugeValue(t, replicaReg, "aegis_reconciliation_discrepancies"))
 }
 
 func TestUnbalancedAndNegativeAreFound(t *testing.T) {

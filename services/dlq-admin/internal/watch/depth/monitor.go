@@ -83,7 +83,12 @@ type Monitor struct {
 	now    func() time.Time
 	depth  *prometheus.GaugeVec
 	oldest *prometheus.GaugeVec
+	open   *prometheus.GaugeVec
 	wake   chan struct{}
+	// classes are the (topic, class) series of open exported so far: one
+	// whose letters are all resolved goes to 0, never missing (a rule's
+	// alert resolves on 0; a missing series would look like a gone exporter).
+	classes map[[2]string]bool
 }
 
 // New returns a monitor and registers its gauges on deps.Registerer.
@@ -96,7 +101,7 @@ func New(cfg Config, st *store.Store, raiser Raiser, deps lifecycle.Deps) (*Moni
 	}
 	m := &Monitor{
 		cfg: cfg, store: st, raiser: raiser, logger: logger.With("component", "monitor"), now: now,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), classes: map[[2]string]bool{},
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "aegis_dlq_depth",
 			Help: "Dead letters in the store by original topic and status (open, replayed, discarded).",
@@ -105,8 +110,13 @@ func New(cfg Config, st *store.Store, raiser Raiser, deps lifecycle.Deps) (*Moni
 			Name: "aegis_dlq_oldest_open_age_seconds",
 			Help: "Age of the oldest open dead letter by original topic, since it failed; 0 when none is open.",
 		}, []string{"topic"}),
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricOpenLetters,
+			Help: "Open dead letters by original topic and error class, from the store (every replica exports the same figure: take max). " +
+				"AegisDeadLetterOpen pages while one is open.",
+		}, []string{"topic", "class"}),
 	}
-	for _, c := range []prometheus.Collector{m.depth, m.oldest} {
+	for _, c := range []prometheus.Collector{m.depth, m.oldest, m.open} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register monitor metrics: %w", err)
 		}
@@ -184,12 +194,33 @@ func LetterAlert(l store.Summary) alert.Alert {
 	}
 }
 
+// MetricOpenLetters is the gauge of open dead letters by topic and class:
+// the condition AegisDeadLetterOpen (and AegisDeadLetterUnprovenEvent)
+// pages on, in place of a page per letter.
+const MetricOpenLetters = "aegis_dlq_open_letters"
+
 // Check refreshes the depth gauges and raises dlq_depth:<topic> for every
 // topic whose open depth is over the threshold.
 func (m *Monitor) Check(ctx context.Context) error {
 	st, err := m.store.Stats(ctx, m.now())
 	if err != nil {
 		return err
+	}
+	classes, err := m.store.OpenByClass(ctx)
+	if err != nil {
+		return err
+	}
+	now := make(map[[2]string]bool, len(classes))
+	for _, c := range classes {
+		k := [2]string{c.Topic, c.Class}
+		now[k] = true
+		m.classes[k] = true
+		m.open.WithLabelValues(c.Topic, c.Class).Set(float64(c.Open))
+	}
+	for k := range m.classes {
+		if !now[k] {
+			m.open.WithLabelValues(k[0], k[1]).Set(0)
+		}
 	}
 	for _, t := range st.Topics {
 		for status, n := range t.ByStatus {

@@ -218,3 +218,30 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) map[string]float
 	}
 	return nil
 }
+
+// Open letters are a gauge by topic and class, the condition
+// AegisDeadLetterOpen pages on: it resolves when the letters are replayed or
+// discarded (the series goes to 0, it does not vanish).
+func TestOpenLettersGaugeByTopicAndClass(t *testing.T) {
+	t.Parallel()
+	b := setup(t, depth.Config{})
+	ctx := context.Background()
+	b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, "permanent", now)
+	b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, "permanent", now)
+	proof := b.letter(t, dlq.SourceConsumer, kafkax.TopicTransactions, alert.UnprovenEventClass, now)
+	b.letter(t, dlq.SourceRelay, kafkax.TopicSettlements, "transient", now)
+
+	require.NoError(t, b.mon.Check(ctx))
+	require.Equal(t, map[string]float64{
+		"class=permanent,topic=aegis.transactions":      2,
+		"class=unproven_event,topic=aegis.transactions": 1,
+		"class=transient,topic=aegis.settlements":       1,
+	}, gauge(t, b.reg, depth.MetricOpenLetters))
+
+	_, err := b.db.Pool.Exec(ctx, `UPDATE dead_letters SET status = 'discarded', resolved_at = now(), resolved_by = 'ops' WHERE id = $1`, proof)
+	require.NoError(t, err)
+	require.NoError(t, b.mon.Check(ctx))
+	require.Equal(t, 0.0, gauge(t, b.reg, depth.MetricOpenLetters)["class=unproven_event,topic=aegis.transactions"],
+		"resolved: the series is 0, not gone")
+	require.Equal(t, 2.0, gauge(t, b.reg, depth.MetricOpenLetters)["class=permanent,topic=aegis.transactions"])
+}

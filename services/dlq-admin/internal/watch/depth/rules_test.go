@@ -29,6 +29,7 @@ func exported() map[string]string {
 		// dlq-admin (this module; checked against the registry below)
 		"aegis_dlq_depth":                                      "dlq-admin monitor",
 		"aegis_dlq_oldest_open_age_seconds":                    "dlq-admin monitor",
+		"aegis_dlq_open_letters":                               "dlq-admin monitor",
 		"aegis_reconciliation_discrepancies":                   "dlq-admin recon",
 		"aegis_reconciliation_last_run_timestamp_seconds":      "dlq-admin recon",
 		"aegis_reconciliation_runs_total":                      "dlq-admin recon",
@@ -44,13 +45,13 @@ func exported() map[string]string {
 		"aegis_consumer_retry_exhausted_total":           "pkg/consumer",
 		"aegis_consumer_last_progress_timestamp_seconds": "pkg/consumer",
 		"aegis_consumer_lag":                             "pkg/consumer",
+		"aegis_consumer_dead_letter_publish_failing":     "pkg/consumer",
 		// pkg/dlq (payout-worker, outbox-relay, webhook-api: the one dead-letter counter)
 		"aegis_dead_letters_total": "pkg/dlq",
 		// pkg/panics (every service)
 		"aegis_panics_total": "pkg/panics",
 		// pkg/alert, pkg/httpserver, pkg/breaker (every service)
 		"aegis_alerts_total":                  "pkg/alert",
-		"aegis_alert_deliveries_total":        "pkg/alert",
 		"aegis_http_request_duration_seconds": "pkg/httpserver",
 		"aegis_breaker_state":                 "pkg/breaker",
 		"aegis_breaker_transitions_total":     "pkg/breaker",
@@ -66,6 +67,7 @@ func exported() map[string]string {
 		"aegis_outbound_oldest_pending_seconds":             "outbox-relay deliver",
 		"aegis_outbound_delivered_lag_seconds":              "outbox-relay deliver",
 		"aegis_outbound_endpoints_disabled_total":           "outbox-relay deliver",
+		"aegis_outbound_endpoints_disabled":                 "outbox-relay deliver",
 		// payout-worker
 		"aegis_psp_calls_total":                    "payout-worker",
 		"aegis_payouts_finished_total":             "payout-worker",
@@ -75,6 +77,9 @@ func exported() map[string]string {
 		"aegis_payout_overdue":                     "payout-worker",
 		"aegis_payout_deadline_escalations_total":  "payout-worker",
 		"aegis_psp_fees_read_to_timestamp_seconds": "payout-worker",
+		"aegis_receivables_open":                   "payout-worker",
+		// webhook-api
+		"aegis_psp_disagreements_open": "webhook-api pspsync",
 	}
 }
 
@@ -173,6 +178,6 @@ func TestExportedListMatchesRegistry(t *testing.T) {
 	for _, n := range registered {
 		require.Contains(t, known, n)
 	}
-	require.Equal(t, []string{"aegis_dlq_depth", "aegis_dlq_oldest_open_age_seconds", "aegis_reconciliation_discrepancies",
+	require.Equal(t, []string{"aegis_dlq_depth", "aegis_dlq_oldest_open_age_seconds", "aegis_dlq_open_letters", "aegis_reconciliation_discrepancies",
 		"aegis_reconciliation_last_run_timestamp_seconds", "aegis_reconciliation_runs_total"}, registered)
 }

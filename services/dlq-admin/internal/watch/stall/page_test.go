@@ -2,12 +2,8 @@ package stall_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,39 +19,14 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
 
-// pageSink is a webhook alert receiver counting pages by alert key.
-type pageSink struct {
-	mu    sync.Mutex
-	pages map[string]int
-}
-
-func (s *pageSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Key string `json:"key"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	s.pages[body.Key]++
-	s.mu.Unlock()
-}
-
-func (s *pageSink) count() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, n := range s.pages {
-		out[k] = n
-	}
-	return out
-}
-
 // One stalled partition, seen by check after check while it stays stalled,
-// pages once: the detector is the one owner of the partition-stalled alert
-// (the payout worker only logs), and the alerter folds its repeats.
-func TestOneStallPagesOnce(t *testing.T) {
+// is one condition: the one series aegis_consumer_group_stalled{group,
+// topic, partition} = 1 that AegisConsumerStalled pages on (one alert in
+// Alertmanager however many checks see it), and it goes back to 0, so the
+// page resolves, once the group commits past the stuck record. The
+// detector is the one owner of the partition-stalled alert (the payout
+// worker only logs).
+func TestOneStallIsOneConditionThatResolves(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.NewCluster(t)
 	const group = "payout-worker"
@@ -68,18 +39,12 @@ func TestOneStallPagesOnce(t *testing.T) {
 	_, err := adm.CommitOffsets(context.Background(), group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 0}))
 	require.NoError(t, err)
 
-	sink := &pageSink{pages: map[string]int{}}
-	srv := httptest.NewServer(sink)
-	t.Cleanup(srv.Close)
 	c := &clock{t: time.Now()}
 	reg := prometheus.NewRegistry()
 	deps := lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registerer: reg, Clock: c.now}
-	alerts, err := alert.New(alert.Config{Source: "dlq-admin", WebhookURL: srv.URL, Format: alert.FormatGeneric}, deps)
+	alerts, err := alert.New(alert.Config{Source: "dlq-admin"}, deps)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); alerts.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := context.Background()
 
 	d, err := stall.New(stall.Config{Groups: []string{group}, After: time.Minute, Interval: 15 * time.Second}, adm, alerts, deps)
 	require.NoError(t, err)
@@ -91,30 +56,71 @@ func TestOneStallPagesOnce(t *testing.T) {
 		c.add(15 * time.Second)
 	}
 	require.Greater(t, stalledChecks, 1, "the stall was seen by more than one check")
-	key := alert.PartitionStalledKey(group, topic, 0)
-	// Every check raised its alert at once: all but the first were folded,
-	// so one page was queued and nothing else is on its way.
-	require.Equal(t, float64(stalledChecks-1), deliveries(t, reg, "suppressed"), "repeats folded")
-	require.Eventually(t, func() bool { return deliveries(t, reg, "sent") == 1 }, 10*time.Second, 10*time.Millisecond, "no page for %s", key)
-	require.Equal(t, map[string]int{key: 1}, sink.count())
+	require.Equal(t, map[string]float64{"payout-worker/aegis.transactions/0": 1}, firing(stalledSeries(t, reg)),
+		"one stalled partition is one series at 1: one alert")
+	require.Equal(t, float64(stalledChecks), alertsRaised(t, reg, alert.PartitionStalledKey(group, topic, 0)),
+		"each check that saw it logged its ALERT line")
+
+	// The group commits past the stuck records: the condition clears.
+	_, err = adm.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 2}))
+	require.NoError(t, err)
+	_, err = d.Check(ctx)
+	require.NoError(t, err)
+	series := stalledSeries(t, reg)
+	require.Contains(t, series, "payout-worker/aegis.transactions/0", "the series stays, at 0")
+	require.Empty(t, firing(series), "resolved")
 }
 
-// deliveries reads the alerter's aegis_alert_deliveries_total for result.
-func deliveries(t *testing.T, reg *prometheus.Registry, result string) float64 {
+// stalledSeries reads aegis_consumer_group_stalled as group/topic/partition
+// → value.
+func stalledSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
+	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "aegis_alert_deliveries_total" {
+		if mf.GetName() != "aegis_consumer_group_stalled" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			out[l["group"]+"/"+l["topic"]+"/"+l["partition"]] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// firing is the series of m at 1.
+func firing(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if v == 1 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// alertsRaised reads aegis_alerts_total for key.
+func alertsRaised(t *testing.T, reg *prometheus.Registry, key string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "aegis_alerts_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
+				if l.GetName() == "key" && l.GetValue() == key {
+					total += m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	return 0
+	return total
 }

@@ -140,6 +140,42 @@ func (q *Queries) DisableEndpoint(ctx context.Context, arg DisableEndpointParams
 	return disabled, err
 }
 
+const disabledEndpoints = `-- name: DisabledEndpoints :many
+SELECT (CASE WHEN disabled_reason = 'answered 410 Gone' THEN 'gone' ELSE 'failing' END)::text AS reason,
+       count(*)::bigint AS disabled
+FROM outbound_endpoints_for_relay
+WHERE NOT enabled AND deleted_at IS NULL AND disabled_by = 'outbox-relay'
+GROUP BY 1
+`
+
+type DisabledEndpointsRow struct {
+	Reason   string
+	Disabled int64
+}
+
+// The undeleted endpoints the relay disabled and nobody enabled since, by
+// reason (gone: answered 410, the reason attempt.go's whyGone stores;
+// failing: failed every attempt for the window): aegis_outbound_endpoints_disabled.
+func (q *Queries) DisabledEndpoints(ctx context.Context) ([]DisabledEndpointsRow, error) {
+	rows, err := q.db.Query(ctx, disabledEndpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DisabledEndpointsRow
+	for rows.Next() {
+		var i DisabledEndpointsRow
+		if err := rows.Scan(&i.Reason, &i.Disabled); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dueEndpoints = `-- name: DueEndpoints :many
 SELECT e.id, e.url, e.rate_limit, e.secret, e.previous_secret,
        (e.previous_secret IS NOT NULL AND e.previous_secret_expires_at > now())::boolean AS previous_active,

@@ -323,6 +323,41 @@ func (q *Queries) OldestInState(ctx context.Context, arg OldestInStateParams) (O
 	return i, err
 }
 
+const openReceivables = `-- name: OpenReceivables :many
+SELECT currency::text AS currency, count(*) FILTER (WHERE owed > 0)::bigint AS owing
+FROM wallets WHERE kind = 'user'
+GROUP BY currency ORDER BY currency
+`
+
+type OpenReceivablesRow struct {
+	Currency string
+	Owing    int64
+}
+
+// Per currency of the user wallets, how many users owe money (owed > 0: a
+// refund or dispute took more than the wallet held): the condition
+// AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run
+// once per sweep.
+func (q *Queries) OpenReceivables(ctx context.Context) ([]OpenReceivablesRow, error) {
+	rows, err := q.db.Query(ctx, openReceivables)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenReceivablesRow
+	for rows.Next() {
+		var i OpenReceivablesRow
+		if err := rows.Scan(&i.Currency, &i.Owing); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const overdue = `-- name: Overdue :many
 SELECT id FROM payouts
 WHERE status = $1 AND status_since < $2

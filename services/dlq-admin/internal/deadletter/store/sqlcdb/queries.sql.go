@@ -716,6 +716,43 @@ func (q *Queries) MaxID(ctx context.Context) (int64, error) {
 	return max_id, err
 }
 
+const openByClass = `-- name: OpenByClass :many
+SELECT original_topic, error_class, count(*)::bigint AS count
+FROM dead_letters
+WHERE status = 'open'
+GROUP BY original_topic, error_class
+ORDER BY original_topic, error_class
+`
+
+type OpenByClassRow struct {
+	OriginalTopic string
+	ErrorClass    string
+	Count         int64
+}
+
+// Open letters per (original topic, error class): the condition
+// aegis_dlq_open_letters exports (one open letter of a class pages until an
+// operator replays or discards it).
+func (q *Queries) OpenByClass(ctx context.Context) ([]OpenByClassRow, error) {
+	rows, err := q.db.Query(ctx, openByClass)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenByClassRow
+	for rows.Next() {
+		var i OpenByClassRow
+		if err := rows.Scan(&i.OriginalTopic, &i.ErrorClass, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const openIDs = `-- name: OpenIDs :many
 
 SELECT id FROM dead_letters

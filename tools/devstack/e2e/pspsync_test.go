@@ -6,10 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -19,50 +18,49 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/alertlog"
 )
 
-// alertSink records the alerts the services post (ALERT_WEBHOOK_URL,
-// generic format).
-type alertSink struct {
-	mu     sync.Mutex
-	alerts []map[string]any
-}
-
-func (a *alertSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var m map[string]any
-	if json.Unmarshal(body, &m) == nil {
-		a.mu.Lock()
-		a.alerts = append(a.alerts, m)
-		a.mu.Unlock()
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-func (a *alertSink) count(source, key, severity string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// alertCount counts the stack's structured ALERT log lines (pkg/alert's
+// record of each alert; what pages is the rule on the condition's gauge)
+// from service with key and severity.
+func (s *suite) alertCount(service, key, severity string) int {
 	n := 0
-	for _, al := range a.alerts {
-		if al["source"] == source && al["key"] == key && al["severity"] == severity {
+	for _, l := range alertlog.All(s.logs.String()) {
+		if l.Service == service && l.Key == key && l.Severity == severity {
 			n++
 		}
 	}
 	return n
 }
 
-// pages counts the alerts posted with key, from any service, and names the
-// services that posted them.
-func (a *alertSink) pages(key string) (n int, sources []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, al := range a.alerts {
-		if al["key"] == key {
+// alerts counts the ALERT log lines with key, from any service, and names
+// the services that logged them.
+func (s *suite) alerts(key string) (n int, services []string) {
+	for _, l := range alertlog.All(s.logs.String()) {
+		if l.Key == key {
 			n++
-			sources = append(sources, fmt.Sprint(al["source"]))
+			services = append(services, l.Service)
 		}
 	}
-	return n, sources
+	return n, services
+}
+
+// metric is the value of series (its name and labels as /metrics writes
+// them, labels sorted) on the service at base's /metrics; false when absent.
+func (s *suite) metric(base, series string) (float64, bool) {
+	s.t.Helper()
+	r := s.do(http.MethodGet, base+"/metrics", nil, nil)
+	if r.status != http.StatusOK {
+		return 0, false
+	}
+	for _, line := range strings.Split(r.raw, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
 
 // runPSPReconciliation requests a run from dlq-admin and waits for
@@ -98,12 +96,8 @@ func (s *suite) balance(user string) float64 {
 // raises one critical alert from dlq-admin.
 func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *testing.T) {
 	t.Parallel()
-	sink := &alertSink{}
-	alerts := httptest.NewServer(sink)
-	t.Cleanup(alerts.Close)
 	s := startWith(t, "0", map[string]string{
-		"PSP_RECONCILE_INTERVAL": "0", "PSP_RECONCILE_GRACE": "10m",
-		"ALERT_WEBHOOK_URL": alerts.URL, "DLQ_CHECK_INTERVAL": "200ms",
+		"PSP_RECONCILE_INTERVAL": "0", "PSP_RECONCILE_GRACE": "10m", "DLQ_CHECK_INTERVAL": "200ms",
 	})
 	r := s.do(http.MethodPut, s.psp+"/_psp/faults", []byte(`{"drop_payment_webhook_rate":1,"drop_webhook_rate":1}`), nil)
 	require.Equal(t, http.StatusOK, r.status, r.raw)
@@ -171,15 +165,22 @@ func TestPSPReconciliationRecoversDroppedWebhooksAndAlertsOnDisagreement(t *test
 	require.Equal(t, "paid_at_psp_not_succeeded", payoutDisagreements[0]["kind"])
 	require.Equal(t, failedHere, payoutDisagreements[0]["payout_id"])
 	s.eventually("dlq-admin raises the critical alert", func() bool {
-		return sink.count("dlq-admin", "psp_reconciliation", "critical") == 1
+		return s.alertCount("dlq-admin", "psp_reconciliation", "critical") == 1
 	})
+	// What pages: the open disagreement, a gauge webhook-api exports
+	// (AegisPSPDisagreementOpen).
+	open, ok := s.metric(s.api, `aegis_psp_disagreements_open{kind="paid_at_psp_not_succeeded",provider="stripe"}`)
+	require.True(t, ok, "webhook-api exports the open disagreements")
+	require.Equal(t, 1.0, open, "one open disagreement: one alert")
 	// The run is marked alerted with its alert, so no later watcher tick
 	// raises it again.
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM psp_reconciliation_runs WHERE id = $1 AND alerted_at IS NOT NULL`,
 		int64(run["run_id"].(float64))), "the run is marked alerted")
 	require.Zero(t, s.count(`SELECT count(*) FROM psp_reconciliation_runs
 		WHERE (disagreement_count > 0 OR status = 'failed') AND finished_at IS NOT NULL AND alerted_at IS NULL`), "no run waits for an alert")
-	require.Equal(t, 1, sink.count("dlq-admin", "psp_reconciliation", "critical"))
+	require.Equal(t, 1, s.alertCount("dlq-admin", "psp_reconciliation", "critical"))
+	n, services := s.alerts("psp_reconciliation")
+	require.Equal(t, 1, n, "logged by %v", services)
 	require.Equal(t, float64(4000), s.balance("erin"), "nothing moved twice")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -24,14 +23,11 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	// The PSP never settles on its own here: the test settles the payout
 	// when it wants to, so the lost attempt's object cannot finish the
 	// payout behind the test's back.
-	// Every service posts its alerts to one sink, as to one PagerDuty
-	// service: a dead letter pages once, from dlq-admin, though the worker
-	// wrote it.
-	sink := &alertSink{}
-	alerts := httptest.NewServer(sink)
-	t.Cleanup(alerts.Close)
+	// A dead letter is alerted once, by dlq-admin, though the worker wrote
+	// it (its ALERT log line), and pages as dlq-admin's open-letter gauge
+	// (AegisDeadLetterOpen), which resolves when the letter is replayed.
 	s := startWith(t, "0", map[string]string{"PSP_MAX_ATTEMPTS": "2", "PSP_CALL_TIMEOUT": "1s", "PSP_SETTLE_WINDOW": "2s",
-		"ALERT_WEBHOOK_URL": alerts.URL})
+		"DLQ_CHECK_INTERVAL": "200ms"})
 	ctx := context.Background()
 	user := "rhea"
 	wallet := func() float64 {
@@ -76,7 +72,13 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Contains(t, letter["error"], "may have executed the last attempt")
 	dlID := int64(letter["id"].(float64))
 	reviewKey := "dead_letter:aegis.transactions:" + letter["error_class"].(string)
-	s.eventually("dlq-admin pages for the payout's dead letter", func() bool { n, _ := sink.pages(reviewKey); return n >= 1 })
+	s.eventually("dlq-admin alerts on the payout's dead letter", func() bool { n, _ := s.alerts(reviewKey); return n >= 1 })
+	openLetters := func(class string) float64 {
+		v, _ := s.metric(s.dlq, fmt.Sprintf(`aegis_dlq_open_letters{class=%q,topic="aegis.transactions"}`, class))
+		return v
+	}
+	reviewClass := letter["error_class"].(string)
+	s.eventually("the open letter is a condition on dlq-admin's /metrics", func() bool { return openLetters(reviewClass) == 1 })
 
 	// A poison message: the worker's consumer publishes it to
 	// aegis.transactions.dlq itself; dlq-admin stores it and pages.
@@ -85,7 +87,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "aegis.transactions", Key: []byte("mallory"), Value: []byte("not json")}).FirstErr())
 	cl.Close()
 	s.eventually("dlq-admin pages for the poison message", func() bool {
-		n, _ := sink.pages("dead_letter:aegis.transactions:poison")
+		n, _ := s.alerts("dead_letter:aegis.transactions:poison")
 		return n >= 1
 	})
 	objects := func() []any {
@@ -135,13 +137,17 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM payout_transitions WHERE payout_id = $1 AND from_status = 'NEEDS_REVIEW'`, pid),
 		"the replay moved the payout on once")
 
-	// Each letter paged exactly once across the four services: dlq-admin
-	// paged; the worker that wrote them only logged and counted them.
+	// Each letter was alerted exactly once across the four services:
+	// dlq-admin raised it; the worker that wrote them only logged and
+	// counted them as dead letters.
 	for _, key := range []string{reviewKey, "dead_letter:aegis.transactions:poison"} {
-		n, sources := sink.pages(key)
-		require.Equal(t, 1, n, "%s paged by %v", key, sources)
-		require.Equal(t, []string{"dlq-admin"}, sources, key)
+		n, services := s.alerts(key)
+		require.Equal(t, 1, n, "%s alerted by %v", key, services)
+		require.Equal(t, []string{"dlq-admin"}, services, key)
 	}
+	// The replayed letter's condition resolved; the poison one still pages.
+	s.eventually("the replayed letter's page resolves", func() bool { return openLetters(reviewClass) == 0 })
+	require.Equal(t, 1.0, openLetters("poison"))
 
 	// The ledger balances.
 	require.Zero(t, s.count(`SELECT count(*) FROM (SELECT 1 FROM ledger_entries GROUP BY transaction_id, currency HAVING sum(amount) <> 0) x`))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/alertlog"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -95,8 +96,12 @@ type suite struct {
 	// the workload began.
 	outages [][2]time.Time
 	started time.Time
-	// sink receives alerts and outbound events (week profile).
+	// sink receives outbound events (week profile).
 	sink *sink
+	// alerts records the services' structured ALERT log lines from their
+	// log stream (pkg/alert: the record of each alert; what pages is a
+	// Prometheus rule on the condition's gauge).
+	alerts *alertlog.Recorder
 	// outboundSettle is how long invariant 18 waits for outbound
 	// deliveries to finish (outboundSettleWait); zero: it looks once.
 	outboundSettle time.Duration
@@ -267,7 +272,8 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	su.redis = stack.New(stack.Config{}, cfg.Logs)
+	su.alerts = alertlog.NewRecorder(cfg.Logs)
+	su.redis = stack.New(stack.Config{}, su.alerts)
 	if err := su.redis.LaunchPath("redis", cfg.RedisServer, map[string]string{
 		"ARGS": fmt.Sprintf("--port %d --bind 127.0.0.1 --appendonly no --dir %s", redisPort, dir)}); err != nil {
 		return nil, err
@@ -292,7 +298,7 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 		RedisURL:     fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		KafkaDataDir: dir + "/kafka", PSPSettleDelay: "1s", RelayReplicas: 2, WorkerReplicas: 2,
 		KafkaEnv: kafkaEnv, PSPEnv: pspEnv, Bins: bins, Env: env,
-	}, cfg.Logs)
+	}, su.alerts)
 	if err != nil {
 		_ = su.redis.Stop(5 * time.Second) // a fault: killing Redis is the point, not its exit status
 		su.sink.close()
@@ -312,8 +318,8 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 
 // timeEnv is the services' and the stand-in's environment: the chaos
 // values, and for a scaled profile every ScaledVars duration at its scale
-// and a sink for alerts and outbound events (the endpoints' receivers,
-// registered once dlq-admin is up: registerEndpoints).
+// and a sink for outbound events (the endpoints' receivers, registered once
+// dlq-admin is up: registerEndpoints).
 func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
 	cfg := su.cfg
 	env = map[string]string{
@@ -350,7 +356,6 @@ func (su *suite) timeEnv() (env, pspEnv map[string]string, err error) {
 	if su.sink, err = startSink(); err != nil {
 		return nil, nil, err
 	}
-	env["ALERT_WEBHOOK_URL"] = su.sink.url + "/alerts"
 	return env, ScaledEnv(scale, ReadPSP), nil
 }
 

@@ -171,7 +171,6 @@ func ScaledVars() []ScaledVar {
 		{Env: "DLQ_STORE_RETRY_FOR", Reader: ReadDLQAdmin, Real: time.Minute, Floor: time.Second,
 			Why: "as WORKER_RETRY_IN_PLACE_FOR"},
 		// Alarms.
-		{Env: "ALERT_DEDUPE_WINDOW", Reader: ReadAll, Real: 5 * time.Minute},
 		{Env: "DLQ_CHECK_INTERVAL", Reader: ReadDLQAdmin, Real: 30 * time.Second, Floor: time.Second, Why: floorPoll},
 		{Env: "STALL_AFTER", Reader: ReadDLQAdmin, Real: 2 * time.Minute, Fixed: 2 * time.Minute,
 			Why: "a consumer group making no progress: Kafka outages are wall time, " + wall},

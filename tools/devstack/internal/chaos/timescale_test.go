@@ -161,7 +161,6 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 			d(svc, "OUTBOUND_LOG_RETENTION") > outboundSchedule+d(svc, "OUTBOUND_DISABLE_AFTER")},
 		{"OUTBOUND_MESSAGE_RETENTION > the retry schedule + OUTBOUND_DISABLE_AFTER (docs/design/outbound.md, Retention)",
 			d(svc, "OUTBOUND_MESSAGE_RETENTION") > outboundSchedule+d(svc, "OUTBOUND_DISABLE_AFTER")},
-		{"ALERT_DEDUPE_WINDOW >= 0", d(svc, "ALERT_DEDUPE_WINDOW") >= 0},
 		// Defaults agree: our key window ends before the PSP forgets the
 		// key, a lookup-worthy payout is looked at within the PSP's
 		// window, and the stand-in settles payouts after we start

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -328,9 +327,8 @@ func errJoin(a, b error) error {
 	return errors.Join(a, fmt.Errorf("restoring connections: %w", b))
 }
 
-// sink receives what the services send out: alerts (ALERT_WEBHOOK_URL,
-// generic format) and outbound events, at one receiver per endpoint chaos
-// registers (outbound.go): each verifies every delivery's Standard Webhooks
+// sink receives the outbound events the services send, at one receiver
+// per endpoint chaos registers (outbound.go): each verifies every delivery's Standard Webhooks
 // signature with the specification's library and counts the deliveries it
 // accepted per webhook-id. While down (faultReceiverDown) the flaky
 // receiver refuses every delivery with 503.
@@ -340,7 +338,6 @@ type sink struct {
 
 	mu        sync.Mutex
 	down      bool
-	alerts    []string
 	receivers map[string]*receiver
 }
 
@@ -378,13 +375,6 @@ func startSink() (*sink, error) {
 		receiverSteady: {got: map[string]int{}},
 	}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /alerts", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		k.mu.Lock()
-		k.alerts = append(k.alerts, string(body))
-		k.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	})
 	mux.HandleFunc("POST /outbound/{name}", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		w.WriteHeader(k.receive(r.PathValue("name"), r.Header, body))
@@ -457,19 +447,6 @@ func (k *sink) setDown(down bool) {
 	k.mu.Unlock()
 }
 
-// alertsNaming returns the alerts whose body mentions s.
-func (k *sink) alertsNaming(s string) int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for _, a := range k.alerts {
-		if strings.Contains(a, s) {
-			n++
-		}
-	}
-	return n
-}
-
 // receiverSnapshot is a copy of one receiver's record.
 type receiverSnapshot struct {
 	Name, EndpointID     string
@@ -496,10 +473,4 @@ func (k *sink) snapshot() []receiverSnapshot {
 		out = append(out, s)
 	}
 	return out
-}
-
-func (k *sink) alertCount() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.alerts)
 }

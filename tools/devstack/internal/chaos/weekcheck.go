@@ -283,7 +283,7 @@ func (su *suite) checkDeadlines(ctx context.Context, _ *workload, rep *Report) e
 	}
 	var silent []string
 	for i, sp := range late {
-		if su.sink != nil && su.sink.alertsNaming(sp.Payout) > 0 {
+		if su.alerts != nil && su.alerts.Naming(sp.Payout) > 0 {
 			continue
 		}
 		if slices.ContainsFunc(lookedUp[sp.Payout], func(t time.Time) bool { return !t.Before(at[i]) }) {
@@ -362,8 +362,10 @@ func (su *suite) weekFigures(ctx context.Context, rep *Report) error {
 		return err
 	}
 	f.Lookups, f.DoubleRefused = callFigures(calls)
+	if su.alerts != nil {
+		f.Alerts = len(su.alerts.Lines())
+	}
 	if su.sink != nil {
-		f.Alerts = su.sink.alertCount()
 		for _, r := range su.sink.snapshot() {
 			f.Endpoints = append(f.Endpoints, EndpointFigures{Name: r.Name, Delivered: r.Delivered, Duplicates: r.Duplicate,
 				Refused: r.Refused, Unverified: len(r.Unverified)})
@@ -393,19 +395,19 @@ func callFigures(calls []psp.CallRecord) (lookups, refused int) {
 }
 
 // 17. A transfer waiting for an OTP is operator-visible: every Paystack
-// transfer the run saw in "otp" has an alert naming its payout, or its
-// payout has a dead letter of class psp_otp_required and that class paged
+// transfer the run saw in "otp" has an alert naming its payout (a service's
+// structured ALERT log line), or its payout has a dead letter of class
+// psp_otp_required and that class was alerted (dlq-admin's ALERT line for
+// the class: AegisDeadLetterOpen{class="psp_otp_required"} pages while any
+// such letter is open, one page for the class however many letters)
 // (Paystack: the transfer waits until the OTP sent to the business is
-// entered; it never completes by itself). Alerts are de-duplicated per key
-// within a window (pkg/alert: a burst of letters of one class pages once),
-// so of several transfers held at once only the first is named in a page;
-// the others are the letters that page sends the operator to.
+// entered; it never completes by itself).
 func (su *suite) checkOTP(ctx context.Context, _ *workload, rep *Report) error {
 	var silent []string
 	named, folded := 0, 0
-	classPaged := su.sink != nil && su.sink.alertsNaming(otpAlertKey) > 0
+	classPaged := su.alerts != nil && su.alerts.Naming(`"alert_key":"`+otpAlertKey+`"`) > 0
 	for _, o := range su.otpHeld {
-		if su.sink != nil && su.sink.alertsNaming(o.PayoutID) > 0 {
+		if su.alerts != nil && su.alerts.Naming(o.PayoutID) > 0 {
 			named++
 			continue
 		}
@@ -434,8 +436,8 @@ func (su *suite) checkOTP(ctx context.Context, _ *workload, rep *Report) error {
 	return nil
 }
 
-// otpAlertKey is the key dlq-admin pages psp_otp_required letters under
-// (one key per topic and class).
+// otpAlertKey is the key dlq-admin alerts psp_otp_required letters under
+// (one key per topic and class: one AegisDeadLetterOpen page).
 var otpAlertKey = alert.DeadLetterKey("aegis.transactions", "psp_otp_required")
 
 // 18. Every settlement event reached both endpoints. Each processed outbox

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/outbound"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/alertlog"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
@@ -225,7 +228,7 @@ func TestCheckDeadlinesFailsForAnOverduePayoutWithoutAnAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.close)
-	su := &suite{pool: db.pool, sink: k, cfg: Config{Profile: p}}
+	su := &suite{pool: db.pool, sink: k, alerts: alertlog.NewRecorder(io.Discard), cfg: Config{Profile: p}}
 	rep := &Report{Week: &WeekFigures{}}
 	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
 		t.Fatal(err)
@@ -236,11 +239,7 @@ func TestCheckDeadlinesFailsForAnOverduePayoutWithoutAnAlert(t *testing.T) {
 		t.Fatalf("violations:\n%s\ndeadlines hit %d; want %s named, SENDING for 29 simulated hours", got, rep.Week.DeadlinesHit, stuck)
 	}
 
-	resp, err := http.Post(k.url+"/alerts", "application/json", strings.NewReader(`{"key":"payout_overdue","details":{"payout_id":"`+stuck+`"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	logAlert(t, su.alerts, "dead_letter:aegis.transactions:payout_deadline", stuck)
 	rep = &Report{Week: &WeekFigures{}}
 	if err := su.checkDeadlines(ctx, &workload{}, rep); err != nil {
 		t.Fatal(err)
@@ -333,14 +332,14 @@ func TestCheckOTPNamesATransferHeldOnOTPWithoutAnAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.close)
-	su := &suite{pool: db.pool, sink: k, otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"},
+	su := &suite{pool: db.pool, sink: k, alerts: alertlog.NewRecorder(io.Discard), otpHeld: []pspObject{{ID: "TRF_alerted", PayoutID: "p-alerted"},
 		{ID: "TRF_folded", PayoutID: "p-folded"}, {ID: "TRF_silent", PayoutID: "p-silent"}}}
 	if _, err := db.pool.Exec(context.Background(), `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
 		VALUES ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-folded"}', 'UTF8'), 'waits for an OTP', 'psp_otp_required', '[{}]'),
 		       ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-silent"}', 'UTF8'), 'refused', 'permanent', '[{}]')`); err != nil {
 		t.Fatal(err)
 	}
-	k.alerts = append(k.alerts, `{"key":"dead_letter:aegis.transactions:psp_otp_required","details":{"payout_id":"p-alerted"}}`)
+	logAlert(t, su.alerts, "dead_letter:aegis.transactions:psp_otp_required", "p-alerted")
 	rep := &Report{Week: &WeekFigures{}}
 	if err := su.checkOTP(context.Background(), &workload{}, rep); err != nil {
 		t.Fatal(err)
@@ -364,7 +363,7 @@ func TestCheckOTPWantsTheClassPaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.close)
-	su := &suite{pool: db.pool, sink: k, otpHeld: []pspObject{{ID: "TRF_folded", PayoutID: "p-folded"}}}
+	su := &suite{pool: db.pool, sink: k, alerts: alertlog.NewRecorder(io.Discard), otpHeld: []pspObject{{ID: "TRF_folded", PayoutID: "p-folded"}}}
 	if _, err := db.pool.Exec(context.Background(), `INSERT INTO dead_letters (source, original_topic, payload, error, error_class, retry_history)
 		VALUES ('consumer', 'aegis.transactions', convert_to('{"payout_id":"p-folded"}', 'UTF8'), 'waits for an OTP', 'psp_otp_required', '[{}]')`); err != nil {
 		t.Fatal(err)
@@ -594,5 +593,16 @@ func TestCheckSettlementsPassesWithDuplicates(t *testing.T) {
 	}
 	if len(rep.Violations) != 0 || len(rep.Checks) != 1 || !strings.Contains(rep.Checks[0], "flaky 1 (1 duplicates") {
 		t.Fatalf("violations %q, passed %q; want a pass reporting the flaky duplicate", rep.Violations, rep.Checks)
+	}
+}
+
+// logAlert writes to rec the structured ALERT line a service logs for key,
+// naming payoutID, as the stack's log stream carries it.
+func logAlert(t *testing.T, rec *alertlog.Recorder, key, payoutID string) {
+	t.Helper()
+	line := fmt.Sprintf(`{"level":"ERROR","msg":"ALERT: test","service":"dlq-admin","alert_key":%q,"severity":"error","payout_id":%q}`+"\n",
+		key, payoutID)
+	if _, err := rec.Write([]byte(line)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -63,7 +63,7 @@ func TestCollectFindsTheReaders(t *testing.T) {
 		{"AEGIS_EVENT_SIGNING_KEY", "webhook-api", "none", []string{"payout-worker", "webhook-api"}},
 		{"GOGC", "webhook-api", "none", []string{"webhook-api"}},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", "dlq-admin", "none", nil},
-		{"ALERT_WEBHOOK_FORMAT", "payout-worker", "`generic`", []string{"dlq-admin", "outbox-relay", "payout-worker"}},
+		{"ALERT_WEBHOOK_URL", "payout-worker", "none", []string{"dlq-admin", "outbox-relay", "payout-worker"}},
 		{"PSP_RECONCILE_INTERVAL", "webhook-api", "`15m`", []string{"payout-worker", "webhook-api"}},
 	} {
 		v, ok := by[c.name]

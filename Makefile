@@ -141,7 +141,8 @@ soak: build
 compose-check:
 	docker-compose --env-file dev.env config -q
 
-## rules-check: promtool checks the alert rules, runs their unit tests and checks the observability profile's Prometheus config
+## rules-check: promtool checks the alert rules, runs their unit tests and checks the observability profile's Prometheus config;
+## amtool checks the Alertmanager config and where its main routes go
 RULES := services/dlq-admin/alerts/prometheus-rules.yml
 rules-check:
 	@mkdir -p $(BIN)/prometheus/rules
@@ -150,6 +151,8 @@ rules-check:
 	promtool check config $(BIN)/prometheus/prometheus.yml
 	promtool check rules $(RULES)
 	cd $(dir $(RULES)) && promtool test rules prometheus-rules.test.yml
+	amtool check-config deploy/observability/alertmanager.yml
+	scripts/alertmanager-routes.sh deploy/observability/alertmanager.yml
 
 ## deploy-check: render deploy/k8s (kustomize) and validate it strictly against the vendored schemas (kubeconform)
 DEPLOY_TOOLS = cd deploy && GOWORK=off $(GO) tool

@@ -48,9 +48,10 @@ func (l Letter) WithFailure(f Failure, now time.Time) Letter {
 // Writer is the one way a service writes a dead letter it gave up on. Each
 // of its methods writes the letter one way (stored in dead_letters,
 // staged in the outbox, or noted after the consumer published it itself),
-// counts it in aegis_dead_letters_total and logs it. It never pages:
-// dlq-admin pages once for each letter it stores (see pkg/alert's keys), so
-// one letter is one page however many services saw it.
+// counts it in aegis_dead_letters_total and logs it. It never alerts:
+// dlq-admin alerts once for each letter it stores (see pkg/alert's keys) and
+// exports the open letters the page is on, so one letter is one alert
+// however many services saw it.
 type Writer struct {
 	service string
 	logger  *slog.Logger

@@ -19,9 +19,10 @@
 // worker, the relay and ingest only log and count the letters they write
 // (pkg/dlq.Writer), so one letter is one page.
 //
-// Alerts go through pkg/alert, which de-duplicates per key
-// (alert.DeadLetterKey, alert.DLQDepthKey): a burst of a
-// thousand letters of one kind pages once and says how many it folded.
+// Alerts go through pkg/alert (alert.DeadLetterKey, alert.DLQDepthKey):
+// a log line per letter. What pages is the open letters by topic and class
+// (aegis_dlq_open_letters, refreshed at each check): a burst of a thousand
+// letters of one kind is one page, which resolves when they are resolved.
 // Alert details carry ids, topic, class, error and correlation id, never
 // payloads or headers.
 package depth

@@ -8,7 +8,8 @@
 #   scripts/devdeps.sh            Postgres and Redis
 #   scripts/devdeps.sh compose    also docker-compose (to validate docker-compose.yml)
 #   scripts/devdeps.sh browser    also Debian's chromium (dlq-admin's headless-browser test)
-#   scripts/devdeps.sh promtool   also promtool (Debian's prometheus package) for the alert rules' checks
+#   scripts/devdeps.sh promtool   also promtool and amtool (Debian's prometheus and prometheus-alertmanager
+#                                 packages) for the alert rules' and Alertmanager config's checks
 #   scripts/devdeps.sh compose browser promtool   all of them
 set -euo pipefail
 
@@ -145,6 +146,17 @@ ensure_promtool() {
   fi
 }
 
+# The Alertmanager config is checked with amtool (make rules-check), which
+# Debian ships in prometheus-alertmanager.
+ensure_amtool() {
+  command -v amtool >/dev/null 2>&1 && return 0
+  if can_install; then
+    apt_install prometheus-alertmanager || die "prometheus-alertmanager could not be installed; make rules-check needs its amtool (sudo apt-get install prometheus-alertmanager)"
+  else
+    die "amtool is not installed; make rules-check needs it: sudo apt-get install prometheus-alertmanager"
+  fi
+}
+
 ensure_postgres
 ensure_redis
 say "PostgreSQL on $PGHOST:$PGPORT and Redis on 127.0.0.1:$REDIS_PORT are up"
@@ -152,7 +164,7 @@ for extra in "$@"; do
   case "$extra" in
     compose) ensure_compose ;;
     browser) ensure_chromium ;;
-    promtool) ensure_promtool ;;
+    promtool) ensure_promtool; ensure_amtool ;;
     *) die "unknown argument '$extra': want compose, browser and/or promtool" ;;
   esac
 done

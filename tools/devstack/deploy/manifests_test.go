@@ -198,9 +198,11 @@ func policyTypes(np obj) []string {
 }
 
 // TestManifests renders base and production and checks what the manifests
-// promise: network policies that select the pods, deny by default both ways
-// and let DNS out; scale left to the autoscalers; requests and limits;
-// a graceful stop; a migrate Job per release.
+// promise: network policies that select the pods, deny by default both ways,
+// let DNS out, let each workload reach what it uses on its configured ports
+// (and no more), let Prometheus scrape and let in only the APIs; scale left
+// to the autoscalers; requests and limits; a graceful stop; a migrate Job
+// per release.
 func TestManifests(t *testing.T) {
 	t.Parallel()
 	k8s := filepath.Join(root(t), "deploy", "k8s")
@@ -209,6 +211,8 @@ func TestManifests(t *testing.T) {
 			docs := render(t, k8s, dir)
 			checkNetworkPolicies(t, docs)
 			checkScrapesAllowed(t, docs)
+			checkDependencies(t, docs)
+			checkIngress(t, docs)
 			checkScaleOwners(t, docs)
 			checkResources(t, docs)
 			checkGracefulStop(t, docs)
@@ -285,6 +289,139 @@ func checkScrapesAllowed(t *testing.T, docs []obj) {
 		}
 		if !allowed {
 			t.Errorf("%s: no policy lets Prometheus in on its metrics port %s", d.id(), port)
+		}
+	}
+}
+
+// uses is what each workload talks to, from the services' config readers:
+// Postgres for all, Kafka (KAFKA_BROKERS) for the relay, the worker and
+// dlq-admin, Redis (REDIS_URLS) for the worker alone; 443 for the PSPs
+// (webhook-api's reconciliation, the worker, dlq-admin's Paystack OTP) and
+// the relay's outbound endpoints.
+var uses = map[string][]string{
+	"webhook-api":   {"postgres", "https"},
+	"outbox-relay":  {"postgres", "kafka", "https"},
+	"payout-worker": {"postgres", "kafka", "redis", "https"},
+	"dlq-admin":     {"postgres", "kafka", "https"},
+	"aegis-migrate": {"postgres"},
+}
+
+// depPorts are the ports a workload's container is configured to reach
+// each dependency on.
+func depPorts(t *testing.T, docs []obj, c obj) map[string][]string {
+	t.Helper()
+	out := map[string][]string{"postgres": {"5432"}, "https": {"443"}}
+	if v, ok := env(docs, c, "KAFKA_BROKERS"); ok {
+		for _, b := range strings.Split(v, ",") {
+			out["kafka"] = append(out["kafka"], b[strings.LastIndex(b, ":")+1:])
+		}
+	}
+	redis, ok := env(docs, c, "REDIS_URLS")
+	if !ok {
+		redis, _ = env(docs, c, "REDIS_URL")
+	}
+	for _, u := range strings.Split(redis, ",") {
+		if u == "" {
+			continue
+		}
+		hostPort := strings.SplitN(strings.SplitN(u, "://", 2)[1], "/", 2)[0]
+		out["redis"] = append(out["redis"], hostPort[strings.LastIndex(hostPort, ":")+1:])
+	}
+	return out
+}
+
+// egressPorts are the ports the policies selecting labels let out ("*":
+// a rule without ports).
+func egressPorts(t *testing.T, docs []obj, labels map[string]string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, np := range ofKind(docs, "NetworkPolicy") {
+		if !selects(t, np, labels) {
+			continue
+		}
+		for _, r := range np.list("spec", "egress") {
+			ports := obj(r.(map[string]any)).list("ports")
+			if len(ports) == 0 {
+				out["*"] = true
+			}
+			for _, p := range ports {
+				out[fmt.Sprint(obj(p.(map[string]any)).at("port"))] = true
+			}
+		}
+	}
+	return out
+}
+
+// Each workload may reach, on the configured ports, what it uses and no
+// more: Kafka and Redis only from their users, no rule open to every port.
+func checkDependencies(t *testing.T, docs []obj) {
+	t.Helper()
+	for _, w := range workloads(docs) {
+		labels := podLabels(w)
+		name := labels["app.kubernetes.io/name"]
+		deps, known := uses[name]
+		if !known {
+			t.Errorf("%s: pods named %q: add what it talks to to the test's uses", w.id(), name)
+			continue
+		}
+		allowed := egressPorts(t, docs, labels)
+		if allowed["*"] {
+			t.Errorf("%s: an egress rule without ports lets it reach anything", w.id())
+		}
+		for _, c := range containers(w) {
+			for dep, ports := range depPorts(t, docs, c) {
+				slices.Sort(ports)
+				for _, port := range slices.Compact(ports) {
+					if slices.Contains(deps, dep) && !allowed[port] {
+						t.Errorf("%s: uses %s on port %s, which no network policy lets out", w.id(), dep, port)
+					}
+					if !slices.Contains(deps, dep) && allowed[port] {
+						t.Errorf("%s: does not use %s, yet a network policy lets it out on %s", w.id(), dep, port)
+					}
+				}
+			}
+		}
+	}
+}
+
+// ingressPorts are the ports let in to each workload's pods: the public API
+// of webhook-api, dlq-admin's operator API, the metrics port of each
+// service; nothing to the migrate Job.
+var ingressPorts = map[string][]string{
+	"webhook-api":   {"8080", "9090"},
+	"outbox-relay":  {"9090"},
+	"payout-worker": {"9090"},
+	"dlq-admin":     {"8083", "9090"},
+	"aegis-migrate": nil,
+}
+
+func checkIngress(t *testing.T, docs []obj) {
+	t.Helper()
+	for _, w := range workloads(docs) {
+		labels := podLabels(w)
+		var got []string
+		for _, np := range ofKind(docs, "NetworkPolicy") {
+			if !selects(t, np, labels) {
+				continue
+			}
+			for _, r := range np.list("spec", "ingress") {
+				ro := obj(r.(map[string]any))
+				if len(ro.list("from")) == 0 {
+					t.Errorf("%s: %s lets in every source", w.id(), np.id())
+				}
+				ports := ro.list("ports")
+				if len(ports) == 0 {
+					got = append(got, "*")
+				}
+				for _, p := range ports {
+					got = append(got, fmt.Sprint(obj(p.(map[string]any)).at("port")))
+				}
+			}
+		}
+		slices.Sort(got)
+		got = slices.Compact(got)
+		if want := ingressPorts[labels["app.kubernetes.io/name"]]; !slices.Equal(got, want) {
+			t.Errorf("%s: network policies let in ports %v, want %v", w.id(), got, want)
 		}
 	}
 }

@@ -214,6 +214,7 @@ func TestManifests(t *testing.T) {
 			checkDependencies(t, docs)
 			checkIngress(t, docs)
 			checkScaleOwners(t, docs)
+			checkSelectors(t, docs)
 			checkResources(t, docs)
 			checkGracefulStop(t, docs)
 			checkMigrateJobName(t, docs)
@@ -474,6 +475,19 @@ func checkScaleOwners(t *testing.T, docs []obj) {
 		}
 		if !found {
 			t.Errorf("%s targets Deployment %s, which is not rendered", owner, name)
+		}
+	}
+}
+
+// A Deployment's selector is immutable: a label added to it (kustomize's
+// includeSelectors) would make every apply to a running cluster fail. They
+// stay app.kubernetes.io/name alone.
+func checkSelectors(t *testing.T, docs []obj) {
+	t.Helper()
+	for _, d := range ofKind(docs, "Deployment") {
+		sel, _ := d.at("spec", "selector", "matchLabels").(map[string]any)
+		if len(sel) != 1 || sel["app.kubernetes.io/name"] != d.name() {
+			t.Errorf("%s: selector %v, want app.kubernetes.io/name=%s alone (selectors are immutable)", d.id(), sel, d.name())
 		}
 	}
 }

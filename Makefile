@@ -163,8 +163,8 @@ deploy-check:
 	done
 	@if ($(DEPLOY_TOOLS) kubeconform $(KUBECONFORM_FLAGS) k8s/schemas/testdata/invalid.yaml) >/dev/null; then \
 		echo "deploy-check: kubeconform accepted k8s/schemas/testdata/invalid.yaml; the check is broken"; exit 1; fi
-	@echo "kafka ACLs deploy/k8s/overlays/production/kafka-acls.yaml"
-	@cd tools/devstack && $(GO) test -count=1 -run 'TestKafkaACLs$$' ./deploy/
+	@echo "kafka ACLs, network policies, scale, resources, stop and migrate Job of deploy/k8s"
+	@cd tools/devstack && $(GO) test -count=1 -run 'TestKafkaACLs$$|TestManifests$$|TestMigrateJobFollowsTheRelease$$' ./deploy/
 
 clean:
 	rm -rf $(BIN)

@@ -24,20 +24,32 @@ import (
 func TestReadBase(t *testing.T) {
 	t.Parallel()
 	env := config.New(func(k string) string {
-		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s", "ADMIN_ADDR": "nowhere"}[k]
+		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s", "ADMIN_ADDR": "nowhere", "SHUTDOWN_DRAIN": "-1s"}[k]
 	})
 	b := ReadBase(env, "x", ":8080")
 	err := env.Err()
 	if err == nil {
 		t.Fatal("bad values must be reported")
 	}
-	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE", "ADMIN_ADDR"} {
+	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE", "ADMIN_ADDR", "SHUTDOWN_DRAIN"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
 	if b.DatabaseURL != DefaultDatabaseURL {
 		t.Errorf("DATABASE_URL default = %q", b.DatabaseURL)
+	}
+	// The drain is part of the grace.
+	env = config.New(func(k string) string {
+		return map[string]string{"SHUTDOWN_GRACE": "10s", "SHUTDOWN_DRAIN": "10s"}[k]
+	})
+	ReadBase(env, "x", ":8080")
+	if err := env.Err(); err == nil || !strings.Contains(err.Error(), "SHUTDOWN_DRAIN") {
+		t.Errorf("a drain as long as the grace must be refused, got %v", err)
+	}
+	env = config.New(func(k string) string { return map[string]string{"SHUTDOWN_DRAIN": "3s"}[k] })
+	if b := ReadBase(env, "x", ":8080"); env.Err() != nil || b.ShutdownDrain != 3*time.Second {
+		t.Errorf("SHUTDOWN_DRAIN 3s: %v, %v", b.ShutdownDrain, env.Err())
 	}
 }
 

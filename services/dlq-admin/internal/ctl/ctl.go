@@ -102,8 +102,6 @@ func Main(ctx context.Context, std IO) int {
 	a := &app{std: std}
 	root := newRoot(a)
 	root.SetArgs(std.Args)
-	root.SetOut(std.Stdout)
-	root.SetErr(std.Stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
@@ -175,6 +173,18 @@ func newRoot(a *app) *cobra.Command {
 		a.messagesCmd(),
 		a.deliveriesCmd(),
 	)
+	// cobra adds these when it executes; here too, for those who walk the
+	// tree. The completion command keeps the writer it finds now.
+	if a.std.Stdout != nil {
+		root.SetOut(a.std.Stdout)
+	}
+	if a.std.Stderr != nil {
+		root.SetErr(a.std.Stderr)
+	}
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	return root
 }
 

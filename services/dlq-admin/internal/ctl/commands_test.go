@@ -315,3 +315,41 @@ func normalise(t *testing.T, v any) any {
 	require.NoError(t, json.Unmarshal(b, &out))
 	return out
 }
+
+// TestURLBeforeTheCommandIsTheServers: endpoints create and update have a
+// --url of their own (the endpoint's); a --url before the command is still
+// dlq-admin's address, as it always was, and --server is its other name.
+func TestURLBeforeTheCommandIsTheServers(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"id":"e1","enabled":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	const nowhere = "http://127.0.0.1:1" // AEGISCTL_URL: never reached
+	for _, args := range [][]string{
+		{"--url", srv.URL, "endpoints", "create", "--url", "https://hook.example.com/a"},
+		{"--url=" + srv.URL, "-o", "json", "endpoints", "create", "--url", "https://hook.example.com/a"},
+		{"endpoints", "create", "--url", "https://hook.example.com/a", "--server", srv.URL},
+		{"--server", srv.URL, "endpoints", "update", "e1", "--url", "https://hook.example.com/a"},
+	} {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		r := cli(t, nowhere, operatorToken, args...)
+		require.Equal(t, ctl.ExitOK, r.code, "%v: %s", args, r.stderr)
+		mu.Lock()
+		require.Len(t, bodies, 1, "%v", args)
+		require.Equal(t, "https://hook.example.com/a", bodies[0]["url"], "%v", args)
+		mu.Unlock()
+	}
+	// Elsewhere --url is dlq-admin's, before or after the command.
+	r := cli(t, nowhere, operatorToken, "endpoints", "list", "--url", srv.URL)
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+}

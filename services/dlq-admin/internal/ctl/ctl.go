@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +44,10 @@ review, four-eyes approvals and outbound endpoints.
 The command comes first, flags anywhere after it:
   aegisctl dead-letters list --topic aegis.payouts -o json
 
-Settings: --url (AEGISCTL_URL, config "url"; default ` + defaultURL + `),
---token (AEGISCTL_TOKEN, config "token"), --config (AEGISCTL_CONFIG; default
+Settings: --url or --server (AEGISCTL_URL, config "url"; default
+` + defaultURL + `; for endpoints create and update, whose own --url is
+the endpoint's, --server or a --url before the command), --token
+(AEGISCTL_TOKEN, config "token"), --config (AEGISCTL_CONFIG; default
 ~/.config/aegisctl/config, "url = …" and "token = …" lines, chmod 600).
 The token is never printed.
 
@@ -101,7 +104,7 @@ type app struct {
 func Main(ctx context.Context, std IO) int {
 	a := &app{std: std}
 	root := newRoot(a)
-	root.SetArgs(std.Args)
+	root.SetArgs(globalURL(std.Args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
@@ -143,6 +146,7 @@ func newRoot(a *app) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", "", `dlq-admin's address (AEGISCTL_URL, config "url"; default `+defaultURL+`)`)
+	pf.StringVar(&a.url, "server", "", "dlq-admin's address, as --url (endpoints create and update take --url for the endpoint's)")
 	pf.StringVar(&a.token, "token", "", `a DLQ_ADMIN_TOKENS token (AEGISCTL_TOKEN, config "token")`)
 	pf.StringVar(&a.config, "config", "", "config file (AEGISCTL_CONFIG; default ~/.config/aegisctl/config)")
 	pf.StringVarP(&a.output, "output", "o", "table", "table, json or yaml: json and yaml print the API's answers as they are")
@@ -186,6 +190,38 @@ func newRoot(a *app) *cobra.Command {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	return root
+}
+
+// globalURL reads a --url among the flags before the command as dlq-admin's
+// address (--server), as aegisctl always has: endpoints create and update
+// have a --url of their own (the endpoint's), which would otherwise take it.
+func globalURL(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		arg := out[i]
+		switch {
+		case arg == "--url":
+			out[i] = "--server"
+			i++
+		case strings.HasPrefix(arg, "--url="):
+			out[i] = "--server=" + strings.TrimPrefix(arg, "--url=")
+		case arg == "--" || !strings.HasPrefix(arg, "-"):
+			return out // the command
+		case !strings.Contains(arg, "=") && globalTakesValue(arg):
+			i++
+		}
+	}
+	return out
+}
+
+// globalTakesValue is true for the global flags written with their value
+// in the next argument.
+func globalTakesValue(flag string) bool {
+	switch flag {
+	case "--server", "--token", "--config", "--output", "-o", "--timeout":
+		return true
+	}
+	return false
 }
 
 // groupRun is the run of a command that only groups others: alone it shows

@@ -100,7 +100,7 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("more than one JSON value")
 	}
 	var buf bytes.Buffer

@@ -377,6 +377,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := payout.RegisterAgeGauges(pool, cfg.Sweep.Deadlines, deps); err != nil {
+		return err
+	}
 	credits, err := ledger.NewCreditCommitter(l, pool, ledger.CreditCommitterConfig{Workers: creditCommitters}, deps)
 	if err != nil {
 		return err

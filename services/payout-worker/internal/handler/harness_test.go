@@ -341,6 +341,8 @@ func setup(t *testing.T, o options) *world {
 	}, payout.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
 		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Letters: letters})
 	require.NoError(t, err)
+	require.NoError(t, payout.RegisterAgeGauges(w.db.Pool, sweepCfg.Deadlines,
+		lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now}))
 	w.proc = proc
 	// Two committers: groups commit concurrently, as they may in production.
 	credits, err := ledger.NewCreditCommitter(l, w.db.Pool, ledger.CreditCommitterConfig{Workers: 2},

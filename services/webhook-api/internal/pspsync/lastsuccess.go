@@ -20,17 +20,19 @@ const lastSuccessQueryTimeout = 2 * time.Second
 type lastSuccess struct {
 	runs   *Runs
 	logger *slog.Logger
-	desc   *prometheus.Desc
+	// gauge carries the metric's name and help; Collect sets it and sends
+	// it only when there is a success to report.
+	gauge prometheus.Gauge
 }
 
 func newLastSuccess(runs *Runs, logger *slog.Logger) *lastSuccess {
-	return &lastSuccess{runs: runs, logger: logger, desc: prometheus.NewDesc(
-		"aegis_psp_reconciliation_last_success_timestamp_seconds",
-		"Unix time the latest succeeded PSP reconciliation run finished (from the database; absent before the first).",
-		nil, nil)}
+	return &lastSuccess{runs: runs, logger: logger, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "aegis_psp_reconciliation_last_success_timestamp_seconds",
+		Help: "Unix time the latest succeeded PSP reconciliation run finished (from the database; absent before the first).",
+	})}
 }
 
-func (l *lastSuccess) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc }
+func (l *lastSuccess) Describe(ch chan<- *prometheus.Desc) { l.gauge.Describe(ch) }
 
 func (l *lastSuccess) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), lastSuccessQueryTimeout)
@@ -43,5 +45,6 @@ func (l *lastSuccess) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(l.desc, prometheus.GaugeValue, float64(t.UnixNano())/1e9)
+	l.gauge.Set(float64(t.UnixNano()) / 1e9)
+	ch <- l.gauge
 }

@@ -322,7 +322,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer stopTracing() // last: flushes the spans of the shutdown too
 
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
+	reg := httpserver.NewRegistry()
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name,
+		Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -346,13 +348,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(consume.ClientOpts(cfg.Group, cfg.Membership,
-		kafkax.TopicWebhookPending, kafkax.TopicTransactions), cfg.KafkaSecurity.Opts()...)...)
+		kafkax.TopicWebhookPending, kafkax.TopicTransactions), append(cfg.KafkaSecurity.Opts(),
+		kafkax.Metrics(reg, "consumer", logger))...)...)
 	if err != nil {
 		return err
 	}
 	defer kafka.Close()
 
-	reg := httpserver.NewRegistry()
 	panicked := panics.NewCounter(reg)
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
 	apis := newPSPAPIs(cfg)

@@ -358,7 +358,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	panicked := panics.NewCounter(reg)
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
 	apis := newPSPAPIs(cfg)
-	psps, err := pspRegistry(cfg, apis, logger, breaker.NewMetrics(reg))
+	calls, err := psp.NewCallMetrics(reg)
+	if err != nil {
+		return err
+	}
+	psps, err := pspRegistry(cfg, apis, logger, breaker.NewMetrics(reg), calls)
 	if err != nil {
 		return err
 	}
@@ -459,7 +463,9 @@ func newPSPAPIs(cfg Config) pspAPIs {
 	return a
 }
 
-func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
+// pspRegistry is each configured PSP's client, timed (calls) behind its
+// breaker (m).
+func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metrics, calls *psp.CallMetrics) (psp.Registry, error) {
 	clients := map[string]psp.Client{}
 	if apis.stripe != nil {
 		clients["stripe"] = psp.NewStripe(apis.stripe)
@@ -480,7 +486,7 @@ func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metri
 		if err != nil {
 			return nil, err
 		}
-		reg[name] = psp.WithBreaker(c, br)
+		reg[name] = psp.WithBreaker(psp.Timed(c, calls), br)
 	}
 	return reg, nil
 }

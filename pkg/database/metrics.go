@@ -37,19 +37,18 @@ type PoolCollector struct {
 // NewPoolCollector returns the collector of pool. Register it once per
 // pool, on the service's registry (RegisterPool).
 func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &PoolCollector{
 		pool:         pool,
-		acquired:     d(metricPoolAcquired, "Postgres pool connections in use (acquired)."),
-		idle:         d(metricPoolIdle, "Postgres pool connections idle."),
-		constructing: d(metricPoolConstructing, "Postgres pool connections being opened."),
-		total:        d(metricPoolTotal, "Postgres pool connections open (acquired, idle and being opened)."),
-		maxConns:     d(metricPoolMax, "The Postgres pool's maximum number of connections."),
-		acquires:     d(metricPoolAcquires, "Connections acquired from the Postgres pool."),
-		acquireSecs:  d(metricPoolAcquireSecs, "Time spent acquiring connections from the Postgres pool."),
-		waits:        d(metricPoolWaits, "Acquires from the Postgres pool that waited: no connection was idle."),
-		waitSecs:     d(metricPoolWaitSecs, "Time acquires waited for a Postgres pool connection when none was idle."),
-		canc:         d(metricPoolCanceled, "Acquires from the Postgres pool given up (their context ended) before a connection came."),
+		acquired:     prometheus.NewDesc(metricPoolAcquired, "Postgres pool connections in use (acquired).", nil, nil),
+		idle:         prometheus.NewDesc(metricPoolIdle, "Postgres pool connections idle.", nil, nil),
+		constructing: prometheus.NewDesc(metricPoolConstructing, "Postgres pool connections being opened.", nil, nil),
+		total:        prometheus.NewDesc(metricPoolTotal, "Postgres pool connections open (acquired, idle and being opened).", nil, nil),
+		maxConns:     prometheus.NewDesc(metricPoolMax, "The Postgres pool's maximum number of connections.", nil, nil),
+		acquires:     prometheus.NewDesc(metricPoolAcquires, "Connections acquired from the Postgres pool.", nil, nil),
+		acquireSecs:  prometheus.NewDesc(metricPoolAcquireSecs, "Time spent acquiring connections from the Postgres pool.", nil, nil),
+		waits:        prometheus.NewDesc(metricPoolWaits, "Acquires from the Postgres pool that waited: no connection was idle.", nil, nil),
+		waitSecs:     prometheus.NewDesc(metricPoolWaitSecs, "Time acquires waited for a Postgres pool connection when none was idle.", nil, nil),
+		canc:         prometheus.NewDesc(metricPoolCanceled, "Acquires from the Postgres pool given up (their context ended) before a connection came.", nil, nil),
 	}
 }
 

@@ -312,6 +312,8 @@ func setup(t *testing.T, o options) *world {
 	reg := prometheus.NewRegistry()
 	w.reg = reg
 	bm := breaker.NewMetrics(reg)
+	calls, err := psp.NewCallMetrics(reg)
+	require.NoError(t, err)
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
 	for name, c := range map[string]psp.Client{
@@ -324,7 +326,7 @@ func setup(t *testing.T, o options) *world {
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)
-		registry[name] = psp.WithBreaker(c, br)
+		registry[name] = psp.WithBreaker(psp.Timed(c, calls), br)
 		w.breakers[name] = br
 	}
 	w.alerts = newAlertReceiver(t)

@@ -241,3 +241,26 @@ func (w *world) moneyBackCounter(kind, result string) prometheus.Collector {
 	}
 	return g
 }
+
+// pspCalls is how many calls aegis_psp_call_seconds timed for provider,
+// operation and result.
+func (w *world) pspCalls(provider, operation, result string) uint64 {
+	w.t.Helper()
+	mfs, err := w.reg.Gather()
+	require.NoError(w.t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "aegis_psp_call_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["provider"] == provider && labels["operation"] == operation && labels["result"] == result {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}

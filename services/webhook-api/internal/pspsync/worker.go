@@ -67,7 +67,7 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 	if cfg.Interval > 0 {
 		// Scheduled runs are due every Interval: their age can be alerted
 		// on (AegisPSPReconciliationStale). On demand only, it cannot.
-		if err := deps.Registerer.Register(newLastSuccess(runs, deps.Logger)); err != nil {
+		if err := deps.Registerer.Register(lastSuccessGauge(runs, deps.Logger)); err != nil {
 			return nil, nil, fmt.Errorf("pspsync: %w", err)
 		}
 	}

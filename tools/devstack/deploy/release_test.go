@@ -31,29 +31,33 @@ func makeCmd(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // A binary built with the Makefile's -ldflags (make build, make release)
-// says the version and commit it was stamped with.
+// says the version and commit it was stamped with: a service (service.Main)
+// and a dev tool (the PSP stand-in's image).
 func TestBuildStampsTheVersion(t *testing.T) {
-	proctest.Heavy(t, "builds webhook-api")
+	proctest.Heavy(t, "builds webhook-api and aegis-psp")
 	t.Parallel()
 	out, err := makeCmd(t, "ldflags", "VERSION=v0.0.0-stamp.test", "COMMIT=0123456789abcdef").Output()
 	if err != nil {
 		t.Fatalf("make ldflags: %v", err)
 	}
 	ldflags := strings.TrimSpace(string(out))
-	bin := filepath.Join(t.TempDir(), "webhook-api")
-	build := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, "./services/webhook-api")
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-ldflags", ldflags, "-o", dir+string(filepath.Separator),
+		"./services/webhook-api", "./tools/devstack/cmd/aegis-psp")
 	build.Dir = root(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -ldflags %q: %v\n%s", ldflags, err, out)
 	}
-	for _, arg := range []string{"--version", "version"} {
-		got, err := exec.Command(bin, arg).Output()
-		if err != nil {
-			t.Fatalf("webhook-api %s: %v", arg, err)
-		}
-		want := "webhook-api v0.0.0-stamp.test (commit 0123456789abcdef, " + runtime.Version() + ")\n"
-		if string(got) != want {
-			t.Fatalf("webhook-api %s printed %q, want %q", arg, got, want)
+	for _, name := range []string{"webhook-api", "aegis-psp"} {
+		for _, arg := range []string{"--version", "version"} {
+			got, err := exec.Command(filepath.Join(dir, name), arg).Output()
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, arg, err)
+			}
+			want := name + " v0.0.0-stamp.test (commit 0123456789abcdef, " + runtime.Version() + ")\n"
+			if string(got) != want {
+				t.Fatalf("%s %s printed %q, want %q", name, arg, got, want)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
@@ -170,4 +172,21 @@ func TestServeDrainingAnswersNotReadyBeforeTheListenerCloses(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(stopped), drain, "the listener closed before the drain ended")
 	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 	require.Error(t, err, "listener must be closed after shutdown")
+}
+
+// Every service's registry (NewRegistry) exports the running build, so
+// /metrics says which release a replica runs.
+func TestRegistryExportsTheBuild(t *testing.T) {
+	t.Parallel()
+	r := httpserver.NewRouter(slog.New(slog.DiscardHandler), httpserver.NewRegistry())
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	info := buildinfo.Get()
+	want := fmt.Sprintf(`aegis_build_info{commit=%q,go=%q,version=%q} 1`, info.Commit, info.Go, info.Version)
+	require.Contains(t, string(body), want)
 }

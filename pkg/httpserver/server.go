@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 )
 
 // Check is one readiness dependency: Postgres answers, Kafka answers, ...
@@ -23,10 +25,14 @@ type Check struct {
 }
 
 // NewRegistry returns a fresh Prometheus registry with the Go runtime and
-// process collectors. Each service owns one; nothing uses the global default.
+// process collectors and aegis_build_info{version,commit,go} 1 (the
+// running build, pkg/buildinfo). Each service owns one; nothing uses the
+// global default.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// A fresh registry has no aegis_build_info yet: this cannot collide.
+	_ = buildinfo.Register(reg, buildinfo.Get())
 	return reg
 }
 

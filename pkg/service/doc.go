@@ -15,5 +15,7 @@
 // listeners as components, the first stage to stop. Each run.go reads:
 // config → dependencies → components → Run → (deferred) close pools.
 //
-// Each service's main is one line: service.Main("webhook-api", run).
+// Each service's main is one line: service.Main("webhook-api", run). Main
+// also answers `--version` (and `version`) with the build's line from
+// pkg/buildinfo: the release and commit stamped at link time.
 package service

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -230,24 +231,34 @@ type RunFunc func(ctx context.Context, getenv func(string) string, stdout io.Wri
 
 // Main runs run with a context cancelled on SIGINT or SIGTERM and exits 1 if
 // it fails. `<binary> migrate` applies the embedded migrations to
-// DATABASE_URL and exits instead.
+// DATABASE_URL and exits instead; `<binary> healthcheck` asks the running
+// service whether it is ready; `<binary> --version` (or `version`) prints
+// the build (pkg/buildinfo) and exits.
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch {
-	case len(os.Args) < 2:
-		err = run(ctx, os.Getenv, os.Stdout)
-	case os.Args[1] == "migrate":
-		err = Migrate(os.Getenv, os.Stdout, name)
-	case os.Args[1] == "healthcheck":
-		err = Healthcheck(ctx, os.Getenv)
-	default:
-		err = fmt.Errorf("unknown command %q (want no argument, migrate or healthcheck)", os.Args[1])
-	}
-	if err != nil {
+	if err := dispatch(ctx, name, os.Args[1:], run, os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		stop()
 		os.Exit(1)
+	}
+}
+
+// dispatch runs what args (the command line after the binary) ask for.
+func dispatch(ctx context.Context, name string, args []string, run RunFunc, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return run(ctx, getenv, stdout)
+	}
+	switch args[0] {
+	case "migrate":
+		return Migrate(getenv, stdout, name)
+	case "healthcheck":
+		return Healthcheck(ctx, getenv)
+	case "version", "--version", "-version":
+		_, err := fmt.Fprintln(stdout, buildinfo.Get().String(name))
+		return err
+	default:
+		return fmt.Errorf("unknown command %q (want no argument, migrate, healthcheck or --version)", args[0])
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/memlimit"
@@ -185,5 +186,29 @@ func TestRunLimitsMemoryToTheContainersUnlessGOMEMLIMITIsSet(t *testing.T) {
 	restore()
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("GOMEMLIMIT set: the limit moved to %d", got)
+	}
+}
+
+// `<binary> --version` and `<binary> version` print the build's line and
+// run nothing; an unknown word is refused.
+func TestDispatchVersion(t *testing.T) {
+	t.Parallel()
+	run := func(context.Context, func(string) string, io.Writer) error {
+		t.Error("--version must not run the service")
+		return nil
+	}
+	want := buildinfo.Get().String("webhook-api") + "\n"
+	for _, arg := range []string{"--version", "version"} {
+		var out strings.Builder
+		if err := dispatch(context.Background(), "webhook-api", []string{arg}, run, func(string) string { return "" }, &out); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if out.String() != want || !strings.HasPrefix(out.String(), "webhook-api dev (commit ") {
+			t.Fatalf("%s printed %q, want %q", arg, out.String(), want)
+		}
+	}
+	err := dispatch(context.Background(), "webhook-api", []string{"--verison"}, run, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--version") {
+		t.Fatalf("an unknown command must be refused naming the known ones, got %v", err)
 	}
 }

@@ -103,7 +103,7 @@ type app struct {
 // Main runs one aegisctl command and returns its exit code.
 func Main(ctx context.Context, std IO) int {
 	a := &app{std: std}
-	root := newRoot(a)
+	root := newRoot(a) //nolint:contextcheck // builds the tree only; each command runs under ExecuteContextC(ctx) (cmd.Context())
 	root.SetArgs(globalURL(std.Args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

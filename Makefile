@@ -8,15 +8,39 @@ TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build dev test test-fast migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check generate generate-check clean
+# The release and commit every binary is stamped with (pkg/buildinfo): the
+# nearest tag (v1.2.0, or v1.2.0-3-gabc1234 after it, -dirty with local edits)
+# and the commit's hash. `make release VERSION=v1.2.3` sets the version.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BUILDINFO := github.com/aegis-payments/aegis/pkg/buildinfo
+LDFLAGS    = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT)
+
+.PHONY: all build ldflags release dev test test-fast migrate lint fuzz tidy bench chaos soak compose-check deploy-check rules-check tidy-check generate generate-check clean
 
 all: build
 
-## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin, bin/aegisctl (static) and the dev tools
+## build: bin/webhook-api bin/outbox-relay bin/payout-worker bin/dlq-admin, bin/aegisctl (static) and the dev tools,
+## stamped with VERSION and COMMIT (`bin/webhook-api --version`)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) $(addprefix ./tools/devstack/cmd/,$(TOOLS))
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./services/dlq-admin/cmd/aegisctl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./services/,$(SERVICES)) $(addprefix ./tools/devstack/cmd/,$(TOOLS))
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./services/dlq-admin/cmd/aegisctl
+
+# ldflags: the -ldflags build and release stamp with (tools/devstack/deploy's test builds with them)
+ldflags:
+	@echo '$(LDFLAGS)'
+
+## release: make release VERSION=v1.2.3 — refuses without VERSION, with a dirty tree or without a
+## CHANGELOG.md section for it; builds aegisctl for linux and darwin (amd64, arm64) into bin/release/
+## and the four service images aegis/<service>:<version> (RELEASE_IMAGES=0 skips them; without a
+## Docker engine they are skipped loudly), pins the production overlay to the version and prints the
+## `git tag -a` to run. Nothing is pushed. docs/operations/deploy.md, "Versions and releases".
+RELEASE_IMAGES ?= 1
+release:
+	@RELEASE_VERSION='$(if $(filter command line environment,$(origin VERSION)),$(VERSION))' \
+		RELEASE_IMAGES='$(RELEASE_IMAGES)' GO='$(GO)' SERVICES='$(SERVICES)' LDFLAGS='$(LDFLAGS)' COMMIT='$(COMMIT)' \
+		scripts/release.sh
 
 ## dev: the whole suite in the foreground on localhost; Ctrl-C stops it
 dev: build
@@ -137,18 +161,30 @@ soak: build
 	@scripts/devdeps.sh
 	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reports/reliability.md
 
-## compose-check: validate docker-compose.yml (with dev.env's local secrets)
+## compose-check: validate docker-compose.yml (with dev.env's local secrets), with and without the dev profile
 compose-check:
 	docker-compose --env-file dev.env config -q
+	docker-compose --env-file dev.env --profile dev config -q
 
-## rules-check: promtool checks the alert rules, runs their unit tests and checks the observability profile's Prometheus config;
+## rules-check: promtool checks the alert rules, runs their unit tests and checks the Prometheus configs (compose, Kubernetes);
 ## amtool checks the Alertmanager config and where its main routes go
 RULES := services/dlq-admin/alerts/prometheus-rules.yml
 rules-check:
 	@mkdir -p $(BIN)/prometheus/rules
 	@cp deploy/observability/prometheus.yml $(BIN)/prometheus/prometheus.yml
+	@cp deploy/observability/prometheus-kubernetes.yml $(BIN)/prometheus/prometheus-kubernetes.yml
 	@cp $(RULES) $(BIN)/prometheus/rules/aegis.yml
 	promtool check config $(BIN)/prometheus/prometheus.yml
+	@# Debian's promtool is built without Kubernetes discovery: then the file is checked with
+	@# its kubernetes_sd_configs swapped for a static target (everything else as written).
+	@if promtool check config $(BIN)/prometheus/prometheus-kubernetes.yml >$(BIN)/prometheus/k8s-check.log 2>&1; then \
+		cat $(BIN)/prometheus/k8s-check.log; \
+	elif grep -q 'field kubernetes_sd_configs not found' $(BIN)/prometheus/k8s-check.log; then \
+		echo "promtool has no kubernetes_sd_configs: checking prometheus-kubernetes.yml with a static target in its place"; \
+		sed -e 's/kubernetes_sd_configs:/static_configs:/' -e 's/- role: pod/- targets: ["pod:9090"]/' \
+			deploy/observability/prometheus-kubernetes.yml >$(BIN)/prometheus/prometheus-kubernetes.yml; \
+		promtool check config $(BIN)/prometheus/prometheus-kubernetes.yml; \
+	else cat $(BIN)/prometheus/k8s-check.log; exit 1; fi
 	promtool check rules $(RULES)
 	cd $(dir $(RULES)) && promtool test rules prometheus-rules.test.yml
 	amtool check-config deploy/observability/alertmanager.yml
@@ -166,8 +202,8 @@ deploy-check:
 	done
 	@if ($(DEPLOY_TOOLS) kubeconform $(KUBECONFORM_FLAGS) k8s/schemas/testdata/invalid.yaml) >/dev/null; then \
 		echo "deploy-check: kubeconform accepted k8s/schemas/testdata/invalid.yaml; the check is broken"; exit 1; fi
-	@echo "kafka ACLs deploy/k8s/overlays/production/kafka-acls.yaml"
-	@cd tools/devstack && $(GO) test -count=1 -run 'TestKafkaACLs$$' ./deploy/
+	@echo "kafka ACLs, network policies, scale, resources, stop and migrate Job of deploy/k8s"
+	@cd tools/devstack && $(GO) test -count=1 -run 'TestKafkaACLs$$|TestManifests$$|TestMigrateJobFollowsTheRelease$$' ./deploy/
 
 clean:
 	rm -rf $(BIN)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/pkg/telemetry"
 )
@@ -25,6 +26,9 @@ type Options struct {
 	// a connection never runs a statement without them. Not for a pool
 	// behind PgBouncer, which refuses unknown startup parameters.
 	Settings map[string]string
+	// Registerer, when set, gets the pool's metrics (PoolCollector,
+	// aegis_db_pool_*): each service passes its registry for its one pool.
+	Registerer prometheus.Registerer
 }
 
 // Connect opens a pool to databaseURL and checks that it answers. It does not
@@ -61,6 +65,12 @@ func Connect(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Po
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres at %s: %w", redact(cfg.ConnConfig), err)
+	}
+	if opts.Registerer != nil {
+		if err := RegisterPool(opts.Registerer, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	return pool, nil
 }

@@ -4,6 +4,9 @@
 //
 // /healthz answers while the process is alive; /readyz answers 200 only while
 // every dependency check passes, so a load balancer stops sending work to a
-// replica that cannot commit it. Shutdown is two-phase: stop accepting, let
-// in-flight requests finish within a deadline, then close hard.
+// replica that cannot commit it, and 503 from the moment the server is
+// stopping. Shutdown is in phases: /readyz answers 503 and the listener
+// keeps serving for the drain (ServeDraining; none by default), then it
+// stops accepting, lets in-flight requests finish within what is left of
+// the deadline, then closes hard.
 package httpserver

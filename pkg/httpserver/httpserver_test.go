@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/logging"
 )
@@ -123,4 +125,68 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	require.NoError(t, <-done)
 	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 	require.Error(t, err, "listener must be closed after shutdown")
+}
+
+// From SIGTERM on, /readyz answers 503 while the listener still serves:
+// whatever polls readiness stops routing here before the listener closes.
+func TestServeDrainingAnswersNotReadyBeforeTheListenerCloses(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	r := httpserver.NewRouter(logger, httpserver.NewRegistry())
+	r.Get("/work", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "done") })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	const drain = 3 * time.Second
+	go func() { done <- httpserver.ServeDraining(ctx, ln, r, logger, drain, 5*time.Second) }()
+
+	get := func(path string) (int, string) {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("/readyz")
+	require.Equal(t, http.StatusOK, code, "ready before the stop")
+
+	cancel() // SIGTERM
+	stopped := time.Now()
+	require.Eventually(t, func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusServiceUnavailable
+	}, drain, 5*time.Millisecond, "/readyz must answer 503 once the service is stopping")
+	// The listener still accepts and serves during the drain.
+	code, body := get("/work")
+	require.Less(t, time.Since(stopped), drain, "the machine was too slow to observe the drain")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "done", body)
+
+	require.NoError(t, <-done)
+	require.GreaterOrEqual(t, time.Since(stopped), drain, "the listener closed before the drain ended")
+	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+	require.Error(t, err, "listener must be closed after shutdown")
+}
+
+// Every service's registry (NewRegistry) exports the running build, so
+// /metrics says which release a replica runs.
+func TestRegistryExportsTheBuild(t *testing.T) {
+	t.Parallel()
+	r := httpserver.NewRouter(slog.New(slog.DiscardHandler), httpserver.NewRegistry())
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	info := buildinfo.Get()
+	want := fmt.Sprintf(`aegis_build_info{commit=%q,go=%q,version=%q} 1`, info.Commit, info.Go, info.Version)
+	require.Contains(t, string(body), want)
 }

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 )
 
 // Check is one readiness dependency: Postgres answers, Kafka answers, ...
@@ -22,10 +25,14 @@ type Check struct {
 }
 
 // NewRegistry returns a fresh Prometheus registry with the Go runtime and
-// process collectors. Each service owns one; nothing uses the global default.
+// process collectors and aegis_build_info{version,commit,go} 1 (the
+// running build, pkg/buildinfo). Each service owns one; nothing uses the
+// global default.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// A fresh registry has no aegis_build_info yet: this cannot collide.
+	_ = buildinfo.Register(reg, buildinfo.Get())
 	return reg
 }
 
@@ -116,17 +123,33 @@ func readyHandler(checks []Check, detail bool) http.HandlerFunc {
 // listener is bound before Run returns control to the accept loop, so a bad
 // address fails fast.
 func Run(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, grace time.Duration) error {
+	return RunDraining(ctx, addr, h, logger, 0, grace)
+}
+
+// RunDraining is Run with a drain: once ctx is done, /readyz answers 503
+// and the listener keeps serving for drain before it closes, so that a
+// load balancer polling /readyz stops sending requests first. The drain is
+// part of grace: in-flight requests then have what is left of it.
+func RunDraining(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, drain, grace time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return Serve(ctx, ln, h, logger, grace)
+	return ServeDraining(ctx, ln, h, logger, drain, grace)
 }
 
 // Serve is Run on an existing listener (tests bind port 0 themselves).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, grace time.Duration) error {
+	return ServeDraining(ctx, ln, h, logger, 0, grace)
+}
+
+// ServeDraining is RunDraining on an existing listener. From the moment
+// ctx is done, GET /readyz answers 503 {"status":"not_ready"} whatever the
+// checks say: the service is stopping.
+func ServeDraining(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, drain, grace time.Duration) error {
+	var stopping atomic.Bool
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           notReadyWhen(&stopping, h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -143,9 +166,21 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
+	stopping.Store(true)
+	drain = min(max(drain, 0), grace)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
-	logger.Info("http server shutting down", "grace", grace.String())
+	if drain > 0 {
+		logger.Info("http server draining: /readyz answers 503", "drain", drain.String())
+		timer := time.NewTimer(drain)
+		select {
+		case <-timer.C:
+		case err := <-errc:
+			timer.Stop()
+			return fmt.Errorf("http server: %w", err)
+		}
+	}
+	logger.Info("http server shutting down", "grace", (grace - drain).String())
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("http server shutdown: %w", err)
@@ -154,4 +189,16 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		return fmt.Errorf("http server: %w", err)
 	}
 	return nil
+}
+
+// notReadyWhen answers GET /readyz with 503 once stopping is set, and
+// passes every other request to h.
+func notReadyWhen(stopping *atomic.Bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() && r.URL.Path == "/readyz" {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

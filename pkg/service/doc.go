@@ -1,6 +1,6 @@
 // Package service is the frame every Aegis binary runs in: SIGINT/SIGTERM
 // handling, the settings all services share (DATABASE_URL, HTTP_ADDR,
-// LOG_LEVEL, SHUTDOWN_GRACE, ADMIN_ADDR), the JSON logger, and the `migrate` subcommand
+// LOG_LEVEL, SHUTDOWN_GRACE, SHUTDOWN_DRAIN, ADMIN_ADDR), the JSON logger, and the `migrate` subcommand
 // that applies the embedded schema and exits (what `make migrate` and the
 // compose migration step run).
 //
@@ -15,5 +15,7 @@
 // listeners as components, the first stage to stop. Each run.go reads:
 // config → dependencies → components → Run → (deferred) close pools.
 //
-// Each service's main is one line: service.Main("webhook-api", run).
+// Each service's main is one line: service.Main("webhook-api", run). Main
+// also answers `--version` (and `version`) with the build's line from
+// pkg/buildinfo: the release and commit stamped at link time.
 package service

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -37,6 +38,10 @@ type Base struct {
 	HTTPAddr      string
 	LogLevel      slog.Level
 	ShutdownGrace time.Duration
+	// ShutdownDrain is how long the HTTP listeners keep serving after
+	// SIGTERM, /readyz answering 503, before they close (SHUTDOWN_DRAIN,
+	// part of ShutdownGrace; 0 by default).
+	ShutdownDrain time.Duration
 	// PprofAddr serves net/http/pprof when set (PPROF_ADDR): for profiling
 	// a live replica. Bind it to a private address; it is off by default.
 	PprofAddr string
@@ -61,6 +66,9 @@ type Base struct {
 //	                only the API, /healthz and a /readyz without detail, so the public port is exposed alone
 //	PPROF_ADDR      serves net/http/pprof for profiling a live replica; bind it to a private address
 //	SHUTDOWN_GRACE  how long in-flight work may finish after SIGTERM before it is cancelled
+//	SHUTDOWN_DRAIN  how long the HTTP listeners keep serving after SIGTERM, /readyz answering 503, before
+//	                they close: for a load balancer that polls /readyz; part of SHUTDOWN_GRACE. On
+//	                Kubernetes the preStop sleep does this (0: /readyz answers 503 and the listeners close)
 //	LOG_LEVEL       debug, info, warn or error
 //	GOMEMLIMIT      the Go runtime's soft memory limit; unset, the service takes it from its container's
 //	                memory limit (pkg/memlimit)
@@ -70,6 +78,7 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 		DatabaseURL:   env.String("DATABASE_URL", DefaultDatabaseURL),
 		HTTPAddr:      env.String("HTTP_ADDR", defaultAddr),
 		ShutdownGrace: env.Duration("SHUTDOWN_GRACE", 20*time.Second),
+		ShutdownDrain: env.Duration("SHUTDOWN_DRAIN", 0),
 		PprofAddr:     env.String("PPROF_ADDR", ""),
 		AdminAddr:     env.String("ADMIN_ADDR", ""),
 		GoMemLimitSet: env.String("GOMEMLIMIT", "") != "",
@@ -87,6 +96,9 @@ func ReadBase(env *config.Env, name, defaultAddr string) Base {
 	b.LogLevel = lvl
 	if b.ShutdownGrace <= 0 {
 		env.Errorf("SHUTDOWN_GRACE must be positive")
+	}
+	if b.ShutdownDrain < 0 || (b.ShutdownGrace > 0 && b.ShutdownDrain >= b.ShutdownGrace) {
+		env.Errorf("SHUTDOWN_DRAIN must be at least 0 and shorter than SHUTDOWN_GRACE (%s), got %s", b.ShutdownGrace, b.ShutdownDrain)
 	}
 	return b
 }
@@ -131,17 +143,18 @@ func (b Base) ServeAdmin(ctx context.Context, admin http.Handler, logger *slog.L
 	if admin == nil {
 		return nil
 	}
-	return httpserver.Run(ctx, b.AdminAddr, admin, logger.With("listener", "admin"), b.ShutdownGrace)
+	return httpserver.RunDraining(ctx, b.AdminAddr, admin, logger.With("listener", "admin"), b.ShutdownDrain, b.ShutdownGrace)
 }
 
 // Listeners are the service's HTTP listeners as components, for the first
 // stage of Run (they stop taking new work first): HTTP_ADDR serving router,
-// and ADMIN_ADDR and PPROF_ADDR when set. Each drains its in-flight
-// requests within SHUTDOWN_GRACE when stopped.
+// and ADMIN_ADDR and PPROF_ADDR when set. When stopped, /readyz answers 503
+// at once; HTTP_ADDR and ADMIN_ADDR keep serving for SHUTDOWN_DRAIN, then
+// each drains its in-flight requests within what is left of SHUTDOWN_GRACE.
 func (b Base) Listeners(router, admin http.Handler, logger *slog.Logger) []lifecycle.Component {
 	return []lifecycle.Component{
 		lifecycle.Func("http", func(ctx context.Context) error {
-			return httpserver.Run(ctx, b.HTTPAddr, router, logger, b.ShutdownGrace)
+			return httpserver.RunDraining(ctx, b.HTTPAddr, router, logger, b.ShutdownDrain, b.ShutdownGrace)
 		}),
 		lifecycle.Func("admin", func(ctx context.Context) error { return b.ServeAdmin(ctx, admin, logger) }),
 		lifecycle.Func("pprof", func(ctx context.Context) error { return b.ServePprof(ctx, logger) }),
@@ -218,24 +231,34 @@ type RunFunc func(ctx context.Context, getenv func(string) string, stdout io.Wri
 
 // Main runs run with a context cancelled on SIGINT or SIGTERM and exits 1 if
 // it fails. `<binary> migrate` applies the embedded migrations to
-// DATABASE_URL and exits instead.
+// DATABASE_URL and exits instead; `<binary> healthcheck` asks the running
+// service whether it is ready; `<binary> --version` (or `version`) prints
+// the build (pkg/buildinfo) and exits.
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch {
-	case len(os.Args) < 2:
-		err = run(ctx, os.Getenv, os.Stdout)
-	case os.Args[1] == "migrate":
-		err = Migrate(os.Getenv, os.Stdout, name)
-	case os.Args[1] == "healthcheck":
-		err = Healthcheck(ctx, os.Getenv)
-	default:
-		err = fmt.Errorf("unknown command %q (want no argument, migrate or healthcheck)", os.Args[1])
-	}
-	if err != nil {
+	if err := dispatch(ctx, name, os.Args[1:], run, os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		stop()
 		os.Exit(1)
+	}
+}
+
+// dispatch runs what args (the command line after the binary) ask for.
+func dispatch(ctx context.Context, name string, args []string, run RunFunc, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return run(ctx, getenv, stdout)
+	}
+	switch args[0] {
+	case "migrate":
+		return Migrate(getenv, stdout, name)
+	case "healthcheck":
+		return Healthcheck(ctx, getenv)
+	case "version", "--version", "-version":
+		_, err := fmt.Fprintln(stdout, buildinfo.Get().String(name))
+		return err
+	default:
+		return fmt.Errorf("unknown command %q (want no argument, migrate, healthcheck or --version)", args[0])
 	}
 }
 

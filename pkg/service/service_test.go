@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
 	"github.com/aegis-payments/aegis/pkg/memlimit"
@@ -24,20 +25,32 @@ import (
 func TestReadBase(t *testing.T) {
 	t.Parallel()
 	env := config.New(func(k string) string {
-		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s", "ADMIN_ADDR": "nowhere"}[k]
+		return map[string]string{"HTTP_ADDR": "nonsense", "LOG_LEVEL": "loud", "SHUTDOWN_GRACE": "-1s", "ADMIN_ADDR": "nowhere", "SHUTDOWN_DRAIN": "-1s"}[k]
 	})
 	b := ReadBase(env, "x", ":8080")
 	err := env.Err()
 	if err == nil {
 		t.Fatal("bad values must be reported")
 	}
-	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE", "ADMIN_ADDR"} {
+	for _, want := range []string{"HTTP_ADDR", "LOG_LEVEL", "SHUTDOWN_GRACE", "ADMIN_ADDR", "SHUTDOWN_DRAIN"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
 	if b.DatabaseURL != DefaultDatabaseURL {
 		t.Errorf("DATABASE_URL default = %q", b.DatabaseURL)
+	}
+	// The drain is part of the grace.
+	env = config.New(func(k string) string {
+		return map[string]string{"SHUTDOWN_GRACE": "10s", "SHUTDOWN_DRAIN": "10s"}[k]
+	})
+	ReadBase(env, "x", ":8080")
+	if err := env.Err(); err == nil || !strings.Contains(err.Error(), "SHUTDOWN_DRAIN") {
+		t.Errorf("a drain as long as the grace must be refused, got %v", err)
+	}
+	env = config.New(func(k string) string { return map[string]string{"SHUTDOWN_DRAIN": "3s"}[k] })
+	if b := ReadBase(env, "x", ":8080"); env.Err() != nil || b.ShutdownDrain != 3*time.Second {
+		t.Errorf("SHUTDOWN_DRAIN 3s: %v, %v", b.ShutdownDrain, env.Err())
 	}
 }
 
@@ -173,5 +186,29 @@ func TestRunLimitsMemoryToTheContainersUnlessGOMEMLIMITIsSet(t *testing.T) {
 	restore()
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("GOMEMLIMIT set: the limit moved to %d", got)
+	}
+}
+
+// `<binary> --version` and `<binary> version` print the build's line and
+// run nothing; an unknown word is refused.
+func TestDispatchVersion(t *testing.T) {
+	t.Parallel()
+	run := func(context.Context, func(string) string, io.Writer) error {
+		t.Error("--version must not run the service")
+		return nil
+	}
+	want := buildinfo.Get().String("webhook-api") + "\n"
+	for _, arg := range []string{"--version", "version"} {
+		var out strings.Builder
+		if err := dispatch(context.Background(), "webhook-api", []string{arg}, run, func(string) string { return "" }, &out); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if out.String() != want || !strings.HasPrefix(out.String(), "webhook-api dev (commit ") {
+			t.Fatalf("%s printed %q, want %q", arg, out.String(), want)
+		}
+	}
+	err := dispatch(context.Background(), "webhook-api", []string{"--verison"}, run, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--version") {
+		t.Fatalf("an unknown command must be refused naming the known ones, got %v", err)
 	}
 }

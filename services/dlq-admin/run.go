@@ -34,7 +34,6 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
@@ -249,13 +248,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		logger.Warn("DLQ_ADMIN_TOKENS is not set: every /v1 request is refused with 401")
 	}
 
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 8, ApplicationName: cfg.Name})
+	reg := httpserver.NewRegistry()
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 8, ApplicationName: cfg.Name, Registerer: reg})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	reg := httpserver.NewRegistry()
 	panicked := panics.NewCounter(reg)
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
 	alerter, err := alert.New(cfg.Alert, deps)
@@ -295,7 +294,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	admClient, err := kafkax.NewClient(cfg.KafkaBrokers, logger, cfg.KafkaSecurity.Opts()...)
+	admClient, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(cfg.KafkaSecurity.Opts(),
+		kafkax.Metrics(reg, "admin", logger))...)
 	if err != nil {
 		return err
 	}
@@ -343,11 +343,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
-			loop("reconciliation-gauges", func(ctx context.Context) error {
-				return watch.Run(ctx, watch.Task{Every: cfg.Monitor.CheckInterval, Do: reconciler.RefreshGauges, Failed: func(err error) {
-					logger.Warn("reconciliation gauges", "error", err.Error())
-				}})
-			}),
 			loop("stall", stalls.Run),
 			runner,
 		}},

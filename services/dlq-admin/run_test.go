@@ -160,6 +160,12 @@ func TestRunServesConsumesAndStops(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(page), "Dead letters")
+	// The pool's and both Kafka clients' metrics are on the service's
+	// registry: the consumer fetched the letter.
+	_, metrics := call("/metrics", "")
+	require.Contains(t, metrics, "\naegis_db_pool_max_conns 8\n")
+	require.Regexp(t, `aegis_kafka_fetch_records_total\{client="dlq-consumer",[^}]*topic="aegis.transactions.dlq"\} 1\n`, metrics)
+	require.Contains(t, metrics, `aegis_kafka_connects_total{client="admin"`)
 
 	cancel()
 	require.NoError(t, <-done, "a SIGTERM is a clean exit")

@@ -186,8 +186,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// timeout, and its intake turns synchronous_commit back on for its
 	// own transactions. Outbound attempts hold a connection only to claim
 	// and to record, never across a POST.
+	reg := httpserver.NewRegistry()
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 16, ApplicationName: cfg.Name,
-		Settings: outbox.StoreSettings()})
+		Settings: outbox.StoreSettings(), Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -198,13 +199,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		kgo.ProduceRequestTimeout(cfg.Relay.PublishTimeout),
 		kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.MaxBufferedRecords(4*cfg.Workers*cfg.Relay.BatchSize+1000),
+		kafkax.Metrics(reg, "relay", logger),
 	)...)
 	if err != nil {
 		return err
 	}
 	defer kafka.Close()
 
-	reg := httpserver.NewRegistry()
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panics.NewCounter(reg)}
 	br, err := breaker.New[struct{}](cfg.Breaker, logger, breaker.NewMetrics(reg))
 	if err != nil {

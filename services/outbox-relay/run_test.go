@@ -48,6 +48,15 @@ func TestRunServesAndStopsWithinGrace(t *testing.T) {
 		_, _ = io.ReadAll(resp.Body)
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond)
+	// The pool's and the Kafka client's metrics are on the service's
+	// registry (/readyz pinged both).
+	resp, err := http.Get("http://" + logs.ListenAddr() + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Contains(t, string(metrics), "\naegis_db_pool_max_conns 16\n")
+	require.Contains(t, string(metrics), `aegis_kafka_connects_total{client="relay"`)
 
 	cancel()
 	select {

@@ -322,7 +322,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer stopTracing() // last: flushes the spans of the shutdown too
 
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
+	reg := httpserver.NewRegistry()
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name,
+		Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -346,17 +348,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	kafka, err := kafkax.NewClient(cfg.KafkaBrokers, logger, append(consume.ClientOpts(cfg.Group, cfg.Membership,
-		kafkax.TopicWebhookPending, kafkax.TopicTransactions), cfg.KafkaSecurity.Opts()...)...)
+		kafkax.TopicWebhookPending, kafkax.TopicTransactions), append(cfg.KafkaSecurity.Opts(),
+		kafkax.Metrics(reg, "consumer", logger))...)...)
 	if err != nil {
 		return err
 	}
 	defer kafka.Close()
 
-	reg := httpserver.NewRegistry()
 	panicked := panics.NewCounter(reg)
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panicked}
 	apis := newPSPAPIs(cfg)
-	psps, err := pspRegistry(cfg, apis, logger, breaker.NewMetrics(reg))
+	calls, err := psp.NewCallMetrics(reg)
+	if err != nil {
+		return err
+	}
+	psps, err := pspRegistry(cfg, apis, logger, breaker.NewMetrics(reg), calls)
 	if err != nil {
 		return err
 	}
@@ -375,6 +381,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	l := ledger.New(pool).WithSettlementDelay(cfg.SettlementDelay)
 	proc, err := payout.New(cfg.Payout, payout.Deps{Deps: deps, Pool: pool, Ledger: l, PSPs: psps, Locks: locks, Letters: letters})
 	if err != nil {
+		return err
+	}
+	if err := payout.RegisterAgeGauges(pool, cfg.Sweep.Deadlines, deps); err != nil {
+		return err
+	}
+	if err := payout.RegisterReceivableGauge(pool, deps); err != nil {
 		return err
 	}
 	credits, err := ledger.NewCreditCommitter(l, pool, ledger.CreditCommitterConfig{Workers: creditCommitters}, deps)
@@ -456,7 +468,9 @@ func newPSPAPIs(cfg Config) pspAPIs {
 	return a
 }
 
-func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metrics) (psp.Registry, error) {
+// pspRegistry is each configured PSP's client, timed (calls) behind its
+// breaker (m).
+func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metrics, calls *psp.CallMetrics) (psp.Registry, error) {
 	clients := map[string]psp.Client{}
 	if apis.stripe != nil {
 		clients["stripe"] = psp.NewStripe(apis.stripe)
@@ -477,7 +491,7 @@ func pspRegistry(cfg Config, apis pspAPIs, logger *slog.Logger, m *breaker.Metri
 		if err != nil {
 			return nil, err
 		}
-		reg[name] = psp.WithBreaker(c, br)
+		reg[name] = psp.WithBreaker(psp.Timed(c, calls), br)
 	}
 	return reg, nil
 }

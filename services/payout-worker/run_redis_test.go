@@ -60,6 +60,14 @@ func TestWorkerReachesRedisOverTLS(t *testing.T) {
 			body = string(b)
 			return strings.Contains(body, `"kafka":"ok"`) && strings.Contains(body, `"postgres":"ok"`)
 		}, 30*time.Second, 50*time.Millisecond)
+		// The pool's and the Kafka client's metrics are on the registry.
+		resp, err := http.Get("http://" + logs.ListenAddr() + "/metrics")
+		require.NoError(t, err)
+		metrics, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Contains(t, string(metrics), "\naegis_db_pool_max_conns ")
+		require.Contains(t, string(metrics), `aegis_kafka_connects_total{client="consumer"`)
 		return body
 	}
 

@@ -267,13 +267,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	logger.Info("money events signed for payout-worker", "event_key_id", cfg.EventProof.CurrentKeyID())
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name})
+	reg := httpserver.NewRegistry()
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: int32(cfg.DBMaxConns), ApplicationName: cfg.Name,
+		Registerer: reg})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
-	reg := httpserver.NewRegistry()
 	deps := lifecycle.Deps{Logger: logger, Clock: time.Now, Registerer: reg, Panics: panics.NewCounter(reg)}
 	notifier := outbox.NewNotifier(pool, outbox.NotifyInterval, logger)
 	letters, err := dlq.NewWriter("webhook-api", deps)

@@ -43,6 +43,13 @@ func TestRunServesAndStopsWithinGrace(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	// The pool's metrics are on the service's registry.
+	resp, err = http.Get("http://" + logs.ListenAddr() + "/metrics")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(body), "\naegis_db_pool_max_conns ")
+	require.Contains(t, string(body), "\naegis_db_pool_acquires_total ")
 
 	cancel()
 	select {

@@ -43,10 +43,16 @@ func compose(t *testing.T, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// The file is valid with dev.env, with and without the dev profile (the
+// PSP stand-in's, TestComposeStandInOnlyInTheDevProfile).
 func TestComposeFileIsValidWithTheDevSecrets(t *testing.T) {
 	t.Parallel()
-	if out, err := compose(t, "--env-file", filepath.Join(root(t), "dev.env"), "config", "-q"); err != nil {
+	devEnv := filepath.Join(root(t), "dev.env")
+	if out, err := compose(t, "--env-file", devEnv, "config", "-q"); err != nil {
 		t.Fatalf("docker-compose --env-file dev.env config -q: %v\n%s", err, out)
+	}
+	if out, err := compose(t, "--env-file", devEnv, "--profile", "dev", "config", "-q"); err != nil {
+		t.Fatalf("docker-compose --env-file dev.env --profile dev config -q: %v\n%s", err, out)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Command aegisctl is the ops CLI over dlq-admin's REST API: dead letters,
 // bulk replay jobs and reconciliation, for people and for scripts. Everything
-// it does is in internal/ctl; `aegisctl help` prints the usage.
+// it does is in internal/ctl; `aegisctl --help` prints the usage.
 package main
 
 import (

@@ -3,14 +3,15 @@ package ctl
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // letter is the part of a dead letter the tables show.
@@ -52,27 +53,6 @@ func (j job) finished() bool {
 
 func (j job) healthy() bool { return j.Status == "done" && j.Failed == 0 }
 
-// flags parses a subcommand's flags; positional arguments may come before
-// or after them.
-func flags(name string, args []string, define func(*flag.FlagSet)) ([]string, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if define != nil {
-		define(fs)
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageErrorf("%s: %v", name, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-}
-
 // oneID parses the single positional ID argument.
 func oneID(name string, pos []string) (int64, error) {
 	if len(pos) != 1 {
@@ -85,60 +65,138 @@ func oneID(name string, pos []string) (int64, error) {
 	return id, nil
 }
 
-func noArgs(name string, pos []string) error {
-	if len(pos) != 0 {
-		return usageErrorf("%s takes no arguments, got %q", name, strings.Join(pos, " "))
-	}
-	return nil
-}
-
-// filterFlags are the list and bulk-replay filters, as the API names them.
+// filterFlags are the list and bulk filters, as the API names them.
 type filterFlags struct {
 	topic, status, errorClass, since, until  string
 	payoutID, user, correlationID, eventType string
 }
 
-func (f *filterFlags) define(fs *flag.FlagSet, withStatus bool) {
-	fs.StringVar(&f.topic, "topic", "", "")
-	fs.StringVar(&f.errorClass, "error-class", "", "")
-	fs.StringVar(&f.payoutID, "payout-id", "", "")
-	fs.StringVar(&f.user, "user", "", "")
-	fs.StringVar(&f.correlationID, "correlation-id", "", "")
-	fs.StringVar(&f.eventType, "event-type", "", "")
-	fs.StringVar(&f.since, "since", "", "")
-	fs.StringVar(&f.until, "until", "", "")
+func (f *filterFlags) define(fs *pflag.FlagSet, withStatus bool) {
+	fs.StringVar(&f.topic, "topic", "", "original topic (aegis.transactions, not its .dlq)")
+	fs.StringVar(&f.errorClass, "error-class", "", "error class (permanent, transient, …)")
+	fs.StringVar(&f.payoutID, "payout-id", "", "the payout the letter is about")
+	fs.StringVar(&f.user, "user", "", "the partition key: the wallet owner's user id")
+	fs.StringVar(&f.correlationID, "correlation-id", "", "correlation id")
+	fs.StringVar(&f.eventType, "event-type", "", "the record's event_type header")
+	fs.StringVar(&f.since, "since", "", "failed at or after (RFC 3339)")
+	fs.StringVar(&f.until, "until", "", "failed before (RFC 3339)")
 	if withStatus {
-		fs.StringVar(&f.status, "status", "", "")
+		fs.StringVar(&f.status, "status", "", "open, replayed or discarded")
 	}
 }
 
 func (f filterFlags) query() url.Values {
 	q := url.Values{}
-	for k, v := range map[string]string{"topic": f.topic, "status": f.status, "error_class": f.errorClass,
-		"since": f.since, "until": f.until, "payout_id": f.payoutID, "user": f.user,
-		"correlation_id": f.correlationID, "event_type": f.eventType} {
-		if v != "" {
-			q.Set(k, v)
-		}
+	for k, v := range f.fields() {
+		q.Set(k, v)
 	}
 	return q
 }
 
-func (e *env) listLetters(ctx context.Context, args []string) error {
-	var f filterFlags
+// fields are the filters given, by the API's names.
+func (f filterFlags) fields() map[string]string {
+	out := map[string]string{}
+	for k, v := range map[string]string{"topic": f.topic, "status": f.status, "error_class": f.errorClass,
+		"since": f.since, "until": f.until, "payout_id": f.payoutID, "user": f.user,
+		"correlation_id": f.correlationID, "event_type": f.eventType} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (a *app) whoamiCmd() *cobra.Command {
+	return a.command(leaf{
+		use:   "whoami",
+		short: "Who the token is: its name (the actor in the audit log) and role",
+		ops:   []string{"GET /v1/me"},
+		run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+			return send(ctx, e, http.MethodGet, "/v1/me", nil, nil, func(me struct {
+				Name string `json:"name"`
+				Role string `json:"role"`
+			}) error {
+				_, err := fmt.Fprintf(e.out, "%s (%s)\n", me.Name, me.Role)
+				return err
+			})
+		},
+	})
+}
+
+func (a *app) deadLettersCmd() *cobra.Command {
+	var list, groups filterFlags
 	var limit int
 	var all bool
-	pos, err := flags("dead-letters list", args, func(fs *flag.FlagSet) {
-		f.define(fs, true)
-		fs.IntVar(&limit, "limit", 50, "")
-		fs.BoolVar(&all, "all", false, "")
-	})
-	if err != nil {
-		return err
-	}
-	if err := noArgs("dead-letters list", pos); err != nil {
-		return err
-	}
+	var replayReason, discardReason string
+	return group("dead-letters", "Dead letters: list, show, group, replay and discard them, one or in bulk",
+		a.command(leaf{
+			use:     "list",
+			short:   "List dead letters, newest first",
+			example: "  aegisctl dead-letters list --status open --error-class permanent\n  aegisctl dead-letters list --topic aegis.payouts --all -o json",
+			ops:     []string{"GET /v1/dead-letters"},
+			flags: func(fs *pflag.FlagSet) {
+				list.define(fs, true)
+				fs.IntVar(&limit, "limit", 50, "page size")
+				fs.BoolVar(&all, "all", false, "every page")
+			},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.listLetters(ctx, list, limit, all)
+			},
+		}),
+		a.command(leaf{
+			use:   "show ID",
+			short: "One dead letter: its error, headers and (redacted) payload",
+			ops:   []string{"GET /v1/dead-letters/{id}"},
+			args:  cobra.ExactArgs(1),
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.showLetter(ctx, args)
+			},
+		}),
+		a.command(leaf{
+			use:   "stats",
+			short: "Depth by topic and status, and the oldest open letter's age",
+			ops:   []string{"GET /v1/dead-letters/stats"},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.stats(ctx)
+			},
+		}),
+		a.command(leaf{
+			use:   "groups",
+			short: "Open letters by error class and normalised message, with counts",
+			ops:   []string{"GET /v1/dead-letters/groups"},
+			flags: func(fs *pflag.FlagSet) { groups.define(fs, true) },
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.groups(ctx, groups)
+			},
+		}),
+		a.command(leaf{
+			use:   "replay ID",
+			short: "Replay one open dead letter (operator)",
+			ops:   []string{"POST /v1/dead-letters/{id}/replay"},
+			args:  cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) { fs.StringVar(&replayReason, "reason", "", "kept in the audit log") },
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.replay(ctx, args, replayReason)
+			},
+		}),
+		a.command(leaf{
+			use:   "discard ID",
+			short: "Close one open dead letter without replaying it (operator)",
+			ops:   []string{"POST /v1/dead-letters/{id}/discard"},
+			args:  cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) {
+				fs.StringVar(&discardReason, "reason", "", "why (required; kept in the audit log)")
+			},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.discard(ctx, args, discardReason)
+			},
+		}),
+		a.bulkReplayCmd(),
+		a.bulkDiscardCmd(),
+	)
+}
+
+func (e *env) listLetters(ctx context.Context, f filterFlags, limit int, all bool) error {
 	q := f.query()
 	q.Set("limit", strconv.Itoa(limit))
 	var items []json.RawMessage
@@ -152,7 +210,7 @@ func (e *env) listLetters(ctx context.Context, args []string) error {
 			return err
 		}
 		if !all {
-			if e.json {
+			if e.structured() {
 				return e.printRaw(raw)
 			}
 			return e.letterTable(page.Items, page.NextCursor)
@@ -163,7 +221,7 @@ func (e *env) listLetters(ctx context.Context, args []string) error {
 		}
 		q.Set("cursor", page.NextCursor)
 	}
-	if e.json {
+	if e.structured() {
 		return e.printJSON(map[string]any{"items": items, "next_cursor": ""})
 	}
 	return e.letterTable(items, "")
@@ -188,11 +246,7 @@ func (e *env) letterTable(items []json.RawMessage, next string) error {
 	return nil
 }
 
-func (e *env) showLetter(ctx context.Context, args []string) error {
-	pos, err := flags("dead-letters show", args, nil)
-	if err != nil {
-		return err
-	}
+func (e *env) showLetter(ctx context.Context, pos []string) error {
 	id, err := oneID("dead-letters show", pos)
 	if err != nil {
 		return err
@@ -202,7 +256,7 @@ func (e *env) showLetter(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
+	if e.structured() {
 		return e.printRaw(raw)
 	}
 	t := newTable(e.out)
@@ -231,15 +285,7 @@ func (e *env) showLetter(ctx context.Context, args []string) error {
 	return e.indent(l.Payload)
 }
 
-func (e *env) groups(ctx context.Context, args []string) error {
-	var f filterFlags
-	pos, err := flags("dead-letters groups", args, func(fs *flag.FlagSet) { f.define(fs, true) })
-	if err != nil {
-		return err
-	}
-	if err := noArgs("dead-letters groups", pos); err != nil {
-		return err
-	}
+func (e *env) groups(ctx context.Context, f filterFlags) error {
 	var out struct {
 		Items []struct {
 			ErrorClass string `json:"error_class"`
@@ -253,7 +299,7 @@ func (e *env) groups(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
+	if e.structured() {
 		return e.printRaw(raw)
 	}
 	t := newTable(e.out, "COUNT", "CLASS", "NEWEST", "SAMPLE", "MESSAGE")
@@ -263,14 +309,7 @@ func (e *env) groups(ctx context.Context, args []string) error {
 	return t.flush()
 }
 
-func (e *env) stats(ctx context.Context, args []string) error {
-	pos, err := flags("dead-letters stats", args, nil)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("dead-letters stats", pos); err != nil {
-		return err
-	}
+func (e *env) stats(ctx context.Context) error {
 	type counts map[string]int64
 	var s struct {
 		ByStatus   counts `json:"by_status"`
@@ -285,7 +324,7 @@ func (e *env) stats(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
+	if e.structured() {
 		return e.printRaw(raw)
 	}
 	t := newTable(e.out, "TOPIC", "OPEN", "REPLAYED", "DISCARDED", "OLDEST OPEN")
@@ -298,12 +337,7 @@ func (e *env) stats(ctx context.Context, args []string) error {
 	return t.flush()
 }
 
-func (e *env) replay(ctx context.Context, args []string) error {
-	var reason string
-	pos, err := flags("dead-letters replay", args, func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "") })
-	if err != nil {
-		return err
-	}
+func (e *env) replay(ctx context.Context, pos []string, reason string) error {
 	id, err := oneID("dead-letters replay", pos)
 	if err != nil {
 		return err
@@ -325,12 +359,7 @@ func (e *env) replay(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (e *env) discard(ctx context.Context, args []string) error {
-	var reason string
-	pos, err := flags("dead-letters discard", args, func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "") })
-	if err != nil {
-		return err
-	}
+func (e *env) discard(ctx context.Context, pos []string, reason string) error {
 	id, err := oneID("dead-letters discard", pos)
 	if err != nil {
 		return err
@@ -342,47 +371,85 @@ func (e *env) discard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
+	if e.structured() {
 		return e.printRaw(raw)
 	}
 	fmt.Fprintf(e.out, "dead letter %d discarded\n", id)
 	return nil
 }
 
-func (e *env) bulkReplay(ctx context.Context, args []string) error {
-	var f filterFlags
-	var maxN int
-	var reason string
-	var dryRun, yes, follow bool
+// bulkFlags are what bulk-replay and bulk-discard select and say.
+type bulkFlags struct {
+	f           filterFlags
+	ids         []int64
+	maxN        int
+	reason      string
+	dryRun, yes bool
+}
+
+func (b *bulkFlags) define(fs *pflag.FlagSet, maxUsage string) {
+	b.f.define(fs, false)
+	fs.Int64SliceVar(&b.ids, "ids", nil, "only these letters (comma-separated ids), among those the filters match")
+	fs.IntVar(&b.maxN, "max", 0, maxUsage)
+	fs.StringVar(&b.reason, "reason", "", "kept in the audit log")
+	fs.BoolVar(&b.dryRun, "dry-run", false, "only show what would be done (exit 0)")
+	fs.BoolVar(&b.yes, "yes", false, "do it, after the dry run")
+}
+
+// body is the request; dry_run true.
+func (b bulkFlags) body() map[string]any {
+	body := map[string]any{"dry_run": true}
+	for k, v := range b.f.fields() {
+		body[k] = v
+	}
+	if b.maxN > 0 {
+		body["max"] = b.maxN
+	}
+	if len(b.ids) > 0 {
+		body["ids"] = b.ids
+	}
+	if b.reason != "" {
+		body["reason"] = b.reason
+	}
+	return body
+}
+
+func (a *app) bulkReplayCmd() *cobra.Command {
+	var b bulkFlags
+	var follow bool
 	var interval time.Duration
-	pos, err := flags("dead-letters bulk-replay", args, func(fs *flag.FlagSet) {
-		f.define(fs, false)
-		fs.IntVar(&maxN, "max", 0, "")
-		fs.StringVar(&reason, "reason", "", "")
-		fs.BoolVar(&dryRun, "dry-run", false, "")
-		fs.BoolVar(&yes, "yes", false, "")
-		fs.BoolVar(&follow, "follow", false, "")
-		fs.DurationVar(&interval, "interval", time.Second, "")
+	return a.command(leaf{
+		use:   "bulk-replay",
+		short: "Replay every open letter matching the filters, at most --max (operator)",
+		long: `Replay every open letter matching the filters (or the --ids among them), oldest
+first, at most --max, as a replay job.
+
+The dry run always comes first: without --yes only the count is shown and
+the command exits 2 (--dry-run: exit 0). With REQUIRE_SECOND_APPROVER the job
+waits for a second operator (aegisctl approvals approve ID).`,
+		example: "  aegisctl dead-letters bulk-replay --topic aegis.transactions --max 500\n" +
+			"  aegisctl dead-letters bulk-replay --topic aegis.transactions --max 500 --reason \"PSP back\" --yes --follow",
+		ops: []string{"POST /v1/dead-letters/replay"},
+		flags: func(fs *pflag.FlagSet) {
+			b.define(fs, "at most how many letters (required)")
+			fs.BoolVar(&follow, "follow", false, "follow the job until it ends")
+			fs.DurationVar(&interval, "interval", time.Second, "how often --follow asks")
+		},
+		run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+			return e.bulkReplay(ctx, b, follow, interval)
+		},
 	})
-	if err != nil {
-		return err
-	}
-	if err := noArgs("dead-letters bulk-replay", pos); err != nil {
-		return err
-	}
+}
+
+func (e *env) bulkReplay(ctx context.Context, b bulkFlags, follow bool, interval time.Duration) error {
+	maxN, dryRun, yes := b.maxN, b.dryRun, b.yes
 	if maxN < 1 {
 		return usageErrorf("dead-letters bulk-replay needs --max N (at most how many letters)")
 	}
 	if dryRun && yes {
 		return usageErrorf("--dry-run and --yes contradict each other")
 	}
-	body := map[string]any{"max": maxN, "dry_run": true}
-	for k, v := range map[string]string{"topic": f.topic, "error_class": f.errorClass, "since": f.since, "until": f.until,
-		"payout_id": f.payoutID, "user": f.user, "correlation_id": f.correlationID, "event_type": f.eventType, "reason": reason} {
-		if v != "" {
-			body[k] = v
-		}
-	}
+	body := b.body()
 	// The dry run always comes first: nobody replays a count they have
 	// not seen.
 	raw, err := e.c.do(ctx, http.MethodPost, "/v1/dead-letters/replay", nil, body)
@@ -398,7 +465,7 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 		return fmt.Errorf("decode dry run: %w", err)
 	}
 	if !yes {
-		if e.json {
+		if e.structured() {
 			if err := e.printRaw(raw); err != nil {
 				return err
 			}
@@ -425,7 +492,7 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 	}
 	if err := json.Unmarshal(raw, &held); err == nil && held.Approval != nil {
 		// Four-eyes: no job until a second operator approves.
-		if e.json {
+		if e.structured() {
 			return e.printRaw(raw)
 		}
 		fmt.Fprintf(e.out, "bulk replay of %d letters awaits a second operator: aegisctl approvals approve %d\n",
@@ -437,7 +504,7 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 		return fmt.Errorf("decode replay job: %w", err)
 	}
 	if !follow {
-		if e.json {
+		if e.structured() {
 			return e.printRaw(raw)
 		}
 		fmt.Fprintf(e.out, "replay job %d queued for up to %d letters; follow it with: aegisctl jobs follow %d\n", j.ID, j.Max, j.ID)
@@ -447,15 +514,215 @@ func (e *env) bulkReplay(ctx context.Context, args []string) error {
 	return e.followJob(ctx, j.ID, interval)
 }
 
-func (e *env) listJobs(ctx context.Context, args []string) error {
-	var limit int
-	pos, err := flags("jobs list", args, func(fs *flag.FlagSet) { fs.IntVar(&limit, "limit", 20, "") })
+func (a *app) bulkDiscardCmd() *cobra.Command {
+	var b bulkFlags
+	return a.command(leaf{
+		use:   "bulk-discard",
+		short: "Discard every open letter matching the filters, or the --ids (operator)",
+		long: `Close without replaying every open letter matching the filters (or the --ids
+among them), oldest first, at most --max (default: the number of --ids).
+
+The dry run always comes first: without --yes only the count is shown and
+the command exits 2 (--dry-run: exit 0). --reason is required with --yes.
+A letter about a payout that still holds money refuses the whole request
+(exit 5, nothing discarded): replay it or resolve the payout first.`,
+		example: "  aegisctl dead-letters bulk-discard --error-class permanent --topic aegis.webhook.pending --max 50\n" +
+			"  aegisctl dead-letters bulk-discard --ids 41,42 --reason \"duplicates of settled events\" --yes",
+		ops:   []string{"POST /v1/dead-letters/discard"},
+		flags: func(fs *pflag.FlagSet) { b.define(fs, "at most how many letters (required without --ids)") },
+		run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+			return e.bulkDiscard(ctx, b)
+		},
+	})
+}
+
+func (e *env) bulkDiscard(ctx context.Context, b bulkFlags) error {
+	if b.maxN < 1 && len(b.ids) == 0 {
+		return usageErrorf("dead-letters bulk-discard needs --max N (at most how many letters) or --ids")
+	}
+	if b.dryRun && b.yes {
+		return usageErrorf("--dry-run and --yes contradict each other")
+	}
+	if b.yes && strings.TrimSpace(b.reason) == "" {
+		return usageErrorf("dead-letters bulk-discard needs --reason: it is kept in the audit log")
+	}
+	type answer struct {
+		Matched   int64   `json:"matched"`
+		Discarded int64   `json:"discarded"`
+		IDs       []int64 `json:"ids"`
+	}
+	body := b.body()
+	// The dry run always comes first, as for a bulk replay.
+	raw, err := e.c.do(ctx, http.MethodPost, "/v1/dead-letters/discard", nil, body)
 	if err != nil {
 		return err
 	}
-	if err := noArgs("jobs list", pos); err != nil {
+	var preview answer
+	if err := json.Unmarshal(raw, &preview); err != nil {
+		return fmt.Errorf("decode dry run: %w", err)
+	}
+	if !b.yes {
+		if e.structured() {
+			if err := e.printRaw(raw); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.out, "dry run: %d open letters match, %d would be discarded (first ids: %s)\n",
+				preview.Matched, preview.Discarded, joinIDs(preview.IDs, 10))
+		}
+		if b.dryRun {
+			return nil
+		}
+		return usageErrorf("nothing discarded: run again with --yes (and --reason) to discard these %d letters", preview.Discarded)
+	}
+	if preview.Discarded == 0 {
+		fmt.Fprintln(e.errOut, "no open letter matches: nothing to discard")
+		return nil
+	}
+	body["dry_run"] = false
+	raw, err = e.c.do(ctx, http.MethodPost, "/v1/dead-letters/discard", nil, body)
+	if err != nil {
 		return err
 	}
+	if e.structured() {
+		return e.printRaw(raw)
+	}
+	var done answer
+	if err := json.Unmarshal(raw, &done); err != nil {
+		return fmt.Errorf("decode bulk discard: %w", err)
+	}
+	_, err = fmt.Fprintf(e.out, "discarded %d letters (ids: %s)\n", done.Discarded, joinIDs(done.IDs, 20))
+	return err
+}
+
+func (a *app) jobsCmd() *cobra.Command {
+	var limit, lettersLimit int
+	var after int64
+	var all bool
+	var interval time.Duration
+	return group("jobs", "Bulk replay jobs: list, show, follow, cancel, and what each did per letter",
+		a.command(leaf{
+			use:   "list",
+			short: "The latest replay jobs, newest first",
+			ops:   []string{"GET /v1/replay-jobs"},
+			flags: func(fs *pflag.FlagSet) { fs.IntVar(&limit, "limit", 20, "how many") },
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.listJobs(ctx, limit)
+			},
+		}),
+		a.command(leaf{
+			use:   "show ID",
+			short: "One replay job and its progress (exit 6 when it failed, was cancelled or failed letters)",
+			ops:   []string{"GET /v1/replay-jobs/{id}"},
+			args:  cobra.ExactArgs(1),
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.showJob(ctx, args)
+			},
+		}),
+		a.command(leaf{
+			use:   "follow ID",
+			short: "Show a job's progress until it ends (exit 6 as for show)",
+			ops:   []string{"GET /v1/replay-jobs/{id}"},
+			args:  cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) { fs.DurationVar(&interval, "interval", time.Second, "how often to ask") },
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				id, err := oneID("jobs follow", args)
+				if err != nil {
+					return err
+				}
+				return e.followJob(ctx, id, interval)
+			},
+		}),
+		a.command(leaf{
+			use:   "letters ID",
+			short: "What a job did with each letter it reached: republished, noop, not_replayable or skipped",
+			ops:   []string{"GET /v1/replay-jobs/{id}/letters"},
+			args:  cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) {
+				fs.Int64Var(&after, "after", 0, "only letters with a higher id (the last one seen)")
+				fs.IntVar(&lettersLimit, "limit", 100, "page size")
+				fs.BoolVar(&all, "all", false, "every page")
+			},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.jobLetters(ctx, args, after, lettersLimit, all)
+			},
+		}),
+		a.command(leaf{
+			use:   "cancel ID",
+			short: "Stop a queued or running job (operator); what it replayed stays replayed",
+			ops:   []string{"POST /v1/replay-jobs/{id}/cancel"},
+			args:  cobra.ExactArgs(1),
+			run: func(ctx context.Context, e *env, _ *cobra.Command, args []string) error {
+				return e.cancelJob(ctx, args)
+			},
+		}),
+	)
+}
+
+func (e *env) jobLetters(ctx context.Context, pos []string, after int64, limit int, all bool) error {
+	id, err := oneID("jobs letters", pos)
+	if err != nil {
+		return err
+	}
+	type item struct {
+		DeadLetterID int64   `json:"dead_letter_id"`
+		Outcome      string  `json:"outcome"`
+		OutboxID     *int64  `json:"outbox_id"`
+		SubjectState *string `json:"subject_state"`
+		Error        *string `json:"error"`
+		At           string  `json:"at"`
+	}
+	var items []item
+	var raws []json.RawMessage
+	for {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if after > 0 {
+			q.Set("after", strconv.FormatInt(after, 10))
+		}
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		raw, err := e.c.getJSON(ctx, fmt.Sprintf("/v1/replay-jobs/%d/letters", id), q, &page)
+		if err != nil {
+			return err
+		}
+		if !all && e.structured() {
+			return e.printRaw(raw)
+		}
+		for _, r := range page.Items {
+			var it item
+			if err := json.Unmarshal(r, &it); err != nil {
+				return fmt.Errorf("decode job letter: %w", err)
+			}
+			items, raws = append(items, it), append(raws, r)
+			after = it.DeadLetterID
+		}
+		if !all || len(page.Items) < limit {
+			break
+		}
+	}
+	if e.structured() {
+		return e.printJSON(map[string]any{"items": raws})
+	}
+	t := newTable(e.out, "LETTER", "OUTCOME", "OUTBOX", "SUBJECT STATE", "AT", "ERROR")
+	for _, it := range items {
+		outbox := "-"
+		if it.OutboxID != nil {
+			outbox = strconv.FormatInt(*it.OutboxID, 10)
+		}
+		t.row(strconv.FormatInt(it.DeadLetterID, 10), it.Outcome, outbox, first(deref(it.SubjectState), "-"), it.At,
+			clip(oneLine(deref(it.Error)), 80))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if !all && len(items) == limit {
+		fmt.Fprintf(e.errOut, "more: --after %d (or --all)\n", after)
+	}
+	return nil
+}
+
+func (e *env) listJobs(ctx context.Context, limit int) error {
 	var l struct {
 		Items []job `json:"items"`
 	}
@@ -463,7 +730,7 @@ func (e *env) listJobs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
+	if e.structured() {
 		return e.printRaw(raw)
 	}
 	t := newTable(e.out, "ID", "STATUS", "ACTOR", "MAX", "MATCHED", "REPLAYED", "SKIPPED", "FAILED", "REASON")
@@ -474,11 +741,7 @@ func (e *env) listJobs(ctx context.Context, args []string) error {
 	return t.flush()
 }
 
-func (e *env) showJob(ctx context.Context, args []string) error {
-	pos, err := flags("jobs show", args, nil)
-	if err != nil {
-		return err
-	}
+func (e *env) showJob(ctx context.Context, pos []string) error {
 	id, err := oneID("jobs show", pos)
 	if err != nil {
 		return err
@@ -489,19 +752,6 @@ func (e *env) showJob(ctx context.Context, args []string) error {
 		return err
 	}
 	return e.printJob(raw, j)
-}
-
-func (e *env) followJobCmd(ctx context.Context, args []string) error {
-	var interval time.Duration
-	pos, err := flags("jobs follow", args, func(fs *flag.FlagSet) { fs.DurationVar(&interval, "interval", time.Second, "") })
-	if err != nil {
-		return err
-	}
-	id, err := oneID("jobs follow", pos)
-	if err != nil {
-		return err
-	}
-	return e.followJob(ctx, id, interval)
 }
 
 // followJob polls job id until it ends, drawing its progress on stderr, then
@@ -560,7 +810,7 @@ func progress(j job) string {
 }
 
 func (e *env) printJob(raw json.RawMessage, j job) error {
-	if e.json {
+	if e.structured() {
 		if err := e.printRaw(raw); err != nil {
 			return err
 		}
@@ -577,11 +827,7 @@ func (e *env) printJob(raw json.RawMessage, j job) error {
 	return nil
 }
 
-func (e *env) cancelJob(ctx context.Context, args []string) error {
-	pos, err := flags("jobs cancel", args, nil)
-	if err != nil {
-		return err
-	}
+func (e *env) cancelJob(ctx context.Context, pos []string) error {
 	id, err := oneID("jobs cancel", pos)
 	if err != nil {
 		return err
@@ -594,19 +840,30 @@ func (e *env) cancelJob(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (e *env) reconciliation(ctx context.Context, args []string, runNow bool) error {
-	name := "reconciliation show"
-	if runNow {
-		name = "reconciliation run"
-	}
-	pos, err := flags(name, args, nil)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(name, pos); err != nil {
-		return err
-	}
+func (a *app) reconciliationCmd() *cobra.Command {
+	return group("reconciliation", "The ledger integrity check: its latest run, or a run now",
+		a.command(leaf{
+			use:   "show",
+			short: "The latest ledger integrity check (exit 6 when it found a discrepancy)",
+			ops:   []string{"GET /v1/reconciliation"},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.reconciliation(ctx, false)
+			},
+		}),
+		a.command(leaf{
+			use:   "run",
+			short: "Run the ledger integrity check now (operator; exit 6 on a discrepancy)",
+			ops:   []string{"POST /v1/reconciliation"},
+			run: func(ctx context.Context, e *env, _ *cobra.Command, _ []string) error {
+				return e.reconciliation(ctx, true)
+			},
+		}),
+	)
+}
+
+func (e *env) reconciliation(ctx context.Context, runNow bool) error {
 	var raw json.RawMessage
+	var err error
 	if runNow {
 		raw, err = e.c.do(ctx, http.MethodPost, "/v1/reconciliation", nil, nil)
 	} else {
@@ -671,7 +928,7 @@ func (e *env) reconciliation(ctx context.Context, args []string, runNow bool) er
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("decode reconciliation: %w", err)
 	}
-	if e.json {
+	if e.structured() {
 		if err := e.printRaw(raw); err != nil {
 			return err
 		}

@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 )
 
 // IO is what Main reads and writes: os.Args[1:], os.Stdout, … in main, buffers
@@ -27,74 +32,35 @@ type IO struct {
 
 const defaultURL = "http://127.0.0.1:8083"
 
-const usage = `aegisctl — operate Aegis's dead-letter store (dlq-admin's REST API)
+// OperationsAnnotation is the key of a command's Annotations that lists the
+// dlq-admin operations it calls, "METHOD /path" as openapi.yaml writes
+// them, comma-separated.
+const OperationsAnnotation = "aegisctl/operations"
 
-Usage: aegisctl [global flags] <command> [flags] [args]
+const rootLong = `aegisctl operates Aegis through dlq-admin's REST API: dead letters and
+their replay, replay jobs, the ledger and PSP reconciliations, payouts in
+review, four-eyes approvals and outbound endpoints.
 
-Dead letters:
-  dead-letters list   [--topic T] [--status open|replayed|discarded] [--error-class C]
-                      [--since RFC3339] [--until RFC3339] [--limit N] [--all]
-                      [--payout-id P] [--user U] [--correlation-id C] [--event-type E]
-  dead-letters show ID
-  dead-letters stats
-  dead-letters groups [the list's filters]   open letters by error class and message, with counts
-  dead-letters replay ID [--reason R]
-  dead-letters discard ID --reason R
-  dead-letters bulk-replay --max N [--topic T] [--error-class C] [--since ..] [--until ..]
-                      [--payout-id P] [--user U] [--correlation-id C] [--event-type E]
-                      [--reason R] [--dry-run | --yes] [--follow]
-      without --yes only the dry run is shown (exit 2): the count comes first.
-Replay jobs:
-  jobs list [--limit N]
-  jobs show ID
-  jobs follow ID [--interval D]      progress until the job ends
-  jobs cancel ID
-Reconciliation:
-  reconciliation show
-  reconciliation run
-Payouts in review:
-  payouts list [--status NEEDS_REVIEW] [--limit N] [--cursor C] [--all]   NEEDS_REVIEW first, then oldest
-  payouts resolve PAYOUT_ID --paid|--failed --reason R --evidence PSP_OBJECT_ID
-  payouts otp PAYOUT_ID --otp CODE   enter the OTP Paystack sent for the payout's transfer (status otp);
-                                     one use, expires with the transfer (30 minutes)
-  resolutions show ID                exit 6 when the worker refused it (the PSP disagreed)
-Four-eyes approvals (REQUIRE_SECOND_APPROVER):
-  approvals list [--status pending|approved|rejected]
-  approvals approve ID [--reason R]  a different operator than the requester
-  approvals reject ID --reason R
-Outbound endpoints (docs/design/outbound.md):
-  endpoints list                     with health, pending deliveries and the oldest one
-  endpoints get ENDPOINT_ID
-  endpoints create --url URL [--description D] [--event-types payout.*,refund.posted] [--rate-limit N]
-                   [--legacy-secret S]           prints the new secret (once)
-  endpoints update ENDPOINT_ID [--url U] [--description D] [--event-types T,…] [--rate-limit N|none]
-                   [--legacy-secret S|none] [--reason R]
-  endpoints delete ENDPOINT_ID [--reason R]
-  endpoints disable ENDPOINT_ID --reason R
-  endpoints enable ENDPOINT_ID [--reason R]
-  endpoints secret ENDPOINT_ID       (operator; audited)
-  endpoints rotate-secret ENDPOINT_ID [--secret whsec_…] [--reason R]
-                                     the old secret signs too for OUTBOUND_ROTATION_OVERLAP
-  endpoints recover ENDPOINT_ID --since RFC3339 [--reason R]
-                                     re-sends what it missed since then, throttled
-  endpoints deliveries ENDPOINT_ID [--state pending|succeeded|failed] [--limit N] [--before-id N]
-  endpoints attempts ENDPOINT_ID [--limit N] [--before-id N]
-  messages list [--user-id U] [--event-type T] [--event-id E] [--limit N] [--before-id N]
-  messages get MESSAGE_ID            its body, each delivery and every attempt
-  messages resend MESSAGE_ID --endpoint ENDPOINT_ID [--reason R]
-  deliveries resend DELIVERY_ID [--reason R]   a failed or pending delivery, due now
+The command comes first, flags anywhere after it:
+  aegisctl dead-letters list --topic aegis.payouts -o json
 
-Global flags (before the command):
-  --url URL        dlq-admin's address (AEGISCTL_URL, config "url"; default ` + defaultURL + `)
-  --token TOKEN    a DLQ_ADMIN_TOKENS token (AEGISCTL_TOKEN, config "token")
-  --config FILE    config file (AEGISCTL_CONFIG; default ~/.config/aegisctl/config)
-  --output table|json   json prints the API's answers as they are (default table)
-  --timeout D      per request (default 30s)
+Settings: --url or --server (AEGISCTL_URL, config "url"; default
+` + defaultURL + `; for endpoints create and update, whose own --url is
+the endpoint's, --server or a --url before the command), --token
+(AEGISCTL_TOKEN, config "token"), --config (AEGISCTL_CONFIG; default
+~/.config/aegisctl/config, "url = …" and "token = …" lines, chmod 600).
+The token is never printed.
 
-Exit codes: 0 ok, 1 error, 2 usage or 400, 3 401/403, 4 not found,
-5 refused (409/422, nothing changed), 6 done but unhealthy (reconciliation
-not ok; a replay job failed, was cancelled or had failed letters).
-`
+Exit codes:
+  0  ok
+  1  error (network, 5xx, an unexpected answer)
+  2  usage: bad arguments or flags, a 400 from the API, a bulk action without --yes
+  3  401/403: no valid token, or a viewer tried to write
+  4  404: not found
+  5  refused (409/422): already done, or not allowed now; nothing changed
+  6  done but unhealthy: reconciliation not ok, PSP reconciliation failed or
+     disagreeing, a replay job failed, was cancelled or had failed letters,
+     a resolution refused by the PSP`
 
 // usageError is a mistake in the command line.
 type usageError struct{ msg string }
@@ -112,125 +78,246 @@ var errUnhealthy = errors.New("unhealthy")
 type env struct {
 	c           *client
 	out, errOut io.Writer
-	json        bool
+	// output is table, json or yaml.
+	output      string
 	interactive bool
+}
+
+// structured is true for -o json and -o yaml: the API's answers, not tables.
+func (e *env) structured() bool { return e.output != "table" }
+
+// app is one invocation: the global flags' values and what Main passed.
+type app struct {
+	std     IO
+	url     string
+	token   string
+	config  string
+	output  string
+	timeout time.Duration
+	// ran is set when a command's own code starts: an error before it is
+	// cobra's (an unknown command or flag, a wrong number of arguments),
+	// a usage error.
+	ran bool
 }
 
 // Main runs one aegisctl command and returns its exit code.
 func Main(ctx context.Context, std IO) int {
-	err := run(ctx, std)
+	a := &app{std: std}
+	root := newRoot(a) //nolint:contextcheck // builds the tree only; each command runs under ExecuteContextC(ctx) (cmd.Context())
+	root.SetArgs(globalURL(std.Args))
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(std.Stderr, "aegisctl: %v\n(aegisctl help for usage)\n", err)
-	} else if !errors.Is(err, errUnhealthy) {
+	if !a.ran && !errors.As(err, &ue) {
+		err = usageError{err.Error()}
+	}
+	switch {
+	case errors.As(err, &ue):
+		path := "aegisctl"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(std.Stderr, "aegisctl: %v\n(%s --help for usage)\n", err, path)
+	case !errors.Is(err, errUnhealthy):
 		fmt.Fprintf(std.Stderr, "aegisctl: %v\n", err)
 	}
 	return exitCode(err)
 }
 
-func run(ctx context.Context, std IO) error {
-	fs := flag.NewFlagSet("aegisctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	urlFlag := fs.String("url", "", "")
-	token := fs.String("token", "", "")
-	configFile := fs.String("config", "", "")
-	output := fs.String("output", "table", "")
-	timeout := fs.Duration("timeout", 30*time.Second, "")
-	if err := fs.Parse(std.Args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	args := fs.Args()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(std.Stdout, usage)
-		if len(args) == 0 {
-			return usageErrorf("no command")
-		}
-		return nil
-	}
-	if *output != "table" && *output != "json" {
-		return usageErrorf("--output must be table or json, got %q", *output)
-	}
-	if *timeout <= 0 {
-		return usageErrorf("--timeout must be positive")
-	}
+// Command is aegisctl's command tree, for tests and tools that walk it
+// (the operations each command declares); Main runs its own.
+func Command() *cobra.Command { return newRoot(&app{}) }
 
-	file := first(*configFile, std.Getenv("AEGISCTL_CONFIG"))
+// newRoot builds aegisctl's command tree for one invocation.
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "aegisctl",
+		Short:         "Operate Aegis's dead letters, payouts in review and outbound endpoints",
+		Long:          rootLong,
+		Version:       buildinfo.Get().String("aegisctl"),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          groupRun,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.url, "url", "", `dlq-admin's address (AEGISCTL_URL, config "url"; default `+defaultURL+`)`)
+	pf.StringVar(&a.url, "server", "", "dlq-admin's address, as --url (endpoints create and update take --url for the endpoint's)")
+	pf.StringVar(&a.token, "token", "", `a DLQ_ADMIN_TOKENS token (AEGISCTL_TOKEN, config "token")`)
+	pf.StringVar(&a.config, "config", "", "config file (AEGISCTL_CONFIG; default ~/.config/aegisctl/config)")
+	pf.StringVarP(&a.output, "output", "o", "table", "table, json or yaml: json and yaml print the API's answers as they are")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "per request")
+	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+	})
+
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print aegisctl's version, commit and Go toolchain (as --version)",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Get().String("aegisctl"))
+				return err
+			},
+		},
+		a.whoamiCmd(),
+		a.deadLettersCmd(),
+		a.jobsCmd(),
+		a.reconciliationCmd(),
+		a.pspReconciliationCmd(),
+		a.payoutsCmd(),
+		a.resolutionsCmd(),
+		a.approvalsCmd(),
+		a.endpointsCmd(),
+		a.messagesCmd(),
+		a.deliveriesCmd(),
+	)
+	// cobra adds these when it executes; here too, for those who walk the
+	// tree. The completion command keeps the writer it finds now.
+	if a.std.Stdout != nil {
+		root.SetOut(a.std.Stdout)
+	}
+	if a.std.Stderr != nil {
+		root.SetErr(a.std.Stderr)
+	}
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	return root
+}
+
+// globalURL reads a --url among the flags before the command as dlq-admin's
+// address (--server), as aegisctl always has: endpoints create and update
+// have a --url of their own (the endpoint's), which would otherwise take it.
+func globalURL(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		arg := out[i]
+		switch {
+		case arg == "--url":
+			out[i] = "--server"
+			i++
+		case strings.HasPrefix(arg, "--url="):
+			out[i] = "--server=" + strings.TrimPrefix(arg, "--url=")
+		case arg == "--" || !strings.HasPrefix(arg, "-"):
+			return out // the command
+		case !strings.Contains(arg, "=") && globalTakesValue(arg):
+			i++
+		}
+	}
+	return out
+}
+
+// globalTakesValue is true for the global flags written with their value
+// in the next argument.
+func globalTakesValue(flag string) bool {
+	switch flag {
+	case "--server", "--token", "--config", "--output", "-o", "--timeout":
+		return true
+	}
+	return false
+}
+
+// groupRun is the run of a command that only groups others: alone it shows
+// its help and fails (exit 2), as does an unknown subcommand.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		if err := cmd.Help(); err != nil {
+			return fmt.Errorf("print help: %w", err)
+		}
+		return usageErrorf("%s needs a command", cmd.CommandPath())
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	cmd.SuggestionsMinimumDistance = 2
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError{msg}
+}
+
+// group is a command of commands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: groupRun}
+	c.AddCommand(subs...)
+	return c
+}
+
+// leaf describes a command that calls the API.
+type leaf struct {
+	use, short, long, example string
+	// ops are the operations it calls, "METHOD /path" as in openapi.yaml.
+	ops   []string
+	args  cobra.PositionalArgs
+	flags func(*pflag.FlagSet)
+	run   func(ctx context.Context, e *env, cmd *cobra.Command, args []string) error
+}
+
+// command builds l's cobra command: the global settings are read when it
+// runs, so help and completion need neither a token nor a server.
+func (a *app) command(l leaf) *cobra.Command {
+	c := &cobra.Command{
+		Use:         l.use,
+		Short:       l.short,
+		Long:        l.long,
+		Example:     l.example,
+		Args:        l.args,
+		Annotations: map[string]string{OperationsAnnotation: strings.Join(l.ops, ",")},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.ran = true
+			e, err := a.env()
+			if err != nil {
+				return err
+			}
+			return l.run(cmd.Context(), e, cmd, args)
+		},
+	}
+	if c.Args == nil {
+		c.Args = cobra.NoArgs
+	}
+	if l.flags != nil {
+		l.flags(c.Flags())
+	}
+	return c
+}
+
+// env checks the global settings, reads the config file and builds the
+// client.
+func (a *app) env() (*env, error) {
+	switch a.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, usageErrorf("--output must be table, json or yaml, got %q", a.output)
+	}
+	if a.timeout <= 0 {
+		return nil, usageErrorf("--timeout must be positive")
+	}
+	getenv := a.std.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	file := first(a.config, getenv("AEGISCTL_CONFIG"))
 	explicit := file != ""
 	if !explicit {
-		if home := std.Getenv("HOME"); home != "" {
+		if home := getenv("HOME"); home != "" {
 			file = filepath.Join(home, ".config", "aegisctl", "config")
 		}
 	}
-	conf, err := readConfigFile(file, explicit, std.Stderr)
+	conf, err := readConfigFile(file, explicit, a.std.Stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := newClient(first(*urlFlag, std.Getenv("AEGISCTL_URL"), conf["url"], defaultURL),
-		first(*token, std.Getenv("AEGISCTL_TOKEN"), conf["token"]), *timeout)
+	c, err := newClient(first(a.url, getenv("AEGISCTL_URL"), conf["url"], defaultURL),
+		first(a.token, getenv("AEGISCTL_TOKEN"), conf["token"]), a.timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e := &env{c: c, out: std.Stdout, errOut: std.Stderr, json: *output == "json", interactive: std.Interactive}
-
-	cmd, rest := args[0], args[1:]
-	sub := ""
-	if len(rest) > 0 {
-		sub, rest = rest[0], rest[1:]
-	}
-	switch cmd + " " + sub {
-	case "dead-letters list":
-		return e.listLetters(ctx, rest)
-	case "dead-letters show":
-		return e.showLetter(ctx, rest)
-	case "dead-letters stats":
-		return e.stats(ctx, rest)
-	case "dead-letters groups":
-		return e.groups(ctx, rest)
-	case "dead-letters replay":
-		return e.replay(ctx, rest)
-	case "dead-letters discard":
-		return e.discard(ctx, rest)
-	case "dead-letters bulk-replay":
-		return e.bulkReplay(ctx, rest)
-	case "jobs list":
-		return e.listJobs(ctx, rest)
-	case "jobs show":
-		return e.showJob(ctx, rest)
-	case "jobs follow":
-		return e.followJobCmd(ctx, rest)
-	case "jobs cancel":
-		return e.cancelJob(ctx, rest)
-	case "reconciliation show":
-		return e.reconciliation(ctx, rest, false)
-	case "reconciliation run":
-		return e.reconciliation(ctx, rest, true)
-	case "payouts list":
-		return e.listPayouts(ctx, rest)
-	case "payouts resolve":
-		return e.resolvePayout(ctx, rest)
-	case "payouts otp":
-		return e.payoutOTP(ctx, rest)
-	case "resolutions show":
-		return e.showResolution(ctx, rest)
-	case "approvals list":
-		return e.listApprovals(ctx, rest)
-	case "approvals approve":
-		return e.decideApproval(ctx, rest, true)
-	case "approvals reject":
-		return e.decideApproval(ctx, rest, false)
-	case "deliveries resend":
-		return e.resendDelivery(ctx, rest)
-	}
-	switch cmd {
-	case "endpoints":
-		return e.endpoints(ctx, sub, rest)
-	case "messages":
-		return e.messages(ctx, sub, rest)
-	}
-	return usageErrorf("unknown command %q", strings.TrimSpace(cmd+" "+sub))
+	return &env{c: c, out: a.std.Stdout, errOut: a.std.Stderr, output: a.output, interactive: a.std.Interactive}, nil
 }
 
 // readConfigFile reads `key = value` lines (# comments). A missing default

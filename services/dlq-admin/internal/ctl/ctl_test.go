@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/fixture"
@@ -124,6 +127,23 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		r = cli(t, base, viewerToken, "--output", "json", "dead-letters", "list", "--limit", "2", "--all")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Len(t, r.json(t)["items"], 5, "--all follows the cursor over three pages")
+		// Flags after the command, the global ones too.
+		r = cli(t, base, viewerToken, "dead-letters", "list", "--limit", "2", "--all", "-o", "json")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Len(t, r.json(t)["items"], 5)
+		r = cli(t, base, viewerToken, "dead-letters", "list", "--error-class", "permanent", "-o", "yaml")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		var page struct {
+			Items []struct {
+				ID         int64  `yaml:"id"`
+				ErrorClass string `yaml:"error_class"`
+			} `yaml:"items"`
+			NextCursor string `yaml:"next_cursor"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &page), r.stdout)
+		require.Len(t, page.Items, 3, r.stdout)
+		require.Equal(t, "permanent", page.Items[0].ErrorClass)
+		require.Empty(t, page.NextCursor)
 
 		// By user (the partition key): one letter.
 		r = cli(t, base, viewerToken, "--output", "json", "dead-letters", "list", "--user", "user-3")
@@ -144,6 +164,15 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, "aegis.transactions")
 		require.Regexp(t, `all\s+5\s+0\s+0`, r.stdout)
+	})
+
+	t.Run("whoami", func(t *testing.T) {
+		r := cli(t, base, viewerToken, "whoami")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Equal(t, "eve (viewer)\n", r.stdout)
+		r = cli(t, base, operatorToken, "whoami", "-o", "json")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Equal(t, map[string]any{"name": "ops", "role": "operator"}, r.json(t))
 	})
 
 	t.Run("show redacts for a viewer", func(t *testing.T) {
@@ -218,6 +247,19 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		r = cli(t, base, viewerToken, "jobs", "list")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, "account fixed")
+		// What the job did with each letter.
+		r = cli(t, base, viewerToken, "jobs", "letters", "1")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 4, r.stdout)
+		require.Regexp(t, fmt.Sprintf(`^%d\s+republished\s+\d+`, permanent[0]), lines[1])
+		r = cli(t, base, viewerToken, "jobs", "letters", "1", "--limit", "2", "--all", "-o", "json")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Len(t, r.json(t)["items"], 3, "--all pages with --after")
+		r = cli(t, base, viewerToken, "jobs", "letters", "1", "--after", fmt.Sprint(permanent[1]), "-o", "json")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Len(t, r.json(t)["items"], 1)
+		require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "jobs", "letters", "999").code)
 		r = cli(t, base, operatorToken, "--output", "json", "jobs", "show", "1")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Equal(t, "done", r.json(t)["status"])
@@ -226,6 +268,104 @@ func TestAegisctlAgainstARunningDLQAdmin(t *testing.T) {
 		r = cli(t, base, operatorToken, "dead-letters", "bulk-replay", "--max", "10", "--yes")
 		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 		require.Contains(t, r.stderr, "nothing to replay")
+	})
+
+	t.Run("bulk discard shows the count first", func(t *testing.T) {
+		var junk []int64
+		for i := range 3 {
+			p, o := int32(0), int64(200+i)
+			id, _, err := dlq.Insert(context.Background(), db.Pool, dlq.Letter{Source: dlq.SourceConsumer,
+				OriginalTopic: kafkax.TopicWebhookPending, OriginalPartition: &p, OriginalOffset: &o, PartitionKey: "user-junk",
+				Payload: []byte(`{"user_id":"user-junk"}`), Error: "duplicate event", ErrorClass: "junk"})
+			require.NoError(t, err)
+			junk = append(junk, id)
+		}
+		open := func() int {
+			return count(`SELECT count(*) FROM dead_letters WHERE error_class = 'junk' AND status = 'open'`)
+		}
+		r := cli(t, base, operatorToken, "dead-letters", "bulk-discard", "--error-class", "junk", "--max", "10")
+		require.Equal(t, ctl.ExitUsage, r.code, "without --yes only the dry run")
+		require.Contains(t, r.stdout, "dry run: 3 open letters match, 3 would be discarded")
+		require.Contains(t, r.stderr, "--yes")
+		r = cli(t, base, operatorToken, "dead-letters", "bulk-discard", "--error-class", "junk", "--max", "10", "--dry-run", "-o", "yaml")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		var preview struct {
+			DryRun    bool    `yaml:"dry_run"`
+			Discarded int     `yaml:"discarded"`
+			IDs       []int64 `yaml:"ids"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &preview), r.stdout)
+		require.True(t, preview.DryRun)
+		require.Equal(t, 3, preview.Discarded)
+		require.Equal(t, junk, preview.IDs)
+		require.Equal(t, ctl.ExitUsage, cli(t, base, operatorToken, "dead-letters", "bulk-discard", "--error-class", "junk",
+			"--max", "10", "--yes").code, "--yes needs --reason")
+		require.Equal(t, ctl.ExitUsage, cli(t, base, operatorToken, "dead-letters", "bulk-discard", "--error-class", "junk").code,
+			"--max or --ids")
+		require.Equal(t, ctl.ExitAuth, cli(t, base, viewerToken, "dead-letters", "bulk-discard", "--error-class", "junk",
+			"--max", "10", "--dry-run").code)
+		require.Equal(t, 3, open())
+
+		r = cli(t, base, operatorToken, "dead-letters", "bulk-discard", "--ids", fmt.Sprintf("%d,%d", junk[0], junk[1]),
+			"--reason", "duplicates", "--yes")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, fmt.Sprintf("discarded 2 letters (ids: %d, %d)", junk[0], junk[1]))
+		require.Equal(t, 1, open())
+		require.Equal(t, 2, count(`SELECT count(*) FROM dead_letters WHERE error_class = 'junk' AND status = 'discarded'
+			AND resolution_reason = 'duplicates' AND resolved_by = 'ops'`))
+	})
+
+	t.Run("psp reconciliation", func(t *testing.T) {
+		r := cli(t, base, viewerToken, "psp-reconciliation", "show")
+		require.Equal(t, ctl.ExitNotFound, r.code, "no run yet: %s", r.stderr)
+		require.Equal(t, ctl.ExitAuth, cli(t, base, viewerToken, "psp-reconciliation", "run").code)
+		r = cli(t, base, operatorToken, "psp-reconciliation", "run")
+		require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+		m := regexp.MustCompile(`PSP reconciliation (\d+) requested`).FindStringSubmatch(r.stdout)
+		require.Len(t, m, 2, r.stdout)
+		id := m[1]
+		require.Equal(t, ctl.ExitRefused, cli(t, base, operatorToken, "psp-reconciliation", "run").code, "one at a time")
+		r = cli(t, base, viewerToken, "psp-reconciliation", "show")
+		require.Equal(t, ctl.ExitOK, r.code, "requested, not finished: %s", r.stderr)
+		require.Contains(t, r.stdout, "PSP reconciliation "+id+" (manual by ops")
+		require.Contains(t, r.stdout, "REQUESTED")
+
+		// webhook-api works it and finds a disagreement.
+		_, err := db.Pool.Exec(context.Background(), `
+			UPDATE psp_reconciliation_runs SET status = 'succeeded', started_at = now(), finished_at = now(), events_found = 3,
+			       events_recovered = 1, events_present = 2, disagreement_count = 1, disagreements_open = 1,
+			       disagreements = '[{"provider":"stripe","kind":"paid_at_psp_not_succeeded","payout_id":"p1","detail":"paid at Stripe","state":"new"}]'
+			WHERE id = $1`, id)
+		require.NoError(t, err)
+		for _, args := range [][]string{{"psp-reconciliation", "show"}, {"psp-reconciliation", "show", id}} {
+			r = cli(t, base, viewerToken, args...)
+			require.Equal(t, ctl.ExitUnhealthy, r.code, "a disagreement is exit 6: %s", r.stderr)
+			require.Contains(t, r.stdout, "1 DISAGREEMENTS")
+			require.Contains(t, r.stdout, "3 events found, 1 recovered, 2 present")
+			require.Regexp(t, `stripe\s+paid_at_psp_not_succeeded\s+new\s+p1\s+.*paid at Stripe`, r.stdout)
+		}
+		r = cli(t, base, viewerToken, "psp-reconciliation", "show", id, "-o", "json")
+		require.Equal(t, ctl.ExitUnhealthy, r.code)
+		require.Equal(t, "succeeded", r.json(t)["status"])
+		require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "psp-reconciliation", "show", "999999").code)
+		require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "psp-reconciliation", "show", "x").code)
+
+		r = cli(t, base, viewerToken, "psp-reconciliation", "disagreements")
+		require.Equal(t, ctl.ExitOK, r.code, "none open: %s", r.stderr)
+		runID, err := strconv.ParseInt(id, 10, 64)
+		require.NoError(t, err)
+		fixture.Disagreement{Kind: "paid_at_psp_not_succeeded", PayoutID: "p1", Detail: "paid at Stripe", FirstSeenRun: runID}.Insert(t, db.Pool)
+		r = cli(t, base, viewerToken, "psp-reconciliation", "disagreements")
+		require.Equal(t, ctl.ExitUnhealthy, r.code, r.stderr)
+		require.Regexp(t, `stripe\s+paid_at_psp_not_succeeded\s+p1\s+.*\s+`+id+`\s+.*paid at Stripe`, r.stdout)
+		r = cli(t, base, viewerToken, "psp-reconciliation", "disagreements", "-o", "yaml")
+		require.Equal(t, ctl.ExitUnhealthy, r.code)
+		var open struct {
+			Items []map[string]any `yaml:"items"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &open), r.stdout)
+		require.Len(t, open.Items, 1)
+		require.Equal(t, "p1", open.Items[0]["payout_id"])
 	})
 
 	t.Run("reconciliation", func(t *testing.T) {

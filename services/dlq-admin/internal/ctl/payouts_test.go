@@ -3,11 +3,13 @@ package ctl_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/kafkatest"
@@ -95,15 +97,54 @@ func TestAegisctlResolvesPayoutsWithFourEyes(t *testing.T) {
 		AND partition_key = 'user-7' AND payload->>'payout_id' = $1`, review))
 	r = cli(t, base, secondOperatorToken, "approvals", "approve", approval)
 	require.Equal(t, ctl.ExitRefused, r.code, r.stderr)
+	r = cli(t, base, viewerToken, "approvals", "show", approval)
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `status\s+approved`, r.stdout)
+	require.Regexp(t, `decided by\s+sam`, r.stdout)
+	require.Regexp(t, `decision reason\s+checked too`, r.stdout)
+	require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "approvals", "show", "999999").code)
+	r = cli(t, base, viewerToken, "approvals", "list", "--status", "approved", "--limit", "1", "-o", "yaml")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	var approvals struct {
+		Items []struct {
+			ID        int64  `yaml:"id"`
+			DecidedBy string `yaml:"decided_by"`
+		} `yaml:"items"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &approvals), r.stdout)
+	require.Len(t, approvals.Items, 1)
+	require.Equal(t, approval, strconv.FormatInt(approvals.Items[0].ID, 10))
+	require.Equal(t, "sam", approvals.Items[0].DecidedBy)
 
 	var rid string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id::text FROM payout_resolutions WHERE payout_id = $1`, review).Scan(&rid))
 	r = cli(t, base, viewerToken, "resolutions", "show", rid)
 	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
 	require.Regexp(t, `status\s+pending`, r.stdout)
+	r = cli(t, base, viewerToken, "resolutions", "list", "--payout-id", review)
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2, r.stdout)
+	require.Regexp(t, rid+`\s+failed\s+pending\s+ops\s+sam\s+po_1Abc`, lines[1])
+	require.Equal(t, ctl.ExitUsage, cli(t, base, viewerToken, "resolutions", "list").code, "--payout-id is required")
+
+	// The payout itself, read-only: where it stands and how it got there.
+	r = cli(t, base, viewerToken, "payouts", "show", review)
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `status\s+NEEDS_REVIEW`, r.stdout)
+	require.Regexp(t, `last error\s+psp_missing: the PSP has no object`, r.stdout)
+	require.Contains(t, r.stdout, "transitions:")
+	require.Contains(t, r.stdout, "calls to the PSP:")
+	r = cli(t, base, viewerToken, "payouts", "show", review, "-o", "json")
+	require.Equal(t, ctl.ExitOK, r.code, r.stderr)
+	require.Equal(t, review, r.json(t)["id"])
+	require.Equal(t, ctl.ExitNotFound, cli(t, base, viewerToken, "payouts", "show", "5b0f0c52-8c43-4c8a-9a35-1f8f0f1e1a11").code)
 	// payout-worker's verdict: the PSP disagreed.
 	fixture.Verdict{ResolutionID: rid, Status: "refused", PSPAnswer: "the PSP says paid"}.Insert(t, db.Pool)
 	r = cli(t, base, viewerToken, "resolutions", "show", rid)
 	require.Equal(t, ctl.ExitUnhealthy, r.code, r.stderr)
 	require.Contains(t, r.stdout, "the PSP says paid")
+	r = cli(t, base, viewerToken, "resolutions", "show", rid, "-o", "json")
+	require.Equal(t, ctl.ExitUnhealthy, r.code, "refused is exit 6 whatever the output")
+	require.Equal(t, "refused", r.json(t)["status"])
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // table writes aligned columns.
@@ -39,15 +42,14 @@ func (t *table) flush() error {
 	return nil
 }
 
-// printRaw writes an API answer as it came, indented.
 // post sends a write and decodes its answer into out as what, unless
-// --output json printed the answer as it is (printed true).
+// -o json|yaml printed the answer as it is (printed true).
 func (e *env) post(ctx context.Context, path string, body any, what string, out any) (printed bool, err error) {
 	raw, err := e.c.do(ctx, http.MethodPost, path, nil, body)
 	if err != nil {
 		return false, err
 	}
-	if e.json {
+	if e.structured() {
 		return true, e.printRaw(raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
@@ -56,23 +58,118 @@ func (e *env) post(ctx context.Context, path string, body any, what string, out 
 	return false, nil
 }
 
+// printRaw writes an API answer as it came: JSON indented, or the same
+// document as YAML (keys in the API's order).
 func (e *env) printRaw(raw json.RawMessage) error {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
+	var b []byte
+	var err error
+	if e.output == "yaml" {
+		b, err = jsonToYAML(raw)
+	} else {
+		var buf bytes.Buffer
+		if err = json.Indent(&buf, raw, "", "  "); err == nil {
+			buf.WriteByte('\n')
+			b = buf.Bytes()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("answer is not JSON: %w", err)
 	}
-	b.WriteByte('\n')
-	_, err := e.out.Write(b.Bytes())
-	return err
-}
-
-func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.out)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
+	if _, err := e.out.Write(b); err != nil {
+		return fmt.Errorf("write answer: %w", err)
 	}
 	return nil
+}
+
+// printJSON writes v (an answer put together from several, such as every
+// page of a list) as printRaw writes an answer.
+func (e *env) printJSON(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode answer: %w", err)
+	}
+	return e.printRaw(raw)
+}
+
+// jsonToYAML converts one JSON document to YAML, keeping the order of its
+// keys and the type of every value (a JSON string "123" stays a string).
+func jsonToYAML(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	node, err := yamlNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one JSON value")
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(node); err != nil {
+		return nil, fmt.Errorf("encode YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode YAML: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// yamlNode reads the next JSON value from dec as a YAML node.
+func yamlNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("read JSON: %w", err)
+	}
+	scalar := func(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, fmt.Errorf("read JSON: %w", err)
+				}
+				key, ok := k.(string)
+				if !ok {
+					return nil, fmt.Errorf("read JSON: key %v is not a string", k)
+				}
+				v, err := yamlNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, scalar("!!str", key), v)
+			}
+			_, err := dec.Token() // '}'
+			return n, err
+		case '[':
+			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for dec.More() {
+				v, err := yamlNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, v)
+			}
+			_, err := dec.Token() // ']'
+			return n, err
+		}
+		return nil, fmt.Errorf("read JSON: unexpected %v", t)
+	case string:
+		return scalar("!!str", t), nil
+	case json.Number:
+		if _, err := t.Int64(); err == nil {
+			return scalar("!!int", t.String()), nil
+		}
+		return scalar("!!float", t.String()), nil
+	case bool:
+		return scalar("!!bool", fmt.Sprint(t)), nil
+	case nil:
+		return scalar("!!null", "null"), nil
+	}
+	return nil, fmt.Errorf("read JSON: unexpected %T", tok)
 }
 
 // indent writes raw JSON indented under a heading; null or empty as "(none)".

@@ -94,7 +94,8 @@ func New(cfg Config, deps Deps) (*Deliverer, error) {
 	// A new group starts at the oldest record Kafka holds: turning delivery
 	// on takes in the retained backlog (event ids make it idempotent).
 	d.client, err = kafkax.NewClient(cfg.Brokers, logger, append(
-		consumer.ClientOpts(cfg.Group, cfg.Membership, kafkax.TopicSettlements), cfg.Security.Opts()...)...)
+		consumer.ClientOpts(cfg.Group, cfg.Membership, kafkax.TopicSettlements), append(cfg.Security.Opts(),
+			kafkax.Metrics(common.Registerer, "outbound", logger))...)...)
 	if err != nil {
 		return nil, fmt.Errorf("outbound delivery: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dbgauge"
 	"github.com/aegis-payments/aegis/pkg/provider"
 	"github.com/aegis-payments/aegis/pkg/stripeapi"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/fees/sqlcdb"
@@ -52,10 +53,6 @@ type Collector struct {
 	logger *slog.Logger
 	now    func() time.Time
 	posted prometheus.Counter
-	// readTo is the cursor after the last round that read its whole
-	// window: a failing collector lets it age, which pages
-	// (AegisPSPFeesNotCollected).
-	readTo prometheus.Gauge
 }
 
 // New returns a collector reading Stripe through api.
@@ -63,15 +60,35 @@ func New(api *stripeapi.Client, pool *pgxpool.Pool, l *ledger.Ledger, cfg Config
 	reg prometheus.Registerer, now func() time.Time) (*Collector, error) {
 	posted := prometheus.NewCounter(prometheus.CounterOpts{Name: "aegis_psp_fees_posted_total",
 		Help: "Stripe fees read from its balance transactions and posted to the ledger.", ConstLabels: prometheus.Labels{"provider": "stripe"}})
-	readTo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "aegis_psp_fees_read_to_timestamp_seconds",
-		Help:        "How far Stripe's balance transactions have been read and their fees posted (Unix time).",
-		ConstLabels: prometheus.Labels{"provider": "stripe"}})
-	for _, c := range []prometheus.Collector{posted, readTo} {
+	for _, c := range []prometheus.Collector{posted, readToGauge(pool, logger)} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register fee metric: %w", err)
 		}
 	}
-	return &Collector{api: api, pool: pool, ledger: l, cfg: cfg, logger: logger, now: now, posted: posted, readTo: readTo}, nil
+	return &Collector{api: api, pool: pool, ledger: l, cfg: cfg, logger: logger, now: now, posted: posted}, nil
+}
+
+// readToGauge exports Stripe's cursor, the end of the last round that read
+// its whole window, read from psp_fee_cursors at every scrape (a primary
+// key lookup): a failing collector lets it age, which pages
+// (AegisPSPFeesNotCollected). Every replica exports it, whichever ran the
+// round, and a restarted one at once rather than a 0 until its first round
+// (up to PSP_FEE_INTERVAL). Before the first round stores it, nothing.
+func readToGauge(pool *pgxpool.Pool, logger *slog.Logger) *dbgauge.Collector {
+	desc := prometheus.NewDesc("aegis_psp_fees_read_to_timestamp_seconds",
+		"How far Stripe's balance transactions have been read and their fees posted (Unix time), as stored.",
+		nil, prometheus.Labels{"provider": string(provider.Stripe)})
+	return dbgauge.New("stripe fee cursor", logger, func(ctx context.Context, emit dbgauge.Emit) error {
+		readTo, err := sqlcdb.New(pool).Cursor(ctx, string(provider.Stripe))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the stripe fee cursor: %w", err)
+		}
+		emit(desc, float64(readTo.Unix()))
+		return nil
+	}, desc)
 }
 
 // Round says what one round did.
@@ -172,7 +189,6 @@ func (c *Collector) Collect(ctx context.Context) (Round, error) {
 		return r, fmt.Errorf("fee round: post fees: %w", err)
 	}
 	c.posted.Add(float64(r.Posted))
-	c.readTo.Set(float64(r.To.Unix()))
 	return r, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/psptest"
 	"github.com/aegis-payments/aegis/pkg/stripeapi"
@@ -87,4 +88,58 @@ func TestAFeeRoundThatCannotReadStripeKeepsItsWindow(t *testing.T) {
 	var cursors int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM psp_fee_cursors`).Scan(&cursors))
 	require.Zero(t, cursors, "the cursor did not move")
+}
+
+// readTo is what reg exports of the fee cursor: its value, and whether it
+// is exported at all.
+func readTo(t *testing.T, reg *prometheus.Registry) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "aegis_psp_fees_read_to_timestamp_seconds" {
+			require.Len(t, f.GetMetric(), 1)
+			m := f.GetMetric()[0]
+			require.Equal(t, "provider", m.GetLabel()[0].GetName())
+			require.Equal(t, "stripe", m.GetLabel()[0].GetValue())
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// Every replica exports how far the fees were read as stored, including
+// one that never ran a round (another holds the lock) and one restarted
+// since: not a 0 until its own first round, up to PSP_FEE_INTERVAL later,
+// which would page (AegisPSPFeesNotCollected).
+func TestEveryReplicaExportsTheStoredFeeCursor(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	psp := psptest.Start(t, nil)
+	api := stripeapi.New("sk_test_aegis", psp.URL, &http.Client{Timeout: 10 * time.Second})
+	now := time.Now().Add(time.Minute)
+	cfg := fees.Config{Every: time.Hour, Window: time.Hour, Overlap: time.Hour, Grace: 0}
+	replica := func() (*fees.Collector, *prometheus.Registry) {
+		reg := prometheus.NewRegistry()
+		c, err := fees.New(api, db.As(t, migrations.RolePayoutWorker), ledger.New(db.Pool), cfg,
+			slog.New(slog.DiscardHandler), reg, func() time.Time { return now })
+		require.NoError(t, err)
+		return c, reg
+	}
+	ran, ranReg := replica()
+	_, idleReg := replica()
+	_, ok := readTo(t, idleReg)
+	require.False(t, ok, "no round stored yet: no figure, not a 0")
+
+	psp.Pay(t, "stripe", "alice", 1_000, "usd")
+	r, err := ran.Collect(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Posted)
+
+	_, restartedReg := replica()
+	for name, reg := range map[string]*prometheus.Registry{"ran": ranReg, "idle": idleReg, "restarted": restartedReg} {
+		v, ok := readTo(t, reg)
+		require.True(t, ok, name)
+		require.Equal(t, float64(r.To.Unix()), v, name)
+	}
 }

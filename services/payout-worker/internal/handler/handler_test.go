@@ -67,6 +67,8 @@ func TestPayoutHappyPathThenPaidWebhook(t *testing.T) {
 	require.Equal(t, psp.IdempotencyKey(pid), objs[0].IdempotencyKey)
 	require.Equal(t, p.Reference, objs[0].ID)
 	w.waitProcessed("payout:" + pid + ":request")
+	require.EqualValues(t, 1, w.pspCalls("stripe", psp.OpCreate, "ok"), "the create was timed, once")
+	require.Zero(t, w.pspCalls("stripe", psp.OpFind, "ok")+w.pspCalls("stripe", psp.OpFind, "not_found"), "no lookup")
 
 	w.pspOutcome("evt_paid_"+pid, pid, event.ActionPayoutPaid, time.Now())
 	w.waitStatus(pid, payout.Succeeded)

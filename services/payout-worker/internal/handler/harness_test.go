@@ -312,6 +312,8 @@ func setup(t *testing.T, o options) *world {
 	reg := prometheus.NewRegistry()
 	w.reg = reg
 	bm := breaker.NewMetrics(reg)
+	calls, err := psp.NewCallMetrics(reg)
+	require.NoError(t, err)
 	registry := psp.Registry{}
 	httpClient := &http.Client{}
 	for name, c := range map[string]psp.Client{
@@ -324,7 +326,7 @@ func setup(t *testing.T, o options) *world {
 		br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:" + name, ConsecutiveFailures: o.breakerFailures,
 			OpenFor: o.breakerOpenFor, HalfOpenProbes: 1}, logger, bm)
 		require.NoError(t, err)
-		registry[name] = psp.WithBreaker(c, br)
+		registry[name] = psp.WithBreaker(psp.Timed(c, calls), br)
 		w.breakers[name] = br
 	}
 	w.alerts = &alertReceiver{}
@@ -342,6 +344,9 @@ func setup(t *testing.T, o options) *world {
 	}, payout.Deps{Deps: lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now},
 		Pool: w.db.Pool, Ledger: l, PSPs: registry, Locks: locks, Letters: letters})
 	require.NoError(t, err)
+	require.NoError(t, payout.RegisterAgeGauges(w.db.Pool, sweepCfg.Deadlines,
+		lifecycle.Deps{Logger: logger, Registerer: reg, Clock: w.clock.now}))
+	require.NoError(t, payout.RegisterReceivableGauge(w.db.Pool, lifecycle.Deps{Logger: logger, Registerer: reg}))
 	w.proc = proc
 	// Two committers: groups commit concurrently, as they may in production.
 	credits, err := ledger.NewCreditCommitter(l, w.db.Pool, ledger.CreditCommitterConfig{Workers: 2},

@@ -105,8 +105,8 @@ func TestRefundTheWalletCannotCoverBecomesAReceivableThatBlocksPayoutsAndIsAlert
 	require.Eventually(t, func() bool { return w.hasAlert("receivable:" + w.user) }, 5*time.Second, 20*time.Millisecond,
 		"the alert names the user")
 	// What pages is the condition: a user owes (AegisReceivableOpen on
-	// aegis_receivables_open, set by the sweep on every replica).
-	w.sweep()
+	// aegis_receivables_open, read from Postgres at each scrape on every
+	// replica).
 	require.Equal(t, 1.0, w.gaugeSum(payout.MetricReceivablesOpen), "one user owes")
 
 	blocked := w.createPayout(1, "acct_ok", "stripe")
@@ -120,14 +120,12 @@ func TestRefundTheWalletCannotCoverBecomesAReceivableThatBlocksPayoutsAndIsAlert
 	require.Equal(t, 300, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
 	require.Equal(t, -300, w.count(`SELECT coalesce(sum(e.amount), 0)::int FROM ledger_entries e JOIN wallets a ON a.id = e.wallet_id
 		WHERE a.kind = 'system' AND a.owner = 'receivables'`))
-	w.sweep()
 	require.Equal(t, 1.0, w.gaugeSum(payout.MetricReceivablesOpen), "still owes 300")
 
 	// Repaid in full: the condition resolves by itself.
 	w.credit("evt_pay3", "pi_3", 300)
 	w.waitProcessed("stripe:evt_pay3")
 	require.Zero(t, w.count(`SELECT owed FROM wallets WHERE kind = 'user' AND owner = $1`, w.user))
-	w.sweep()
 	require.Equal(t, 0.0, w.gaugeSum(payout.MetricReceivablesOpen), "nobody owes: AegisReceivableOpen resolves")
 }
 
@@ -270,4 +268,27 @@ func (w *world) moneyBackCounter(kind, result string) prometheus.Collector {
 		}
 	}
 	return g
+}
+
+// pspCalls is how many calls aegis_psp_call_seconds timed for provider,
+// operation and result.
+func (w *world) pspCalls(provider, operation, result string) uint64 {
+	w.t.Helper()
+	mfs, err := w.reg.Gather()
+	require.NoError(w.t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "aegis_psp_call_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["provider"] == provider && labels["operation"] == operation && labels["result"] == result {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
 }

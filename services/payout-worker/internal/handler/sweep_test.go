@@ -53,6 +53,7 @@ func TestPayoutWhoseWebhookNeverComesIsSettledFromThePSPsRecord(t *testing.T) {
 	w.clock.advance(sweepCfg.After + time.Second)
 	require.Equal(t, map[string]int{payout.SweptPaid: 1}, w.sweep())
 	require.Equal(t, payout.Succeeded, w.payout(pid).Status)
+	require.EqualValues(t, 1, w.pspCalls("stripe", "find", "ok"), "the sweeper's lookup was timed")
 	require.EqualValues(t, 3500, w.balance())
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'payout_settle' AND reference = $1`, pid))
 	require.Equal(t, 1, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.settlements' AND event_type = 'payout.succeeded'`))

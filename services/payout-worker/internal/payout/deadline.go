@@ -160,65 +160,22 @@ func (c SweepConfig) Validate(p Config, inPlace time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// deadlineMetrics are the deadline gauges and counter.
+// deadlineMetrics are the deadline counter; the age gauges are read from
+// Postgres at each scrape (ages.go).
 type deadlineMetrics struct {
-	oldest  *prometheus.GaugeVec
-	overdue *prometheus.GaugeVec
 	actions *prometheus.CounterVec
-	// receivables: users owing money, per currency (AegisReceivableOpen).
-	receivables *prometheus.GaugeVec
 }
-
-// MetricReceivablesOpen is the gauge of users who owe money, per currency.
-const MetricReceivablesOpen = "aegis_receivables_open"
 
 func newDeadlineMetrics(reg prometheus.Registerer) *deadlineMetrics {
 	m := &deadlineMetrics{
-		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "aegis_payout_oldest_age_seconds",
-			Help: "How long the oldest payout in each unfinished state has been in it (0: none), as of the latest sweep.",
-		}, []string{"state"}),
-		overdue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "aegis_payout_overdue",
-			Help: "Payouts in each unfinished state past that state's deadline, as of the latest sweep.",
-		}, []string{"state"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_payout_deadline_escalations_total",
 			Help: "Payouts past their state's deadline that the sweeper acted on, by state and action " +
 				"(republished, resumed, escalated: to NEEDS_REVIEW).",
 		}, []string{"state", "action"}),
-		receivables: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: MetricReceivablesOpen,
-			Help: "Users who owe money after a refund or dispute took more than their wallet held, per currency, as of the " +
-				"latest sweep (from the database: every replica exports the same figure, take max).",
-		}, []string{"currency"}),
 	}
-	reg.MustRegister(m.oldest, m.overdue, m.actions, m.receivables)
+	reg.MustRegister(m.actions)
 	return m
-}
-
-// observeAges sets the age gauges: per state, an index probe for the
-// oldest and a range scan of the overdue (payouts_status_since_idx).
-func (pr *Processor) observeAges(ctx context.Context, q *sqlcdb.Queries, d Deadlines) error {
-	// Postgres keeps microseconds: an empty state's "oldest" is now, to
-	// the microsecond, and its age 0.
-	now := pr.now().Truncate(time.Microsecond)
-	for _, s := range unfinished() {
-		r, err := q.OldestInState(ctx, sqlcdb.OldestInStateParams{Status: string(s), Before: now.Add(-d.For(s)), Now: now})
-		if err != nil {
-			return fmt.Errorf("sweep: measure the age of %s payouts: %w", s, err)
-		}
-		pr.metrics.deadlines.oldest.WithLabelValues(string(s)).Set(max(now.Sub(r.Oldest).Seconds(), 0))
-		pr.metrics.deadlines.overdue.WithLabelValues(string(s)).Set(float64(r.Overdue))
-	}
-	owing, err := q.OpenReceivables(ctx)
-	if err != nil {
-		return fmt.Errorf("sweep: count the users who owe money: %w", err)
-	}
-	for _, r := range owing {
-		pr.metrics.deadlines.receivables.WithLabelValues(r.Currency).Set(float64(r.Owing))
-	}
-	return nil
 }
 
 // sweepDeadlines acts on the payouts past the deadline of INITIALIZED,

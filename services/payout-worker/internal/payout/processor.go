@@ -624,7 +624,8 @@ type Metrics struct {
 	retries  *prometheus.CounterVec
 	finished *prometheus.CounterVec
 	swept    *prometheus.CounterVec
-	// deadlines: the age of each state's oldest payout, deadline actions.
+	// deadlines: what the sweeper did past a deadline (the age gauges:
+	// ages.go).
 	deadlines *deadlineMetrics
 }
 

@@ -138,19 +138,43 @@ WHERE payout_id = @payout_id AND to_status = 'RETRYING'
 ORDER BY id DESC
 LIMIT 1;
 
--- name: OldestInState :one
--- When the oldest payout in @status entered it (@now: none), and how many
--- entered it before @before (past its deadline): an index probe and a
--- range scan of the overdue ones (payouts_status_since_idx). Run per state
--- once per sweep.
-SELECT coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = @status), @now::timestamptz)::timestamptz AS oldest,
-       (SELECT count(*) FROM payouts p WHERE p.status = @status AND p.status_since < @before)::bigint AS overdue;
+-- name: PayoutAges :many
+-- Per unfinished state, when its oldest payout entered it (@now: none) and
+-- how many entered it before the state's deadline (@*_before: past it),
+-- read at every scrape of the age gauges (ages.go). Each state is written
+-- out rather than a parameter: the literal proves the predicate of the
+-- partial index payouts_status_since_idx, so each state is an index probe
+-- for the oldest and a range scan of the overdue ones under any plan (a
+-- parameter, under a generic plan, loses the index and scans the table).
+SELECT 'INITIALIZED'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'INITIALIZED'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'INITIALIZED' AND p.status_since < @initialized_before::timestamptz)::bigint AS overdue
+UNION ALL
+SELECT 'SENDING_TO_GATEWAY'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'SENDING_TO_GATEWAY'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'SENDING_TO_GATEWAY' AND p.status_since < @sending_before::timestamptz)::bigint AS overdue
+UNION ALL
+SELECT 'RETRYING'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'RETRYING'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'RETRYING' AND p.status_since < @retrying_before::timestamptz)::bigint AS overdue
+UNION ALL
+SELECT 'SENT_TO_GATEWAY'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'SENT_TO_GATEWAY'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'SENT_TO_GATEWAY' AND p.status_since < @pending_before::timestamptz)::bigint AS overdue
+UNION ALL
+SELECT 'AWAITING_RESPONSE'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'AWAITING_RESPONSE'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'AWAITING_RESPONSE' AND p.status_since < @pending_before::timestamptz)::bigint AS overdue
+UNION ALL
+SELECT 'NEEDS_REVIEW'::text AS status,
+       coalesce((SELECT min(p.status_since) FROM payouts p WHERE p.status = 'NEEDS_REVIEW'), @now::timestamptz)::timestamptz AS oldest,
+       (SELECT count(*) FROM payouts p WHERE p.status = 'NEEDS_REVIEW' AND p.status_since < @review_before::timestamptz)::bigint AS overdue;
 
 -- name: OpenReceivables :many
 -- Per currency of the user wallets, how many users owe money (owed > 0: a
 -- refund or dispute took more than the wallet held): the condition
--- AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run
--- once per sweep.
+-- AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run at
+-- each scrape (receivables.go).
 SELECT currency::text AS currency, count(*) FILTER (WHERE owed > 0)::bigint AS owing
 FROM wallets WHERE kind = 'user'
 GROUP BY currency ORDER BY currency;

@@ -112,10 +112,6 @@ func (pr *Processor) Sweep(ctx context.Context, cfg SweepConfig) (map[string]int
 	if err := pr.sweepDeadlines(ctx, q, cfg, done); err != nil {
 		return done, err
 	}
-	// Measured last: what this sweep moved on no longer counts.
-	if err := pr.observeAges(ctx, q, cfg.Deadlines); err != nil {
-		return done, err
-	}
 	for k, n := range done {
 		if n == 0 {
 			delete(done, k)

@@ -366,3 +366,68 @@ func TestStripeConnectedPayout(t *testing.T) {
 	require.NotErrorIs(t, err, psp.ErrNotFound)
 	require.True(t, psp.OutcomeUnknown(err))
 }
+
+// callCounts reads aegis_psp_call_seconds from reg: each series' count,
+// keyed provider/operation/result, and checks it has the classic buckets.
+func callCounts(t *testing.T, reg *prometheus.Registry) map[string]uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "aegis_psp_call_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			h := m.GetHistogram()
+			require.Len(t, h.GetBucket(), 11)
+			require.InDelta(t, 0.05, h.GetBucket()[0].GetUpperBound(), 1e-9)
+			require.InDelta(t, 30, h.GetBucket()[10].GetUpperBound(), 1e-9)
+			out[l["provider"]+"/"+l["operation"]+"/"+l["result"]] = h.GetSampleCount()
+		}
+	}
+	return out
+}
+
+// Every call the breaker lets through is timed once, by provider,
+// operation and what came of it; a call the open breaker refuses is not
+// made and not timed.
+func TestCallsAreTimed(t *testing.T) {
+	s := standIn(t)
+	reg := prometheus.NewPedanticRegistry()
+	calls, err := psp.NewCallMetrics(reg)
+	require.NoError(t, err)
+	_, err = psp.NewCallMetrics(reg)
+	require.Error(t, err, "registered once per process")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	br, err := breaker.New[psp.Result](breaker.Config{Name: "psp:stripe", ConsecutiveFailures: 2, OpenFor: time.Hour, HalfOpenProbes: 1},
+		logger, breaker.NewMetrics(reg))
+	require.NoError(t, err)
+	st := psp.WithBreaker(psp.Timed(stripeClient(s), calls), br)
+	ps := psp.Timed(paystackClient(s), calls)
+	ctx := context.Background()
+
+	_, err = st.CreatePayout(ctx, req("p-timed-1", "ba_1"))
+	require.NoError(t, err)
+	_, err = st.FindPayout(ctx, psp.Lookup{PayoutID: "p-timed-none", Destination: "ba_1", Since: time.Now().Add(-time.Minute)})
+	require.ErrorIs(t, err, psp.ErrNotFound)
+	_, err = ps.CreatePayout(ctx, psp.Request{PayoutID: "0193a9c8-0000-7000-8000-0000000000e1", Amount: 1, Currency: "ngn", Destination: "RCP_invalid_1"})
+	require.Equal(t, errclass.Permanent, errclass.Of(err))
+	require.Equal(t, map[string]uint64{"stripe/create/ok": 1, "stripe/find/not_found": 1, "paystack/create/permanent": 1}, callCounts(t, reg))
+
+	// Two 5xx open the breaker; the third create is refused unsent.
+	s.SetFaults(t, psptest.Faults{Provider: "stripe", Next: []psptest.Fault{{Kind: "5xx", Count: 2}}})
+	defer s.ClearFaults(t)
+	for range 2 {
+		_, err = st.CreatePayout(ctx, req("p-timed-2", "ba_1"))
+		require.Equal(t, errclass.Transient, errclass.Of(err))
+	}
+	_, err = st.CreatePayout(ctx, req("p-timed-2", "ba_1"))
+	require.Equal(t, errclass.BreakerOpen, errclass.Of(err))
+	require.Equal(t, map[string]uint64{"stripe/create/ok": 1, "stripe/find/not_found": 1, "paystack/create/permanent": 1,
+		"stripe/create/transient": 2}, callCounts(t, reg))
+}

@@ -85,7 +85,7 @@ func newServerWith(t *testing.T, pool *pgxpool.Pool, stripeSecrets []string, o o
 		o.now = time.Now
 	}
 	if o.pspURL == "" {
-		o.pspURL = psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackSecret}).URL
+		o.pspURL = psptest.Start(t, map[string]string{"PSP_PAYSTACK_SECRET_KEY": paystackSecret}).URL
 	}
 	pspHTTP := &http.Client{Timeout: 10 * time.Second}
 	checker := destinations.Checker{Stripe: stripeapi.New("sk_test_aegis", o.pspURL, pspHTTP),

@@ -24,7 +24,7 @@ import (
 // PSP's objects looked up among ours) and one SUCCEEDED here that the PSP
 // has no object for (ours checked at the PSP).
 func TestRunComparesPayoutsWithTheGrantsLeftAfterTheContract(t *testing.T) {
-	standIn := psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackKey})
+	standIn := psptest.Start(t, map[string]string{"PSP_PAYSTACK_SECRET_KEY": paystackKey})
 	db := pgtest.New(t)
 	e := &env{t: t, db: db, psp: standIn}
 	ctx := context.Background()

@@ -68,7 +68,7 @@ func newBareEnv(t *testing.T, cfg pspsync.Config) *env {
 	t.Helper()
 	// No webhook URLs: every event stays in the PSP's record only, as if
 	// each webhook had been lost; the tests deliver some by hand.
-	standIn := psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackKey})
+	standIn := psptest.Start(t, map[string]string{"PSP_PAYSTACK_SECRET_KEY": paystackKey})
 	db := pgtest.New(t)
 	store := ingest.NewStore(db.Pool, noNotify{}, time.Now)
 	runs := pspsync.NewRuns(db.Pool)

@@ -172,3 +172,10 @@ GROUP BY p.currency ORDER BY p.currency;
 SELECT id, (report -> @provider::text -> 'balance')::jsonb AS balance FROM psp_reconciliation_runs
 WHERE id < @run_id::bigint AND finished_at IS NOT NULL AND jsonb_typeof(report -> @provider::text -> 'balance') = 'array'
 ORDER BY id DESC LIMIT 1;
+
+-- name: LastSucceeded :one
+-- When the latest succeeded run finished (aegis_psp_reconciliation_last_success_timestamp_seconds).
+-- One run is active at a time, so the latest requested is the latest
+-- finished: the requested_at index finds it without a scan.
+SELECT finished_at::timestamptz AS finished_at FROM psp_reconciliation_runs
+WHERE status = 'succeeded' ORDER BY requested_at DESC LIMIT 1;

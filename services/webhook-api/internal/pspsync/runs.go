@@ -189,6 +189,19 @@ func (r *Runs) OpenDisagreements(ctx context.Context) (map[[2]string]int, error)
 	return out, nil
 }
 
+// LastSucceeded is when the latest succeeded run finished; ok is false
+// when none has.
+func (r *Runs) LastSucceeded(ctx context.Context) (t time.Time, ok bool, err error) {
+	t, err = r.q.LastSucceeded(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the latest succeeded psp reconciliation run: %w", err)
+	}
+	return t, true, nil
+}
+
 // Cursor is how far the provider's record was read; ok is false before
 // the first run.
 func (r *Runs) Cursor(ctx context.Context, provider string) (time.Time, bool, error) {

@@ -64,6 +64,13 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 		return nil, nil, err
 	}
 	w.timeout = cfg.RescueAfter
+	if cfg.Interval > 0 {
+		// Scheduled runs are due every Interval: their age can be alerted
+		// on (AegisPSPReconciliationStale). On demand only, it cannot.
+		if err := deps.Registerer.Register(lastSuccessGauge(runs, deps.Logger)); err != nil {
+			return nil, nil, fmt.Errorf("pspsync: %w", err)
+		}
+	}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, nil, fmt.Errorf("pspsync: %w", err)
@@ -193,6 +200,12 @@ func NewWorker(runs *Runs, rec *Reconciler, stopping <-chan struct{}, deps lifec
 		if err := deps.Registerer.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	// Both series from the start: a counter that appears at its first
+	// increment has no increase to show (AegisPSPReconciliationFailing
+	// would miss a replica's first failed run).
+	for _, s := range []string{StatusSucceeded, StatusFailed} {
+		w.finished.WithLabelValues(s)
 	}
 	return w, nil
 }

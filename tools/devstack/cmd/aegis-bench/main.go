@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
 )
 
@@ -42,7 +43,12 @@ func run() error {
 	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
 	logs := flag.String("logs", "", "write the processes' logs to this file")
 	plot := flag.String("plot", "", "write the e2e scenario's SVG plot to this file (default: bench-e2e.svg beside -out)")
+	version := flag.Bool("version", false, "print the build and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(buildinfo.Get().String("aegis-bench"))
+		return nil
+	}
 
 	admin := os.Getenv("BENCH_DATABASE_URL")
 	if admin == "" {

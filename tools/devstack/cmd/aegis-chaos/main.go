@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/chaos"
 )
@@ -71,7 +72,12 @@ func run() (bool, error) {
 	plantLate := flag.Bool("plant-late-attempt", false, "run payout-worker built with -tags chaos and "+chaos.PlantLateFirstAttemptEnv+
 		"=1 (first_attempt_at saved after the PSP call, the old ordering): the week profile must report a double payment")
 	printScale := flag.Bool("print-scale", false, "print the durations the profile scales, with their real and scaled values, and exit")
+	version := flag.Bool("version", false, "print the build and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(buildinfo.Get().String("aegis-chaos"))
+		return true, nil
+	}
 
 	profile, err := chaos.ProfileNamed(*profileName)
 	if err != nil {

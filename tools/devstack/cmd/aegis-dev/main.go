@@ -33,10 +33,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(buildinfo.Get().String("aegis-dev"))
+		return
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("service", "aegis-dev")
 	if err := run(logger); err != nil {
 		logger.Error("make dev failed", "error", err.Error())

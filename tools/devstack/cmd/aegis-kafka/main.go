@@ -43,11 +43,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/localkafka"
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(buildinfo.Get().String("aegis-kafka"))
+		return
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("service", "kafka")
 	if err := run(logger); err != nil {
 		logger.Error("kafka stand-in failed", "error", err.Error())

@@ -1,5 +1,7 @@
 // Command aegis-psp runs the local Stripe/Paystack stand-in (see
-// tools/devstack/internal/psp).
+// tools/devstack/internal/psp). It refuses to start with a live-looking PSP
+// key in its environment. `aegis-psp healthcheck` asks a running one whether
+// it answers; `aegis-psp --version` prints its build.
 package main
 
 import (
@@ -14,16 +16,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
-		if err := healthcheck(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "healthcheck":
+			if err := healthcheck(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			return
+		case "version", "--version", "-version":
+			fmt.Println(buildinfo.Get().String("aegis-psp"))
+			return
 		}
-		return
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With(slog.String("service", "psp-standin"))
 	if err := run(logger); err != nil {

@@ -16,9 +16,9 @@ const (
 	EnvSeed                = "PSP_SEED"
 	EnvFaults              = "PSP_FAULTS"
 	EnvStripeWebhookURL    = "PSP_STRIPE_WEBHOOK_URL"
-	EnvStripeWebhookSecret = "STRIPE_WEBHOOK_SECRET"
+	EnvStripeWebhookSecret = "PSP_STRIPE_WEBHOOK_SECRET"
 	EnvPaystackWebhookURL  = "PSP_PAYSTACK_WEBHOOK_URL"
-	EnvPaystackSecretKey   = "PAYSTACK_SECRET_KEY"
+	EnvPaystackSecretKey   = "PSP_PAYSTACK_SECRET_KEY"
 	EnvSettleDelay         = "PSP_SETTLE_DELAY"
 	EnvWebhookMaxAttempts  = "PSP_WEBHOOK_MAX_ATTEMPTS"
 	EnvWebhookBackoff      = "PSP_WEBHOOK_BACKOFF"
@@ -106,6 +106,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 
+	if err := refuseLiveKeys(get); err != nil {
+		return Config{}, err
+	}
+
 	if v := get(EnvAddr); v != "" {
 		cfg.Addr = v
 	}
@@ -177,6 +181,38 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// liveKeyVars are the variables the stand-in refuses to start with when
+// they hold a live-looking key: its own secrets, and the services' PSP
+// secrets should it be started in an environment that holds them (it never
+// reads them otherwise).
+var liveKeyVars = []string{
+	EnvStripeWebhookSecret, EnvPaystackSecretKey,
+	"STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET", "PAYSTACK_SECRET_KEY",
+}
+
+// LiveKey reports whether key looks like a live Stripe or Paystack key:
+// secret (sk_live_), restricted (rk_live_) or publishable (pk_live_). The
+// stand-in never takes one: it is for development and tests only.
+func LiveKey(key string) bool {
+	for _, prefix := range []string{"sk_live_", "rk_live_", "pk_live_"} {
+		if strings.Contains(key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseLiveKeys fails, naming the variable but never its value, when one
+// of liveKeyVars holds a live-looking key.
+func refuseLiveKeys(get func(string) string) error {
+	for _, name := range liveKeyVars {
+		if LiveKey(get(name)) {
+			return fmt.Errorf("%s holds a live PSP key: the stand-in is for development and tests only and never runs with production secrets", name)
+		}
+	}
+	return nil
 }
 
 func parseEnvDuration(v string) (time.Duration, error) {

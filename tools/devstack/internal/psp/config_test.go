@@ -102,3 +102,40 @@ func TestDurationJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `"1.5s"`, string(b))
 }
+
+// The stand-in never runs with production secrets: a live-looking key in
+// one of its secrets, or in the services' PSP secrets should its
+// environment hold them, stops it, naming the variable but not the key.
+func TestConfigFromEnvRefusesLiveKeys(t *testing.T) {
+	for name, key := range map[string]string{
+		psp.EnvPaystackSecretKey:   "sk_live_0123456789abcdef",
+		psp.EnvStripeWebhookSecret: "whsec_test, sk_live_0123456789",
+		"STRIPE_SECRET_KEY":        "rk_live_51Habcdef0123456789",
+		"PAYSTACK_SECRET_KEY":      "sk_live_paystack0123456789",
+		"STRIPE_WEBHOOK_SECRET":    "pk_live_0123456789",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := psp.ConfigFromEnv(envOf(map[string]string{name: key}))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), name)
+			require.Contains(t, err.Error(), "live")
+			require.NotContains(t, err.Error(), key)
+		})
+	}
+	// Test keys, and the services' variables with test keys, are fine.
+	_, err := psp.ConfigFromEnv(envOf(map[string]string{
+		psp.EnvPaystackSecretKey: "sk_test_ps", "STRIPE_SECRET_KEY": "sk_test_x", "PAYSTACK_SECRET_KEY": "sk_test_y",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, "PSP_PAYSTACK_SECRET_KEY", psp.EnvPaystackSecretKey, "the stand-in's own variable, not the services'")
+	require.Equal(t, "PSP_STRIPE_WEBHOOK_SECRET", psp.EnvStripeWebhookSecret, "the stand-in's own variable, not the services'")
+}
+
+func TestLiveKey(t *testing.T) {
+	for key, live := range map[string]bool{
+		"sk_live_abc": true, "rk_live_abc": true, "pk_live_abc": true,
+		"sk_test_abc": false, "rk_test_abc": false, "whsec_abc": false, "": false,
+	} {
+		require.Equal(t, live, psp.LiveKey(key), key)
+	}
+}

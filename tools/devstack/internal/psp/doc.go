@@ -64,13 +64,20 @@
 //
 // # Environment (ConfigFromEnv; only cmd/aegis-psp reads the environment)
 //
+// The stand-in's secrets are its own variables, never the services'
+// (STRIPE_WEBHOOK_SECRET, PAYSTACK_SECRET_KEY): a stand-in is not handed
+// production secrets by sharing an environment. It refuses to start when
+// one of its secrets, or one of the services' PSP secrets present in its
+// environment, looks live (sk_live_, rk_live_, pk_live_), and answers 401
+// to a request made with a live key.
+//
 //	PSP_ADDR                  listen address (default 127.0.0.1:12111)
 //	PSP_SEED                  int64 seed of the fault source (default: time-based)
 //	PSP_FAULTS                initial FaultSpec JSON (same as PUT /_psp/faults)
 //	PSP_STRIPE_WEBHOOK_URL    where Stripe events go (none if empty)
-//	STRIPE_WEBHOOK_SECRET     signing secret; if comma-separated, the first signs
+//	PSP_STRIPE_WEBHOOK_SECRET signing secret; if comma-separated, the first signs
 //	PSP_PAYSTACK_WEBHOOK_URL  where Paystack events go (none if empty)
-//	PAYSTACK_SECRET_KEY       HMAC-SHA512 key for x-paystack-signature
+//	PSP_PAYSTACK_SECRET_KEY   HMAC-SHA512 key for x-paystack-signature
 //	PSP_SETTLE_DELAY          auto-settle delay (default 2s; 0 = only via /settle)
 //	PSP_WEBHOOK_MAX_ATTEMPTS  delivery attempts per event (default 5)
 //	PSP_WEBHOOK_BACKOFF       delay before the 2nd attempt, doubled after (default 1s)

@@ -78,6 +78,9 @@ func paystackAPIKey(r *http.Request) (string, []byte) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(key, "sk_") || len(key) < 4 {
 		return "", paystackErr("Invalid key", "")
 	}
+	if LiveKey(key) {
+		return "", paystackErr("This is the Aegis PSP stand-in: it refuses live keys; use a test key", "")
+	}
 	return key, nil
 }
 

@@ -278,3 +278,15 @@ func TestPaystackTimeoutAfterCreateThenRetry(t *testing.T) {
 	require.Equal(t, objs[0].ID, out.Data.TransferCode)
 	require.Equal(t, []string{psp.OutcomeFaultTimeoutCreate, psp.OutcomeReplayed}, outcomes(h.calls()))
 }
+
+// A request made with a live key is refused, by both dialects, and does
+// nothing: the stand-in must never be what a live key talks to.
+func TestLiveKeysAreRefused(t *testing.T) {
+	h := newHarness(t, psp.Config{})
+	resp, out := h.paystackTransfer(transferBody("r", "RCP_x", 1), http.Header{"Authorization": {"Bearer sk_live_0123456789"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.False(t, out.Status)
+	resp = h.do(http.MethodGet, "/v1/events", nil, http.Header{"Authorization": {"Bearer rk_live_0123456789"}}, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Empty(t, h.objects())
+}

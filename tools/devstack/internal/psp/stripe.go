@@ -135,6 +135,9 @@ func stripeAPIKey(r *http.Request) (string, []byte) {
 		return "", stripeErr("invalid_request_error", "", "",
 			"You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').")
 	}
+	if LiveKey(key) {
+		return "", stripeErr("invalid_request_error", "", "", "This is the Aegis PSP stand-in: it refuses live API keys ("+maskKey(key)+"); use a test key.")
+	}
 	if (!strings.HasPrefix(key, "sk_") && !strings.HasPrefix(key, "rk_")) || len(key) < 4 {
 		return "", stripeErr("invalid_request_error", "", "", "Invalid API Key provided: "+maskKey(key))
 	}

@@ -170,12 +170,13 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		return s.abort(err)
 	}
 	pspEnv := map[string]string{
-		"PSP_ADDR":                 fmt.Sprintf("127.0.0.1:%d", p.PSP),
-		"PSP_SETTLE_DELAY":         settle,
-		"PSP_STRIPE_WEBHOOK_URL":   URL(p.WebhookAPI) + "/webhooks/stripe",
-		"STRIPE_WEBHOOK_SECRET":    cfg.Secrets.StripeWebhookSecret,
-		"PSP_PAYSTACK_WEBHOOK_URL": URL(p.WebhookAPI) + "/webhooks/paystack",
-		"PAYSTACK_SECRET_KEY":      cfg.Secrets.PaystackSecretKey,
+		"PSP_ADDR":               fmt.Sprintf("127.0.0.1:%d", p.PSP),
+		"PSP_SETTLE_DELAY":       settle,
+		"PSP_STRIPE_WEBHOOK_URL": URL(p.WebhookAPI) + "/webhooks/stripe",
+		// The stand-in's own copies of the secrets the services verify with.
+		"PSP_STRIPE_WEBHOOK_SECRET": cfg.Secrets.StripeWebhookSecret,
+		"PSP_PAYSTACK_WEBHOOK_URL":  URL(p.WebhookAPI) + "/webhooks/paystack",
+		"PSP_PAYSTACK_SECRET_KEY":   cfg.Secrets.PaystackSecretKey,
 	}
 	for k, v := range cfg.PSPEnv {
 		pspEnv[k] = v

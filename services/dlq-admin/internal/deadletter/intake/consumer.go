@@ -146,7 +146,7 @@ func New(cfg Config, pool *pgxpool.Pool, deps lifecycle.Deps) (*Consumer, error)
 	}
 	logger := deps.Logger.With("component", "dlq-consumer", "group", cfg.Group)
 	opts := append(consumer.ClientOpts(cfg.Group, cfg.Membership, Topics()...), cfg.Security.Opts()...)
-	client, err := kafkax.NewClient(cfg.Brokers, logger, append(opts,
+	client, err := kafkax.NewClient(cfg.Brokers, logger, append(opts, kafkax.Metrics(deps.Registerer, "dlq-consumer", logger),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
 			logger.Warn("rebalance waits for dead letters to be stored")
 		}))...)

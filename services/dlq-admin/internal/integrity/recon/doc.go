@@ -27,8 +27,8 @@
 // kind are named; the counts are exact. Every run is stored in
 // reconciliation_runs with its summary; a run that finds a discrepancy raises one critical alert (key "reconciliation")
 // naming the wallets and transactions; what pages is
-// aegis_reconciliation_discrepancies, which every replica refreshes from the
-// latest stored run (RefreshGauges).
+// aegis_reconciliation_discrepancies, which every replica reads from the
+// latest stored run at each scrape (metrics.go).
 //
 // Runs are scheduled and can be asked for (POST /v1/reconciliation). The
 // schedule is a River periodic job (scheduled.go, run by package jobs):

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/dbgauge"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
@@ -204,9 +205,8 @@ type Reconciler struct {
 	raiser  Raiser
 	logger  *slog.Logger
 	now     func() time.Time
-	found   prometheus.Gauge
-	lastRun prometheus.Gauge
 	runs    *prometheus.CounterVec
+	figures *dbgauge.Collector // the latest stored run's gauges (metrics.go)
 	// stmtTimeout bounds each statement of a check.
 	stmtTimeout time.Duration
 }
@@ -227,20 +227,13 @@ func New(pool *pgxpool.Pool, raiser Raiser, deps lifecycle.Deps) (*Reconciler, e
 	r := &Reconciler{
 		pool: pool, raiser: raiser, logger: logger.With("component", "reconciliation"), now: now,
 		stmtTimeout: DefaultStatementTimeout,
-		found: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "aegis_reconciliation_discrepancies",
-			Help: "Problems the latest ledger integrity check found (unbalanced transactions, wallet mismatches, negative wallets, payout holds, disputes, receivables and system accounts that disagree).",
-		}),
-		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "aegis_reconciliation_last_run_timestamp_seconds",
-			Help: "When the latest ledger integrity check finished (Unix time).",
-		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_reconciliation_runs_total",
 			Help: "Ledger integrity checks by result (ok, discrepancy, error).",
 		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{r.found, r.lastRun, r.runs} {
+	r.figures = r.latestGauges()
+	for _, c := range []prometheus.Collector{r.figures, r.runs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register reconciliation metrics: %w", err)
 		}
@@ -292,8 +285,6 @@ func (r *Reconciler) run(ctx context.Context, trigger, actor string, exclusive b
 		return Run{}, err
 	}
 
-	r.found.Set(float64(sum.Discrepancies()))
-	r.lastRun.Set(float64(run.FinishedAt.Unix()))
 	if run.OK {
 		r.runs.WithLabelValues("ok").Inc()
 		r.logger.InfoContext(ctx, "ledger reconciliation ok", "run_id", run.ID, "trigger", trigger,
@@ -508,25 +499,6 @@ func (r *Reconciler) Latest(ctx context.Context) (_ Run, err error) {
 		return Run{}, fmt.Errorf("decode reconciliation run %d: %w", run.ID, err)
 	}
 	return run, nil
-}
-
-// RefreshGauges sets aegis_reconciliation_discrepancies and
-// aegis_reconciliation_last_run_timestamp_seconds from the latest stored
-// run. Every replica calls it on an interval: the run may have been
-// another replica's, and AegisReconciliationDiscrepancy takes max over the
-// replicas, so a replica must neither keep a stale discrepancy (the page
-// would never resolve) nor forget one when it restarts.
-func (r *Reconciler) RefreshGauges(ctx context.Context) error {
-	run, err := r.Latest(ctx)
-	if errors.Is(err, ErrNoRun) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	r.found.Set(float64(run.Summary.Discrepancies()))
-	r.lastRun.Set(float64(run.FinishedAt.Unix()))
-	return nil
 }
 
 // shareProblems names, for the alert, the first alertListed disagreements

@@ -78,7 +78,7 @@ func audits(t *testing.T, db *pgtest.DB, payoutID string) []auditRow {
 func newFinalizer(t *testing.T) (*pgtest.DB, *psptest.StandIn, *paystackapi.Client, *otp.Finalizer) {
 	t.Helper()
 	db := pgtest.New(t)
-	psp := psptest.Start(t, map[string]string{"PAYSTACK_SECRET_KEY": paystackKey})
+	psp := psptest.Start(t, map[string]string{"PSP_PAYSTACK_SECRET_KEY": paystackKey})
 	api := paystackapi.New(paystackKey, psp.URL, &http.Client{Timeout: 10 * time.Second})
 	return db, psp, api, &otp.Finalizer{Paystack: api, Payouts: payouts.New(db.Pool), Pool: db.Pool, Now: time.Now}
 }

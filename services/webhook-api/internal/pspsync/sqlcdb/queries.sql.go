@@ -398,6 +398,21 @@ func (q *Queries) LastBalance(ctx context.Context, arg LastBalanceParams) (LastB
 	return i, err
 }
 
+const lastSucceeded = `-- name: LastSucceeded :one
+SELECT finished_at::timestamptz AS finished_at FROM psp_reconciliation_runs
+WHERE status = 'succeeded' ORDER BY requested_at DESC LIMIT 1
+`
+
+// When the latest succeeded run finished (aegis_psp_reconciliation_last_success_timestamp_seconds).
+// One run is active at a time, so the latest requested is the latest
+// finished: the requested_at index finds it without a scan.
+func (q *Queries) LastSucceeded(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, lastSucceeded)
+	var finished_at time.Time
+	err := row.Scan(&finished_at)
+	return finished_at, err
+}
+
 const openDisagreements = `-- name: OpenDisagreements :many
 SELECT provider, kind, count(*)::int AS open FROM psp_disagreements WHERE cleared_at IS NULL GROUP BY provider, kind
 `

@@ -360,17 +360,12 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, psp
 	// The runs are River jobs (pkg/jobs): dlq-admin's POST
 	// /v1/psp-reconciliation and this service's schedule queue them, this
 	// service works them.
-	runner, worker, err := pspsync.NewRunner(pool, runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps),
+	runner, _, err := pspsync.NewRunner(pool, runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps),
 		pspsync.RunnerConfig{Interval: rc.Interval, RescueAfter: rc.RunTimeout}, deps)
 	if err != nil {
 		return nil, err
 	}
 	deps.Logger.Info("psp reconciliation", "providers", len(sources), "interval", rc.Interval.String(), "run_timeout", rc.RunTimeout.String(),
 		"window", rc.Window.String(), "overlap", rc.Overlap.String(), "grace", rc.Grace.String())
-	// Every replica exports the open disagreements from the database
-	// (AegisPSPDisagreementOpen takes max over the replicas).
-	gauges := lifecycle.Supervised("webhook-api/psp-reconciliation-gauges", deps, func(ctx context.Context) error {
-		return worker.RunGauges(ctx, pspsync.DefaultGaugeInterval)
-	})
-	return []lifecycle.Component{runner, gauges}, nil
+	return []lifecycle.Component{runner}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/aegis-payments/aegis/pkg/config"
+	"github.com/aegis-payments/aegis/pkg/dbgauge"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
@@ -177,7 +178,7 @@ type Worker struct {
 	finished  *prometheus.CounterVec
 	recovered prometheus.Counter
 	disagreed prometheus.Gauge
-	open      *prometheus.GaugeVec
+	open      *dbgauge.Collector
 }
 
 // NewWorker returns the worker; deps.Registerer takes its metrics. When
@@ -192,10 +193,8 @@ func NewWorker(runs *Runs, rec *Reconciler, stopping <-chan struct{}, deps lifec
 			Help: "PSP events stored by the reconciliation because their webhook never came."}),
 		disagreed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aegis_psp_reconciliation_disagreements",
 			Help: "Disagreements between the PSPs and the ledger found by the latest run."}),
-		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "aegis_psp_disagreements_open",
-			Help: "Disagreements between the PSPs and the ledger open now (found and not cleared since), by provider and kind."},
-			[]string{"provider", "kind"}),
 	}
+	w.open = w.openGauge()
 	for _, c := range []prometheus.Collector{w.finished, w.recovered, w.disagreed, w.open} {
 		if err := deps.Registerer.Register(c); err != nil {
 			return nil, err
@@ -275,7 +274,6 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[jobs.PSPReconcileArgs])
 	w.finished.WithLabelValues(status).Inc()
 	w.recovered.Add(float64(rep.Recovered))
 	w.disagreed.Set(float64(len(rep.Disagreements)))
-	w.RefreshGauges(ctx)
 	attrs := []any{"status", status, "events_found", rep.Found, "recovered", rep.Recovered,
 		"present", rep.Present, "disagreements", len(rep.Disagreements), "took", w.clock().Sub(start).String()}
 	switch {
@@ -298,46 +296,29 @@ func token(rj *river.Job[jobs.PSPReconcileArgs]) (string, error) {
 	return fmt.Sprintf("river-%d-%d-%s", rj.ID, rj.Attempt, hex.EncodeToString(b)), nil
 }
 
-// DefaultGaugeInterval is how often RunGauges refreshes the gauges.
-const DefaultGaugeInterval = 30 * time.Second
-
-// RunGauges refreshes aegis_psp_disagreements_open from the database
-// every interval until ctx is done, on every replica: the run that changed
-// it may have been another replica's, and AegisPSPDisagreementOpen takes
-// max over replicas, so none may keep a stale figure.
-func (w *Worker) RunGauges(ctx context.Context, interval time.Duration) error {
-	if interval <= 0 {
-		interval = DefaultGaugeInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		w.RefreshGauges(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+// openGauge is aegis_psp_disagreements_open{provider,kind}: the
+// disagreements open now (found and not cleared since), read from
+// psp_disagreements at each scrape, every provider and kind (0 when none),
+// so every replica exports the same figure whichever worked the run, and
+// AegisPSPDisagreementOpen (max over the replicas) resolves when a run
+// clears them. A read that fails exports nothing for that scrape.
+func (w *Worker) openGauge() *dbgauge.Collector {
+	desc := prometheus.NewDesc("aegis_psp_disagreements_open",
+		"Disagreements between the PSPs and the ledger open now (found and not cleared since), by provider and kind, "+
+			"read from the database at each scrape.", []string{"provider", "kind"}, nil)
+	return dbgauge.New("open PSP disagreements", w.logger, func(ctx context.Context, emit dbgauge.Emit) error {
+		open, err := w.runs.OpenDisagreements(ctx)
+		if err != nil {
+			return err
 		}
-	}
-}
-
-// RefreshGauges sets aegis_psp_disagreements_open from the database.
-func (w *Worker) RefreshGauges(ctx context.Context) { w.setOpen(ctx) }
-
-// setOpen sets aegis_psp_disagreements_open from psp_disagreements (every
-// provider and kind, so a cleared one goes back to 0).
-func (w *Worker) setOpen(ctx context.Context) {
-	open, err := w.runs.OpenDisagreements(ctx)
-	if err != nil {
-		w.logger.WarnContext(ctx, "psp reconciliation: open disagreements gauge", "error", err)
-		return
-	}
-	for _, p := range w.rec.providers() {
-		for _, k := range Kinds() {
-			w.open.WithLabelValues(p, k).Set(float64(open[[2]string{p, k}]))
+		for _, p := range w.rec.providers() {
+			for _, k := range Kinds() {
+				emit(desc, float64(open[[2]string{p, k}]), p, k)
+			}
 		}
-	}
+		return nil
+	}, desc)
 }
 
 // OpenGauge is aegis_psp_disagreements_open (for tests).
-func (w *Worker) OpenGauge() *prometheus.GaugeVec { return w.open }
+func (w *Worker) OpenGauge() prometheus.Collector { return w.open }

@@ -251,7 +251,7 @@ func dispatch(ctx context.Context, name string, args []string, run RunFunc, gete
 	}
 	switch args[0] {
 	case "migrate":
-		return Migrate(getenv, stdout, name)
+		return Migrate(getenv, stdout, name) //nolint:contextcheck // a migration runs to its end: not cancelled half-way by a signal
 	case "healthcheck":
 		return Healthcheck(ctx, getenv)
 	case "version", "--version", "-version":

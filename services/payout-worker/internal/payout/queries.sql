@@ -171,12 +171,13 @@ SELECT 'NEEDS_REVIEW'::text AS status,
        (SELECT count(*) FROM payouts p WHERE p.status = 'NEEDS_REVIEW' AND p.status_since < @review_before::timestamptz)::bigint AS overdue;
 
 -- name: OpenReceivables :many
--- Per currency of the user wallets, how many users owe money (owed > 0: a
--- refund or dispute took more than the wallet held): the condition
--- AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run at
--- each scrape (receivables.go).
-SELECT currency::text AS currency, count(*) FILTER (WHERE owed > 0)::bigint AS owing
-FROM wallets WHERE kind = 'user'
+-- Per currency, how many users owe money (owed > 0: a refund or dispute
+-- took more than the wallet held): the condition AegisReceivableOpen pages
+-- on; a currency where nobody owes has no row. Run at each scrape
+-- (receivables.go): a scan of wallets_owing_idx, which holds only the
+-- wallets that owe.
+SELECT currency::text AS currency, count(*)::bigint AS owing
+FROM wallets WHERE kind = 'user' AND owed > 0
 GROUP BY currency ORDER BY currency;
 
 -- name: LoadResolution :one

@@ -297,8 +297,8 @@ func (q *Queries) LoadResolution(ctx context.Context, id uuid.UUID) (LoadResolut
 }
 
 const openReceivables = `-- name: OpenReceivables :many
-SELECT currency::text AS currency, count(*) FILTER (WHERE owed > 0)::bigint AS owing
-FROM wallets WHERE kind = 'user'
+SELECT currency::text AS currency, count(*)::bigint AS owing
+FROM wallets WHERE kind = 'user' AND owed > 0
 GROUP BY currency ORDER BY currency
 `
 
@@ -307,10 +307,11 @@ type OpenReceivablesRow struct {
 	Owing    int64
 }
 
-// Per currency of the user wallets, how many users owe money (owed > 0: a
-// refund or dispute took more than the wallet held): the condition
-// AegisReceivableOpen pages on, 0 for a currency where nobody owes. Run at
-// each scrape (receivables.go).
+// Per currency, how many users owe money (owed > 0: a refund or dispute
+// took more than the wallet held): the condition AegisReceivableOpen pages
+// on; a currency where nobody owes has no row. Run at each scrape
+// (receivables.go): a scan of wallets_owing_idx, which holds only the
+// wallets that owe.
 func (q *Queries) OpenReceivables(ctx context.Context) ([]OpenReceivablesRow, error) {
 	rows, err := q.db.Query(ctx, openReceivables)
 	if err != nil {

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS wallets_owing_idx;

@@ -331,29 +331,18 @@ func (s *alertSink) withKey(key string) int {
 // gaugeValue is the value of r's gauge name for endpoint (-1 when it has
 // none).
 func gaugeValue(t *testing.T, r *relay, name, endpoint string) float64 {
-	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "endpoint" && lp.GetValue() == endpoint {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
+	return labelledGauge(t, r, name, "endpoint", endpoint)
 }
 
 // reasonGauge is the value of r's gauge name with label reason (-1 when
 // it has none).
 func reasonGauge(t *testing.T, r *relay, name, reason string) float64 {
+	return labelledGauge(t, r, name, "reason", reason)
+}
+
+// labelledGauge is the value of r's gauge name whose label has value
+// (-1 when it has none).
+func labelledGauge(t *testing.T, r *relay, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := r.reg.Gather()
 	if err != nil {
@@ -365,7 +354,7 @@ func reasonGauge(t *testing.T, r *relay, name, reason string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "reason" && lp.GetValue() == reason {
+				if lp.GetName() == label && lp.GetValue() == value {
 					return m.GetGauge().GetValue()
 				}
 			}

@@ -255,3 +255,30 @@ func TestDefaultValue(t *testing.T) {
 		t.Error("a required variable has no default")
 	}
 }
+
+// Every image compose builds is stamped with the version and commit it is
+// given (AEGIS_VERSION, AEGIS_COMMIT), as make release stamps its own: an
+// image that cannot say which build it is cannot be followed in a rollout.
+func TestComposeBuildsStampTheVersion(t *testing.T) {
+	built := 0
+	for name, s := range readCompose(t).Services {
+		if s.Build == nil {
+			continue
+		}
+		built++
+		b, ok := s.Build.(map[string]any)
+		if !ok {
+			t.Fatalf("service %s: build is %T, want a map with args", name, s.Build)
+		}
+		args, _ := b["args"].(map[string]any)
+		for arg, env := range map[string]string{"VERSION": "AEGIS_VERSION", "COMMIT": "AEGIS_COMMIT"} {
+			v, _ := args[arg].(string)
+			if !strings.Contains(v, "${"+env) {
+				t.Errorf("service %s: build arg %s = %q, want it from ${%s}", name, arg, v, env)
+			}
+		}
+	}
+	if built == 0 {
+		t.Fatal("no service builds an image: the test reads the wrong file")
+	}
+}

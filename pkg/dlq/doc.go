@@ -14,8 +14,8 @@
 // transaction that gives up), Stage (the payout worker's handlers: through
 // the outbox in the transaction that records the state the failure left)
 // or Written after the consumer published the record itself. The writer
-// counts each letter once in aegis_dead_letters_total{service,source,topic,
-// class} and logs it; it never pages (dlq-admin does, see pkg/alert).
+// counts each letter once in aegis_dead_letters_total{source,topic,class}
+// (the scrape adds service and pod) and logs it; it never pages (dlq-admin does, see pkg/alert).
 //
 // Ingest also writes letters whose payload is not a message of their topic:
 // a PSP webhook exactly as received, when it could not be stored as sent

@@ -17,8 +17,9 @@ import (
 )
 
 // MetricName is the one dead-letter counter every service exports:
-// aegis_dead_letters_total{service,source,topic,class}, counted once, by
-// the service that gave up on the message, where it wrote the letter.
+// aegis_dead_letters_total{source,topic,class}, counted once, by the
+// service that gave up on the message, where it wrote the letter (the
+// scrape's service and pod labels say which service and replica).
 // dlq-admin's aegis_dlq_ingested_total counts what it stored, not new
 // letters.
 const MetricName = "aegis_dead_letters_total"
@@ -65,8 +66,8 @@ func NewWriter(service string, deps lifecycle.Deps) (*Writer, error) {
 	deps = deps.WithDefaults()
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricName,
-		Help: "Dead letters written, by the service that gave up, how (source: consumer, relay, ingest), original topic and error class.",
-	}, []string{"service", "source", "topic", "class"})
+		Help: "Dead letters written, by how the service gave up (source: consumer, relay, ingest), original topic and error class.",
+	}, []string{"source", "topic", "class"})
 	if err := deps.Registerer.Register(vec); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if !errors.As(err, &are) {
@@ -117,7 +118,7 @@ func (w *Writer) Written(ctx context.Context, l Letter) {
 	if w == nil {
 		return
 	}
-	w.count.WithLabelValues(w.service, l.Source, l.OriginalTopic, l.ErrorClass).Inc()
+	w.count.WithLabelValues(l.Source, l.OriginalTopic, l.ErrorClass).Inc()
 	attrs := []any{"service", w.service, "source", l.Source, "topic", l.OriginalTopic, "error_class", l.ErrorClass,
 		"retry_count", l.RetryCount, "correlation_id", l.CorrelationID, "error", l.Error}
 	if l.OutboxID != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 )
 
-func counted(t *testing.T, reg *prometheus.Registry, service, source, topic, class string) float64 {
+func counted(t *testing.T, reg *prometheus.Registry, source, topic, class string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -30,7 +30,7 @@ func counted(t *testing.T, reg *prometheus.Registry, service, source, topic, cla
 			for _, p := range m.GetLabel() {
 				l[p.GetName()] = p.GetValue()
 			}
-			if l["service"] == service && l["source"] == source && l["topic"] == topic && l["class"] == class {
+			if l["source"] == source && l["topic"] == topic && l["class"] == class {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -50,7 +50,7 @@ func TestWritersShareOneCounter(t *testing.T) {
 	l := consumerLetter()
 	a.Written(context.Background(), l)
 	b.Written(context.Background(), l)
-	require.Equal(t, 2.0, counted(t, reg, "payout-worker", dlq.SourceConsumer, l.OriginalTopic, l.ErrorClass))
+	require.Equal(t, 2.0, counted(t, reg, dlq.SourceConsumer, l.OriginalTopic, l.ErrorClass))
 	require.Equal(t, 1, testutil.CollectAndCount(reg, dlq.MetricName))
 }
 
@@ -86,7 +86,7 @@ func TestStageWritesTheOutboxRowInTheTransaction(t *testing.T) {
 	require.Equal(t, "aegis.transactions.dlq", topic)
 	require.Equal(t, "permanent", class)
 	require.Equal(t, "41", offset)
-	require.Equal(t, 2.0, counted(t, reg, "payout-worker", dlq.SourceConsumer, "aegis.transactions", "permanent"))
+	require.Equal(t, 2.0, counted(t, reg, dlq.SourceConsumer, "aegis.transactions", "permanent"))
 
 	bad := l
 	bad.Payload = []byte{0xff}

@@ -56,7 +56,7 @@ func (w *world) deadLettersCounted(topic, class string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["service"] == "payout-worker" && labels["topic"] == topic && labels["class"] == class {
+			if labels["topic"] == topic && labels["class"] == class {
 				return m.GetCounter().GetValue()
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,7 +31,6 @@ type Alert struct {
 	Severity Severity
 	Summary  string
 	Details  map[string]any
-	At       time.Time
 }
 
 // Config configures the alerter.
@@ -82,17 +80,17 @@ func isSet(_ string, ok bool) bool { return ok }
 // nothing anywhere: what pages is the Prometheus rule on the condition's
 // gauge (Rule names it), which Alertmanager routes and resolves.
 type Alerter struct {
-	cfg    Config
 	logger *slog.Logger
-	now    func() time.Time
 	count  *prometheus.CounterVec
 }
 
-// New returns an alerter and registers aegis_alerts_total.
+// New returns an alerter and registers aegis_alerts_total. cfg is what
+// ReadConfig checked (it refused the removed settings); nothing in it
+// changes how an alert is raised.
 func New(cfg Config, deps lifecycle.Deps) (*Alerter, error) {
 	deps = deps.WithDefaults()
 	a := &Alerter{
-		cfg: cfg, logger: deps.Logger.With("component", "alert"), now: deps.Clock,
+		logger: deps.Logger.With("component", "alert"),
 		count: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aegis_alerts_total", Help: "Alerts raised, by key and severity (what pages is the rule on the condition's gauge).",
 		}, []string{"key", "severity"}),
@@ -107,9 +105,6 @@ func New(cfg Config, deps lifecycle.Deps) (*Alerter, error) {
 // severity, alert_rule, runbook and the details) and a count in
 // aegis_alerts_total. It never blocks on the network.
 func (a *Alerter) Raise(ctx context.Context, al Alert) {
-	if al.At.IsZero() {
-		al.At = a.now()
-	}
 	if al.Severity == "" {
 		al.Severity = Error
 	}

@@ -98,7 +98,7 @@ func TestOperatorManagesAnEndpointInTheBrowser(t *testing.T) {
 	require.Equal(t, 1, count(`SELECT count(*) FROM outbound_deliveries WHERE id = $1 AND state = 'pending' AND attempts = 0`, f.failed))
 
 	// Recover since: the missed message (the failed one is pending now).
-	do(t, ctx, chromedp.SetValue(chromedp.CSS("#ep-since"), f.since.Format("2006-01-02T15:04:05")),
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#ep-since"), datetimeLocal(f.since)),
 		chromedp.Click(chromedp.CSS("#ep-recover")))
 	until(t, ctx, "recovered", `document.getElementById('ep-result').textContent.includes('1 deliveries scheduled')`)
 	require.Equal(t, 1, count(`SELECT count(*) FROM outbound_deliveries WHERE message_id = $1 AND endpoint_id = $2 AND state = 'pending'`, f.missed, f.endpoint))
@@ -146,4 +146,14 @@ func TestViewerSeesEndpointsWithoutActions(t *testing.T) {
 	body := eval[string](t, ctx, `document.body.innerText`)
 	require.NotContains(t, body, "whsec_")
 	require.NotContains(t, body, "/aegis", "a viewer reads the URL redacted")
+}
+
+// datetimeLocal is t as a datetime-local input serialises it: Chrome drops
+// zero seconds ("15:04", not "15:04:00"), and chromedp's SetValue fails when
+// the value read back differs from the one set.
+func datetimeLocal(t time.Time) string {
+	if t.Second() == 0 {
+		return t.Format("2006-01-02T15:04")
+	}
+	return t.Format("2006-01-02T15:04:05")
 }

@@ -14,8 +14,9 @@ import (
 // TestAKeyIsClaimedWhileAnotherKeysBatchSettles is the latency path: a
 // batch that was not full is settled while the loop claims and publishes the
 // next, so a new row does not wait for the previous batch's settle. The
-// settle of key "slow" is held for settleDelay by a trigger on this test's
-// database. While it is held, a row of another key goes out, and the next
+// settle of key "slow" is held by a trigger on this test's database that
+// waits for an advisory lock the test holds (a lock, not a sleep: on a busy
+// machine the rest of the pipeline may take longer than any fixed delay). While it is held, a row of another key goes out, and the next
 // row of "slow" does not (its key's first row is still processing); once the
 // settle commits, that row goes out without waiting for the poll (ten
 // minutes here), and after the first on Kafka.
@@ -33,12 +34,20 @@ func TestAKeyIsClaimedWhileAnotherKeysBatchSettlesTwoLoops(t *testing.T) {
 }
 
 func claimBesideSettle(t *testing.T, loops int) {
-	const settleDelay = 2 * time.Second
+	const holdKey = 7001 // the key slow_settle waits for
 	b := setup(t)
 	ctx := context.Background()
-	_, err := b.db.Pool.Exec(ctx, `
+	hold, err := b.db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer func() { // before the relay stops (t.Cleanup), even when an assertion failed
+		_, _ = hold.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
+		hold.Release()
+	}()
+	_, err = hold.Exec(ctx, `SELECT pg_advisory_lock($1)`, holdKey)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `
 		CREATE FUNCTION slow_settle() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_sleep(2); RETURN NEW; END $$;
+		BEGIN PERFORM pg_advisory_xact_lock_shared(7001); RETURN NEW; END $$;
 		CREATE TRIGGER slow_settle BEFORE UPDATE ON transaction_outbox FOR EACH ROW
 		WHEN (NEW.partition_key = 'user-slow' AND NEW.status = 'processed') EXECUTE FUNCTION slow_settle();`)
 	require.NoError(t, err)
@@ -74,8 +83,10 @@ func claimBesideSettle(t *testing.T, loops int) {
 	require.Equal(t, "pending", st, "a key's next row is not claimed while its first is unsettled")
 
 	// The settle ends; slow-1 follows at once, not at the next poll.
+	_, err = hold.Exec(ctx, `SELECT pg_advisory_unlock($1)`, holdKey)
+	require.NoError(t, err)
 	for _, id := range []int64{slow0, slow1, fast} {
-		require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == "processed" }, 3*settleDelay, 5*time.Millisecond)
+		require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == "processed" }, 10*time.Second, 5*time.Millisecond)
 	}
 	var order []payload
 	for _, p := range decode(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 3, 10*time.Second)) {

@@ -92,8 +92,8 @@ func New(cfg Config, deps lifecycle.Deps) (*Alerter, error) {
 	a := &Alerter{
 		logger: deps.Logger.With("component", "alert"),
 		count: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "aegis_alerts_total", Help: "Alerts raised, by key and severity (what pages is the rule on the condition's gauge).",
-		}, []string{"key", "severity"}),
+			Name: "aegis_alerts_total", Help: "Alerts raised, by kind of key and severity (what pages is the rule on the condition's gauge).",
+		}, []string{"kind", "severity"}),
 	}
 	if err := deps.Registerer.Register(a.count); err != nil {
 		return nil, fmt.Errorf("register alert metrics: %w", err)
@@ -103,7 +103,10 @@ func New(cfg Config, deps lifecycle.Deps) (*Alerter, error) {
 
 // Raise records al: a log line ("ALERT: <summary>", with alert_key,
 // severity, alert_rule, runbook and the details) and a count in
-// aegis_alerts_total. It never blocks on the network.
+// aegis_alerts_total by the key's kind, never the whole key: a key may
+// carry a user or endpoint id, and a label per id would make a series per
+// user (unbounded, and a pseudonymous id in the metrics). The log line
+// keeps the whole key. It never blocks on the network.
 func (a *Alerter) Raise(ctx context.Context, al Alert) {
 	if al.Severity == "" {
 		al.Severity = Error
@@ -121,5 +124,5 @@ func (a *Alerter) Raise(ctx context.Context, al Alert) {
 		attrs = append(attrs, k, v)
 	}
 	a.logger.Log(ctx, level, "ALERT: "+al.Summary, attrs...)
-	a.count.WithLabelValues(al.Key, string(al.Severity)).Inc()
+	a.count.WithLabelValues(KindOf(al.Key), string(al.Severity)).Inc()
 }

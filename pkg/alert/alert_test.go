@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestRaiseLogsCountsAndNamesTheRunbook(t *testing.T) {
 	for range 3 {
 		a.Raise(context.Background(), Alert{Key: key, Severity: Error, Summary: "dead letter", Details: map[string]any{"dead_letter_id": "d1"}})
 	}
-	require.Equal(t, 3.0, testutil.ToFloat64(a.count.WithLabelValues(key, "error")), "every alert is counted")
+	require.Equal(t, 3.0, testutil.ToFloat64(a.count.WithLabelValues(KindDeadLetter, "error")), "every alert is counted")
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	require.Len(t, lines, 3, "every alert is logged")
 	var line map[string]any
@@ -68,4 +69,31 @@ func TestRemovedWebhookSettingsRefuseToStart(t *testing.T) {
 	env := config.New(func(string) string { return "" })
 	ReadConfig(env, "dlq-admin")
 	require.NoError(t, env.Err())
+}
+
+// The counter is labelled by the key's kind, never the whole key: a key
+// carrying a user id must not become a series per user.
+func TestTheCounterIsLabelledByKindNotKey(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	a, err := New(Config{Source: "payout-worker"}, lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Registerer: reg, Clock: time.Now})
+	require.NoError(t, err)
+	for _, user := range []string{"user-41", "user-42"} {
+		a.Raise(context.Background(), Alert{Key: ReceivableKey(user), Severity: Warning, Summary: "receivable"})
+	}
+	a.Raise(context.Background(), Alert{Key: "made-up:thing", Summary: "unknown"})
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := []string{}
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[strings.Join(labels, ",")] = m.GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, map[string]float64{"kind=receivable,severity=warning": 2, "kind=other,severity=error": 1}, got)
 }

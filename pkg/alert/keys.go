@@ -72,6 +72,18 @@ func Rule(key string) string {
 	return ""
 }
 
+// KindOf is key's kind, the part before its first colon, or "other" for a
+// key of no known kind: the label values stay a fixed set.
+func KindOf(key string) string {
+	kind, _, _ := strings.Cut(key, ":")
+	for _, k := range Kinds() {
+		if kind == k {
+			return kind
+		}
+	}
+	return "other"
+}
+
 // RunbookFallback is the runbook an alert of no known kind points to.
 const RunbookFallback = "docs/operations/alerts.md"
 

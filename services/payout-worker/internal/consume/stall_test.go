@@ -1,13 +1,13 @@
 package consume_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/services/payout-worker/internal/consume"
 )
@@ -38,7 +38,7 @@ func TestABlockedPartitionIsNotPagedByTheWorker(t *testing.T) {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				require.False(t, l.GetName() == "key" && strings.HasPrefix(l.GetValue(), "consumer_stalled"),
+				require.False(t, l.GetName() == "kind" && l.GetValue() == alert.KindConsumerStalled,
 					"the worker raised %s", l.GetValue())
 			}
 		}

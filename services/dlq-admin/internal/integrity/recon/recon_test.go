@@ -113,7 +113,7 @@ func (b *bundle) criticals(t *testing.T) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["key"] == recon.AlertKey && labels["severity"] == "critical" {
+			if labels["kind"] == recon.AlertKey && labels["severity"] == "critical" {
 				total += m.GetCounter().GetValue()
 			}
 		}

@@ -58,7 +58,7 @@ func TestOneStallIsOneConditionThatResolves(t *testing.T) {
 	require.Greater(t, stalledChecks, 1, "the stall was seen by more than one check")
 	require.Equal(t, map[string]float64{"payout-worker/aegis.transactions/0": 1}, firing(stalledSeries(t, reg)),
 		"one stalled partition is one series at 1: one alert")
-	require.Equal(t, float64(stalledChecks), alertsRaised(t, reg, alert.PartitionStalledKey(group, topic, 0)),
+	require.Equal(t, float64(stalledChecks), alertsRaised(t, reg, alert.KindConsumerStalled),
 		"each check that saw it logged its ALERT line")
 
 	// The group commits past the stuck records: the condition clears.
@@ -104,8 +104,8 @@ func firing(m map[string]float64) map[string]float64 {
 	return out
 }
 
-// alertsRaised reads aegis_alerts_total for key.
-func alertsRaised(t *testing.T, reg *prometheus.Registry, key string) float64 {
+// alertsRaised reads aegis_alerts_total for a kind of key.
+func alertsRaised(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -116,7 +116,7 @@ func alertsRaised(t *testing.T, reg *prometheus.Registry, key string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "key" && l.GetValue() == key {
+				if l.GetName() == "kind" && l.GetValue() == kind {
 					total += m.GetCounter().GetValue()
 				}
 			}

@@ -16,6 +16,7 @@ import (
 type composeService struct {
 	Image       string            `yaml:"image"`
 	Build       any               `yaml:"build"`
+	PullPolicy  string            `yaml:"pull_policy"`
 	Profiles    []string          `yaml:"profiles"`
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
@@ -266,6 +267,9 @@ func TestComposeBuildsStampTheVersion(t *testing.T) {
 			continue
 		}
 		built++
+		if s.PullPolicy != "build" {
+			t.Errorf("service %s: builds %s without pull_policy: build, so compose would first pull an image of that name from a registry", name, s.Image)
+		}
 		b, ok := s.Build.(map[string]any)
 		if !ok {
 			t.Fatalf("service %s: build is %T, want a map with args", name, s.Build)

@@ -4,8 +4,9 @@
 // Writers call Insert with their own pgx.Tx, so the message commits or rolls
 // back with the business change it announces; nothing is published that did
 // not happen, and nothing that happened goes unpublished. The relay claims
-// due rows with Claim and settles them with MarkProcessed, Retry or
-// DeadLetter.
+// due rows with Claim and settles them with DeletePublished (a published row
+// is deleted at once: nothing reads it again), Retry or MarkDeadLetter (the
+// row stays, settled dlq, beside its dead letter).
 //
 // Ordering. Ids from a sequence are not commit order: a transaction can take
 // id 10, stall, and commit after the one that took id 11 (watermill #311). For
@@ -34,7 +35,7 @@
 // # Where its SQL lives
 //
 // queries.sql, compiled by sqlc into package sqlcdb (sqlc.yaml): the relay's
-// statements (Claim, MarkProcessed, Retry, Release, MarkDeadLetter,
+// statements (Claim, DeletePublished, Retry, Release, MarkDeadLetter,
 // PurgeProcessed, Stats) run through the generated methods, one round trip
 // each. LockKeys, InsertMessages and Notify are queued into the caller's
 // own pgx.Batch — Queue and QueueNotify exist so a writer's outbox rows, key

@@ -104,14 +104,14 @@ func TestClaimHandsOutHeadsFirstThenRunsInOrderAndHoldsBackBehindFailures(t *tes
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.NoError(t, store.Release(ctx, []int64{a[1]}, "relay-1", now))
-	processed, err := store.MarkProcessed(ctx, []int64{b[0]}, "relay-1", now)
+	deleted, err := store.DeletePublished(ctx, []int64{b[0]}, "relay-1")
 	require.NoError(t, err)
-	require.EqualValues(t, 1, processed)
+	require.EqualValues(t, 1, deleted)
 
 	got, err = store.Claim(ctx, now, 100, time.Minute, "relay-1")
 	require.NoError(t, err)
 	require.Equal(t, []int64{b[1]}, ids(got), "B continues; A is held behind its failing head")
-	_, err = store.MarkProcessed(ctx, []int64{b[1]}, "relay-1", now)
+	_, err = store.DeletePublished(ctx, []int64{b[1]}, "relay-1")
 	require.NoError(t, err)
 
 	// When A's retry is due, A's head comes back first, with its count, and
@@ -136,7 +136,7 @@ func TestClaimRunStopsAtTheFirstRowNotDue(t *testing.T) {
 	got, err := store.Claim(ctx, now.Add(time.Minute), 100, time.Minute, "relay-1")
 	require.NoError(t, err)
 	require.Equal(t, h[:2], ids(got), "the run ends before the scheduled row; the row behind it waits too")
-	_, err = store.MarkProcessed(ctx, ids(got), "relay-1", now)
+	_, err = store.DeletePublished(ctx, ids(got), "relay-1")
 	require.NoError(t, err)
 
 	got, err = store.Claim(ctx, now.Add(time.Minute), 100, time.Minute, "relay-1")
@@ -166,7 +166,7 @@ func TestClaimTakesAHotKeyAsABatch(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, rows)
 		got = append(got, ids(rows)...)
-		_, err = store.MarkProcessed(ctx, ids(rows), "relay-1", time.Now())
+		_, err = store.DeletePublished(ctx, ids(rows), "relay-1")
 		require.NoError(t, err)
 	}
 	require.Equal(t, want, got, "in id order, every row once")
@@ -192,12 +192,12 @@ func TestExpiredLeaseIsReclaimedAndTheOldOwnerCannotSettle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, ids(got))
 
-	n, err := store.MarkProcessed(ctx, []int64{id}, "dead-relay", now)
+	n, err := store.DeletePublished(ctx, []int64{id}, "dead-relay")
 	require.NoError(t, err)
 	require.Zero(t, n, "the relay that lost its lease must not settle the row")
 	_, err = store.Retry(ctx, id, "dead-relay", errors.New("x"), "transient", now)
 	require.ErrorIs(t, err, outbox.ErrLeaseLost)
-	n, err = store.MarkProcessed(ctx, []int64{id}, "relay-2", now)
+	n, err = store.DeletePublished(ctx, []int64{id}, "relay-2")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 }
@@ -278,7 +278,7 @@ func TestConcurrentClaimersNeverShareARowOrAKey(t *testing.T) {
 				holding--
 				// Settled while the keys are still marked held, so another
 				// claimer that gets them must have seen them settled.
-				_, err = store.MarkProcessed(ctx, ids(rows), owner, time.Now())
+				_, err = store.DeletePublished(ctx, ids(rows), owner)
 				for _, r := range rows {
 					delete(holder, r.PartitionKey)
 				}

@@ -40,8 +40,8 @@ WITH heads AS (
     SELECT o.id, o.partition_key
     FROM transaction_outbox o
     -- finished_at IS NULL AND id > 0 walks transaction_outbox_claim_idx,
-    -- the partial index of unfinished rows in id order (the processed rows
-    -- waiting for retention are never visited). id > 0 is always true; it
+    -- the partial index of unfinished rows in id order (the dlq rows kept
+    -- with their dead letters are never visited). id > 0 is always true; it
     -- is in that index's predicate so that only this walk can use it: the
     -- key look-ups below (the head probe, the run) imply finished_at IS NULL
     -- but not id > 0, so they always take the key's index. When both
@@ -121,9 +121,14 @@ WHERE t.id = picked.id
 RETURNING t.id, t.topic, t.event_type, t.partition_key, t.payload, t.headers, t.correlation_id,
           t.retry_count, t.max_retries, t.created_at, picked.pos;
 
--- name: MarkProcessed :execrows
-UPDATE transaction_outbox
-SET status = 'processed', processed_at = @now::timestamptz, finished_at = @now, updated_at = @now, locked_by = NULL, locked_until = NULL
+-- name: DeletePublished :execrows
+-- Settles published rows by deleting them: once Kafka has acknowledged a
+-- row nothing reads it again (the consumers' idempotency, the dead letters
+-- and the ledger are the records), and a delete writes no new row version
+-- and no index entry, where marking it processed wrote both and left a
+-- purge for later. Only rows still claimed by owner: a row whose lease ran
+-- out is another relay's to settle.
+DELETE FROM transaction_outbox
 WHERE id = ANY(@ids::bigint[]) AND status = 'processing' AND locked_by = @owner::text;
 
 -- name: Retry :one
@@ -153,9 +158,12 @@ WHERE id = @id AND status = 'processing' AND locked_by = @owner::text
 RETURNING retry_count, created_at, retry_history;
 
 -- name: PurgeProcessed :execrows
+-- Rows marked processed by a relay of an earlier version (before the
+-- upgrade, or an old replica during a rolling deploy), which deleted its
+-- published rows only after a retention: none are written any more.
 DELETE FROM transaction_outbox
 WHERE id IN (SELECT p.id FROM transaction_outbox p
-             WHERE p.finished_at < @cutoff::timestamptz AND p.status = 'processed'
+             WHERE p.finished_at IS NOT NULL AND p.status = 'processed'
              ORDER BY p.finished_at LIMIT @max_rows);
 
 -- name: Stats :one

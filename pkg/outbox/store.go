@@ -59,10 +59,11 @@ type Store struct {
 // when other sessions flush too) to each row's latency. What a server crash
 // can undo — the last few hundred milliseconds of the relay's own
 // bookkeeping, never a writer's row — only makes rows due again: an undone
-// claim or MarkProcessed republishes its rows (at-least-once; WAL is
-// replayed in order, so a settle never survives without the claim before it
-// and no row is marked published that was not), an undone Retry or Release
-// costs an attempt's count or the lease's wait. Dead-lettering is the
+// claim or DeletePublished republishes its rows (at-least-once: an undone
+// delete brings the rows back as claimed, due again when their lease runs
+// out; WAL is replayed in order, so a delete never survives without the
+// claim before it and no row is deleted that was not published), an undone
+// Retry or Release costs an attempt's count or the lease's wait. Dead-lettering is the
 // exception: MarkDeadLetter makes its own transaction's commit synchronous,
 // since its letter is announced on Kafka after the commit.
 func StoreSettings() map[string]string {
@@ -115,12 +116,17 @@ func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.
 	return out, nil
 }
 
-// MarkProcessed settles published rows in one statement and returns how many
-// were still owned by owner.
-func (s *Store) MarkProcessed(ctx context.Context, ids []int64, owner string, now time.Time) (int64, error) {
-	n, err := s.q.MarkProcessed(ctx, sqlcdb.MarkProcessedParams{Now: &now, IDs: ids, Owner: owner})
+// DeletePublished settles published rows in one statement, by deleting
+// them, and returns how many were still owned by owner. A published row is
+// not kept: what was published is on Kafka, and what a consumer made of it
+// is in its own tables (processed_events, the ledger, outbound_messages);
+// a row that failed for good is settled by MarkDeadLetter instead and kept
+// with its dead letter. Per-key order needs nothing of a published row
+// either: Claim waits only on a key's unfinished rows.
+func (s *Store) DeletePublished(ctx context.Context, ids []int64, owner string) (int64, error) {
+	n, err := s.q.DeletePublished(ctx, sqlcdb.DeletePublishedParams{IDs: ids, Owner: owner})
 	if err != nil {
-		return 0, fmt.Errorf("mark outbox rows processed: %w", err)
+		return 0, fmt.Errorf("delete published outbox rows: %w", err)
 	}
 	return n, nil
 }
@@ -176,10 +182,12 @@ func MarkDeadLetter(ctx context.Context, tx pgx.Tx, id int64, owner string, caus
 	return DeadLettered{RetryCount: r.RetryCount, CreatedAt: r.CreatedAt, History: r.RetryHistory}, nil
 }
 
-// PurgeProcessed deletes up to limit rows processed before cutoff and
-// reports how many it deleted (retention).
-func (s *Store) PurgeProcessed(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	n, err := s.q.PurgeProcessed(ctx, sqlcdb.PurgeProcessedParams{Cutoff: cutoff, MaxRows: limit})
+// PurgeProcessed deletes up to limit rows an earlier relay marked processed
+// (it kept published rows for a retention; DeletePublished keeps none) and
+// reports how many it deleted: what is left of them after an upgrade, or
+// what an old replica settles during a rolling deploy.
+func (s *Store) PurgeProcessed(ctx context.Context, limit int) (int64, error) {
+	n, err := s.q.PurgeProcessed(ctx, limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge processed outbox rows: %w", err)
 	}

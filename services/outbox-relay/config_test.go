@@ -17,7 +17,9 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"RELAY_POLL_INTERVAL": "0s"}, "RELAY_POLL_INTERVAL must be positive"},
 		{map[string]string{"RELAY_PUBLISH_TIMEOUT": "0s"}, "RELAY_PUBLISH_TIMEOUT must be positive"},
 		{map[string]string{"RELAY_LEASE": "20s"}, "RELAY_LEASE (20s) must be at least twice RELAY_PUBLISH_TIMEOUT (15s)"},
-		{map[string]string{"RELAY_RETENTION": "0s"}, "RELAY_RETENTION must be positive"},
+		// Removed: the relay keeps no published row, and says so rather
+		// than ignore a retention a deployment still expects.
+		{map[string]string{"RELAY_RETENTION": "24h"}, "RELAY_RETENTION was removed"},
 		{map[string]string{"RELAY_BACKOFF_BASE": "0s"}, "RELAY_BACKOFF_BASE must be positive"},
 		{map[string]string{"RELAY_BACKOFF_MULTIPLIER": "0"}, "RELAY_BACKOFF_MULTIPLIER must be at least 1"},
 		{map[string]string{"RELAY_BACKOFF_MAX": "1ms"}, "RELAY_BACKOFF_MAX must be at least RELAY_BACKOFF_BASE"},

@@ -55,7 +55,8 @@ type Config struct {
 //	RELAY_POLL_INTERVAL         how often an idle relay looks for rows (a NOTIFY wakes it sooner)
 //	RELAY_LEASE                 how long a claimed batch is the relay's before another may take it over
 //	RELAY_PUBLISH_TIMEOUT       how long a batch may wait for Kafka's acknowledgements
-//	RELAY_RETENTION             how long published rows are kept before they are deleted
+//	RELAY_RETENTION             removed: a published row is deleted when it is settled, none is kept; set, the
+//	                            relay refuses to start
 //	RELAY_BACKOFF_BASE          the first retry delay of a row Kafka refused (exponential, full jitter)
 //	RELAY_BACKOFF_MULTIPLIER    the growth of each next delay
 //	RELAY_BACKOFF_MAX           the longest delay; after 6 attempts the row is a dead letter
@@ -92,7 +93,6 @@ func readConfig(getenv func(string) string) (Config, error) {
 			PollInterval:   env.Duration("RELAY_POLL_INTERVAL", 500*time.Millisecond),
 			Lease:          env.Duration("RELAY_LEASE", time.Minute),
 			PublishTimeout: env.Duration("RELAY_PUBLISH_TIMEOUT", 15*time.Second),
-			Retention:      env.Duration("RELAY_RETENTION", 24*time.Hour),
 			Backoff: backoff.Policy{
 				Base:        env.Duration("RELAY_BACKOFF_BASE", time.Second),
 				Multiplier:  env.Float("RELAY_BACKOFF_MULTIPLIER", 2),
@@ -153,12 +153,17 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.Workers < 1 {
 		env.Errorf("RELAY_WORKERS must be at least 1")
 	}
+	// Refused, not ignored: a deployment that sets it expects published rows
+	// to stay readable for that long, and none are kept.
+	if _, set := env.Lookup("RELAY_RETENTION"); set {
+		env.Errorf("RELAY_RETENTION was removed: the relay deletes each outbox row once Kafka has acknowledged it and keeps " +
+			"none (rows that failed for good stay, settled dlq, beside their dead letter; see docs/data.md): unset it")
+	}
 	env.Check(c.Relay.Validate(), map[string]string{
 		"BatchSize":          "RELAY_BATCH_SIZE",
 		"PollInterval":       "RELAY_POLL_INTERVAL",
 		"Lease":              "RELAY_LEASE",
 		"PublishTimeout":     "RELAY_PUBLISH_TIMEOUT",
-		"Retention":          "RELAY_RETENTION",
 		"Backoff.Base":       "RELAY_BACKOFF_BASE",
 		"Backoff.Multiplier": "RELAY_BACKOFF_MULTIPLIER",
 		"Backoff.Max":        "RELAY_BACKOFF_MAX",
@@ -247,8 +252,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			relay.Listen(ctx, cfg.DatabaseURL, logger, r.Wake)
 			return nil
 		}),
-		lifecycle.Supervised("outbox-relay/retention", deps, func(ctx context.Context) error {
-			r.RunRetention(ctx, time.Minute)
+		lifecycle.Supervised("outbox-relay/purge", deps, func(ctx context.Context) error {
+			r.RunPurge(ctx, time.Minute)
 			return nil
 		}),
 		lifecycle.Supervised("outbox-relay/stats", deps, func(ctx context.Context) error {

@@ -15,8 +15,8 @@ WITH heads AS (
     SELECT o.id, o.partition_key
     FROM transaction_outbox o
     -- finished_at IS NULL AND id > 0 walks transaction_outbox_claim_idx,
-    -- the partial index of unfinished rows in id order (the processed rows
-    -- waiting for retention are never visited). id > 0 is always true; it
+    -- the partial index of unfinished rows in id order (the dlq rows kept
+    -- with their dead letters are never visited). id > 0 is always true; it
     -- is in that index's predicate so that only this walk can use it: the
     -- key look-ups below (the head probe, the run) imply finished_at IS NULL
     -- but not id > 0, so they always take the key's index. When both
@@ -175,6 +175,30 @@ func (q *Queries) Claim(ctx context.Context, arg ClaimParams) ([]ClaimRow, error
 	return items, nil
 }
 
+const DeletePublished = `-- name: DeletePublished :execrows
+DELETE FROM transaction_outbox
+WHERE id = ANY($1::bigint[]) AND status = 'processing' AND locked_by = $2::text
+`
+
+type DeletePublishedParams struct {
+	IDs   []int64
+	Owner string
+}
+
+// Settles published rows by deleting them: once Kafka has acknowledged a
+// row nothing reads it again (the consumers' idempotency, the dead letters
+// and the ledger are the records), and a delete writes no new row version
+// and no index entry, where marking it processed wrote both and left a
+// purge for later. Only rows still claimed by owner: a row whose lease ran
+// out is another relay's to settle.
+func (q *Queries) DeletePublished(ctx context.Context, arg DeletePublishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, DeletePublished, arg.IDs, arg.Owner)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const InsertMessages = `-- name: InsertMessages :many
 INSERT INTO transaction_outbox
     (topic, event_type, partition_key, payload, headers, correlation_id, max_retries, next_retry_at)
@@ -292,26 +316,6 @@ func (q *Queries) MarkDeadLetter(ctx context.Context, arg MarkDeadLetterParams) 
 	return i, err
 }
 
-const MarkProcessed = `-- name: MarkProcessed :execrows
-UPDATE transaction_outbox
-SET status = 'processed', processed_at = $1::timestamptz, finished_at = $1, updated_at = $1, locked_by = NULL, locked_until = NULL
-WHERE id = ANY($2::bigint[]) AND status = 'processing' AND locked_by = $3::text
-`
-
-type MarkProcessedParams struct {
-	Now   *time.Time
-	IDs   []int64
-	Owner string
-}
-
-func (q *Queries) MarkProcessed(ctx context.Context, arg MarkProcessedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, MarkProcessed, arg.Now, arg.IDs, arg.Owner)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const Notify = `-- name: Notify :exec
 SELECT pg_notify($1::text, '')
 `
@@ -324,17 +328,15 @@ func (q *Queries) Notify(ctx context.Context, channel string) error {
 const PurgeProcessed = `-- name: PurgeProcessed :execrows
 DELETE FROM transaction_outbox
 WHERE id IN (SELECT p.id FROM transaction_outbox p
-             WHERE p.finished_at < $1::timestamptz AND p.status = 'processed'
-             ORDER BY p.finished_at LIMIT $2)
+             WHERE p.finished_at IS NOT NULL AND p.status = 'processed'
+             ORDER BY p.finished_at LIMIT $1)
 `
 
-type PurgeProcessedParams struct {
-	Cutoff  time.Time
-	MaxRows int
-}
-
-func (q *Queries) PurgeProcessed(ctx context.Context, arg PurgeProcessedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, PurgeProcessed, arg.Cutoff, arg.MaxRows)
+// Rows marked processed by a relay of an earlier version (before the
+// upgrade, or an old replica during a rolling deploy), which deleted its
+// published rows only after a retention: none are written any more.
+func (q *Queries) PurgeProcessed(ctx context.Context, maxRows int) (int64, error) {
+	result, err := q.db.Exec(ctx, PurgeProcessed, maxRows)
 	if err != nil {
 		return 0, err
 	}

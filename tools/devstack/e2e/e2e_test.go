@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/fixture"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -67,6 +68,8 @@ func startWith(t *testing.T, settleDelay string, env map[string]string) *suite {
 	t.Helper()
 	bin := binaries(t)
 	db := pgtest.New(t)
+	// The relay deletes what it publishes; the tests read what it published.
+	require.NoError(t, published.Keep(t.Context(), db.Pool))
 	redisURL := os.Getenv("TEST_REDIS_URL")
 	if redisURL == "" {
 		redisURL = "redis://127.0.0.1:6379/0"
@@ -226,7 +229,7 @@ func (s *suite) deadLetterOfCredit() int64 {
 	var l fixture.DeadLetter
 	require.NoError(s.t, s.db.Pool.QueryRow(s.t.Context(), `
 		SELECT topic, partition_key, event_type, convert_to(payload::text, 'UTF8'), headers, correlation_id
-		FROM transaction_outbox
+		FROM `+published.All+` o
 		WHERE topic = 'aegis.webhook.pending' AND event_type = 'payment_intent.succeeded'
 		ORDER BY id LIMIT 1`).Scan(&l.OriginalTopic, &l.PartitionKey, &l.EventType, &l.Payload, &l.Headers, &l.CorrelationID))
 	l.ConsumerGroup, l.Error, l.ErrorClass = "payout-worker", "suspected lost credit", "transient"

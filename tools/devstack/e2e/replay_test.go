@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 )
 
 // startWith is start with a PSP settle delay and extra service environment.
@@ -126,11 +128,12 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Len(t, objects(), 1)
 	require.EqualValues(t, 3500, wallet())
 
-	// Exactly once: one outbox row for the replay, published; the worker
-	// recorded its replay message id once.
-	require.Equal(t, 1, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
+	// Exactly once: one outbox row for the replay, published (and so
+	// deleted); the worker recorded its replay message id once.
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM `+published.All+` o WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
 	s.eventually("replay row published", func() bool {
-		return s.count(`SELECT count(*) FROM transaction_outbox WHERE id = $1 AND status = 'processed'`, outboxID) == 1
+		return s.count(`SELECT count(*) FROM `+published.Rows+` o WHERE id = $1`, outboxID) == 1 &&
+			s.count(`SELECT count(*) FROM transaction_outbox WHERE id = $1`, outboxID) == 0
 	})
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM processed_events WHERE consumer_group = 'payout-worker' AND event_id LIKE $1`,
 		fmt.Sprintf("%%:replay:%d:1", dlID)))
@@ -160,7 +163,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, "ops", d.body["resolved_by"])
 	again := s.do(http.MethodPost, fmt.Sprintf("%s/v1/dead-letters/%d/replay", s.dlq, dlID), nil, s.bearer(s.opToken))
 	require.Equal(t, 409, again.status, again.raw)
-	require.Equal(t, 1, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM `+published.All+` o WHERE headers->>'replay_of' = $1`, fmt.Sprint(dlID)))
 
 	// Replaying something that had in fact succeeded: a dead letter made
 	// from the credit's own record. dlq-admin sees the credit is already in
@@ -175,7 +178,7 @@ func TestReplayPutsTheEventBackThroughThePipelineOnce(t *testing.T) {
 	require.Equal(t, "CREDITED", dup.body["subject_state"], dup.raw)
 	require.Nil(t, dup.body["outbox_id"], dup.raw)
 	require.Equal(t, "replayed", dup.body["dead_letter"].(map[string]any)["status"])
-	require.Zero(t, s.count(`SELECT count(*) FROM transaction_outbox WHERE headers->>'replay_of' = $1`, fmt.Sprint(dupID)),
+	require.Zero(t, s.count(`SELECT count(*) FROM `+published.All+` o WHERE headers->>'replay_of' = $1`, fmt.Sprint(dupID)),
 		"nothing was published")
 	require.Equal(t, "republished", d.body["replay"].(map[string]any)["outcome"], "the NEEDS_REVIEW payout's replay was a real one")
 	require.EqualValues(t, 3500, wallet(), "a replay of a credit that was applied changes no balance")

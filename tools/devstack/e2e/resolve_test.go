@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 )
 
 // TestOperatorResolvesANeedsReviewPayout: a payout whose last attempt's
@@ -94,13 +96,13 @@ func TestOperatorResolvesANeedsReviewPayout(t *testing.T) {
 
 	// The command delivered again under another message id: decided once.
 	var headers map[string]string
-	row := s.db.Pool.QueryRow(t.Context(), `SELECT headers FROM transaction_outbox WHERE payload->>'resolution_id' = $1`, rid)
+	row := s.db.Pool.QueryRow(t.Context(), `SELECT headers FROM `+published.All+` o WHERE payload->>'resolution_id' = $1`, rid)
 	require.NoError(t, row.Scan(&headers))
 	headers["message_id"] += ":again"
 	hb, _ := json.Marshal(headers)
 	_, err := s.db.Pool.Exec(t.Context(), `
 		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload, headers, correlation_id)
-		SELECT topic, event_type, partition_key, payload, $2, correlation_id FROM transaction_outbox WHERE payload->>'resolution_id' = $1`, rid, hb)
+		SELECT topic, event_type, partition_key, payload, $2, correlation_id FROM `+published.All+` o WHERE payload->>'resolution_id' = $1`, rid, hb)
 	require.NoError(t, err)
 	s.eventually("redelivery processed", func() bool {
 		return s.count(`SELECT count(*) FROM processed_events WHERE consumer_group = 'payout-worker' AND event_id = $1`, headers["message_id"]) == 1

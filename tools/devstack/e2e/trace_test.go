@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/pkg/telemetry/telemetrytest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 )
 
 // services are the four binaries a payment crosses.
@@ -181,7 +182,7 @@ func storedTrace(t *testing.T, s *suite, where string) string {
 	t.Helper()
 	var tp string
 	require.NoError(t, s.db.Pool.QueryRow(context.Background(),
-		`SELECT coalesce(headers->>'traceparent', '') FROM transaction_outbox WHERE `+where).Scan(&tp))
+		`SELECT coalesce(headers->>'traceparent', '') FROM `+published.All+` o WHERE `+where).Scan(&tp))
 	return traceIDOf(t, tp)
 }
 

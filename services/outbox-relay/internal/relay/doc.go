@@ -4,12 +4,14 @@
 //
 // A cycle claims a batch (pkg/outbox: one statement, SKIP LOCKED, a lease),
 // produces every row asynchronously with franz-go's idempotent producer,
-// waits for every ack, and settles: published rows are marked processed in
-// one statement; a failed row gets its attempt recorded and its next try
-// scheduled with full-jitter backoff; a row out of attempts, or one Kafka
-// can never accept (too large), is marked dlq and written to dead_letters in
-// the same transaction — Kafka may be what is down — then published to
-// aegis.outbox.dlq on a best-effort basis.
+// waits for every ack, and settles: published rows are deleted in one
+// statement (nothing reads a published row again: Kafka has it, and the
+// consumers record what they made of it; rows an earlier relay marked
+// processed are purged every minute); a failed row gets its attempt
+// recorded and its next try scheduled with full-jitter backoff; a row out
+// of attempts, or one Kafka can never accept (too large), is marked dlq and
+// written to dead_letters in the same transaction — Kafka may be what is
+// down — then published to aegis.outbox.dlq on a best-effort basis.
 //
 // Any number of relays may run: claims never overlap, and a relay that dies
 // mid-batch leaves rows whose lease runs out and which another relay takes

@@ -101,7 +101,7 @@ func (b *bundle) waitListener(t *testing.T, not int) int {
 // relay in time.
 func (b *bundle) waitProcessed(t *testing.T, id int64, since time.Time) time.Duration {
 	t.Helper()
-	require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == "processed" },
+	require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == published },
 		10*time.Second, 2*time.Millisecond, "row %d not published: the notification did not wake the relay", id)
 	return time.Since(since)
 }

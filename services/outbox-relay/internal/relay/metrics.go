@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "aegis_outbox_oldest_pending_age_seconds", Help: "Age of the oldest unpublished outbox row.",
 		}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aegis_outbox_purged_total", Help: "Processed outbox rows deleted by retention.",
+			Name: "aegis_outbox_purged_total", Help: "Outbox rows an earlier relay marked processed, deleted since (published rows are deleted when settled).",
 		}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aegis_outbox_relay_last_success_timestamp_seconds",

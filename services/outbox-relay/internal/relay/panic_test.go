@@ -54,7 +54,7 @@ func TestAPanicWhilePublishingIsAFailedAttempt(t *testing.T) {
 	b.clock.Add(time.Minute) // past the backoff
 	drain(t, r)
 	st, _ = b.status(t, id)
-	require.Equal(t, "processed", st)
+	require.Equal(t, published, st)
 	require.Len(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 1, 10*time.Second), 1)
 }
 
@@ -75,7 +75,7 @@ func TestAPanicInTheRelayLoopRestartsTheLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == "processed" }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == published }, 20*time.Second, 5*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, 2.0, counter.Value("outbox-relay/loop"))

@@ -47,9 +47,9 @@ func claimBesideSettle(t *testing.T, loops int) {
 	require.NoError(t, err)
 	_, err = b.db.Pool.Exec(ctx, `
 		CREATE FUNCTION slow_settle() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(7001); RETURN NEW; END $$;
-		CREATE TRIGGER slow_settle BEFORE UPDATE ON transaction_outbox FOR EACH ROW
-		WHEN (NEW.partition_key = 'user-slow' AND NEW.status = 'processed') EXECUTE FUNCTION slow_settle();`)
+		BEGIN PERFORM pg_advisory_xact_lock_shared(7001); RETURN OLD; END $$;
+		CREATE TRIGGER slow_settle BEFORE DELETE ON transaction_outbox FOR EACH ROW
+		WHEN (OLD.partition_key = 'user-slow') EXECUTE FUNCTION slow_settle();`)
 	require.NoError(t, err)
 	r, _ := b.newRelay(t, relayOpts{now: time.Now, poll: 10 * time.Minute})
 	runCtx, cancel := context.WithCancel(ctx)
@@ -86,7 +86,7 @@ func claimBesideSettle(t *testing.T, loops int) {
 	_, err = hold.Exec(ctx, `SELECT pg_advisory_unlock($1)`, holdKey)
 	require.NoError(t, err)
 	for _, id := range []int64{slow0, slow1, fast} {
-		require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == "processed" }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { st, _ := b.status(t, id); return st == published }, 10*time.Second, 5*time.Millisecond)
 	}
 	var order []payload
 	for _, p := range decode(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 3, 10*time.Second)) {

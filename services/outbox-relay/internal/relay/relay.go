@@ -39,7 +39,6 @@ type Config struct {
 	Lease          time.Duration
 	PublishTimeout time.Duration
 	Backoff        backoff.Policy
-	Retention      time.Duration
 }
 
 // Validate reports a configuration that cannot work.
@@ -59,9 +58,6 @@ func (c Config) Validate() error {
 	}
 	if c.Lease < 2*c.PublishTimeout {
 		errs = append(errs, config.Invalid("Lease", "(%s) must be at least twice %s (%s)", c.Lease, config.Ref("PublishTimeout"), c.PublishTimeout))
-	}
-	if c.Retention <= 0 {
-		errs = append(errs, config.Invalid("Retention", "must be positive"))
 	}
 	if err := c.Backoff.Validate(); err != nil {
 		errs = append(errs, config.Within("Backoff", err))
@@ -484,7 +480,7 @@ func (r *Relay) settle(ctx context.Context, rows []outbox.Row, results []error) 
 			"attempt", attempt, "max_attempts", row.MaxRetries, "next_retry_at", next, "error", results[i].Error())
 	}
 	if len(done) > 0 {
-		if _, err := r.store.MarkProcessed(ctx, done, r.cfg.Owner, now); err != nil {
+		if _, err := r.store.DeletePublished(ctx, done, r.cfg.Owner); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -589,13 +585,14 @@ func ids(rows []outbox.Row) []int64 {
 	return out
 }
 
-// Purge deletes processed rows older than the retention, in chunks, until
-// none are left or ctx ends.
+// Purge deletes, in chunks until none are left or ctx ends, the rows an
+// earlier relay marked processed and kept for its retention (after an
+// upgrade, or from an old replica during a rolling deploy): this relay
+// deletes its published rows when it settles them.
 func (r *Relay) Purge(ctx context.Context) (int64, error) {
 	var total int64
-	cutoff := r.now().Add(-r.cfg.Retention)
 	for {
-		n, err := r.store.PurgeProcessed(ctx, cutoff, 5000)
+		n, err := r.store.PurgeProcessed(ctx, 5000)
 		total += n
 		if err != nil || n < 5000 {
 			return total, err
@@ -603,8 +600,8 @@ func (r *Relay) Purge(ctx context.Context) (int64, error) {
 	}
 }
 
-// RunRetention purges on every tick of interval until ctx is done.
-func (r *Relay) RunRetention(ctx context.Context, interval time.Duration) {
+// RunPurge purges on every tick of interval until ctx is done.
+func (r *Relay) RunPurge(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -614,7 +611,7 @@ func (r *Relay) RunRetention(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			n, err := r.Purge(ctx)
 			if err != nil && ctx.Err() == nil {
-				r.logger.Error("outbox retention failed", "error", err.Error())
+				r.logger.Error("outbox purge of processed rows failed", "error", err.Error())
 			}
 			if n > 0 {
 				r.metrics.purged.Add(float64(n))

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -119,8 +120,8 @@ func (b *bundle) newRelay(t *testing.T, o relayOpts) (*relay.Relay, *breaker.Bre
 	}
 	r, err := relay.New(relay.Config{
 		Owner: o.owner, BatchSize: o.batch, PollInterval: o.poll, Lease: 4 * o.publishTimeout,
-		PublishTimeout: o.publishTimeout, Retention: time.Hour,
-		Backoff: policy,
+		PublishTimeout: o.publishTimeout,
+		Backoff:        policy,
 	}, relay.Deps{
 		Deps:  lifecycle.Deps{Logger: logger, Clock: o.now, Registerer: reg, Panics: o.panics},
 		Store: outbox.NewStore(b.db.Pool), Kafka: producer, Breaker: br,
@@ -166,11 +167,27 @@ func (b *bundle) insertMany(t *testing.T, n int, key func(int) string) {
 	require.NoError(t, err)
 }
 
+// published is the status of a row that is gone: the relay deletes a row
+// once Kafka has acknowledged it.
+const published = "published (deleted)"
+
 func (b *bundle) status(t *testing.T, id int64) (status string, retries int) {
 	t.Helper()
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-		"SELECT status, retry_count FROM transaction_outbox WHERE id = $1", id).Scan(&status, &retries))
+	err := b.db.Pool.QueryRow(context.Background(),
+		"SELECT status, retry_count FROM transaction_outbox WHERE id = $1", id).Scan(&status, &retries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return published, 0
+	}
+	require.NoError(t, err)
 	return status, retries
+}
+
+// left counts the rows still in the outbox.
+func (b *bundle) left(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox").Scan(&n))
+	return n
 }
 
 func drain(t *testing.T, r *relay.Relay) {
@@ -220,7 +237,7 @@ func TestPublishesEveryRowWithKeyAndHeaders(t *testing.T) {
 	}
 	for _, id := range ids {
 		st, _ := b.status(t, id)
-		require.Equal(t, "processed", st)
+		require.Equal(t, published, st)
 	}
 }
 
@@ -339,7 +356,7 @@ func TestRowsOfADeadRelayAreTakenOverAfterTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	st, _ := b.status(t, id)
-	require.Equal(t, "processed", st)
+	require.Equal(t, published, st)
 	require.Len(t, kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, 1, 10*time.Second), 1)
 }
 
@@ -353,11 +370,7 @@ func TestRunFinishesTheBatchInFlightOnShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	require.Eventually(t, func() bool {
-		var processed int
-		_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status = 'processed'").Scan(&processed)
-		return processed > 0
-	}, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.left(t) < 50 }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 	var stuck int
@@ -396,11 +409,7 @@ func TestPerKeyOrderWithThreeRelaysAndInjectedFailures(t *testing.T) {
 		}()
 	}
 	writers.Wait()
-	require.Eventually(t, func() bool {
-		var left int
-		_ = b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left)
-		return left == 0
-	}, 60*time.Second, 20*time.Millisecond, "every row published despite failures")
+	require.Eventually(t, func() bool { return b.left(t) == 0 }, 60*time.Second, 20*time.Millisecond, "every row published despite failures")
 	cancel()
 	wg.Wait()
 	require.Greater(t, produces.Load()/7, int64(0), "faults were injected")
@@ -507,10 +516,10 @@ func TestHotKeyRunKeepsOrderWhenAProduceFailsMidRun(t *testing.T) {
 	mu.Lock()
 	require.NotEmpty(t, faulted, "the run took more than one produce request, and one failed")
 	mu.Unlock()
-	// A processed prefix, then the failed row, then rows handed back.
+	// A published (deleted) prefix, then the failed row, then rows handed back.
 	i := 0
 	for ; i < rows; i++ {
-		if st, _ := b.status(t, ids[i]); st != "processed" {
+		if st, _ := b.status(t, ids[i]); st != published {
 			break
 		}
 	}
@@ -541,8 +550,7 @@ func TestHotKeyRunKeepsOrderWhenAProduceFailsMidRun(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		b.clock.Add(time.Minute + time.Second)
 		drain(t, r)
-		require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
-		if left == 0 {
+		if left = b.left(t); left == 0 {
 			break
 		}
 	}
@@ -560,7 +568,7 @@ func TestHotKeyRunKeepsOrderWhenAProduceFailsMidRun(t *testing.T) {
 func TestHotKeyRunOfAKilledRelayIsTakenOverInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const rows, run, published = 150, 100, 40
+	const rows, run, sent = 150, 100, 40
 	for n := range rows {
 		b.insert(t, "hot", n, 0)
 	}
@@ -571,7 +579,7 @@ func TestHotKeyRunOfAKilledRelayIsTakenOverInOrder(t *testing.T) {
 	cl := kafkatest.NewClient(t, b.cluster)
 	hot := 0
 	for _, row := range claimed {
-		if row.PartitionKey != "hot" || hot == published {
+		if row.PartitionKey != "hot" || hot == sent {
 			continue
 		}
 		hot++
@@ -586,36 +594,91 @@ func TestHotKeyRunOfAKilledRelayIsTakenOverInOrder(t *testing.T) {
 	require.Equal(t, 0, n, "a live lease holds the whole key, including the rows behind the run")
 	b.clock.Add(2 * time.Minute)
 	drain(t, r)
-	var left int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
-	require.Zero(t, left)
-	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, rows+1+published, 20*time.Second)
+	require.Zero(t, b.left(t))
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, rows+1+sent, 20*time.Second)
 	dups := checkKeyOrder(t, recs, map[string]int{"hot": rows, "cold": 1})
-	require.Equal(t, published, dups, "only what the dead relay had published goes out twice")
+	require.Equal(t, sent, dups, "only what the dead relay had published goes out twice")
 }
 
-func TestRetentionDeletesOnlyOldProcessedRows(t *testing.T) {
+// A published row is deleted when the relay settles it: no processed row
+// is left for a retention to purge, the record is on Kafka, and a row that
+// failed for good stays, settled dlq, beside its dead letter.
+func TestSettleDeletesPublishedRowsAndKeepsDeadLetteredOnes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, _ := b.newRelay(t, relayOpts{})
+	ok := []int64{b.insert(t, "user-a", 0, 0), b.insert(t, "user-a", 1, 0), b.insert(t, "user-b", 0, 0)}
+	drain(t, r)
+	// Then one the broker refuses for good: dead-lettered at once.
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafkax.TopicWebhookPending, Err: kerr.MessageTooLarge, Count: 1})
+	bad := b.insert(t, "user-c", 0, 0)
+	drain(t, r)
+
+	var rows []string
+	got, err := b.db.Pool.Query(context.Background(), "SELECT id || ' ' || status FROM transaction_outbox ORDER BY id")
+	require.NoError(t, err)
+	rows, err = pgx.CollectRows(got, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("%d dlq", bad)}, rows, "published rows deleted; the dead-lettered row kept")
+	var letters int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM dead_letters WHERE outbox_id = $1", bad).Scan(&letters))
+	require.Equal(t, 1, letters)
+	recs := kafkatest.ReadAll(t, b.cluster, kafkax.TopicWebhookPending, len(ok), 10*time.Second)
+	require.Zero(t, checkKeyOrder(t, recs, map[string]int{"user-a": 2, "user-b": 1}))
+}
+
+// A relay whose lease ran out deletes nothing: the row is the new owner's,
+// which publishes it again and deletes it.
+func TestALateSettleOfALostLeaseDeletesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.insert(t, "user-late", 0, 0)
+	store := outbox.NewStore(b.db.Pool)
+	_, err := store.Claim(context.Background(), b.clock.Now(), 10, time.Minute, "late-relay")
+	require.NoError(t, err)
+	b.clock.Add(2 * time.Minute)
+	taken, err := store.Claim(context.Background(), b.clock.Now(), 10, time.Minute, "survivor")
+	require.NoError(t, err)
+	require.Len(t, taken, 1)
+
+	n, err := store.DeletePublished(context.Background(), []int64{id}, "late-relay")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	st, _ := b.status(t, id)
+	require.Equal(t, "processing", st, "still the survivor's")
+	n, err = store.DeletePublished(context.Background(), []int64{id}, "survivor")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+// Rows an earlier relay marked processed (before the upgrade, or an old
+// replica during a rolling deploy) are purged whatever their age; nothing
+// unfinished or dead-lettered is touched.
+func TestPurgeDeletesRowsAnEarlierRelayMarkedProcessed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	r, _ := b.newRelay(t, relayOpts{})
 	old := b.insert(t, "user-old", 1, 0)
-	drain(t, r)
-	fresh := b.insert(t, "user-new", 1, 0)
-	drain(t, r)
+	recent := b.insert(t, "user-recent", 1, 0)
 	pending := b.insert(t, "user-pending", 1, 0)
+	lettered := b.insert(t, "user-lettered", 1, 0)
 	ctx := context.Background()
-	_, err := b.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET finished_at = now() - interval '2 hours', processed_at = now() - interval '2 hours' WHERE id = $1`, old)
+	_, err := b.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET status = 'processed', finished_at = now() - interval '2 hours',
+		processed_at = now() - interval '2 hours' WHERE id = $1`, old)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET status = 'processed', finished_at = now(), processed_at = now() WHERE id = $1`, recent)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `UPDATE transaction_outbox SET status = 'dlq', finished_at = now() WHERE id = $1`, lettered)
 	require.NoError(t, err)
 
-	n, err := r.Purge(ctx) // retention is one hour in these tests
+	n, err := r.Purge(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
-	var left []int64
+	require.EqualValues(t, 2, n)
 	rows, err := b.db.Pool.Query(ctx, `SELECT id FROM transaction_outbox ORDER BY id`)
 	require.NoError(t, err)
-	left, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	left, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
-	require.Equal(t, []int64{fresh, pending}, left, "recent processed rows and unpublished rows are kept")
+	require.Equal(t, []int64{pending, lettered}, left, "unpublished and dead-lettered rows are kept")
 }
 
 // flushWatch is the relay's client, counting the records handed to it while
@@ -665,12 +728,7 @@ func TestLoopsSharingTheClientNeverProduceDuringAnotherLoopsFlush(t *testing.T) 
 			_ = r.Run(ctx)
 		}()
 	}
-	require.Eventually(t, func() bool {
-		var left int
-		require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-			"SELECT count(*) FROM transaction_outbox WHERE status <> 'processed'").Scan(&left))
-		return left == 0
-	}, 60*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return b.left(t) == 0 }, 60*time.Second, 20*time.Millisecond)
 	cancel()
 	loops.Wait()
 	require.Zero(t, watch.during.Load(), "records handed to the client while another batch was being flushed")

@@ -86,7 +86,8 @@ func (w *world) waitHandled(messageID string) {
 	require.Eventually(w.t, func() bool {
 		var ok bool
 		_ = w.db.Pool.QueryRow(context.Background(),
-			"SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)", group, messageID).Scan(&ok)
+			`SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)
+				OR EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND message_id = $2)`, group, messageID).Scan(&ok)
 		return ok || testutil.ToFloat64(w.moneyBackCounter("refund", "refused")) > 0
 	}, 20*time.Second, 20*time.Millisecond, "message %s never handled", messageID)
 }

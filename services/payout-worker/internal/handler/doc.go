@@ -11,7 +11,8 @@
 //
 // A credit is committed by ledger.CreditCommitter with the other credits
 // waiting at that moment (group commit: one pipelined transaction, one
-// WAL flush): its processed_events row, ledger posting and balance. The
+// WAL flush): its ledger posting (which names the message and is its
+// idempotency record: no processed_events row) and balance. The
 // handler waits for its own credit's outcome, so the consumer's offsets
 // move exactly as when each credit was its own transaction; a credit that
 // fails its group is committed again alone and fails only its own record.

@@ -30,9 +30,11 @@ func TestCreditAppliesOncePerPayment(t *testing.T) {
 	w.credit("evt_ch", "pi_1", 5000) // charge.succeeded for the same payment
 	w.credit("evt_other", "pi_2", 700)
 	w.waitProcessed("stripe:evt_other")
-	w.waitProcessed("stripe:evt_ch")
+	w.waitConsumed(kafkax.TopicWebhookPending) // evt_ch and the redelivery change nothing and record nothing
 	require.EqualValues(t, 5700, w.balance())
 	require.Equal(t, 2, w.count(`SELECT count(*) FROM ledger_transactions WHERE kind = 'credit'`))
+	require.Zero(t, w.count(`SELECT count(*) FROM processed_events`), "a credit's ledger transaction is its message's record")
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM ledger_transactions WHERE message_id = 'stripe:evt_pi'`))
 }
 
 func TestCreditWithoutUserIsDeadLetteredWithItsOrigin(t *testing.T) {

@@ -574,13 +574,16 @@ func (w *world) waitConsumed(topic string) {
 	}, 20*time.Second, 20*time.Millisecond, "the group never committed all of %s", topic)
 }
 
-// waitProcessed waits until the consumer recorded messageID as processed.
+// waitProcessed waits until the consumer recorded messageID as processed:
+// in processed_events, or, for a credit it posted, in the credit's ledger
+// transaction.
 func (w *world) waitProcessed(messageID string) {
 	w.t.Helper()
 	require.Eventually(w.t, func() bool {
 		var ok bool
 		_ = w.db.Pool.QueryRow(context.Background(),
-			"SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)", group, messageID).Scan(&ok)
+			`SELECT EXISTS (SELECT 1 FROM processed_events WHERE consumer_group = $1 AND event_id = $2)
+				OR EXISTS (SELECT 1 FROM ledger_transactions WHERE kind = 'credit' AND message_id = $2)`, group, messageID).Scan(&ok)
 		return ok
 	}, 20*time.Second, 20*time.Millisecond, "message %s never processed", messageID)
 }

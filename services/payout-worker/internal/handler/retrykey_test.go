@@ -142,7 +142,7 @@ func (w *world) claimAndPublish(now time.Time) []int64 {
 		ids = append(ids, r.ID)
 	}
 	if len(ids) > 0 {
-		_, err = store.MarkProcessed(ctx, ids, "test-relay", now)
+		_, err = store.DeletePublished(ctx, ids, "test-relay")
 		require.NoError(w.t, err)
 	}
 	return ids

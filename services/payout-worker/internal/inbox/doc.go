@@ -9,6 +9,9 @@
 // (or InTx, Once in a transaction of its own): the claim is written in the
 // effect's transaction, before it, and a message already claimed changes
 // nothing. The claim is written nowhere else but QueueClaim (the same
-// statement pipelined with a caller's load) and the ledger's credit
-// statement (claim and posting as one decision).
+// statement pipelined with a caller's load). A credit that posts writes no
+// claim: the ledger's credit statement reads processed_events (a message
+// recorded here as handled, a refusal with its dead letter, is not posted
+// later) and its ledger transaction, unique per payment and naming the
+// message, is the record that makes a redelivery change nothing.
 package inbox

@@ -26,8 +26,10 @@ import (
 // finds it and skips its effect; claim and effect hold only if tx commits.
 //
 // The claim is written here and in QueueClaim (the same statement, for a
-// caller that pipelines it with its own); the credit path claims inside
-// the ledger's own statement, so that claim and posting are one decision.
+// caller that pipelines it with its own); the credit path writes none: its
+// ledger transaction, unique per payment and naming the message, is its
+// record (ledger's CreditClaim), and it reads processed_events for
+// messages recorded here.
 func Once(ctx context.Context, tx pgx.Tx, m Message, effect func() error) error {
 	fresh, err := claim(ctx, tx, m)
 	if err != nil || !fresh || effect == nil {

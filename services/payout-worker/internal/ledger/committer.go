@@ -123,8 +123,8 @@ func (c *CreditCommitter) Start(ctx context.Context) error {
 	return c.Base.Start(ctx, routines...)
 }
 
-// Credit is CreditOnce through a group: it claims the consumer message and
-// credits the payment in the transaction of the group it joins, and returns
+// Credit is CreditOnce through a group: it credits the payment, naming the
+// consumer message, in the transaction of the group it joins, and returns
 // once that committed (or the credit failed alone). The clearing account is
 // looked up here, outside any group's transaction. When ctx is done first
 // it returns ctx's error at once; the credit may still commit, and its

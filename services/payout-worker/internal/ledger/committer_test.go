@@ -78,8 +78,13 @@ func TestCreditCommitterUnderConcurrency(t *testing.T) {
 	wg.Wait()
 
 	require.Equal(t, payments, outcomes[ledger.Credited])
-	require.Equal(t, payments, outcomes[ledger.AlreadyCredited])
-	require.Equal(t, 2*payments, outcomes[ledger.DuplicateMessage])
+	// The rest changed nothing. Only the posting message's redelivery can
+	// be told a duplicate (its ledger transaction names it): the other
+	// event's deliveries, and a redelivery that raced the posting (it waits
+	// on the posting's row and reads with its own snapshot), are counted
+	// already credited.
+	require.Equal(t, 3*payments, outcomes[ledger.AlreadyCredited]+outcomes[ledger.DuplicateMessage])
+	require.LessOrEqual(t, outcomes[ledger.DuplicateMessage], payments)
 	var sum int64
 	for w := range wallets {
 		b, err := ledger.Balance(ctx, db.Pool, fmt.Sprintf("u%d", w), "usd")

@@ -8,7 +8,10 @@
 // unique, so the same PSP payment or payout step can never post twice, even
 // if two consumers race or a message is replayed. Postings take the caller's
 // pgx.Tx so they commit with the state change and the processed_events row
-// they belong to.
+// they belong to. A credit has no processed_events row of its own: its
+// ledger transaction names the message that posted it (message_id), and
+// that unique posting is the message's idempotency record (CreditClaim in
+// queries.sql), one row written per credit instead of two.
 //
 // Accounts: a user's wallet per currency; per currency, a PSP clearing
 // account per provider (money held for us at the PSP) and a payout holds

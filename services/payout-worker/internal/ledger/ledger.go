@@ -366,16 +366,20 @@ type CreditOutcome string
 const (
 	// Credited: the wallet was credited.
 	Credited CreditOutcome = "applied"
-	// DuplicateMessage: this message was processed before; nothing changed.
+	// DuplicateMessage: this message was handled before (it posted the
+	// credit, or another path recorded it in processed_events); nothing
+	// changed.
 	DuplicateMessage CreditOutcome = "duplicate"
-	// AlreadyCredited: another event about the same payment credited it; the
-	// message is recorded as processed, nothing else changed.
+	// AlreadyCredited: another event about the same payment credited it;
+	// nothing changed, and nothing needs recording: the payment's credit
+	// is what makes this message, delivered again, change nothing again.
 	AlreadyCredited CreditOutcome = "already_credited"
 )
 
-// CreditOnce claims the consumer message and credits the payment in one
-// round trip and one (implicit) transaction on pool. See queries.sql's
-// CreditClaim.
+// CreditOnce credits the payment once, in one round trip and one (implicit)
+// transaction on pool: the payment's ledger transaction, which names the
+// message, is the message's idempotency record (no processed_events row).
+// See queries.sql's CreditClaim.
 // CreditCommitter commits many of them in one transaction instead.
 func (l *Ledger) CreditOnce(ctx context.Context, pool *pgxpool.Pool, c Claim, p Receipt) (CreditOutcome, error) {
 	cr, err := l.newCredit(ctx, c, p)
@@ -393,8 +397,12 @@ type credit struct {
 	currency, correlationID     string
 	amount, clearingID          int64
 	// fee and feesID: what the PSP kept and its fees account (0: no fee).
-	fee, feesID     int64
-	claimed, posted int
+	fee, feesID int64
+	// What CreditClaim answered: the message recorded as handled by
+	// another path, the credit posted now, the credit posted before by
+	// this message.
+	handled, posted int
+	again           bool
 }
 
 // newCredit checks a credit and looks up its clearing account, which may
@@ -420,8 +428,9 @@ func (l *Ledger) newCredit(ctx context.Context, c Claim, p Receipt) (*credit, er
 
 // queue adds the credit's statements to b, under a new ledger transaction
 // id (so a credit queued again, alone after its group failed, starts
-// afresh). They claim the message, and only when the claim and the
-// payment's ledger transaction are both new do the others change anything
+// afresh). The first inserts the payment's ledger transaction, naming the
+// message, unless the payment is credited or the message was recorded as
+// handled elsewhere, and only when it did do the others change anything
 // (each checks that its transaction row exists): so several credits in one
 // transaction see each other's claims and postings as separate
 // transactions would.
@@ -430,7 +439,7 @@ func (l *Ledger) queue(ctx context.Context, b *pgx.Batch, cr *credit) error {
 	if err != nil {
 		return fmt.Errorf("new ledger transaction id: %w", err)
 	}
-	cr.claimed, cr.posted = 0, 0
+	cr.handled, cr.posted, cr.again = 0, 0, false
 	ref := cr.provider + ":" + cr.reference
 	claim, err := queue(b, func(q *sqlcdb.Queries) {
 		_, _ = q.CreditClaim(ctx, sqlcdb.CreditClaimParams{ConsumerGroup: cr.claim.Group, EventID: cr.claim.EventID,
@@ -439,7 +448,7 @@ func (l *Ledger) queue(ctx context.Context, b *pgx.Batch, cr *credit) error {
 	if err != nil {
 		return err
 	}
-	claim.QueryRow(func(r pgx.Row) error { return r.Scan(&cr.claimed, &cr.posted) })
+	claim.QueryRow(func(r pgx.Row) error { return r.Scan(&cr.handled, &cr.posted, &cr.again) })
 	calls := []func(q *sqlcdb.Queries){
 		func(q *sqlcdb.Queries) {
 			_ = q.CreditWallet(ctx, sqlcdb.CreditWalletParams{UserID: cr.userID, Currency: cr.currency, Amount: cr.amount,
@@ -499,12 +508,12 @@ func (l *Ledger) creditAlone(ctx context.Context, pool *pgxpool.Pool, cr *credit
 // outcome is what the credit's committed statements did.
 func (cr *credit) outcome() CreditOutcome {
 	switch {
-	case cr.claimed == 0:
+	case cr.posted > 0:
+		return Credited
+	case cr.handled > 0 || cr.again:
 		return DuplicateMessage
-	case cr.posted == 0:
-		return AlreadyCredited
 	}
-	return Credited
+	return AlreadyCredited
 }
 
 // systemWallet returns a system account's id, creating it on first use in

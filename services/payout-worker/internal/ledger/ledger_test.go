@@ -222,7 +222,11 @@ func TestOverlappingWorkersCannotDoubleSpend(t *testing.T) {
 	reconcile(t, db)
 }
 
-func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
+// A credit writes no processed_events row: its ledger transaction, unique
+// per payment, names the message and is its idempotency record. The same
+// message again is a duplicate, another event about the payment changes
+// nothing either, and neither writes a row.
+func TestCreditOnceRecordsTheMessageInItsLedgerTransactionOnly(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
@@ -234,7 +238,7 @@ func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
 	out, err = l.CreditOnce(ctx, db.Pool, c, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 700, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.DuplicateMessage, out)
-	// charge.succeeded for the same payment: recorded as processed, no money.
+	// charge.succeeded for the same payment: no money, nothing written.
 	out, err = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_2"}, ledger.Receipt{Provider: "stripe", Reference: "pi_1", UserID: "u1", Amount: 700, Currency: "usd"})
 	require.NoError(t, err)
 	require.Equal(t, ledger.AlreadyCredited, out)
@@ -242,7 +246,48 @@ func TestCreditOnceClaimsAndPostsInOneRoundTrip(t *testing.T) {
 	require.EqualValues(t, 700, b)
 	var processed int
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM processed_events").Scan(&processed))
-	require.Equal(t, 2, processed)
+	require.Zero(t, processed)
+	var msg string
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT message_id FROM ledger_transactions WHERE kind = 'credit' AND reference = 'stripe:pi_1'").Scan(&msg))
+	require.Equal(t, "stripe:evt_1", msg)
+	reconcile(t, db)
+}
+
+// What processed_events records still holds for a credit: a message
+// another path recorded as handled (refused with its dead letter, claimed
+// by an earlier version) is not posted when it comes again; its replay,
+// under the replay's own message id, is posted once; a replay of a credit
+// that was posted changes nothing.
+func TestCreditOnceKeepsHandledMessagesAndReplays(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	l := ledger.New(db.Pool)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('payout-worker', 'stripe:evt_refused')`)
+	require.NoError(t, err)
+	receipt := ledger.Receipt{Provider: "stripe", Reference: "pi_r", UserID: "u1", Amount: 300, Currency: "usd"}
+
+	out, err := l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_refused"}, receipt)
+	require.NoError(t, err)
+	require.Equal(t, ledger.DuplicateMessage, out, "a message handled before is not posted on redelivery")
+	b, _ := ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.Zero(t, b)
+
+	replay := ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_refused:replay:7:1"}
+	out, err = l.CreditOnce(ctx, db.Pool, replay, receipt)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Credited, out, "the operator's replay posts it")
+	out, err = l.CreditOnce(ctx, db.Pool, replay, receipt)
+	require.NoError(t, err)
+	require.Equal(t, ledger.DuplicateMessage, out, "the replay redelivered")
+	out, err = l.CreditOnce(ctx, db.Pool, ledger.Claim{Group: "payout-worker", EventID: "stripe:evt_refused:replay:8:1"}, receipt)
+	require.NoError(t, err)
+	require.Equal(t, ledger.AlreadyCredited, out, "a second letter's replay of a posted credit")
+	b, _ = ledger.Balance(ctx, db.Pool, "u1", "usd")
+	require.EqualValues(t, 300, b)
+	var posted int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM ledger_transactions WHERE kind = 'credit'").Scan(&posted))
+	require.Equal(t, 1, posted)
 	reconcile(t, db)
 }
 

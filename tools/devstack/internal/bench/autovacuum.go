@@ -17,7 +17,7 @@ import (
 // claimed and settled). Without a vacuum a scenario measures the server's
 // configuration, not the suite: on 2026-11-26 the e2e's transaction_outbox
 // grew to 815 MB for 178k live rows, far beyond shared_buffers, and the
-// relay's MarkProcessed, reading ~2,400 blocks a call from outside them,
+// relay's settle statement, reading ~2,400 blocks a call from outside them,
 // took 43 % of Postgres's statement time (24 ms a call); with autovacuum on,
 // 4 % (0.3 ms a call; pg_stat_statements, docs/reports/benchmarks.md). So on such a
 // server the bench does autovacuum's work itself, by autovacuum's rule.

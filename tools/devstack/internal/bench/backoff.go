@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/proctest"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -51,6 +52,11 @@ func (r *Runner) backoff(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
+	// The latencies are read from the outbox rows, which the relay deletes
+	// as it publishes them: keep a copy (it costs both groups alike).
+	if err := published.Keep(ctx, pool); err != nil {
+		return err
+	}
 	var ports [4]int
 	for i := range ports {
 		if ports[i], err = proctest.Port(); err != nil {
@@ -208,7 +214,7 @@ func backoffLatencies(ctx context.Context, pool *pgxpool.Pool) (inBackoff, other
 	rows, err := pool.Query(ctx, `
 		SELECT EXISTS (SELECT 1 FROM payouts p WHERE p.user_id = o.partition_key AND p.status = 'RETRYING'),
 		       extract(epoch FROM l.created_at - o.created_at)::float8
-		FROM transaction_outbox o
+		FROM `+published.All+` o
 		LEFT JOIN ledger_transactions l ON l.kind = 'credit' AND l.reference = 'stripe:' || (o.payload->>'reference')
 		WHERE o.topic = $1 AND o.payload->>'reference' LIKE 'pi_b_%'`, kafkax.TopicWebhookPending)
 	if err != nil {

@@ -527,34 +527,28 @@ type stageQuery struct {
 	stages []stage
 }
 
-// creditStages split a credit's time after its webhook was stored: the
-// relay publishing the outbox row (its commit to the relay marking it
-// published after Kafka's ack) and kfake plus the worker (marked published
-// to the credit's commit). Rows since $1.
+// creditStages split a credit's time after its webhook was stored: its
+// webhook_events row's commit to the credit's commit (relay, kfake and the
+// worker; the relay deletes the outbox row it publishes, and the e2e run
+// keeps no copy of it, which would add a write per credit to what it
+// measures). Rows since $1.
 var creditStages = stageQuery{
-	from: `transaction_outbox o JOIN ledger_transactions l ON l.kind = 'credit' AND l.reference = 'stripe:pi_' || (o.payload->>'event_id')
-		WHERE o.topic = 'aegis.webhook.pending' AND o.created_at >= $1`,
-	stages: []stage{{"relay", "o.finished_at - o.created_at"}, {"kafka+worker", "l.created_at - o.finished_at"}},
+	from: `webhook_events w JOIN ledger_transactions l ON l.kind = 'credit' AND l.reference = 'stripe:pi_' || w.event_id
+		WHERE w.provider = 'stripe' AND w.received_at >= $1`,
+	stages: []stage{{"relay+kafka+worker", "l.created_at - w.received_at"}},
 }
 
 // payoutStages split a payout's time after its request was stored: the
 // relay, the wait in Kafka and the worker's queue until its first
 // transaction (SENDING_TO_GATEWAY), and the worker's hold, PSP call and
-// record (SENDING_TO_GATEWAY to AWAITING_RESPONSE). The step's outbox rows
-// are read once (the materialized o) and joined by id: joined on the
-// payload's payout_id directly, the planner may pick a nested loop that
-// scans the whole outbox for each payout (a make bench on 2026-11-26 spent
-// eight minutes in one such query, 2,000 payouts against 233k rows).
+// record (SENDING_TO_GATEWAY to AWAITING_RESPONSE).
 var payoutStages = stageQuery{
-	from: `(WITH o AS MATERIALIZED (
-		    SELECT payload->>'payout_id' AS payout_id, created_at, finished_at FROM transaction_outbox
-		    WHERE topic = 'aegis.transactions' AND created_at >= $1)
-		SELECT * FROM o) o JOIN payouts p ON p.id::text = o.payout_id
+	from: `payouts p
 		JOIN LATERAL (SELECT min(at) FILTER (WHERE to_status = 'SENDING_TO_GATEWAY') AS sending,
 		                     min(at) FILTER (WHERE to_status = 'AWAITING_RESPONSE') AS awaiting
 		              FROM payout_transitions t WHERE t.payout_id = p.id) t ON true
 		WHERE p.created_at >= $1`,
-	stages: []stage{{"relay", "o.finished_at - o.created_at"}, {"queue to worker", "t.sending - o.finished_at"}, {"worker: hold+PSP+record", "t.awaiting - t.sending"}},
+	stages: []stage{{"relay+queue to worker", "t.sending - p.created_at"}, {"worker: hold+PSP+record", "t.awaiting - t.sending"}},
 }
 
 // stages renders p50/p99 of each stage for the items stored since since.

@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/proctest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/alertlog"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -258,6 +259,9 @@ func setUp(ctx context.Context, cfg Config) (*suite, error) {
 	if su.pool, err = pgxpool.New(ctx, dbURL); err != nil {
 		return nil, err
 	}
+	if err := published.Keep(ctx, su.pool); err != nil {
+		return nil, err
+	}
 
 	ports, err := proctest.Ports(9)
 	if err != nil {
@@ -425,7 +429,7 @@ func (su *suite) drain(ctx context.Context, timeout time.Duration, w drainWait) 
 			   AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.status = 'open'
 			                   AND position(convert_to(p.id::text, 'UTF8') in d.payload) > 0)),
 			(SELECT count(DISTINCT (headers->>'original_topic', headers->>'original_partition', headers->>'original_offset'))
-			   FROM transaction_outbox WHERE topic LIKE '%.dlq' AND status = 'processed'),
+			   FROM `+published.Rows+` o WHERE topic LIKE '%.dlq'),
 			(SELECT count(*) FROM dead_letters WHERE source = 'consumer')`, w == waitReplay).Scan(&scheduled, &unfinished, &moving, &dlqRows, &stored)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aegis-payments/aegis/pkg/hmacsig"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 )
 
 // The front door's part of the run: payouts need a registered
@@ -245,7 +246,7 @@ func (su *suite) checkFrontDoor(ctx context.Context, wl *workload, rep *Report) 
 	err := su.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM payouts WHERE client_id = 'intruder' OR idempotency_key LIKE 'intruder-%'),
 		(SELECT count(*) FROM destinations WHERE created_by = 'intruder' OR disabled_by = 'intruder' OR destination LIKE 'acct\_intruder\_%'),
-		(SELECT count(*) FROM transaction_outbox WHERE payload->>'user_id' LIKE 'intruder%')`).Scan(&payouts, &destinations, &outbox)
+		(SELECT count(*) FROM `+published.All+` o WHERE payload->>'user_id' LIKE 'intruder%')`).Scan(&payouts, &destinations, &outbox)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -516,7 +517,8 @@ func (su *suite) checkFailures(ctx context.Context, _ *workload, rep *Report) er
 		return err
 	}
 	rep.DeadLetters = total
-	retries, err := su.count(ctx, `SELECT coalesce(sum(retry_count), 0)::int + (SELECT count(*) FROM payout_transitions WHERE to_status = 'RETRYING')::int FROM transaction_outbox`)
+	retries, err := su.count(ctx, `SELECT coalesce(sum(retry_count), 0)::int + (SELECT count(*) FROM payout_transitions WHERE to_status = 'RETRYING')::int
+		FROM `+published.All+` o`)
 	if err != nil {
 		return err
 	}
@@ -548,8 +550,8 @@ func (su *suite) checkFailures(ctx context.Context, _ *workload, rep *Report) er
 // Kafka (first occurrences) in the order their outbox rows committed.
 // Replays are new rows by design and are left out.
 func (su *suite) checkOrder(ctx context.Context, _ *workload, rep *Report) error {
-	rows, err := su.pool.Query(ctx, `SELECT id, partition_key, headers->>'message_id' FROM transaction_outbox
-		WHERE topic = $1 AND status = 'processed' AND NOT headers ? 'replay_of'`, kafkax.TopicWebhookPending)
+	rows, err := su.pool.Query(ctx, `SELECT id, partition_key, headers->>'message_id' FROM `+published.Rows+` o
+		WHERE topic = $1 AND NOT headers ? 'replay_of'`, kafkax.TopicWebhookPending)
 	if err != nil {
 		return err
 	}

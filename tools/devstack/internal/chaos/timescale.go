@@ -211,8 +211,6 @@ func ScaledVars() []ScaledVar {
 			Why: "paces republishing through Kafka outages, which are wall time"},
 		{Env: "RELAY_BACKOFF_MAX", Reader: ReadRelay, Real: 30 * time.Second, Fixed: 3 * time.Second,
 			Why: "as RELAY_BACKOFF_BASE"},
-		{Env: "RELAY_RETENTION", Reader: ReadRelay, Real: 24 * time.Hour, Fixed: 24 * time.Hour,
-			Why: "housekeeping, not a money wait; the invariants read the run's outbox rows afterwards"},
 		// The PSP stand-in.
 		{Env: "PSP_SETTLE_DELAY", Reader: ReadPSP, Real: 2 * time.Hour,
 			Why: "a payout's ordinary time at the PSP, shortened to two hours so the sweeper is not looking up every payout all run; " +

@@ -141,7 +141,6 @@ func TestWeekScaledValuesKeepTheReadersRules(t *testing.T) {
 		{"WALLET_LOCK_EXPIRY >= 1s", d(svc, "WALLET_LOCK_EXPIRY") >= time.Second},
 		{"RELAY_LEASE >= 2 × RELAY_PUBLISH_TIMEOUT (relay.Config)", d(svc, "RELAY_LEASE") >= 2*d(svc, "RELAY_PUBLISH_TIMEOUT")},
 		{"RELAY_BACKOFF_MAX >= RELAY_BACKOFF_BASE", d(svc, "RELAY_BACKOFF_MAX") >= d(svc, "RELAY_BACKOFF_BASE")},
-		{"RELAY_RETENTION > 0", d(svc, "RELAY_RETENTION") > 0},
 		{"PSP_RECONCILE_INTERVAL >= 0", d(svc, "PSP_RECONCILE_INTERVAL") >= 0},
 		{"PSP_RECONCILE_WINDOW > 0", d(svc, "PSP_RECONCILE_WINDOW") > 0},
 		{"PSP_RECONCILE_OVERLAP >= 0", d(svc, "PSP_RECONCILE_OVERLAP") >= 0},

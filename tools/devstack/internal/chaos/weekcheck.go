@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 )
 
 // WeekFigures are the week profile's per-seed figures.
@@ -464,7 +465,7 @@ func (su *suite) checkSettlements(ctx context.Context, _ *workload, rep *Report)
 		coalesce((SELECT jsonb_object_agg(d.endpoint_id::text, d.state)
 		          FROM outbound_messages m JOIN outbound_deliveries d ON d.message_id = m.id
 		          WHERE m.event_id = o.payload->>'event_id'), '{}'::jsonb)
-		FROM transaction_outbox o WHERE o.topic = $1 AND o.status = 'processed' AND o.payload ? 'event_id'`, kafkax.TopicSettlements)
+		FROM `+published.Rows+` o WHERE o.topic = $1 AND o.payload ? 'event_id'`, kafkax.TopicSettlements)
 	if err != nil {
 		return err
 	}
@@ -538,7 +539,7 @@ func (su *suite) waitOutbound(ctx context.Context) error {
 	for {
 		var waiting, pending int
 		err := su.pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM transaction_outbox o WHERE o.topic = $1 AND o.status = 'processed' AND o.payload ? 'event_id'
+			(SELECT count(*) FROM `+published.Rows+` o WHERE o.topic = $1 AND o.payload ? 'event_id'
 			   AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.event_id = o.payload->>'event_id')
 			   AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE position(convert_to(o.payload->>'event_id', 'UTF8') in d.payload) > 0)),
 			(SELECT count(*) FROM outbound_deliveries WHERE state = 'pending')`, kafkax.TopicSettlements).Scan(&waiting, &pending)

@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/alertlog"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/psp"
+	"github.com/aegis-payments/aegis/tools/devstack/internal/published"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/stack"
 )
 
@@ -34,6 +35,9 @@ type weekDB struct {
 func newWeekDB(t *testing.T) *weekDB {
 	db := pgtest.New(t)
 	w := &weekDB{t: t, pool: db.Pool}
+	if err := published.Keep(context.Background(), db.Pool); err != nil {
+		t.Fatal(err)
+	}
 	w.user, w.holds, w.clearing = w.wallet("user", "chaos-week"), w.wallet("system", "payout_holds"), w.wallet("system", "psp_clearing:stripe")
 	return w
 }

@@ -98,8 +98,8 @@ func run() (bool, error) {
 		return false, err
 	}
 	cmd := "make soak DURATION=" + duration.String()
-	if *rate > 0 {
-		cmd += fmt.Sprintf(" SOAK_FLAGS=\"-rate %g\"", *rate)
+	if fl := soakFlags(); fl != "" {
+		cmd += " SOAK_FLAGS=\"" + fl + "\""
 	}
 	plotRef := ""
 	if *plot != "" {
@@ -133,4 +133,18 @@ func keepFindings(doc, old string) string {
 		return strings.TrimRight(doc, "\n") + "\n\n" + old[i:]
 	}
 	return doc
+}
+
+// soakFlags lists the flags set on the command line that change what is
+// measured (not where it is written), as SOAK_FLAGS would pass them.
+func soakFlags() string {
+	var fl []string
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "duration", "out", "plot", "note", "bin", "logs", "keep":
+		default:
+			fl = append(fl, "-"+f.Name+" "+f.Value.String())
+		}
+	})
+	return strings.Join(fl, " ")
 }

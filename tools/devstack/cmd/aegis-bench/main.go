@@ -111,6 +111,9 @@ event's outbox commit to its verified arrival at a steady half that rate.
 
 How each figure is made: tools/devstack/internal/bench (doc.go and the
 scenario files say what is sent, how it is timed and what is checked).
+How long the speed lasts (the e2e suite at 70 %% of its sustainable credit
+rate for an hour, retention active; sizes, vacuums and plans over time):
+[soak](soak.md), written by `+"`make soak`"+`.
 `, cmd, time.Now().UTC().Format("2006-01-02"), duration.String(), machine, table)
 	if old, err := os.ReadFile(*out); err == nil {
 		doc = keepFindings(doc, string(old))

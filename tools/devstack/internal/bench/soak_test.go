@@ -286,7 +286,7 @@ func TestUUIDv7FloorOrdersBeforeItsMillisecond(t *testing.T) {
 	ms := int64(id[0])<<40 | int64(id[1])<<32 | int64(id[2])<<24 | int64(id[3])<<16 | int64(id[4])<<8 | int64(id[5])
 	floor := uuidV7Floor(time.UnixMilli(ms))
 	next := uuidV7Floor(time.UnixMilli(ms + 1))
-	if !(floor <= id.String() && id.String() < next) {
+	if floor > id.String() || id.String() >= next {
 		t.Fatalf("floor %s, id %s, next floor %s", floor, id, next)
 	}
 	c := newCreditLog(3)

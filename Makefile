@@ -161,11 +161,12 @@ chaos: build
 ## soak: whether speed lasts: the whole suite at 70% of its sustainable end-to-end credit rate (a step
 ## search finds it; SOAK_FLAGS="-rate 300" sets the rate) for DURATION (10m; DURATION=1h for the report),
 ## retention scaled down so it runs: per-window throughput and p99, table sizes, vacuums, plan changes,
-## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg. The chaos soak: make chaos PROFILE=soak
+## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg (the measurements in bin/soak.json:
+## `bin/aegis-soak -render bin/soak.json -out docs/reports/soak.md` rewrites the report). The chaos soak: make chaos PROFILE=soak
 SOAK_FLAGS ?=
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-soak -duration $(DURATION) -out docs/reports/soak.md -logs $(BIN)/soak.log $(SOAK_FLAGS)
+	$(BIN)/aegis-soak -duration $(DURATION) -out docs/reports/soak.md -logs $(BIN)/soak.log -json $(BIN)/soak.json $(SOAK_FLAGS)
 
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets), with and without the dev profile
 compose-check:

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -57,6 +58,8 @@ func run() (bool, error) {
 	note := flag.String("note", "", "a sentence for the report under the command (e.g. that the machine was shared)")
 	binDir := flag.String("bin", "bin", "directory with the binaries (make build)")
 	logs := flag.String("logs", "", "write the processes' logs to this file")
+	saveTo := flag.String("json", "", "write the run's measurements to this JSON file (for -render)")
+	render := flag.String("render", "", "write the report from a -json file of an earlier run instead of running (-out, -plot, -note apply)")
 	version := flag.Bool("version", false, "print the build and exit")
 	flag.Parse()
 	if *version {
@@ -74,8 +77,16 @@ func run() (bool, error) {
 	if redis == "" {
 		redis = "redis://127.0.0.1:6379/0"
 	}
-	if *plot == "" && *out != "" {
-		*plot = filepath.Join(filepath.Dir(*out), "soak.svg")
+	if *render != "" {
+		var sv saved
+		b, err := os.ReadFile(*render)
+		if err == nil {
+			err = json.Unmarshal(b, &sv)
+		}
+		if err != nil || sv.Result == nil {
+			return false, fmt.Errorf("read %s: %v", *render, err)
+		}
+		return sv.Result.OK, report(sv, *out, *plot, *note)
 	}
 	cfg := bench.Config{BinDir: *binDir, AdminURL: admin, RedisURL: redis, Progress: os.Stderr}
 	if *logs != "" {
@@ -101,29 +112,56 @@ func run() (bool, error) {
 	if fl := soakFlags(); fl != "" {
 		cmd += " SOAK_FLAGS=\"" + fl + "\""
 	}
-	plotRef := ""
-	if *plot != "" {
-		if err := os.WriteFile(*plot, []byte(res.SoakPlot()), 0o644); err != nil {
-			return false, fmt.Errorf("write the plot: %w", err)
+	sv := saved{Machine: machine, Command: cmd, Result: res}
+	if *saveTo != "" {
+		b, err := json.Marshal(sv)
+		if err == nil {
+			err = os.WriteFile(*saveTo, b, 0o644)
 		}
-		if *out != "" {
-			if rel, err := filepath.Rel(filepath.Dir(*out), *plot); err == nil {
+		if err != nil {
+			return false, fmt.Errorf("write %s: %w", *saveTo, err)
+		}
+	}
+	if err := report(sv, *out, *plot, *note); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(os.Stderr, "aegis-soak: %s\n", res.Why)
+	return res.OK, nil
+}
+
+// saved is a run's measurements with where and how it ran (-json,
+// -render).
+type saved struct {
+	Machine, Command string
+	Result           *bench.SoakResult
+}
+
+// report prints the report and writes it to out (keeping the findings
+// below keepMarker) with its plot, when they are set.
+func report(sv saved, out, plot, note string) error {
+	if plot == "" && out != "" {
+		plot = filepath.Join(filepath.Dir(out), "soak.svg")
+	}
+	plotRef := ""
+	if plot != "" {
+		if err := os.WriteFile(plot, []byte(sv.Result.SoakPlot()), 0o644); err != nil {
+			return fmt.Errorf("write the plot: %w", err)
+		}
+		if out != "" {
+			if rel, err := filepath.Rel(filepath.Dir(out), plot); err == nil {
 				plotRef = rel
 			}
 		}
 	}
-	doc := res.Markdown(machine, cmd, plotRef, *note)
+	doc := sv.Result.Markdown(sv.Machine, sv.Command, plotRef, note)
 	fmt.Println(doc)
-	if *out != "" {
-		if old, err := os.ReadFile(*out); err == nil {
-			doc = keepFindings(doc, string(old))
-		}
-		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
-			return false, err
-		}
+	if out == "" {
+		return nil
 	}
-	fmt.Fprintf(os.Stderr, "aegis-soak: %s\n", res.Why)
-	return res.OK, nil
+	if old, err := os.ReadFile(out); err == nil {
+		doc = keepFindings(doc, string(old))
+	}
+	return os.WriteFile(out, []byte(doc), 0o644)
 }
 
 // keepFindings appends to the regenerated doc what old holds from
@@ -141,7 +179,7 @@ func soakFlags() string {
 	var fl []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "duration", "out", "plot", "note", "bin", "logs", "keep":
+		case "duration", "out", "plot", "note", "bin", "logs", "keep", "json", "render":
 		default:
 			fl = append(fl, "-"+f.Name+" "+f.Value.String())
 		}

@@ -79,6 +79,8 @@ type SoakResult struct {
 	Plans     []planHistory
 	LoadStart string
 	LoadEnd   string
+	// Date is when the soak ended.
+	Date time.Time
 }
 
 // Soak runs the soak.
@@ -148,6 +150,7 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 	res.Plans = plans.history
 	res.OK, res.Why = soakVerdict(res.Windows)
 	res.LoadEnd = loadAvg()
+	res.Date = time.Now().UTC()
 	return res, nil
 }
 

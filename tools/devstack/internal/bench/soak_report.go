@@ -14,7 +14,11 @@ import (
 // machine was shared).
 func (s *SoakResult) Markdown(machine, command, plot, note string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Soak\n\nLatest soak: `%s` (%s) on %s.\n", command, time.Now().UTC().Format("2006-01-02"), machine)
+	date := s.Date
+	if date.IsZero() {
+		date = time.Now().UTC()
+	}
+	fmt.Fprintf(&b, "# Soak\n\nLatest soak: `%s` (%s) on %s.\n", command, date.Format("2006-01-02"), machine)
 	if note != "" {
 		fmt.Fprintf(&b, "\n%s\n", note)
 	}
@@ -254,11 +258,27 @@ func planSection(hs []planHistory, every time.Duration) string {
 	if changes == 0 {
 		b.WriteString("\nNo plan changed during the soak.\n")
 	}
+	// Each change once in a table; each distinct change (from one plan to
+	// another) once as a diff holding both plans whole: a plan that flips
+	// back and forth all hour is two diffs, not a page per flip.
 	for _, h := range hs {
+		if h.Changes() == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s (%s): %d plan changes\n\n| at | from | to |\n|---|---|---|\n", h.Method, h.Service, h.Changes())
+		for i := 1; i < len(h.Seen); i++ {
+			fmt.Fprintf(&b, "| %s | `%s` | `%s` |\n", clock(h.Seen[i].At), h.Seen[i-1].Fingerprint, h.Seen[i].Fingerprint)
+		}
+		shown := map[[2]string]bool{}
 		for i := 1; i < len(h.Seen); i++ {
 			prev, cur := h.Seen[i-1], h.Seen[i]
-			fmt.Fprintf(&b, "\n### %s (%s): plan changed at %s\n\nBefore (`%s`, from %s):\n\n```\n%s```\n\nAfter (`%s`):\n\n```\n%s```\n",
-				h.Method, h.Service, clock(cur.At), prev.Fingerprint, clock(prev.At), prev.Shape, cur.Fingerprint, cur.Shape)
+			key := [2]string{prev.Fingerprint, cur.Fingerprint}
+			if shown[key] {
+				continue
+			}
+			shown[key] = true
+			fmt.Fprintf(&b, "\n`%s` → `%s` (first at %s; lines - only before, + only after):\n\n```diff\n%s```\n",
+				prev.Fingerprint, cur.Fingerprint, clock(cur.At), lineDiff(prev.Shape, cur.Shape))
 		}
 	}
 	if len(hs) > 0 && len(hs[0].Seen) > 0 {
@@ -272,6 +292,51 @@ func planSection(hs []planHistory, every time.Duration) string {
 		b.WriteString("</details>\n")
 	}
 	return b.String()
+}
+
+// lineDiff renders b against a line by line: a longest common
+// subsequence of lines kept with two spaces, the others with "- " (only in
+// a) and "+ " (only in b).
+func lineDiff(a, b string) string {
+	x := strings.SplitAfter(strings.TrimSuffix(a, "\n"), "\n")
+	y := strings.SplitAfter(strings.TrimSuffix(b, "\n"), "\n")
+	for i := range x {
+		x[i] = strings.TrimSuffix(x[i], "\n")
+	}
+	for i := range y {
+		y[i] = strings.TrimSuffix(y[i], "\n")
+	}
+	// lcs[i][j]: the longest common subsequence of x[i:] and y[j:].
+	lcs := make([][]int, len(x)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(y)+1)
+	}
+	for i := len(x) - 1; i >= 0; i-- {
+		for j := len(y) - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out strings.Builder
+	i, j := 0, 0
+	for i < len(x) || j < len(y) {
+		switch {
+		case i < len(x) && j < len(y) && x[i] == y[j]:
+			out.WriteString("  " + x[i] + "\n")
+			i++
+			j++
+		case j < len(y) && (i == len(x) || lcs[i][j+1] > lcs[i+1][j]):
+			out.WriteString("+ " + y[j] + "\n")
+			j++
+		default:
+			out.WriteString("- " + x[i] + "\n")
+			i++
+		}
+	}
+	return out.String()
 }
 
 // SoakPlot draws the soak as SVG: throughput and latency per window, and
@@ -331,6 +396,34 @@ func (s *SoakResult) SoakPlot() string {
 		sizes.yMax = niceCeil(sizes.yMax * 1.1)
 		sizes.draw(&b, marginL, top+rowH)
 	}
+	// CPU per process per window: the processes that used any.
+	cpu := panel{title: "CPU per process per window", xLabel: "minutes", yLabel: "cores", xMax: xMax, yMax: 0.1}
+	colors := []string{blue, orange, green, red, "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"}
+	var procs []string
+	seen := map[string]bool{}
+	for _, w := range s.Windows {
+		for _, u := range w.Usage {
+			if u.Cores >= 0.02 && !seen[u.Name] {
+				seen[u.Name] = true
+				procs = append(procs, u.Name)
+			}
+		}
+	}
+	for i, n := range procs {
+		sr := series{name: n, color: colors[i%len(colors)]}
+		for k, w := range s.Windows {
+			for _, u := range w.Usage {
+				if u.Name == n {
+					sr.xs = append(sr.xs, xs[k])
+					sr.ys = append(sr.ys, u.Cores)
+					cpu.yMax = math.Max(cpu.yMax, u.Cores)
+				}
+			}
+		}
+		cpu.series = append(cpu.series, sr)
+	}
+	cpu.yMax = niceCeil(cpu.yMax * 1.1)
+	cpu.draw(&b, marginL+panelW+100, top+rowH)
 	b.WriteString("</svg>\n")
 	return b.String()
 }

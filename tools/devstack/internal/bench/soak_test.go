@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"strings"
 	"testing"
@@ -324,9 +325,23 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		LoadStart: "1.0", LoadEnd: "2.0",
 	}
 	res.OK, res.Why = soakVerdict(res.Windows)
+	res.Date = time.Date(2026, 11, 29, 11, 0, 0, 0, time.UTC)
 	doc := res.Markdown("2 cores", "make soak DURATION=3m", "soak.svg", "The machine was shared.")
+	// A run saved as JSON (aegis-soak -json) renders the same report later
+	// (-render).
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SoakResult
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if again := back.Markdown("2 cores", "make soak DURATION=3m", "soak.svg", "The machine was shared."); again != doc {
+		t.Errorf("the report from JSON differs:\n%s\nfrom the run's:\n%s", again, doc)
+	}
 	for _, want := range []string{
-		"`make soak DURATION=3m`", "The machine was shared.", "**decays or fails**",
+		"`make soak DURATION=3m` (2026-11-29)", "The machine was shared.", "**decays or fails**",
 		"Sustainable: 300 /s", "**210 webhooks/s**", "400 /s not held",
 		"| `RELAY_RETENTION` | outbox-relay | 24h0m0s | 30s |",
 		"Windows of 30s (the run is shorter than 6 windows of 5m0s",
@@ -339,7 +354,8 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"| transaction_outbox | 0 | 0 | 2 | 0 | 500 | 500 | 0 |",
 		"`autovacuum = off`",
 		"| Claim | outbox-relay | 3 | `aaaaaaaaaaaa` 0:00, `bbbbbbbbbbbb` 2:00 | 1 |",
-		"### Claim (outbox-relay): plan changed at 2:00", "-> Index Scan using a on t", "-> Seq Scan on t",
+		"### Claim (outbox-relay): 1 plan changes", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
+		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)
@@ -359,8 +375,32 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 			polylines++
 		}
 	}
-	// credited, offered, p99, p50 and two tables.
-	if polylines != 6 {
-		t.Errorf("%d lines in the plot, want 6", polylines)
+	// credited, offered, p99, p50, two tables and two processes' CPU.
+	if polylines != 8 {
+		t.Errorf("%d lines in the plot, want 8", polylines)
+	}
+}
+
+// A plan change is shown as both plans in one diff; a plan that flips
+// back and forth shows each distinct change once.
+func TestPlanChangesShowEachDistinctChangeOnce(t *testing.T) {
+	a, b := "Update\n  -> Index Scan using i on t\n  -> Result\n", "Update\n  -> Sort\n    -> Seq Scan on t\n  -> Result\n"
+	if got, want := lineDiff(a, b), "  Update\n-   -> Index Scan using i on t\n+   -> Sort\n+     -> Seq Scan on t\n    -> Result\n"; got != want {
+		t.Fatalf("diff:\n%s\nwant:\n%s", got, want)
+	}
+	h := planHistory{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim"}}
+	for i, fp := range []string{"a", "b", "a", "b", "a"} {
+		shape := a
+		if fp == "b" {
+			shape = b
+		}
+		h.record(planSeen{At: time.Duration(i) * time.Minute, Fingerprint: fp, Shape: shape})
+	}
+	doc := planSection([]planHistory{h}, time.Minute)
+	if n := strings.Count(doc, "```diff"); n != 2 {
+		t.Errorf("%d diffs for a flip-flop (a→b, b→a), want 2:\n%s", n, doc)
+	}
+	if !strings.Contains(doc, "4 plan changes") || strings.Count(doc, "| `a` | `b` |") != 2 {
+		t.Errorf("changes table:\n%s", doc)
 	}
 }

@@ -265,7 +265,11 @@ func planSection(hs []planHistory, every time.Duration) string {
 		if h.Changes() == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n### %s (%s): %d plan changes\n\n| at | from | to |\n|---|---|---|\n", h.Method, h.Service, h.Changes())
+		noun := "plan changes"
+		if h.Changes() == 1 {
+			noun = "plan change"
+		}
+		fmt.Fprintf(&b, "\n### %s (%s): %d %s\n\n| at | from | to |\n|---|---|---|\n", h.Method, h.Service, h.Changes(), noun)
 		for i := 1; i < len(h.Seen); i++ {
 			fmt.Fprintf(&b, "| %s | `%s` | `%s` |\n", clock(h.Seen[i].At), h.Seen[i-1].Fingerprint, h.Seen[i].Fingerprint)
 		}

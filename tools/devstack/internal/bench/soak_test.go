@@ -354,7 +354,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"| transaction_outbox | 0 | 0 | 2 | 0 | 500 | 500 | 0 |",
 		"`autovacuum = off`",
 		"| Claim | outbox-relay | 3 | `aaaaaaaaaaaa` 0:00, `bbbbbbbbbbbb` 2:00 | 1 |",
-		"### Claim (outbox-relay): 1 plan changes", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
+		"### Claim (outbox-relay): 1 plan change\n", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
 		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
 	} {
 		if !strings.Contains(doc, want) {

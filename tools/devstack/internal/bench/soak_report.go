@@ -188,17 +188,17 @@ func sizeSection(samples []tableSample) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pg_total_relation_size (heap, TOAST and indexes) and pg_indexes_size of every table, read every sample (%d samples; "+
 		"a partitioned table summed over its partitions, pg_partition_root). A table levels off (plateau) when it grew by less than "+
-		"%.0f %% of its size (or less than 1 MiB) over the run's last quarter. MiB:\n\n", len(samples), 100*plateauShare)
+		"%.0f %% of its size (or less than 1 MiB) over the run's last quarter. MiB, total (of which indexes):\n\n", len(samples), 100*plateauShare)
 	points := trendPoints(samples)
 	b.WriteString("| table |")
 	for _, i := range points {
 		fmt.Fprintf(&b, " %s |", clock(samples[i].At))
 	}
-	b.WriteString(" of which indexes (end) | last quarter | plateau |\n|---|")
+	b.WriteString(" last quarter | plateau |\n|---|")
 	for range points {
 		b.WriteString("---|")
 	}
-	b.WriteString("---|---|---|\n")
+	b.WriteString("---|---|\n")
 	small := 0
 	for _, t := range tableTrends(samples) {
 		end := t.Total[len(t.Total)-1]
@@ -207,14 +207,14 @@ func sizeSection(samples []tableSample) string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s |", t.Name)
-		for _, v := range t.Total {
-			fmt.Fprintf(&b, " %s |", mib(v))
+		for k, v := range t.Total {
+			fmt.Fprintf(&b, " %s (%s) |", mib(v), mib(t.Index[k]))
 		}
 		level := "yes"
 		if !t.Plateau {
 			level = fmt.Sprintf("**no**: %s MiB/min", mib(int64(t.PerMinute)))
 		}
-		fmt.Fprintf(&b, " %s | %+.2f MiB | %s |\n", mib(t.Index[len(t.Index)-1]), float64(t.LastQuarter)/(1<<20), level)
+		fmt.Fprintf(&b, " %+.2f MiB | %s |\n", float64(t.LastQuarter)/(1<<20), level)
 	}
 	if small > 0 {
 		fmt.Fprintf(&b, "\n%d more tables stayed under 1 MiB without growing over the last quarter.\n", small)
@@ -239,9 +239,11 @@ func vacuumTable(vs []vacuumSummary) string {
 // plan before and after it.
 func planSection(hs []planHistory, every time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Each hot statement EXPLAINed every %s with representative parameters, its text read from the sqlc-generated code "+
-		"(bench/soak_plans.go says why this and not auto_explain); a plan is its shape (nodes, relations, indexes, joins; no costs, "+
-		"rows or values), fingerprinted.\n\n", every)
+	fmt.Fprintf(&b, "Each hot statement EXPLAINed every %s with representative parameters, its text read from the sqlc-generated code; "+
+		"a plan is its shape (nodes, relations, indexes, joins; no costs, rows or values), fingerprinted. Not auto_explain: it needs "+
+		"the server's log and sees only the statements slower than its threshold, so a plan that changed and stayed fast goes unseen; "+
+		"these are custom plans for the values given, not necessarily the generic plan a service's prepared statement may switch to "+
+		"(bench/soak_plans.go).\n\n", every)
 	b.WriteString("| statement | service | samples | plans (fingerprint from) | changes |\n|---|---|---|---|---|\n")
 	changes := 0
 	for _, h := range hs {

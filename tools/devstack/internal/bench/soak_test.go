@@ -349,7 +349,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"| 0:30–1:00 | 210.0 | 210.0 | 180.0 | 45.0 ms | 120.0 ms | 0 | 0 | 1.40 |",
 		"![throughput, latency and table sizes per window](soak.svg)",
 		"| webhook-api | 0.40 | 0.50 | 0.45 | 31 |",
-		"| transaction_outbox | 5.00 | 9.00 | 3.00 | +4.00 MiB | **no**: 4.00 MiB/min |",
+		"| transaction_outbox | 5.00 (2.00) | 9.00 (3.00) | +4.00 MiB | **no**: 4.00 MiB/min |",
 		"1 more tables stayed under 1 MiB",
 		"| transaction_outbox | 0 | 0 | 2 | 0 | 500 | 500 | 0 |",
 		"`autovacuum = off`",

@@ -83,8 +83,11 @@ func run() (bool, error) {
 		if err == nil {
 			err = json.Unmarshal(b, &sv)
 		}
-		if err != nil || sv.Result == nil {
-			return false, fmt.Errorf("read %s: %v", *render, err)
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", *render, err)
+		}
+		if sv.Result == nil {
+			return false, fmt.Errorf("read %s: no soak result in it", *render)
 		}
 		return sv.Result.OK, report(sv, *out, *plot, *note)
 	}

@@ -31,9 +31,15 @@ import (
 // the statements slower than its threshold, so a plan that changed and
 // stayed fast goes unseen, and what is seen depends on timing. A periodic
 // EXPLAIN sees every hot statement at every sample, deterministically for
-// the same statistics. What it does not see: the plan a service's
-// prepared statement actually runs, which Postgres may switch to a generic
-// plan after five executions; these are custom plans for the values given.
+// the same statistics.
+//
+// Two plans per statement: the custom plan for the representative values,
+// and the generic plan (PREPARE, then EXPLAIN EXECUTE under
+// plan_cache_mode = force_generic_plan: it does not depend on the values,
+// so they are NULLs). The services prepare their statements (pgx's
+// statement cache), and after five executions Postgres may run the generic
+// plan instead of planning each call: which one a service runs is
+// Postgres's choice by cost, so both are watched.
 
 // hotStatement is one statement whose plan the soak watches: the service
 // that sends it, the generated file and the method that sends it.
@@ -245,9 +251,16 @@ type planSeen struct {
 	Fingerprint, Shape string
 }
 
-// planHistory is what the soak saw of one hot statement's plan.
+// Plan kinds: the custom plan for the values given, or the generic plan.
+const (
+	planCustom  = "custom"
+	planGeneric = "generic"
+)
+
+// planHistory is what the soak saw of one hot statement's plan of one kind.
 type planHistory struct {
 	hotStatement
+	Kind string
 	// Seen holds the first observation and each one whose fingerprint
 	// differs from the one before (a change); Samples counts them all.
 	Seen    []planSeen
@@ -278,7 +291,7 @@ type planWatch struct {
 func newPlanWatch(repo string, pool *pgxpool.Pool, relayRetention time.Duration) *planWatch {
 	w := &planWatch{repo: repo, pool: pool, retain: relayRetention}
 	for _, h := range hotStatements {
-		w.history = append(w.history, planHistory{hotStatement: h})
+		w.history = append(w.history, planHistory{hotStatement: h, Kind: planCustom}, planHistory{hotStatement: h, Kind: planGeneric})
 	}
 	return w
 }
@@ -303,21 +316,61 @@ func (w *planWatch) sample(ctx context.Context, at time.Duration) error {
 		return err
 	}
 	for i, st := range stmts {
-		var out []byte
-		err := w.pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON, COSTS OFF)\n"+st.SQL, st.Args...).Scan(&out)
-		if err == nil {
-			var shape, fp string
-			if shape, fp, err = planShape(out); err == nil {
-				w.history[i].record(planSeen{At: at, Fingerprint: fp, Shape: shape})
-				continue
+		for k, explain := range []func(context.Context, explainStatement) ([]byte, error){w.explainCustom, w.explainGeneric} {
+			h := &w.history[2*i+k]
+			out, err := explain(ctx, st)
+			if err == nil {
+				var shape, fp string
+				if shape, fp, err = planShape(out); err == nil {
+					h.record(planSeen{At: at, Fingerprint: fp, Shape: shape})
+					continue
+				}
 			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if w.history[i].Err == "" {
-			w.history[i].Err = err.Error()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if h.Err == "" {
+				h.Err = err.Error()
+			}
 		}
 	}
 	return nil
+}
+
+// explainCustom is EXPLAIN of the statement with its values bound (the
+// extended protocol, as the service sends it): a custom plan.
+func (w *planWatch) explainCustom(ctx context.Context, st explainStatement) ([]byte, error) {
+	var out []byte
+	err := w.pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON, COSTS OFF)\n"+st.SQL, st.Args...).Scan(&out)
+	return out, err
+}
+
+// explainGeneric is the statement's generic plan: prepared on one
+// connection, explained as EXECUTE with NULLs under force_generic_plan, in
+// a transaction rolled back (the setting and the prepared statement go with
+// it: DEALLOCATE, as a prepared statement outlives a rollback).
+func (w *planWatch) explainGeneric(ctx context.Context, st explainStatement) ([]byte, error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	const name = "aegis_soak_generic"
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "PREPARE "+name+" AS\n"+st.SQL); err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(st.Args)), ", ")
+	call := name
+	if nulls != "" {
+		call += "(" + nulls + ")"
+	}
+	var out []byte
+	err = tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON, COSTS OFF) EXECUTE "+call).Scan(&out)
+	if _, derr := tx.Exec(ctx, "DEALLOCATE "+name); err == nil && derr != nil {
+		err = derr
+	}
+	return out, err
 }

@@ -239,12 +239,12 @@ func vacuumTable(vs []vacuumSummary) string {
 // plan before and after it.
 func planSection(hs []planHistory, every time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Each hot statement EXPLAINed every %s with representative parameters, its text read from the sqlc-generated code; "+
-		"a plan is its shape (nodes, relations, indexes, joins; no costs, rows or values), fingerprinted. Not auto_explain: it needs "+
-		"the server's log and sees only the statements slower than its threshold, so a plan that changed and stayed fast goes unseen; "+
-		"these are custom plans for the values given, not necessarily the generic plan a service's prepared statement may switch to "+
-		"(bench/soak_plans.go).\n\n", every)
-	b.WriteString("| statement | service | samples | plans (fingerprint from) | changes |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Each hot statement EXPLAINed every %s, its text read from the sqlc-generated code, twice: its custom plan for "+
+		"representative values, and its generic plan (PREPARE, EXPLAIN EXECUTE under force_generic_plan), the one a service's prepared "+
+		"statement may switch to after five executions. A plan is its shape (nodes, relations, indexes, joins; no costs, rows or "+
+		"values), fingerprinted. Not auto_explain: it needs the server's log and sees only the statements slower than its threshold, so "+
+		"a plan that changed and stayed fast goes unseen (bench/soak_plans.go).\n\n", every)
+	b.WriteString("| statement | service | plan | samples | plans (fingerprint from) | changes |\n|---|---|---|---|---|---|\n")
 	changes := 0
 	for _, h := range hs {
 		var fps []string
@@ -254,7 +254,7 @@ func planSection(hs []planHistory, every time.Duration) string {
 		if h.Err != "" {
 			fps = append(fps, "error: "+strings.ReplaceAll(h.Err, "|", "\\|"))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d |\n", h.Method, h.Service, h.Samples, strings.Join(fps, ", "), h.Changes())
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d |\n", h.Method, h.Service, h.Kind, h.Samples, strings.Join(fps, ", "), h.Changes())
 		changes += h.Changes()
 	}
 	if changes == 0 {
@@ -271,7 +271,7 @@ func planSection(hs []planHistory, every time.Duration) string {
 		if h.Changes() == 1 {
 			noun = "plan change"
 		}
-		fmt.Fprintf(&b, "\n### %s (%s): %d %s\n\n| at | from | to |\n|---|---|---|\n", h.Method, h.Service, h.Changes(), noun)
+		fmt.Fprintf(&b, "\n### %s (%s), %s plan: %d %s\n\n| at | from | to |\n|---|---|---|\n", h.Method, h.Service, h.Kind, h.Changes(), noun)
 		for i := 1; i < len(h.Seen); i++ {
 			fmt.Fprintf(&b, "| %s | `%s` | `%s` |\n", clock(h.Seen[i].At), h.Seen[i-1].Fingerprint, h.Seen[i].Fingerprint)
 		}
@@ -293,7 +293,7 @@ func planSection(hs []planHistory, every time.Duration) string {
 			if len(h.Seen) == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "%s (`%s`):\n\n```\n%s```\n\n", h.Method, h.Seen[0].Fingerprint, h.Seen[0].Shape)
+			fmt.Fprintf(&b, "%s, %s plan (`%s`):\n\n```\n%s```\n\n", h.Method, h.Kind, h.Seen[0].Fingerprint, h.Seen[0].Shape)
 		}
 		b.WriteString("</details>\n")
 	}

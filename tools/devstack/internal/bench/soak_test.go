@@ -190,12 +190,27 @@ func TestHotStatementsExplainOnTheSchema(t *testing.T) {
 	if err := w.sample(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if len(w.history) != len(hotStatements) {
+	if len(w.history) != 2*len(hotStatements) {
 		t.Fatalf("%d histories for %d statements", len(w.history), len(hotStatements))
 	}
+	kinds := map[string]int{}
 	for _, h := range w.history {
+		kinds[h.Kind]++
 		if h.Err != "" || h.Samples != 1 || len(h.Seen) != 1 || h.Seen[0].Fingerprint == "" {
-			t.Errorf("%s (%s): %+v", h.Method, h.File, h)
+			t.Errorf("%s (%s), %s plan: %+v", h.Method, h.File, h.Kind, h)
+		}
+	}
+	if kinds[planCustom] != len(hotStatements) || kinds[planGeneric] != len(hotStatements) {
+		t.Errorf("plans by kind %v", kinds)
+	}
+	// A second sample on the same connections: the generic plan's prepared
+	// statement did not outlive its transaction.
+	if err := w.sample(context.Background(), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range w.history {
+		if h.Err != "" || h.Samples != 2 {
+			t.Errorf("second sample: %s, %s plan: %+v", h.Method, h.Kind, h)
 		}
 	}
 	// The claim walks the outbox.
@@ -319,7 +334,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 			{At: 0, Tables: map[string]tableStat{"transaction_outbox": {Total: 5 << 20, Index: 2 << 20}, "tiny": {Total: 8192}}},
 			{At: time.Minute, Tables: map[string]tableStat{"transaction_outbox": {Total: 9 << 20, Index: 3 << 20, Vacuum: 2, Dead: 500}, "tiny": {Total: 8192}}},
 		},
-		Plans: []planHistory{{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim"}, Samples: 3,
+		Plans: []planHistory{{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim"}, Kind: planCustom, Samples: 3,
 			Seen: []planSeen{{At: 0, Fingerprint: "aaaaaaaaaaaa", Shape: "LockRows\n  -> Index Scan using a on t\n"},
 				{At: 2 * time.Minute, Fingerprint: "bbbbbbbbbbbb", Shape: "LockRows\n  -> Seq Scan on t\n"}}}},
 		LoadStart: "1.0", LoadEnd: "2.0",
@@ -353,8 +368,8 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"1 more tables stayed under 1 MiB",
 		"| transaction_outbox | 0 | 0 | 2 | 0 | 500 | 500 | 0 |",
 		"`autovacuum = off`",
-		"| Claim | outbox-relay | 3 | `aaaaaaaaaaaa` 0:00, `bbbbbbbbbbbb` 2:00 | 1 |",
-		"### Claim (outbox-relay): 1 plan change\n", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
+		"| Claim | outbox-relay | custom | 3 | `aaaaaaaaaaaa` 0:00, `bbbbbbbbbbbb` 2:00 | 1 |",
+		"### Claim (outbox-relay), custom plan: 1 plan change\n", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
 		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
 	} {
 		if !strings.Contains(doc, want) {

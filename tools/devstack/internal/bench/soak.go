@@ -288,10 +288,14 @@ func (e *e2eRun) soakLoad(ctx context.Context, res *SoakResult, plans *planWatch
 			end := min(time.Duration(i+1)*res.Window, sc.Duration)
 			select {
 			case <-bg.Done():
+				// The load ended first (the last window's end, or an
+				// interrupt): the window so far.
+				usage[i] = m.end()
 				return
 			case <-time.After(time.Until(start.Add(end))):
 			}
 			usage[i] = m.end()
+			e.r.progress("soak: window %d of %d ended at %s: %s", i+1, nw, clock(end), usageString(usage[i]))
 		}
 	}()
 

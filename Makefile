@@ -161,8 +161,9 @@ chaos: build
 ## soak: whether speed lasts: the whole suite at 70% of its sustainable end-to-end credit rate (a step
 ## search finds it; SOAK_FLAGS="-rate 300" sets the rate) for DURATION (10m; DURATION=1h for the report),
 ## retention scaled down so it runs: per-window throughput and p99, table sizes, vacuums, plan changes,
-## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg (the measurements in bin/soak.json:
-## `bin/aegis-soak -render bin/soak.json -out docs/reports/soak.md` rewrites the report). The chaos soak: make chaos PROFILE=soak
+## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg, the measurements to
+## bin/soak.json (`bin/aegis-soak -render bin/soak.json -out docs/reports/soak.md` writes the report
+## again). The chaos soak is make chaos PROFILE=soak
 SOAK_FLAGS ?=
 soak: build
 	@scripts/devdeps.sh

@@ -3,7 +3,7 @@
 GO        ?= go
 BIN       := bin
 SERVICES  := webhook-api outbox-relay payout-worker dlq-admin
-TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos
+TOOLS     := aegis-dev aegis-kafka aegis-psp aegis-bench aegis-chaos aegis-soak
 # Every module of the workspace; `go test ./...` alone would not cross them.
 PACKAGES   = $(shell $(GO) list -m -f '{{.Dir}}/...')
 TEST_FLAGS ?= -race -count=1 -timeout 12m
@@ -147,19 +147,27 @@ bench: build
 ## CHAOS_FLAGS="-plant-poison" or "-pickup-bound 45s"). PROFILE=week compresses seven days into
 ## minutes (every duration that matters scaled by one factor; `bin/aegis-chaos -profile week
 ## -print-scale` lists them); CHAOS_FLAGS=-plant-late-attempt runs it against a payout-worker
-## built with -tags chaos (bin/chaos/) saving its first attempt late: it must report a double payment
+## built with -tags chaos (bin/chaos/) saving its first attempt late: it must report a double payment.
+## PROFILE=soak is the chaos soak: a long run at a moderate fault rate (DURATION=10m, the first seed
+## of SEEDS); writes docs/reports/reliability.md
 SEEDS ?= 1 2 3
 PROFILE ?= full
 CHAOS_FLAGS ?=
+DURATION ?= 10m
 chaos: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile $(PROFILE) -seeds "$(SEEDS)" -logs $(BIN)/chaos.log $(CHAOS_FLAGS)
+	$(BIN)/aegis-chaos -profile $(PROFILE) -logs $(BIN)/chaos.log $(if $(filter soak,$(PROFILE)),-seeds "$(firstword $(SEEDS))" -duration $(DURATION) -out docs/reports/reliability.md,-seeds "$(SEEDS)") $(CHAOS_FLAGS)
 
-## soak: a long run at a moderate fault rate (DURATION=10m); writes docs/reports/reliability.md
-DURATION ?= 10m
+## soak: whether speed lasts: the whole suite at 70% of its sustainable end-to-end credit rate (a step
+## search finds it; SOAK_FLAGS="-rate 300" sets the rate) for DURATION (10m; DURATION=1h for the report),
+## retention scaled down so it runs: per-window throughput and p99, table sizes, vacuums, plan changes,
+## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg, the measurements to
+## bin/soak.json (`bin/aegis-soak -render bin/soak.json -out docs/reports/soak.md` writes the report
+## again). The chaos soak is make chaos PROFILE=soak
+SOAK_FLAGS ?=
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-chaos -profile soak -duration $(DURATION) -seeds "$(firstword $(SEEDS))" -logs $(BIN)/soak.log -out docs/reports/reliability.md
+	$(BIN)/aegis-soak -duration $(DURATION) -out docs/reports/soak.md -logs $(BIN)/soak.log -json $(BIN)/soak.json $(SOAK_FLAGS)
 
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets), with and without the dev profile
 compose-check:

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,8 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/aegis-payments/aegis/pkg/buildinfo"
 	"github.com/aegis-payments/aegis/tools/devstack/internal/bench"
@@ -70,7 +67,7 @@ func run() error {
 		defer f.Close()
 		cfg.Logs = f
 	}
-	release, err := exclusive(ctx, admin)
+	release, err := bench.Exclusive(ctx, admin)
 	if err != nil {
 		return err
 	}
@@ -114,6 +111,9 @@ event's outbox commit to its verified arrival at a steady half that rate.
 
 How each figure is made: tools/devstack/internal/bench (doc.go and the
 scenario files say what is sent, how it is timed and what is checked).
+How long the speed lasts (the e2e suite at 70 %% of its sustainable credit
+rate for an hour, retention active; sizes, vacuums and plans over time):
+[soak](soak.md), written by `+"`make soak`"+`.
 `, cmd, time.Now().UTC().Format("2006-01-02"), duration.String(), machine, table)
 	if old, err := os.ReadFile(*out); err == nil {
 		doc = keepFindings(doc, string(old))
@@ -128,26 +128,4 @@ func keepFindings(doc, old string) string {
 		return doc + "\n" + old[i:]
 	}
 	return doc
-}
-
-// exclusive makes this run the only bench on the Postgres server: the
-// scenarios' databases have fixed names, and a second run recreates them
-// under the first — whose webhooks then land in the other's database and
-// read as acknowledged but never stored or credited. It holds a
-// session-level advisory lock until release.
-func exclusive(ctx context.Context, admin string) (release func(), err error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", admin, err)
-	}
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext('aegis-bench'))").Scan(&ok); err != nil {
-		_ = conn.Close(ctx)
-		return nil, fmt.Errorf("take the bench lock: %w", err)
-	}
-	if !ok {
-		_ = conn.Close(ctx)
-		return nil, errors.New("another aegis-bench is running on this Postgres server (its databases have the same names); wait for it")
-	}
-	return func() { _ = conn.Close(context.Background()) }, nil
 }

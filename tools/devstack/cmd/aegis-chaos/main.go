@@ -1,5 +1,6 @@
-// Command aegis-chaos is `make chaos` and `make soak`: it runs the suite
-// under seeded faults and checks the three promises' invariants
+// Command aegis-chaos is `make chaos` (with -profile soak the chaos soak,
+// `make chaos PROFILE=soak`): it runs the suite under seeded faults and
+// checks the three promises' invariants
 // (tools/devstack/internal/chaos). It exits 1 on any violation and prints
 // the seed that reproduces it.
 //
@@ -144,9 +145,9 @@ func run() (bool, error) {
 		fmt.Println(rep)
 		allOK = allOK && rep.OK()
 		if *out != "" && i == 0 {
-			cmd := "make soak DURATION=" + profile.Duration.String()
-			if profile.Name != "soak" {
-				cmd = "make chaos PROFILE=" + profile.Name
+			cmd := "make chaos PROFILE=" + profile.Name
+			if profile.Name == "soak" {
+				cmd += " DURATION=" + profile.Duration.String()
 			}
 			doc := rep.Reliability(bench.Machine(ctx, admin), cmd)
 			// Hand-written sections after the generated report are kept.

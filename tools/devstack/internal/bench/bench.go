@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -197,4 +198,26 @@ func Table(rows []Row) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Scenario, r.Metric, r.Result, r.Target, r.Verdict)
 	}
 	return b.String()
+}
+
+// Exclusive makes this run the only bench or soak on the Postgres server:
+// the scenarios' databases have fixed names, and a second run recreates them
+// under the first — whose webhooks then land in the other's database and
+// read as acknowledged but never stored or credited. It holds a
+// session-level advisory lock until release.
+func Exclusive(ctx context.Context, admin string) (release func(), err error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", admin, err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext('aegis-bench'))").Scan(&ok); err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("take the bench lock: %w", err)
+	}
+	if !ok {
+		_ = conn.Close(ctx)
+		return nil, errors.New("another aegis-bench or aegis-soak is running on this Postgres server (the same databases, the whole machine); wait for it")
+	}
+	return func() { _ = conn.Close(context.Background()) }, nil
 }

@@ -29,6 +29,17 @@
 // trip before its commit. CPU and RSS per process come from /proc (see
 // procstat.go).
 //
+// The soak (soak*.go, `make soak`, cmd/aegis-soak) asks whether that speed
+// lasts: the same suite (startSuite) at 70 % of the sustainable credit rate
+// a short search with the e2e's steps finds, open loop for an hour, the
+// services' retention divided by one factor so that it runs (one list,
+// soak_retention.go). Per window: offered, acknowledged and credited
+// throughput, p50/p99 webhook → credited, errors and CPU per process; every
+// minute the tables' and indexes' sizes (partitions summed under their
+// root), the vacuum counters and the hot statements' plans (EXPLAINed from
+// the sqlc-generated text, fingerprinted by shape: soak_plans.go). Its
+// verdict compares the last window with the first.
+//
 // Timing lives here, never in tests: tests assert outcomes, benchmarks
 // measure.
 package bench

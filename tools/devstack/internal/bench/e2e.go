@@ -133,42 +133,11 @@ func (r *Runner) e2e(ctx context.Context) error {
 		return fmt.Errorf("bare baseline: %w", err)
 	}
 
-	const dbName = "aegis_bench_e2e"
-	url, pool, err := r.freshDB(ctx, dbName)
+	run, stopSuite, err := r.startSuite(ctx, "aegis_bench_e2e", "e2e", nil)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	var ports stack.Ports
-	for _, p := range []*int{&ports.WebhookAPI, &ports.OutboxRelay, &ports.PayoutWorker, &ports.DLQAdmin, &ports.Kafka, &ports.PSP} {
-		if *p, err = proctest.Port(); err != nil {
-			return err
-		}
-	}
-	secrets := stack.DevSecrets()
-	secrets.StripeWebhookSecret = benchSecret
-	secrets.APITokens = "bench:" + e2eToken
-	r.progress("e2e: starting the suite (four services, kfake, PSP stand-in)")
-	s, err := stack.Start(ctx, stack.Config{
-		BinDir: r.cfg.BinDir, Ports: ports, Secrets: secrets, DatabaseURL: url, RedisURL: r.cfg.RedisURL,
-		PSPSettleDelay: "0", // payouts stay AWAITING_RESPONSE: the measured end
-		KafkaEnv:       map[string]string{"KAFKA_PARTITIONS": strconv.Itoa(partitions)},
-	}, r.cfg.Logs)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = s.Stop(30 * time.Second) }() // a bench run reports its figures, not the teardown
-	stopVacuum, err := standInForAutovacuum(ctx, r, pool, "e2e")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		n, err := stopVacuum()
-		r.progress("e2e: %d vacuums run in autovacuum's stead (first error: %v)", n, err)
-	}()
-
-	run := &e2eRun{r: r, s: s, pool: pool, dbName: dbName, base: stack.URL(ports.WebhookAPI), credited: map[string]bool{},
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: e2eSenders, MaxConnsPerHost: e2eSenders}}}
+	defer stopSuite()
 
 	// Warm up: connections, pools, the consumer group's assignment.
 	r.progress("e2e: warm-up at 200/s for 3 s")
@@ -216,6 +185,54 @@ func (r *Runner) e2e(ctx context.Context) error {
 		r.progress("e2e: plot written to %s", r.cfg.PlotPath)
 	}
 	return nil
+}
+
+// startSuite creates the fresh database dbName and starts the whole suite
+// on it as `make dev` does (four services, kfake with the bench's
+// partitions, the PSP stand-in never settling), env added to every
+// service's settings; on a server without autovacuum it does autovacuum's
+// work meanwhile (standInForAutovacuum). stop ends the suite and closes the
+// pool; the database stays (the next run recreates it).
+func (r *Runner) startSuite(ctx context.Context, dbName, label string, env map[string]string) (run *e2eRun, stop func(), err error) {
+	url, pool, err := r.freshDB(ctx, dbName)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ports stack.Ports
+	for _, p := range []*int{&ports.WebhookAPI, &ports.OutboxRelay, &ports.PayoutWorker, &ports.DLQAdmin, &ports.Kafka, &ports.PSP} {
+		if *p, err = proctest.Port(); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+	}
+	secrets := stack.DevSecrets()
+	secrets.StripeWebhookSecret = benchSecret
+	secrets.APITokens = "bench:" + e2eToken
+	r.progress("%s: starting the suite (four services, kfake, PSP stand-in)", label)
+	s, err := stack.Start(ctx, stack.Config{
+		BinDir: r.cfg.BinDir, Ports: ports, Secrets: secrets, DatabaseURL: url, RedisURL: r.cfg.RedisURL,
+		PSPSettleDelay: "0", // payouts stay AWAITING_RESPONSE: the measured end
+		KafkaEnv:       map[string]string{"KAFKA_PARTITIONS": strconv.Itoa(partitions)},
+		Env:            env,
+	}, r.cfg.Logs)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	stopVacuum, err := standInForAutovacuum(ctx, r, pool, label)
+	if err != nil {
+		_ = s.Stop(30 * time.Second)
+		pool.Close()
+		return nil, nil, err
+	}
+	run = &e2eRun{r: r, s: s, pool: pool, dbName: dbName, base: stack.URL(ports.WebhookAPI), credited: map[string]bool{},
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: e2eSenders, MaxConnsPerHost: e2eSenders}}}
+	return run, func() {
+		n, err := stopVacuum()
+		r.progress("%s: %d vacuums run in autovacuum's stead (first error: %v)", label, n, err)
+		_ = s.Stop(30 * time.Second) // a run reports its figures, not the teardown
+		pool.Close()
+	}, nil
 }
 
 // e2eRows adds the rows of one stepped load: the highest rate held (also

@@ -42,7 +42,7 @@ func ProfileNamed(name string) (Profile, error) {
 		return Profile{Name: name, Duration: 4 * time.Minute, Rate: 40, Users: 40, FaultEvery: 8 * time.Second,
 			KafkaOutageMin: 10 * time.Second, KafkaOutageMax: 30 * time.Second, DrainTimeout: 4 * time.Minute,
 			SampleEvery: 15 * time.Second}, nil
-	case "soak": // make soak: a long run at a moderate fault rate
+	case "soak": // make chaos PROFILE=soak: a long run at a moderate fault rate
 		return Profile{Name: name, Duration: 10 * time.Minute, Rate: 40, Users: 60, FaultEvery: 30 * time.Second,
 			KafkaOutageMin: 5 * time.Second, KafkaOutageMax: 10 * time.Second, DrainTimeout: 5 * time.Minute,
 			SampleEvery: 30 * time.Second}, nil

@@ -21,7 +21,7 @@ func TestReliabilityMarksRestartsAndMissingProcesses(t *testing.T) {
 		},
 		DrainedFootprint: []ServiceSample{api(23, 14), worker(160)},
 	}
-	doc := r.Reliability("a machine", "make soak DURATION=1m")
+	doc := r.Reliability("a machine", "make chaos PROFILE=soak DURATION=1m")
 	for _, want := range []string{
 		"Seed 7: 1m0s of workload at 40 ops/s with a fault every 30s",
 		"| at | payout-worker | webhook-api |",

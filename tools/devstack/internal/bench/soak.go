@@ -107,12 +107,6 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 		return nil, err
 	}
 	res.Retention = settings
-	relayRetention := 24 * time.Hour
-	for _, s := range settings {
-		if s.Env == "RELAY_RETENTION" {
-			relayRetention = s.Soak
-		}
-	}
 	repo, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -143,7 +137,7 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 		}
 	}
 
-	plans := newPlanWatch(repo, run.pool, relayRetention)
+	plans := newPlanWatch(repo, run.pool)
 	if err := run.soakLoad(ctx, res, plans); err != nil {
 		return res, err
 	}

@@ -55,14 +55,14 @@ var (
 )
 
 // hotStatements are the statements every credit goes through: ingest's
-// inserts (the event, its outbox row), the relay's claim, mark and
-// retention purge, and the worker's credit batch (creditStatements).
+// inserts (the event, its outbox row), the relay's claim and the delete
+// that settles a published batch, and the worker's credit batch
+// (creditStatements).
 var hotStatements = []hotStatement{
 	{"webhook-api", ingestQueries, "InsertEvents"},
 	{"webhook-api", outboxQueries, "InsertMessages"},
 	{"outbox-relay", outboxQueries, "Claim"},
-	{"outbox-relay", outboxQueries, "MarkProcessed"},
-	{"outbox-relay", outboxQueries, "PurgeProcessed"},
+	{"outbox-relay", outboxQueries, "DeletePublished"},
 	{"payout-worker", ledgerQueries, "CreditClaim"},
 	{"payout-worker", ledgerQueries, "CreditWallet"},
 	{"payout-worker", ledgerQueries, "CreditEntries"},
@@ -74,13 +74,11 @@ var hotStatements = []hotStatement{
 // struct (a name means the same thing in every statement that has it).
 type planValues struct {
 	Now time.Time
-	// MaxOutboxID is the newest outbox row's id: MarkProcessed marks the
-	// ids of a batch just claimed.
+	// MaxOutboxID is the newest outbox row's id: DeletePublished settles
+	// the ids of a batch just claimed.
 	MaxOutboxID int64
 	// ClearingID is the PSP clearing wallet the credits come from.
 	ClearingID int64
-	// Retention is the relay's (RELAY_RETENTION): PurgeProcessed's cutoff.
-	Retention time.Duration
 	// TxID is a credit transaction id (a UUIDv7, as the worker makes).
 	TxID string
 }
@@ -101,7 +99,6 @@ func (v planValues) values() map[string]any {
 		"Headers": []string{`{}`}, "MaxRetries": []int32{6}, "NextRetryAts": []time.Time{v.Now},
 		// The relay: its default batch, lease and purge batch.
 		"Owner": "soak-explain", "LockedUntil": v.Now.Add(time.Minute), "Now": v.Now, "Batch": 2000, "IDs": ids,
-		"Cutoff": v.Now.Add(-v.Retention), "MaxRows": 5000,
 		// The worker's credit batch.
 		"ConsumerGroup": "payout-worker", "EventID": event, "TxID": v.TxID, "CreditTx": v.TxID,
 		"Reference": "stripe:pi_" + event, "CorrelationID": "", "UserID": user, "Currency": "usd", "Amount": int64(5000),
@@ -284,12 +281,11 @@ func (h *planHistory) record(s planSeen) {
 type planWatch struct {
 	repo    string
 	pool    *pgxpool.Pool
-	retain  time.Duration
 	history []planHistory
 }
 
-func newPlanWatch(repo string, pool *pgxpool.Pool, relayRetention time.Duration) *planWatch {
-	w := &planWatch{repo: repo, pool: pool, retain: relayRetention}
+func newPlanWatch(repo string, pool *pgxpool.Pool) *planWatch {
+	w := &planWatch{repo: repo, pool: pool}
 	for _, h := range hotStatements {
 		w.history = append(w.history, planHistory{hotStatement: h, Kind: planCustom}, planHistory{hotStatement: h, Kind: planGeneric})
 	}
@@ -298,7 +294,7 @@ func newPlanWatch(repo string, pool *pgxpool.Pool, relayRetention time.Duration)
 
 // sample explains every hot statement once, at (from the soak's start).
 func (w *planWatch) sample(ctx context.Context, at time.Duration) error {
-	v := planValues{Now: time.Now(), Retention: w.retain}
+	v := planValues{Now: time.Now()}
 	tx, err := uuid.NewV7()
 	if err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 
 // SoakTimeScale is the soak's default retention scale: one day of
 // retention passes in 30 s of wall time (chaos.WeekScale's factor), so the
-// relay's 24 h outbox retention is 30 s and the 30-day outbound retentions
-// are 15 minutes: each is active within a one-hour soak.
+// 30-day outbound retentions are 15 minutes: each is active within a
+// one-hour soak.
 const SoakTimeScale = chaos.WeekScale
 
 // soakRetention lists the retention settings the soak shortens, and the
@@ -23,7 +23,6 @@ const SoakTimeScale = chaos.WeekScale
 // to a config reader belongs there anyway: its test says so); its fixed
 // value, if the chaos profiles keep it fixed, is ignored here.
 var soakRetention = []string{
-	"RELAY_RETENTION",            // published outbox rows (transaction_outbox)
 	"OUTBOUND_LOG_RETENTION",     // delivery attempts
 	"OUTBOUND_MESSAGE_RETENTION", // outbound messages and their finished deliveries
 	"OUTBOUND_RETRY_SCHEDULE",    // the outbound retentions must outlast it plus OUTBOUND_DISABLE_AFTER

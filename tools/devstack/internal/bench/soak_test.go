@@ -113,7 +113,7 @@ func TestSoakRetentionScalesTogether(t *testing.T) {
 			t.Errorf("%s: %s in the soak, not shorter than its default %s", s.Env, s.Soak, s.Real)
 		}
 	}
-	if got["RELAY_RETENTION"].Value != "30s" || got["OUTBOUND_LOG_RETENTION"].Value != "15m0s" || got["OUTBOUND_MESSAGE_RETENTION"].Value != "15m0s" {
+	if got["OUTBOUND_LOG_RETENTION"].Value != "15m0s" || got["OUTBOUND_MESSAGE_RETENTION"].Value != "15m0s" {
 		t.Errorf("retentions %+v", got)
 	}
 	var schedule time.Duration
@@ -133,7 +133,7 @@ func TestSoakRetentionScalesTogether(t *testing.T) {
 	if env := retentionEnv(settings, 1); env != nil {
 		t.Errorf("scale 1 sets %v", env)
 	}
-	if env := retentionEnv(settings, SoakTimeScale); env["RELAY_RETENTION"] != "30s" || len(env) != len(soakRetention) {
+	if env := retentionEnv(settings, SoakTimeScale); env["OUTBOUND_LOG_RETENTION"] != "15m0s" || len(env) != len(soakRetention) {
 		t.Errorf("env %v", env)
 	}
 }
@@ -186,7 +186,7 @@ func TestHotStatementsExplainOnTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newPlanWatch(repo, db.Pool, 30*time.Second)
+	w := newPlanWatch(repo, db.Pool)
 	if err := w.sample(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		Config: SoakConfig{Duration: 3 * time.Minute, Share: 0.7, StepDuration: 10 * s, Sample: time.Minute, TimeScale: SoakTimeScale},
 		Window: 30 * s, WindowScaled: true, Bare: 1000, Sustainable: 300, Rate: 210, Sent: 37800,
 		Steps:     []e2eStep{{Offered: 200, Sent: 2000, Acked: 2000, Done: 2000, P99: 100 * time.Millisecond}, {Offered: 300, Sent: 3000, Acked: 3000, Done: 3000}, {Offered: 400, Sent: 4000, Acked: 4000, Done: 3000, P99: 2 * s}},
-		Retention: []retentionSetting{{Env: "RELAY_RETENTION", Real: 24 * time.Hour, Soak: 30 * s, Value: "30s", Reader: "outbox-relay"}},
+		Retention: []retentionSetting{{Env: "OUTBOUND_LOG_RETENTION", Real: 720 * time.Hour, Soak: 15 * time.Minute, Value: "15m0s", Reader: "outbox-relay"}},
 		Windows: []soakWindow{
 			{Start: 0, End: 30 * s, Offered: 210, Acked: 210, Credited: 209, P50: 40 * time.Millisecond, P99: 90 * time.Millisecond,
 				Usage: []procUsage{{Name: "webhook-api", Cores: 0.4, RSSMiB: 30}, {Name: "postgres", Cores: 0.8, RSSMiB: 100}}},
@@ -358,7 +358,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 	for _, want := range []string{
 		"`make soak DURATION=3m` (2026-11-29)", "The machine was shared.", "**decays or fails**",
 		"Sustainable: 300 /s", "**210 webhooks/s**", "400 /s not held",
-		"| `RELAY_RETENTION` | outbox-relay | 24h0m0s | 30s |",
+		"| `OUTBOUND_LOG_RETENTION` | outbox-relay | 720h0m0s | 15m0s |",
 		"Windows of 30s (the run is shorter than 6 windows of 5m0s",
 		"| 0:00–0:30 | 210.0 | 210.0 | 209.0 | 40.0 ms | 90.0 ms | 0 | 0 | 1.20 |",
 		"| 0:30–1:00 | 210.0 | 210.0 | 180.0 | 45.0 ms | 120.0 ms | 0 | 0 | 1.40 |",

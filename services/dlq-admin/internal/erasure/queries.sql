@@ -10,7 +10,7 @@ SELECT erase_user_data(@user_id::text, @pseudonym::text, @closed::text[], @check
 -- name: ErasedBefore :one
 -- How many erasures of this person have run: a second one gives its rows a
 -- pseudonym of their own (unique keys such as a wallet's would collide).
-SELECT count(*) FROM erasures WHERE pseudonym = @pseudonym OR pseudonym LIKE @pseudonym || '.%';
+SELECT count(*) FROM erasures WHERE status = 'erased' AND (pseudonym = @pseudonym OR pseudonym LIKE @pseudonym || '.%');
 
 -- name: InsertErasure :one
 INSERT INTO erasures (pseudonym, user_id, reason, requested_by, requested_at)

@@ -41,7 +41,7 @@ func (q *Queries) EraseUserData(ctx context.Context, arg EraseUserDataParams) ([
 }
 
 const erasedBefore = `-- name: ErasedBefore :one
-SELECT count(*) FROM erasures WHERE pseudonym = $1 OR pseudonym LIKE $1 || '.%'
+SELECT count(*) FROM erasures WHERE status = 'erased' AND (pseudonym = $1 OR pseudonym LIKE $1 || '.%')
 `
 
 // How many erasures of this person have run: a second one gives its rows a

@@ -70,6 +70,37 @@ BEGIN
 END
 $$;
 
+-- doc with erasure_scrub applied to every string and key in it: the
+-- document stays valid JSON whatever a needle matches.
+CREATE FUNCTION erasure_scrub_jsonb(doc jsonb, p_user text, p_pseudonym text, p_needles text[]) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $$
+DECLARE
+    out jsonb;
+    k text;
+    v jsonb;
+BEGIN
+    CASE jsonb_typeof(doc)
+    WHEN 'object' THEN
+        out := '{}'::jsonb;
+        FOR k, v IN SELECT key, value FROM jsonb_each(doc) LOOP
+            out := out || jsonb_build_object(erasure_scrub(k, p_user, p_pseudonym, p_needles),
+                erasure_scrub_jsonb(v, p_user, p_pseudonym, p_needles));
+        END LOOP;
+        RETURN out;
+    WHEN 'array' THEN
+        SELECT coalesce(jsonb_agg(erasure_scrub_jsonb(e, p_user, p_pseudonym, p_needles) ORDER BY n), '[]'::jsonb) INTO out
+        FROM jsonb_array_elements(doc) WITH ORDINALITY a(e, n);
+        RETURN out;
+    WHEN 'string' THEN
+        RETURN to_jsonb(erasure_scrub(doc #>> '{}', p_user, p_pseudonym, p_needles));
+    ELSE
+        RETURN doc;
+    END CASE;
+END
+$$;
+
 -- Whether t quotes the user id or a needle (what erasure_scrub would change).
 CREATE FUNCTION erasure_mentions(t text, p_user text, p_needles text[]) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -92,7 +123,8 @@ AS $$
         'payment_method_details', 'authorization', 'fingerprint', 'last4', 'bin', 'exp_month', 'exp_year',
         'ip_address', 'account_name', 'account_number', 'account_holder_name', 'description', 'phone_number',
         'international_format_phone', 'individual', 'representative', 'dob', 'ssn_last_4', 'id_number',
-        'receipt_number', 'source', 'log', 'billing', 'owner', 'details', 'bank_account', 'cardholder', 'holder_name')
+        'receipt_number', 'source', 'log', 'billing', 'owner', 'details', 'bank_account', 'cardholder', 'holder_name',
+        'support_address', 'support_email', 'support_phone', 'display_name', 'nickname', 'mobile', 'ip')
 $$;
 
 -- The person's values under the identifying keys of a PSP body: what
@@ -117,7 +149,7 @@ AS $$
 $$;
 
 -- doc with the values of personal keys replaced by "[erased]" (metadata
--- keeps only its user id, pseudonymised) and any string equal to the user
+-- keeps only its user id, pseudonymised, and payout id) and any string equal to the user
 -- id replaced by the pseudonym.
 CREATE FUNCTION erasure_redact(doc jsonb, p_user text, p_pseudonym text) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -133,8 +165,9 @@ BEGIN
         out := '{}'::jsonb;
         FOR k, v IN SELECT key, value FROM jsonb_each(doc) LOOP
             IF lower(k) = 'metadata' AND jsonb_typeof(v) = 'object' THEN
-                out := out || jsonb_build_object(k, CASE WHEN v ? 'user_id'
-                    THEN jsonb_build_object('user_id', erasure_redact(v->'user_id', p_user, p_pseudonym)) ELSE '{}'::jsonb END);
+                -- Only the ids the suite itself put there stay.
+                out := out || jsonb_build_object(k, jsonb_strip_nulls(jsonb_build_object(
+                    'user_id', erasure_redact(v->'user_id', p_user, p_pseudonym), 'payout_id', v->'payout_id')));
             ELSIF erasure_personal_key(k) AND jsonb_typeof(v) <> 'null'
                   AND NOT (lower(k) = 'source' AND jsonb_typeof(v) = 'string' AND v #>> '{}' !~ '@') THEN
                 out := out || jsonb_build_object(k, '[erased]');
@@ -168,7 +201,7 @@ BEGIN
         RETURN NULL;
     END IF;
     BEGIN
-        RETURN erasure_scrub(erasure_redact(t::jsonb, p_user, p_pseudonym)::text, p_user, p_pseudonym, p_needles);
+        RETURN erasure_scrub_jsonb(erasure_redact(t::jsonb, p_user, p_pseudonym), p_user, p_pseudonym, p_needles)::text;
     EXCEPTION WHEN invalid_text_representation THEN
         RETURN erasure_scrub(t, p_user, p_pseudonym, p_needles);
     END;
@@ -335,9 +368,9 @@ BEGIN
     UPDATE transaction_outbox SET
         partition_key = CASE WHEN partition_key = p_user THEN p_pseudonym ELSE partition_key END,
         payload = erasure_redact_text(payload::text, p_user, p_pseudonym, needles)::jsonb,
-        headers = erasure_scrub(headers::text, p_user, p_pseudonym, needles)::jsonb,
+        headers = erasure_scrub_jsonb(headers, p_user, p_pseudonym, needles),
         last_error = erasure_scrub(last_error, p_user, p_pseudonym, needles),
-        retry_history = erasure_scrub(retry_history::text, p_user, p_pseudonym, needles)::jsonb
+        retry_history = erasure_scrub_jsonb(retry_history, p_user, p_pseudonym, needles)
     WHERE partition_key = p_user OR payload->>'user_id' = p_user
        OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
        OR erasure_mentions(payload::text, p_user, needles);
@@ -350,9 +383,9 @@ BEGIN
         partition_key = CASE WHEN partition_key = p_user THEN p_pseudonym ELSE partition_key END,
         payload = erasure_redact_bytes(payload, p_user, p_pseudonym, needles,
             partition_key = p_user OR subject->>'user_id' = p_user OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)),
-        headers = erasure_scrub(headers::text, p_user, p_pseudonym, needles)::jsonb,
+        headers = erasure_scrub_jsonb(headers, p_user, p_pseudonym, needles),
         error = erasure_scrub(error, p_user, p_pseudonym, needles),
-        retry_history = erasure_scrub(retry_history::text, p_user, p_pseudonym, needles)::jsonb,
+        retry_history = erasure_scrub_jsonb(retry_history, p_user, p_pseudonym, needles),
         resolution_reason = erasure_scrub(resolution_reason, p_user, p_pseudonym, needles)
     WHERE partition_key = p_user OR subject->>'user_id' = p_user
        OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)
@@ -382,19 +415,19 @@ BEGIN
 
     -- Operators' free text that quotes the user.
     UPDATE audit_log SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles),
-        detail = erasure_scrub(detail::text, p_user, p_pseudonym, needles)::jsonb,
+        detail = erasure_scrub_jsonb(detail, p_user, p_pseudonym, needles),
         target_id = erasure_scrub(target_id, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(reason, p_user, needles) OR erasure_mentions(detail::text, p_user, needles)
        OR erasure_mentions(target_id, p_user, needles);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('audit_log', n);
     UPDATE approvals SET summary = erasure_scrub(summary, p_user, p_pseudonym, needles),
         decision_reason = erasure_scrub(decision_reason, p_user, p_pseudonym, needles),
-        request = erasure_scrub(request::text, p_user, p_pseudonym, needles)::jsonb,
+        request = erasure_scrub_jsonb(request, p_user, p_pseudonym, needles),
         target_id = erasure_scrub(target_id, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(summary, p_user, needles) OR erasure_mentions(decision_reason, p_user, needles)
        OR erasure_mentions(request::text, p_user, needles) OR erasure_mentions(target_id, p_user, needles);
     UPDATE replay_jobs SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles),
-        filter = erasure_scrub(filter::text, p_user, p_pseudonym, needles)::jsonb,
+        filter = erasure_scrub_jsonb(filter, p_user, p_pseudonym, needles),
         last_error = erasure_scrub(last_error, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(reason, p_user, needles) OR erasure_mentions(filter::text, p_user, needles)
        OR erasure_mentions(last_error, p_user, needles);
@@ -403,14 +436,14 @@ BEGIN
     UPDATE psp_disagreements SET subject = erasure_scrub(subject, p_user, p_pseudonym, needles),
         detail = erasure_scrub(detail, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(subject, p_user, needles) OR erasure_mentions(detail, p_user, needles);
-    UPDATE psp_reconciliation_runs SET report = erasure_scrub(report::text, p_user, p_pseudonym, needles)::jsonb,
-        disagreements = erasure_scrub(disagreements::text, p_user, p_pseudonym, needles)::jsonb,
+    UPDATE psp_reconciliation_runs SET report = erasure_scrub_jsonb(report, p_user, p_pseudonym, needles),
+        disagreements = erasure_scrub_jsonb(disagreements, p_user, p_pseudonym, needles),
         error = erasure_scrub(error, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(report::text, p_user, needles) OR erasure_mentions(disagreements::text, p_user, needles)
        OR erasure_mentions(error, p_user, needles);
     UPDATE erasures SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(reason, p_user, needles);
-    UPDATE reconciliation_runs SET summary = erasure_scrub(summary::text, p_user, p_pseudonym, needles)::jsonb
+    UPDATE reconciliation_runs SET summary = erasure_scrub_jsonb(summary, p_user, p_pseudonym, needles)
     WHERE erasure_mentions(summary::text, p_user, needles);
 
     RETURN counts || jsonb_build_object('needles', cardinality(needles));
@@ -418,7 +451,7 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION erasure_literal(text), erasure_scrub(text, text, text, text[]),
-    erasure_mentions(text, text, text[]), erasure_personal_key(text), erasure_needles(jsonb),
+    erasure_scrub_jsonb(jsonb, text, text, text[]), erasure_mentions(text, text, text[]), erasure_personal_key(text), erasure_needles(jsonb),
     erasure_redact(jsonb, text, text), erasure_redact_text(text, text, text, text[]),
     erasure_text(bytea), erasure_redact_bytes(bytea, text, text, text[], boolean),
     erase_user_data(text, text, text[], boolean) FROM PUBLIC;

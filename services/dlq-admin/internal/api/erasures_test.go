@@ -267,6 +267,31 @@ func occurrences(t *testing.T, pool *pgxpool.Pool, value string) map[string]int 
 	return out
 }
 
+// userRows is every row that names userID in the tables keyed by user, as
+// JSON: what must not change when someone else is erased.
+func userRows(t *testing.T, pool *pgxpool.Pool, userID string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT jsonb_build_object(
+		'webhook_events', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM webhook_events x WHERE user_id = $1),
+		'payouts', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM payouts x WHERE user_id = $1),
+		'destinations', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM destinations x WHERE user_id = $1),
+		'wallets', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM wallets x WHERE owner = $1),
+		'outbox', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM transaction_outbox x WHERE partition_key = $1),
+		'dead_letters', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM dead_letters x WHERE partition_key = $1),
+		'messages', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM outbound_messages x WHERE user_id = $1),
+		'resolutions', (SELECT jsonb_agg(to_jsonb(x) ORDER BY id) FROM payout_resolutions x WHERE user_id = $1),
+		'returns', (SELECT jsonb_agg(to_jsonb(x) ORDER BY object_id) FROM payment_returns x WHERE user_id = $1),
+		'credits', (SELECT jsonb_agg(to_jsonb(x) ORDER BY reference) FROM credit_availability x WHERE user_id = $1))::text`,
+		userID).Scan(&s))
+	var tables map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(s), &tables))
+	for name, rows := range tables {
+		require.NotEqual(t, "null", string(rows), "%s holds rows of %s", name, userID)
+	}
+	return s
+}
+
 // ledgerState is every wallet's balance and owed, by wallet id, and the
 // sum of its entries, with the ledger's row counts.
 func ledgerState(t *testing.T, pool *pgxpool.Pool) string {
@@ -315,6 +340,7 @@ func TestEraseUserLeavesNoPersonalDataAnywhere(t *testing.T) {
 		require.NotEmpty(t, otherBefore[what], "the seed holds the other user's %s", what)
 	}
 	ledgerBefore := ledgerState(t, db.Pool)
+	otherRowsBefore := userRows(t, db.Pool, bartholomew.userID)
 	var walletIDs []int64
 	rows, err := db.Pool.Query(ctx, `SELECT id FROM wallets WHERE kind = 'user' AND owner = $1 ORDER BY id`, zephyrine.userID)
 	require.NoError(t, err)
@@ -365,6 +391,7 @@ func TestEraseUserLeavesNoPersonalDataAnywhere(t *testing.T) {
 		require.Equal(t, otherBefore[what], occurrences(t, db.Pool, v), "the other user's %s changed", what)
 	}
 	require.Equal(t, ledgerBefore, ledgerState(t, db.Pool), "balances, entries and sums do not move")
+	require.Equal(t, otherRowsBefore, userRows(t, db.Pool, bartholomew.userID), "the other user's rows are as they were")
 	var owned int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM wallets WHERE kind = 'user' AND owner = $1 AND id = ANY($2)`,
 		pseudonym, walletIDs).Scan(&owned))

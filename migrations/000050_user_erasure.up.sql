@@ -101,12 +101,14 @@ BEGIN
 END
 $$;
 
--- Whether t quotes the user id or a needle (what erasure_scrub would change).
+-- Whether t quotes the user id (as a whole token) or a needle: what
+-- erasure_scrub would change.
 CREATE FUNCTION erasure_mentions(t text, p_user text, p_needles text[]) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = public, pg_temp
 AS $$
-    SELECT t IS NOT NULL AND (strpos(t, p_user) > 0
+    SELECT t IS NOT NULL AND ((strpos(t, p_user) > 0
+            AND t ~ ('(?<![A-Za-z0-9_-])' || erasure_literal(p_user) || '(?![A-Za-z0-9_-])'))
         OR EXISTS (SELECT 1 FROM unnest(coalesce(p_needles, '{}')) n WHERE strpos(lower(t), lower(n)) > 0))
 $$;
 
@@ -248,8 +250,9 @@ $$;
 --         settlement message names it);
 --   AEG02 a wallet of the user holds money or is owed money;
 --   AEG03 a payout of the user is not closed;
---   AEG04 an outbox row of the user is unpublished or a dead letter of the
---         user is open (money on its way).
+--   AEG04 an outbox row of the user (or quoting them) is unpublished, or a
+--         dead letter of the user (or quoting them) is open: money on its
+--         way, or a message a replay must publish unchanged.
 -- The answer counts the rows it changed per table.
 CREATE FUNCTION erase_user_data(p_user text, p_pseudonym text, p_closed text[], p_check_only boolean)
 RETURNS jsonb
@@ -289,21 +292,27 @@ BEGIN
         RAISE EXCEPTION 'erasure refused: a payout of the user is not finished' USING ERRCODE = 'AEG03';
     END IF;
     SELECT coalesce(array_agg(id), '{}') INTO payout_ids FROM payouts WHERE user_id = p_user;
-    IF EXISTS (SELECT 1 FROM transaction_outbox WHERE finished_at IS NULL
-               AND (partition_key = p_user OR payload->>'user_id' = p_user
-                    OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id))) THEN
-        RAISE EXCEPTION 'erasure refused: an outbox message of the user is not yet published' USING ERRCODE = 'AEG04';
-    END IF;
-    IF EXISTS (SELECT 1 FROM dead_letters WHERE status = 'open'
-               AND (partition_key = p_user OR subject->>'user_id' = p_user
-                    OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id))) THEN
-        RAISE EXCEPTION 'erasure refused: a dead letter of the user is open; replay or discard it first' USING ERRCODE = 'AEG04';
-    END IF;
 
     -- What identifies the person in free text: the values under the
     -- identifying keys of the user's PSP bodies.
     SELECT coalesce(array_agg(DISTINCT x), '{}') INTO needles
     FROM (SELECT unnest(erasure_needles(payload)) x FROM webhook_events WHERE user_id = p_user) s;
+
+    IF EXISTS (SELECT 1 FROM transaction_outbox WHERE finished_at IS NULL
+               AND (partition_key = p_user OR payload->>'user_id' = p_user
+                    OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
+                    OR erasure_mentions(payload::text, p_user, needles))) THEN
+        RAISE EXCEPTION 'erasure refused: an outbox message of the user is not yet published' USING ERRCODE = 'AEG04';
+    END IF;
+    -- An open letter must be replayed as it was stored, so one that is the
+    -- user's, or quotes them, is closed before the erasure.
+    IF EXISTS (SELECT 1 FROM dead_letters WHERE status = 'open'
+               AND (partition_key = p_user OR subject->>'user_id' = p_user
+                    OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)
+                    OR erasure_mentions(erasure_text(payload), p_user, needles)
+                    OR erasure_mentions(headers::text, p_user, needles))) THEN
+        RAISE EXCEPTION 'erasure refused: an open dead letter is the user''s or quotes them; replay or discard it first' USING ERRCODE = 'AEG04';
+    END IF;
 
     SELECT coalesce(array_agg(id), '{}') INTO message_ids FROM outbound_messages WHERE user_id = p_user;
 
@@ -363,27 +372,32 @@ BEGIN
     WHERE user_id = p_user;
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('webhook_events', n);
 
-    -- Outbox rows still held (published, or settled dlq: unfinished ones
-    -- were refused above).
+    -- Outbox rows still held (published, or settled dlq). Unfinished ones
+    -- were refused above; one committed since (a PSP event that arrived
+    -- during the erasure) is left as it is, so that it is published and
+    -- credited as sent: under the user id, to a new wallet.
     UPDATE transaction_outbox SET
         partition_key = CASE WHEN partition_key = p_user THEN p_pseudonym ELSE partition_key END,
         payload = erasure_redact_text(payload::text, p_user, p_pseudonym, needles)::jsonb,
         headers = erasure_scrub_jsonb(headers, p_user, p_pseudonym, needles),
         last_error = erasure_scrub(last_error, p_user, p_pseudonym, needles),
         retry_history = erasure_scrub_jsonb(retry_history, p_user, p_pseudonym, needles)
-    WHERE partition_key = p_user OR payload->>'user_id' = p_user
-       OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
-       OR erasure_mentions(payload::text, p_user, needles);
+    WHERE finished_at IS NOT NULL
+      AND (partition_key = p_user OR payload->>'user_id' = p_user
+           OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
+           OR erasure_mentions(payload::text, p_user, needles));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('transaction_outbox', n);
 
-    -- Dead letters (none of the user's is open): the user's are redacted
+    -- Dead letters (none of the user's was open): the user's are redacted
     -- like the raw bodies; any other that quotes the user is scrubbed.
-    -- subject is generated from the payload and follows it.
+    -- subject is generated from the payload and follows it. An open letter
+    -- keeps its message (payload, key, headers) unchanged: a replay must
+    -- publish it as it was, with its event proof.
     UPDATE dead_letters SET
-        partition_key = CASE WHEN partition_key = p_user THEN p_pseudonym ELSE partition_key END,
-        payload = erasure_redact_bytes(payload, p_user, p_pseudonym, needles,
-            partition_key = p_user OR subject->>'user_id' = p_user OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)),
-        headers = erasure_scrub_jsonb(headers, p_user, p_pseudonym, needles),
+        partition_key = CASE WHEN partition_key = p_user AND status <> 'open' THEN p_pseudonym ELSE partition_key END,
+        payload = CASE WHEN status = 'open' THEN payload ELSE erasure_redact_bytes(payload, p_user, p_pseudonym, needles,
+            partition_key = p_user OR subject->>'user_id' = p_user OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)) END,
+        headers = CASE WHEN status = 'open' THEN headers ELSE erasure_scrub_jsonb(headers, p_user, p_pseudonym, needles) END,
         error = erasure_scrub(error, p_user, p_pseudonym, needles),
         retry_history = erasure_scrub_jsonb(retry_history, p_user, p_pseudonym, needles),
         resolution_reason = erasure_scrub(resolution_reason, p_user, p_pseudonym, needles)

@@ -462,6 +462,13 @@ func TestEraseUserRefusedWhileMoneyIsHeld(t *testing.T) {
 		Payload: []byte(`{"provider":"stripe","event_id":"evt_l","user_id":"usr_letter","amount":100,"currency":"usd"}`)}.Insert(t, db.Pool)
 	refused("usr_letter", "dead letter")
 
+	// Another user's open letter that quotes the user: a replay must
+	// publish it unchanged, so it is closed first.
+	fixture.Wallet{Owner: "usr_quoted"}.Insert(t, db.Pool)
+	fixture.DeadLetter{PartitionKey: "usr_someone",
+		Payload: []byte(`{"payout_id":"p","user_id":"usr_someone","note":"same card as usr_quoted"}`)}.Insert(t, db.Pool)
+	refused("usr_quoted", "dead letter")
+
 	var n int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erasures) + (SELECT count(*) FROM approvals)
 		+ (SELECT count(*) FROM audit_log)`).Scan(&n))

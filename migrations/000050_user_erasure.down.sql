@@ -7,6 +7,7 @@ DROP FUNCTION erasure_redact_text(text, text, text, text[]);
 DROP FUNCTION erasure_redact(jsonb, text, text);
 DROP FUNCTION erasure_needles(jsonb);
 DROP FUNCTION erasure_personal_key(text);
+DROP FUNCTION erasure_patterns(text[]);
 DROP FUNCTION erasure_mentions(text, text, text[]);
 DROP FUNCTION erasure_scrub_jsonb(jsonb, text, text, text[]);
 DROP FUNCTION erasure_scrub(text, text, text, text[]);

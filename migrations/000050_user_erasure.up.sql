@@ -102,14 +102,25 @@ END
 $$;
 
 -- Whether t quotes the user id (as a whole token) or a needle: what
--- erasure_scrub would change.
-CREATE FUNCTION erasure_mentions(t text, p_user text, p_needles text[]) RETURNS boolean
+-- erasure_scrub would change. p_patterns are the needles as
+-- case-insensitive LIKE patterns (erasure_patterns): one LIKE ANY per row
+-- is what keeps the scan of a large table cheap.
+CREATE FUNCTION erasure_mentions(t text, p_user text, p_patterns text[]) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = public, pg_temp
 AS $$
     SELECT t IS NOT NULL AND ((strpos(t, p_user) > 0
             AND t ~ ('(?<![A-Za-z0-9_-])' || erasure_literal(p_user) || '(?![A-Za-z0-9_-])'))
-        OR EXISTS (SELECT 1 FROM unnest(coalesce(p_needles, '{}')) n WHERE strpos(lower(t), lower(n)) > 0))
+        OR lower(t) LIKE ANY (p_patterns))
+$$;
+
+-- The needles as lower-case LIKE patterns that match them anywhere.
+CREATE FUNCTION erasure_patterns(p_needles text[]) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = public, pg_temp
+AS $$
+    SELECT coalesce(array_agg('%' || replace(replace(replace(lower(n), '\', '\\'), '%', '\%'), '_', '\_') || '%'), '{}')
+    FROM unnest(p_needles) n
 $$;
 
 -- The keys of a PSP body (Stripe, Paystack, at any depth) whose value is
@@ -263,6 +274,7 @@ AS $$
 DECLARE
     counts jsonb := '{}'::jsonb;
     needles text[];
+    patterns text[];
     known boolean;
     n bigint;
     payout_ids uuid[];
@@ -297,11 +309,12 @@ BEGIN
     -- identifying keys of the user's PSP bodies.
     SELECT coalesce(array_agg(DISTINCT x), '{}') INTO needles
     FROM (SELECT unnest(erasure_needles(payload)) x FROM webhook_events WHERE user_id = p_user) s;
+    patterns := erasure_patterns(needles);
 
     IF EXISTS (SELECT 1 FROM transaction_outbox WHERE finished_at IS NULL
                AND (partition_key = p_user OR payload->>'user_id' = p_user
                     OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
-                    OR erasure_mentions(payload::text, p_user, needles))) THEN
+                    OR erasure_mentions(payload::text, p_user, patterns))) THEN
         RAISE EXCEPTION 'erasure refused: an outbox message of the user is not yet published' USING ERRCODE = 'AEG04';
     END IF;
     -- An open letter must be replayed as it was stored, so one that is the
@@ -309,8 +322,8 @@ BEGIN
     IF EXISTS (SELECT 1 FROM dead_letters WHERE status = 'open'
                AND (partition_key = p_user OR subject->>'user_id' = p_user
                     OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)
-                    OR erasure_mentions(erasure_text(payload), p_user, needles)
-                    OR erasure_mentions(headers::text, p_user, needles))) THEN
+                    OR erasure_mentions(erasure_text(payload), p_user, patterns)
+                    OR erasure_mentions(headers::text, p_user, patterns))) THEN
         RAISE EXCEPTION 'erasure refused: an open dead letter is the user''s or quotes them; replay or discard it first' USING ERRCODE = 'AEG04';
     END IF;
 
@@ -348,11 +361,11 @@ BEGIN
     UPDATE payout_transitions SET error = erasure_scrub(error, p_user, p_pseudonym, needles),
         detail = erasure_redact_text(detail::text, p_user, p_pseudonym, needles)::jsonb
     WHERE payout_id = ANY (payout_ids)
-      AND (erasure_mentions(error, p_user, needles) OR erasure_mentions(detail::text, p_user, needles));
+      AND (erasure_mentions(error, p_user, patterns) OR erasure_mentions(detail::text, p_user, patterns));
     UPDATE payout_attempts SET error = erasure_scrub(error, p_user, p_pseudonym, needles)
-    WHERE payout_id = ANY (payout_ids) AND erasure_mentions(error, p_user, needles);
+    WHERE payout_id = ANY (payout_ids) AND erasure_mentions(error, p_user, patterns);
     UPDATE payout_evidence SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles)
-    WHERE payout_id = ANY (payout_ids) AND erasure_mentions(reason, p_user, needles);
+    WHERE payout_id = ANY (payout_ids) AND erasure_mentions(reason, p_user, patterns);
 
     -- Destinations are disabled (no payout may go to them again) and lose
     -- the PSP's identifiers of the person's account and its country.
@@ -385,7 +398,7 @@ BEGIN
     WHERE finished_at IS NOT NULL
       AND (partition_key = p_user OR payload->>'user_id' = p_user
            OR partition_key IN (SELECT 'payout-retry:' || id::text FROM unnest(payout_ids) id)
-           OR erasure_mentions(payload::text, p_user, needles));
+           OR erasure_mentions(payload::text, p_user, patterns));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('transaction_outbox', n);
 
     -- Dead letters (none of the user's was open): the user's are redacted
@@ -403,9 +416,9 @@ BEGIN
         resolution_reason = erasure_scrub(resolution_reason, p_user, p_pseudonym, needles)
     WHERE partition_key = p_user OR subject->>'user_id' = p_user
        OR subject->>'payout_id' IN (SELECT id::text FROM unnest(payout_ids) id)
-       OR erasure_mentions(erasure_text(payload), p_user, needles)
-       OR erasure_mentions(headers::text, p_user, needles) OR erasure_mentions(error, p_user, needles)
-       OR erasure_mentions(resolution_reason, p_user, needles) OR erasure_mentions(retry_history::text, p_user, needles);
+       OR erasure_mentions(erasure_text(payload), p_user, patterns)
+       OR erasure_mentions(headers::text, p_user, patterns) OR erasure_mentions(error, p_user, patterns)
+       OR erasure_mentions(resolution_reason, p_user, patterns) OR erasure_mentions(retry_history::text, p_user, patterns);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('dead_letters', n);
 
     -- Settlement events: the body delivered to the platform's endpoints
@@ -419,9 +432,9 @@ BEGIN
     UPDATE outbound_attempts SET error = erasure_scrub(error, p_user, p_pseudonym, needles),
         response_body = erasure_scrub(response_body, p_user, p_pseudonym, needles)
     WHERE delivery_id IN (SELECT id FROM outbound_deliveries WHERE message_id = ANY (message_ids))
-      AND (erasure_mentions(error, p_user, needles) OR erasure_mentions(response_body, p_user, needles));
+      AND (erasure_mentions(error, p_user, patterns) OR erasure_mentions(response_body, p_user, patterns));
     UPDATE outbound_deliveries SET last_error = erasure_scrub(last_error, p_user, p_pseudonym, needles)
-    WHERE message_id = ANY (message_ids) AND erasure_mentions(last_error, p_user, needles);
+    WHERE message_id = ANY (message_ids) AND erasure_mentions(last_error, p_user, patterns);
     INSERT INTO outbound_user_sequences (user_id, last)
     SELECT p_pseudonym, last FROM outbound_user_sequences WHERE user_id = p_user
     ON CONFLICT (user_id) DO UPDATE SET last = greatest(outbound_user_sequences.last, EXCLUDED.last);
@@ -431,41 +444,42 @@ BEGIN
     UPDATE audit_log SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles),
         detail = erasure_scrub_jsonb(detail, p_user, p_pseudonym, needles),
         target_id = erasure_scrub(target_id, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(reason, p_user, needles) OR erasure_mentions(detail::text, p_user, needles)
-       OR erasure_mentions(target_id, p_user, needles);
+    WHERE erasure_mentions(reason, p_user, patterns) OR erasure_mentions(detail::text, p_user, patterns)
+       OR erasure_mentions(target_id, p_user, patterns);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('audit_log', n);
     UPDATE approvals SET summary = erasure_scrub(summary, p_user, p_pseudonym, needles),
         decision_reason = erasure_scrub(decision_reason, p_user, p_pseudonym, needles),
         request = erasure_scrub_jsonb(request, p_user, p_pseudonym, needles),
         target_id = erasure_scrub(target_id, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(summary, p_user, needles) OR erasure_mentions(decision_reason, p_user, needles)
-       OR erasure_mentions(request::text, p_user, needles) OR erasure_mentions(target_id, p_user, needles);
+    WHERE erasure_mentions(summary, p_user, patterns) OR erasure_mentions(decision_reason, p_user, patterns)
+       OR erasure_mentions(request::text, p_user, patterns) OR erasure_mentions(target_id, p_user, patterns);
     UPDATE replay_jobs SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles),
         filter = erasure_scrub_jsonb(filter, p_user, p_pseudonym, needles),
         last_error = erasure_scrub(last_error, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(reason, p_user, needles) OR erasure_mentions(filter::text, p_user, needles)
-       OR erasure_mentions(last_error, p_user, needles);
+    WHERE erasure_mentions(reason, p_user, patterns) OR erasure_mentions(filter::text, p_user, patterns)
+       OR erasure_mentions(last_error, p_user, patterns);
     UPDATE replay_job_letters SET error = erasure_scrub(error, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(error, p_user, needles);
+    WHERE erasure_mentions(error, p_user, patterns);
     UPDATE psp_disagreements SET subject = erasure_scrub(subject, p_user, p_pseudonym, needles),
         detail = erasure_scrub(detail, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(subject, p_user, needles) OR erasure_mentions(detail, p_user, needles);
+    WHERE erasure_mentions(subject, p_user, patterns) OR erasure_mentions(detail, p_user, patterns);
     UPDATE psp_reconciliation_runs SET report = erasure_scrub_jsonb(report, p_user, p_pseudonym, needles),
         disagreements = erasure_scrub_jsonb(disagreements, p_user, p_pseudonym, needles),
         error = erasure_scrub(error, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(report::text, p_user, needles) OR erasure_mentions(disagreements::text, p_user, needles)
-       OR erasure_mentions(error, p_user, needles);
+    WHERE erasure_mentions(report::text, p_user, patterns) OR erasure_mentions(disagreements::text, p_user, patterns)
+       OR erasure_mentions(error, p_user, patterns);
     UPDATE erasures SET reason = erasure_scrub(reason, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(reason, p_user, needles);
+    WHERE erasure_mentions(reason, p_user, patterns);
     UPDATE reconciliation_runs SET summary = erasure_scrub_jsonb(summary, p_user, p_pseudonym, needles)
-    WHERE erasure_mentions(summary::text, p_user, needles);
+    WHERE erasure_mentions(summary::text, p_user, patterns);
 
     RETURN counts || jsonb_build_object('needles', cardinality(needles));
 END
 $$;
 
 REVOKE ALL ON FUNCTION erasure_literal(text), erasure_scrub(text, text, text, text[]),
-    erasure_scrub_jsonb(jsonb, text, text, text[]), erasure_mentions(text, text, text[]), erasure_personal_key(text), erasure_needles(jsonb),
+    erasure_scrub_jsonb(jsonb, text, text, text[]), erasure_mentions(text, text, text[]), erasure_patterns(text[]),
+    erasure_personal_key(text), erasure_needles(jsonb),
     erasure_redact(jsonb, text, text), erasure_redact_text(text, text, text, text[]),
     erasure_text(bytea), erasure_redact_bytes(bytea, text, text, text[], boolean),
     erase_user_data(text, text, text[], boolean) FROM PUBLIC;

@@ -63,6 +63,9 @@ var wantGrants = map[string]map[string]string{
 	"outbound_deliveries":      {RoleOutboxRelay: "SIUD"},
 	"outbound_attempts":        {RoleOutboxRelay: "SIUD"},
 	"outbound_endpoint_health": {RoleOutboxRelay: "SIUD"},
+	// personal-data erasure (000050): dlq-admin records the requests; the
+	// erasure itself is erase_user_data's.
+	"erasures": {RoleDLQAdmin: "SIU"},
 }
 
 // wantFunctions are the SECURITY DEFINER functions (a writer's operation
@@ -82,6 +85,7 @@ var wantFunctions = map[string][]string{
 	"resend_outbound_delivery(bigint)":                                        {RoleDLQAdmin},
 	"resend_outbound_message(bigint,uuid)":                                    {RoleDLQAdmin},
 	"recover_outbound_endpoint(uuid,timestamp with time zone,integer)":        {RoleDLQAdmin},
+	"erase_user_data(text,text,text[],boolean)":                               {RoleDLQAdmin},
 }
 
 // wantViews are the views through which a service reads a table another

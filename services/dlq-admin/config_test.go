@@ -28,6 +28,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"OUTBOUND_ROTATION_OVERLAP": "1ms"}, "OUTBOUND_ROTATION_OVERLAP must be at least 1s"},
 		{map[string]string{"OUTBOUND_RECOVER_RATE": "0"}, "OUTBOUND_RECOVER_RATE must be between 1 and 10000"},
 		{map[string]string{"OUTBOUND_ALLOW_HTTP": "sometimes"}, "OUTBOUND_ALLOW_HTTP must be true or false"},
+		{map[string]string{"ERASURE_KEY": "short"}, "ERASURE_KEY must be at least 32 bytes"},
 	} {
 		_, err := readConfig(func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -27,6 +27,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/intake"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/erasure"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/jobs"
@@ -85,6 +86,8 @@ type Config struct {
 	FourEyes FourEyes
 	// Persons is DLQ_ADMIN_TOKEN_PERSONS: the person holding each token.
 	Persons *person.Directory
+	// ErasureKey is ERASURE_KEY: the HMAC key of erased users' pseudonyms.
+	ErasureKey []byte
 	// Outbound is OUTBOUND_ALLOW_HTTP, OUTBOUND_ALLOW_PRIVATE,
 	// OUTBOUND_ROTATION_OVERLAP and OUTBOUND_RECOVER_RATE: the management
 	// of outbound endpoints.
@@ -132,6 +135,10 @@ type FourEyes struct {
 //	                                   operator
 //	SECOND_APPROVER_RESOLUTION_AMOUNT  with `REQUIRE_SECOND_APPROVER`, a resolution of a payout of more than this amount (the currency's
 //	                                   minor units) waits for a second person; `0` is every resolution (the production overlay's value)
+//	ERASURE_KEY                        the secret (at least 32 bytes) keying the pseudonym that replaces an erased user's id
+//	                                   (`aegisctl users erase`): the same user always gets the same pseudonym, which only this key links
+//	                                   back to the user id. Keep it as long as the data: a new key gives a returning user a new pseudonym.
+//	                                   Unset: erasure requests are refused (503 `erasure_not_configured`)
 //	STALL_GROUPS                       the consumer groups watched for stalls; unset: `payout-worker`, `DLQ_CONSUMER_GROUP` and
 //	                                   `outbound-events` (outbox-relay's intake of outbound events). An alert
 //	                                   (`consumer_stalled:<group>:<topic>:<partition>`, critical) names the member holding a partition that
@@ -167,6 +174,12 @@ func readConfig(getenv func(string) string) (Config, error) {
 		},
 	}
 	c.Outbound = readOutbound(env)
+	if key := env.String("ERASURE_KEY", ""); key != "" {
+		if len(key) < erasure.MinKeyLength {
+			env.Errorf("ERASURE_KEY must be at least %d bytes (a random secret), got %d", erasure.MinKeyLength, len(key))
+		}
+		c.ErasureKey = []byte(key)
+	}
 	if c.FourEyes.ResolutionAmount < 0 {
 		env.Errorf("SECOND_APPROVER_RESOLUTION_AMOUNT must be 0 or more (minor units), got %d", c.FourEyes.ResolutionAmount)
 	}
@@ -281,7 +294,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	gate := approval.New(pool, cfg.FourEyes.RequireSecondApprover, deps).WithPersons(cfg.Persons)
 	replays := replay.New(pool, st, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.Threshold)
 	resolutions := resolution.New(pool, deps).WithNotifier(notifier).WithApproval(gate, cfg.FourEyes.ResolutionAmount)
-	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals())
+	erasures := erasure.New(pool, gate, cfg.ErasureKey, deps)
+	gate.Register(replay.ApprovalKind, replays.BulkApprovals()).Register(resolution.ApprovalKind, resolutions.Approvals()).
+		Register(erasure.ApprovalKind, erasures.Approvals())
+	if len(cfg.ErasureKey) == 0 {
+		logger.Warn("ERASURE_KEY is not set: personal-data erasure requests are refused")
+	}
 	reconciler, err := recon.New(pool, alerter, deps)
 	if err != nil {
 		return err
@@ -319,7 +337,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	api.Mount(router, api.Deps{Logger: logger, Store: st, Payouts: payouts.New(pool), Replay: replays, Recon: reconciler, PSPRuns: pspruns.New(pool, pspJobs),
-		Resolutions: resolutions, Approvals: gate, Tokens: tokens, Now: time.Now,
+		Resolutions: resolutions, Approvals: gate, Erasures: erasures, Tokens: tokens, Now: time.Now,
 		OTP:      &otp.Finalizer{Paystack: paystackClient(cfg), Payouts: payouts.New(pool), Pool: pool, Now: time.Now},
 		Outbound: newOutbound(pool, cfg.Outbound)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.

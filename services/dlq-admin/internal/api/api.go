@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/erasure"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
@@ -43,6 +44,8 @@ type Deps struct {
 	Approvals *approval.Gate
 	// OTP enters the OTPs of Paystack transfers waiting for one.
 	OTP *otp.Finalizer
+	// Erasures erases a user's personal data, four-eyes (erasures.go).
+	Erasures *erasure.Service
 	// Outbound manages the outbound endpoints and reads their delivery log
 	// (outbound.go).
 	Outbound *endpoints.Service
@@ -62,6 +65,7 @@ func Mount(r chi.Router, d Deps) {
 		r.Use(a.authenticate)
 		mountResolutions(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
 		mountOutbound(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
+		mountErasures(a, r.With(a.requireRole(RoleViewer)), r.With(a.requireRole(RoleOperator)))
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireRole(RoleViewer))
 			r.Get("/me", a.me)

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/endpoints"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/erasure"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/input"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/pspruns"
@@ -38,6 +39,7 @@ func classify(err error) (status int, code, message string) {
 	var badInput *input.Invalid
 	var badBody *bodyError
 	var otpRefused *otp.RefusedError
+	var erasureRefused *erasure.RefusedError
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized, "unauthorized", err.Error()
@@ -96,6 +98,17 @@ func classify(err error) (status int, code, message string) {
 	case errors.Is(err, endpoints.ErrNotFound), errors.Is(err, endpoints.ErrMessageNotFound),
 		errors.Is(err, endpoints.ErrDeliveryNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
+	case errors.Is(err, erasure.ErrUnknownUser):
+		return http.StatusNotFound, "unknown_user", err.Error()
+	case errors.Is(err, erasure.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no erasure with this id"
+	case errors.As(err, &erasureRefused):
+		// Money is held or on its way: erasing now would strand it.
+		return http.StatusConflict, "erasure_refused", err.Error()
+	case errors.Is(err, erasure.ErrPending):
+		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, erasure.ErrNotConfigured):
+		return http.StatusServiceUnavailable, "erasure_not_configured", err.Error()
 	case errors.Is(err, endpoints.ErrDelivered):
 		return http.StatusConflict, "conflict", err.Error()
 	default:

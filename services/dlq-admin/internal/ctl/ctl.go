@@ -173,6 +173,8 @@ func newRoot(a *app) *cobra.Command {
 		a.payoutsCmd(),
 		a.resolutionsCmd(),
 		a.approvalsCmd(),
+		a.usersCmd(),
+		a.erasuresCmd(),
 		a.endpointsCmd(),
 		a.messagesCmd(),
 		a.deliveriesCmd(),

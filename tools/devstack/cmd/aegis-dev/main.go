@@ -79,6 +79,7 @@ func run(logger *slog.Logger) error {
 	secrets.APITokens = env("API_TOKENS", secrets.APITokens)
 	secrets.EventSigningKey = env("AEGIS_EVENT_SIGNING_KEY", secrets.EventSigningKey)
 	secrets.DLQAdminTokens = env("DLQ_ADMIN_TOKENS", secrets.DLQAdminTokens)
+	secrets.ErasureKey = env("ERASURE_KEY", secrets.ErasureKey)
 	cfg := stack.Config{
 		BinDir:      env("BIN_DIR", "bin"),
 		Ports:       stack.DevPorts(),

@@ -45,6 +45,9 @@ type Secrets struct {
 	// events with it, payout-worker verifies them (pkg/eventproof); dev
 	// tools that produce money events straight to Kafka sign with it too.
 	EventSigningKey string
+	// ErasureKey is dlq-admin's ERASURE_KEY: the key of erased users'
+	// pseudonyms (aegisctl users erase).
+	ErasureKey string
 }
 
 // DevEventSigningKey is the development AEGIS_EVENT_SIGNING_KEY (dev.env
@@ -60,6 +63,7 @@ func DevSecrets() Secrets {
 		PaystackSecretKey:   "sk_test_paystack_local_dev",
 		APITokens:           "dev:dev-api-token-0123456789",
 		EventSigningKey:     DevEventSigningKey,
+		ErasureKey:          "aegis-dev-erasure-key-0123456789abcdef",
 		// Two operators, so that four eyes (REQUIRE_SECOND_APPROVER) can be
 		// tried: sam approves what ops asked for.
 		DLQAdminTokens: "ops:operator:dev-ops-token-0123456789,night:viewer:dev-viewer-token-0123456789," +
@@ -217,7 +221,8 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 		}, max(1, cfg.WorkerReplicas)},
 		{"dlq-admin", "dlq-admin", p.DLQAdmin, localOutbound(map[string]string{"DLQ_ADMIN_TOKENS": cfg.Secrets.DLQAdminTokens,
 			// Operators enter the OTP of a Paystack transfer waiting for one.
-			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey, "PAYSTACK_API_BASE": URL(p.PSP)}), 1},
+			"PAYSTACK_SECRET_KEY": cfg.Secrets.PaystackSecretKey, "PAYSTACK_API_BASE": URL(p.PSP),
+			"ERASURE_KEY": cfg.Secrets.ErasureKey}), 1},
 	}
 	var ready []waitFor
 	for _, svc := range services {

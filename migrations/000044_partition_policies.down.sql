@@ -1,0 +1,4 @@
+DROP FUNCTION IF EXISTS partition_status();
+DROP FUNCTION IF EXISTS maintain_partitions(text);
+DROP FUNCTION IF EXISTS partition_bounds(regclass);
+DROP TABLE IF EXISTS partition_policies;

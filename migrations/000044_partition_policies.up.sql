@@ -1,0 +1,135 @@
+-- Retention by time partition (docs/design/data-lifecycle.md). A table
+-- kept this way is partitioned by day on a timestamptz column and listed
+-- in partition_policies: how many days of partitions exist ahead of today,
+-- how long a partition is kept (it is dropped once wholly older than that)
+-- and, for a table whose dedupe key is not unique across partitions, how
+-- far back a duplicate is looked for.
+--
+-- The services' roles have DML only. maintain_partitions, SECURITY DEFINER
+-- and owned by the schema owner, is the only DDL they may cause: it
+-- touches only a table listed here and refuses any other. Every webhook-api
+-- replica queues the job that calls it (pkg/partition); partition_status
+-- is what the gauges read.
+SET lock_timeout = '5s';
+
+CREATE TABLE partition_policies (
+    table_name     text     PRIMARY KEY,
+    -- The partition key (a timestamptz column of table_name).
+    column_name    text     NOT NULL,
+    -- Days of partitions kept ahead of today (UTC). A row with no partition
+    -- fails its INSERT loudly (there is no DEFAULT partition): webhook
+    -- ingest answers 5xx and the PSP retries. Two weeks gives the job, run
+    -- hourly, and the alert (AegisPartitionsAheadShort, at 7 days) room.
+    premake_days   integer  NOT NULL DEFAULT 14 CHECK (premake_days BETWEEN 2 AND 90),
+    -- A partition whose upper bound is older than now() - retention is
+    -- dropped whole.
+    retention      interval NOT NULL,
+    -- The dedupe horizon: a key seen within it is a duplicate. Stripe
+    -- retries a webhook for up to 3 days and the PSP reconciliation reads
+    -- at most PSP_RECONCILE_WINDOW (24 h) back: 7 days is the floor.
+    dedupe_horizon interval CHECK (dedupe_horizon >= interval '7 days'),
+    -- Retention must outlast the horizon, or a partition still looked in
+    -- for duplicates could be dropped.
+    CHECK (retention > coalesce(dedupe_horizon, interval '0') + interval '1 day'),
+    CHECK (retention >= interval '2 days')
+);
+
+-- partition_bounds: the partitions of parent with their bounds (lo NULL for
+-- MINVALUE), read from the catalog. Range partitions on one timestamptz
+-- column only, which is all partition_policies admits.
+CREATE FUNCTION partition_bounds(parent regclass)
+RETURNS TABLE (part regclass, lo timestamptz, hi timestamptz)
+LANGUAGE sql STABLE SET search_path = public, pg_temp AS $$
+    SELECT c.oid::regclass,
+           CASE WHEN m[1] = 'MINVALUE' THEN NULL ELSE btrim(m[1], '''')::timestamptz END,
+           CASE WHEN m[2] = 'MAXVALUE' THEN NULL ELSE btrim(m[2], '''')::timestamptz END
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \((.*)\) TO \((.*)\)') AS m
+    WHERE i.inhparent = parent
+$$;
+REVOKE EXECUTE ON FUNCTION partition_bounds(regclass) FROM PUBLIC;
+
+-- maintain_partitions creates the partitions of p_table from the end of
+-- its newest up to premake_days ahead of today, and drops every partition
+-- whose upper bound is older than now() - retention. Only a table listed in
+-- partition_policies; one caller per table at a time (an advisory lock).
+--
+-- Locks: a new partition is created on its own (CREATE TABLE ... LIKE: an
+-- ACCESS SHARE of the parent) and then ATTACHed, which takes SHARE UPDATE
+-- EXCLUSIVE on the parent, so inserts and reads go on (CREATE TABLE ...
+-- PARTITION OF would take ACCESS EXCLUSIVE). Dropping a partition takes
+-- ACCESS EXCLUSIVE on the parent (DETACH CONCURRENTLY cannot run in a
+-- function): each drop waits at most 200 ms for it, so inserts queue behind
+-- it no longer than that, and a drop that did not get the lock is counted
+-- as skipped and tried again at the next run (AegisPartitionRetentionBehind
+-- pages if that keeps happening).
+CREATE FUNCTION maintain_partitions(p_table text)
+RETURNS TABLE (created integer, dropped integer, skipped integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+    pol   partition_policies;
+    today timestamptz := date_trunc('day', now(), 'UTC');
+    upto  timestamptz;
+    day   timestamptz;
+    hi    timestamptz;
+    r     record;
+    name  text;
+BEGIN
+    created := 0; dropped := 0; skipped := 0;
+    SELECT * INTO pol FROM partition_policies WHERE table_name = p_table;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'maintain_partitions: % has no partition policy', p_table
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1701002, hashtext(p_table));
+
+    upto := today + make_interval(days => pol.premake_days + 1);
+    SELECT max(b.hi) INTO hi FROM partition_bounds(p_table::regclass) b;
+    day := greatest(coalesce(hi, today), today);
+    WHILE day < upto LOOP
+        name := format('%s_p%s', p_table, to_char(day AT TIME ZONE 'UTC', 'YYYYMMDD'));
+        EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name, p_table);
+        EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                       p_table, name, day, day + interval '1 day');
+        created := created + 1;
+        day := day + interval '1 day';
+    END LOOP;
+
+    FOR r IN SELECT b.part FROM partition_bounds(p_table::regclass) b
+             WHERE b.hi IS NOT NULL AND b.hi <= now() - pol.retention ORDER BY b.hi LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('DROP TABLE %s', r.part);
+            dropped := dropped + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            skipped := skipped + 1;
+        END;
+    END LOOP;
+    RETURN NEXT;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION maintain_partitions(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION maintain_partitions(text) TO aegis_webhook_api;
+
+-- partition_status: per table of partition_policies, how far ahead of now
+-- its partitions reach, and how long its oldest partition has been past
+-- its retention (0 when none is): the gauges of AegisPartitionsAheadShort
+-- and AegisPartitionRetentionBehind. premake and retention are exported
+-- beside them for the runbooks.
+CREATE FUNCTION partition_status()
+RETURNS TABLE (table_name text, ahead_seconds double precision, overdue_seconds double precision,
+               retention_seconds double precision, partitions integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT p.table_name,
+           coalesce(extract(epoch FROM max(b.hi) - now()), 0)::float8,
+           coalesce(extract(epoch FROM greatest(now() - p.retention - min(b.hi), interval '0')), 0)::float8,
+           extract(epoch FROM p.retention)::float8,
+           count(b.part)::int
+    FROM partition_policies p
+    LEFT JOIN LATERAL partition_bounds(p.table_name::regclass) b ON true
+    GROUP BY p.table_name, p.retention
+    ORDER BY p.table_name
+$$;
+REVOKE EXECUTE ON FUNCTION partition_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION partition_status() TO aegis_webhook_api;

@@ -1,0 +1,1 @@
+ALTER TABLE IF EXISTS webhook_events DROP CONSTRAINT IF EXISTS webhook_events_received_at_cutover;

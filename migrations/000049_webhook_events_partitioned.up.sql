@@ -1,0 +1,138 @@
+-- Step 3 of partitioning webhook_events by received_at
+-- (docs/operations/partition-webhook-events.md): one short transaction.
+-- The table becomes webhook_events_legacy, the partition [MINVALUE,
+-- cutover) of a new partitioned webhook_events: ATTACH finds 000047's
+-- validated CHECK and scans nothing, and it finds 000045's and 000046's
+-- indexes for the parent's and builds nothing. Daily partitions follow
+-- from the cutover for partition_policies.premake_days; pkg/partition's
+-- job keeps them ahead and drops those past the retention.
+--
+-- Locks: ALTER TABLE ... RENAME takes ACCESS EXCLUSIVE on the old table
+-- for the rest of the transaction; ingest's inserts wait for it (a few
+-- milliseconds of catalog work) and then go to the new table. lock_timeout
+-- bounds the wait for the lock itself: a long query on the table makes the
+-- migration fail and be run again, rather than queue every insert behind
+-- it.
+--
+-- Dedupe. (provider, event_id) can no longer be a unique constraint (a
+-- partitioned table's unique keys must hold received_at). Every insert
+-- passes webhook_events_dedupe, a BEFORE INSERT row trigger: under a
+-- transaction advisory lock on the key, it looks for the key in the
+-- partitions of the dedupe horizon and skips the row (no error, no row
+-- back: ON CONFLICT DO NOTHING's answer) when it is there. The lock is taken
+-- before the look, so two transactions inserting one key run the look one
+-- after the other, and under READ COMMITTED the second's look sees the
+-- first's committed row. The multi-row insert of ingest's one round trip
+-- path turns a skipped row into a unique violation of
+-- webhook_events_provider_event_id_key (webhook_events_all_inserted), the
+-- error the store already takes for a duplicate there.
+SET lock_timeout = '5s';
+
+ALTER TABLE webhook_events RENAME TO webhook_events_legacy;
+ALTER TABLE webhook_events_legacy RENAME CONSTRAINT webhook_events_pkey TO webhook_events_legacy_pkey;
+-- The partitioned table's primary key is (id, received_at): the legacy
+-- partition's matching index must back a constraint to be attached to it.
+ALTER TABLE webhook_events_legacy
+    ADD CONSTRAINT webhook_events_legacy_id_received_at_key UNIQUE USING INDEX webhook_events_id_received_at_key;
+ALTER INDEX webhook_events_provider_event_id_idx RENAME TO webhook_events_legacy_provider_event_id_idx;
+-- Partitions are reached through the parent only.
+REVOKE ALL ON webhook_events_legacy FROM aegis_webhook_api;
+
+CREATE TABLE webhook_events (
+    id             bigint      GENERATED ALWAYS AS IDENTITY,
+    provider       text        NOT NULL CONSTRAINT webhook_events_provider_check CHECK (provider IN ('stripe', 'paystack')),
+    event_id       text        NOT NULL CONSTRAINT webhook_events_event_id_check CHECK (event_id <> ''),
+    event_type     text        NOT NULL,
+    object_id      text,
+    user_id        text,
+    amount         bigint,
+    currency       text,
+    occurred_at    timestamptz,
+    payload        jsonb       NOT NULL,
+    correlation_id text        NOT NULL,
+    received_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT webhook_events_pkey PRIMARY KEY (id, received_at)
+) PARTITION BY RANGE (received_at);
+CREATE INDEX webhook_events_provider_event_id_idx ON webhook_events (provider, event_id);
+
+-- Ids go on from the legacy table's (nothing inserts into it while this
+-- transaction holds its lock).
+DO $$
+DECLARE
+    next bigint;
+BEGIN
+    SELECT greatest(coalesce(max(id), 0), coalesce(pg_sequence_last_value(pg_get_serial_sequence('webhook_events_legacy', 'id')::regclass), 0)) + 1
+    INTO next FROM webhook_events_legacy;
+    EXECUTE format('ALTER TABLE webhook_events ALTER COLUMN id RESTART WITH %s', next);
+END
+$$;
+
+DO $$
+DECLARE
+    cutover timestamptz;
+BEGIN
+    SELECT (regexp_match(pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz INTO cutover
+    FROM pg_constraint WHERE conrelid = 'webhook_events_legacy'::regclass AND conname = 'webhook_events_received_at_cutover';
+    IF cutover IS NULL THEN
+        RAISE EXCEPTION 'webhook_events_legacy has no cutover CHECK (000047)';
+    END IF;
+    EXECUTE format('ALTER TABLE webhook_events ATTACH PARTITION webhook_events_legacy FOR VALUES FROM (MINVALUE) TO (%L)', cutover);
+END
+$$;
+
+GRANT SELECT, INSERT ON webhook_events TO aegis_webhook_api;
+
+-- The horizon of the dedupe: 7 days (the floor partition_policies
+-- accepts), well past Stripe's 3 days of retries and the PSP
+-- reconciliation's 24 h window. The retention: 90 days, the evidence of
+-- what the ledger posted for a quarter; the ledger itself is kept for good.
+INSERT INTO partition_policies (table_name, column_name, premake_days, retention, dedupe_horizon)
+VALUES ('webhook_events', 'received_at', 14, interval '90 days', interval '7 days');
+
+CREATE FUNCTION webhook_events_dedupe() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    horizon interval;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- The look below must see what committed while it waited for the
+        -- key's lock: a snapshot taken earlier would let a duplicate in.
+        RAISE EXCEPTION 'webhook_events: insert under READ COMMITTED (the dedupe needs a fresh snapshot after its lock)'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    SELECT p.dedupe_horizon INTO horizon FROM partition_policies p WHERE p.table_name = 'webhook_events';
+    IF horizon IS NULL THEN
+        RAISE EXCEPTION 'webhook_events has no dedupe horizon in partition_policies';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1701003, hashtext(NEW.provider || ':' || NEW.event_id));
+    IF EXISTS (SELECT 1 FROM webhook_events e
+               WHERE e.provider = NEW.provider AND e.event_id = NEW.event_id
+                 AND e.received_at >= NEW.received_at - horizon) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION webhook_events_dedupe() FROM PUBLIC;
+CREATE TRIGGER webhook_events_dedupe BEFORE INSERT ON webhook_events
+    FOR EACH ROW EXECUTE FUNCTION webhook_events_dedupe();
+
+-- webhook_events_all_inserted raises the unique violation a multi-row
+-- insert of want events would have met with a unique constraint when only
+-- got were inserted (the trigger skipped a duplicate): that statement must
+-- abort its pipelined transaction rather than commit the others' outbox
+-- rows alone.
+CREATE FUNCTION webhook_events_all_inserted(want bigint, got bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
+BEGIN
+    IF got < want THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "webhook_events_provider_event_id_key"'
+            USING ERRCODE = 'unique_violation', CONSTRAINT = 'webhook_events_provider_event_id_key', TABLE = 'webhook_events',
+                  DETAIL = format('%s of %s events were already stored', want - got, want);
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- The partitions from the cutover on.
+SELECT maintain_partitions('webhook_events');

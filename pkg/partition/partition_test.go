@@ -1,0 +1,162 @@
+package partition_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/lifecycle"
+	"github.com/aegis-payments/aegis/pkg/partition"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// day is midnight UTC d days from today.
+func day(d int) time.Time {
+	return time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, d)
+}
+
+// setup is a database whose webhook_events has history: the partition
+// migration's legacy partition is replaced (as the owner) by one that ended
+// 105 days ago, a daily partition of 100 days ago and one of 10 days ago,
+// each with one event, and the partitions from tomorrow on are dropped so
+// that the job has some to make.
+func setup(t *testing.T) *pgtest.DB {
+	t.Helper()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+	exec(`DROP TABLE webhook_events_legacy`)
+	rows, err := db.Pool.Query(ctx, `SELECT part::text FROM partition_bounds('webhook_events') WHERE lo > now()`)
+	require.NoError(t, err)
+	var future []string
+	for rows.Next() {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		future = append(future, p)
+	}
+	require.NoError(t, rows.Err())
+	for _, p := range future {
+		exec(`DROP TABLE ` + p)
+	}
+	exec(fmt.Sprintf(`CREATE TABLE old_legacy PARTITION OF webhook_events FOR VALUES FROM (MINVALUE) TO ('%s')`, day(-105).Format(time.RFC3339)))
+	for _, d := range []int{-100, -10} {
+		exec(fmt.Sprintf(`CREATE TABLE webhook_events_p%s PARTITION OF webhook_events FOR VALUES FROM ('%s') TO ('%s')`,
+			day(d).Format("20060102"), day(d).Format(time.RFC3339), day(d+1).Format(time.RFC3339)))
+	}
+	for i, at := range []time.Time{day(-120), day(-100).Add(time.Hour), day(-10).Add(time.Hour)} {
+		exec(`INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id, received_at)
+			VALUES ('stripe', $1, 'charge.succeeded', '{}', 'c', $2)`, fmt.Sprintf("evt_%d", i), at)
+	}
+	return db
+}
+
+func partitions(t *testing.T, db *pgtest.DB) map[string]bool {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT part::text FROM partition_bounds('webhook_events')`)
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for rows.Next() {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		got[p] = true
+	}
+	require.NoError(t, rows.Err())
+	return got
+}
+
+// The job, run by webhook-api's role: partitions wholly older than the
+// retention (90 days) are dropped with their rows, a newer one is kept,
+// and partitions are made up to premake_days (14) ahead. The gauges then
+// say how far ahead they reach and that nothing is overdue.
+func TestKeeperDropsExpiredPartitionsAndMakesFutureOnes(t *testing.T) {
+	db := setup(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	gauges := partition.Gauges(db.As(t, migrations.RoleWebhookAPI), []string{"webhook_events"}, slog.New(slog.DiscardHandler))
+	require.NoError(t, reg.Register(gauges))
+	overdue := gauge(t, reg, "aegis_partition_retention_overdue_seconds")
+	require.Greater(t, overdue, float64(15*24*3600), "the oldest partition ended 105 days ago, 15 days past the retention")
+	require.Less(t, overdue, float64(16*24*3600))
+
+	k, err := partition.New(db.As(t, migrations.RoleWebhookAPI), partition.Config{Tables: []string{"webhook_events"},
+		Interval: time.Hour, FetchPoll: 50 * time.Millisecond}, lifecycle.Deps{})
+	require.NoError(t, err)
+	require.NoError(t, k.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, k.Stop(stopCtx))
+	})
+	last := "webhook_events_p" + day(14).Format("20060102")
+	require.Eventually(t, func() bool { return partitions(t, db)[last] }, 30*time.Second, 20*time.Millisecond,
+		"the job made no partitions ahead")
+
+	got := partitions(t, db)
+	require.False(t, got["old_legacy"], "the partition [MINVALUE, 105 days ago) is past the retention")
+	require.False(t, got["webhook_events_p"+day(-100).Format("20060102")], "the partition of 100 days ago is past the retention")
+	require.True(t, got["webhook_events_p"+day(-10).Format("20060102")], "the partition of 10 days ago is kept")
+	for d := 0; d <= 14; d++ {
+		require.True(t, got["webhook_events_p"+day(d).Format("20060102")], "no partition %d days ahead", d)
+	}
+	require.False(t, got["webhook_events_p"+day(15).Format("20060102")], "partitions beyond premake_days")
+
+	var ids []string
+	rows, err := db.Pool.Query(ctx, `SELECT event_id FROM webhook_events ORDER BY event_id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"evt_2"}, ids, "the rows of the dropped partitions are gone, the kept one's stays")
+
+	require.Zero(t, gauge(t, reg, "aegis_partition_retention_overdue_seconds"))
+	ahead := gauge(t, reg, "aegis_partitions_ahead_seconds")
+	require.Greater(t, ahead, float64(14*24*3600), "partitions reach past 14 days ahead")
+	require.LessOrEqual(t, ahead, float64(15*24*3600))
+
+	// A second run in the same period is not queued (unique per period).
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'partition_maintain'`).Scan(&jobs))
+	require.Equal(t, 1, jobs)
+}
+
+// maintain_partitions refuses a table no policy lists: the job's role can
+// cause DDL on the policy's tables only.
+func TestMaintainRefusesATableWithoutPolicy(t *testing.T) {
+	db := pgtest.New(t)
+	_, err := partition.Maintain(context.Background(), db.As(t, migrations.RoleWebhookAPI), "payouts")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42501", pgErr.Code, "insufficient_privilege")
+}
+
+// gauge is the value of the one-table gauge name in reg's gather.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s exported", name)
+	return 0
+}

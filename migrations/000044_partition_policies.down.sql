@@ -1,3 +1,4 @@
+DROP FUNCTION IF EXISTS webhook_events_all_inserted(bigint, bigint);
 DROP FUNCTION IF EXISTS partition_status();
 DROP FUNCTION IF EXISTS maintain_partitions(text);
 DROP FUNCTION IF EXISTS partition_bounds(regclass);

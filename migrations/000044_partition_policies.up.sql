@@ -133,3 +133,21 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 $$;
 REVOKE EXECUTE ON FUNCTION partition_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION partition_status() TO aegis_webhook_api;
+
+-- webhook_events_all_inserted raises the unique violation a multi-row
+-- insert of want events would have met with a unique constraint when only
+-- got were inserted (000049's dedupe trigger skipped a duplicate): that
+-- statement must abort its pipelined transaction rather than commit the
+-- others' outbox rows alone. Created ahead of 000049 so that ingest's
+-- queries run on the table before and after it is partitioned.
+CREATE FUNCTION webhook_events_all_inserted(want bigint, got bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
+BEGIN
+    IF got < want THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "webhook_events_provider_event_id_key"'
+            USING ERRCODE = 'unique_violation', CONSTRAINT = 'webhook_events_provider_event_id_key', TABLE = 'webhook_events',
+                  DETAIL = format('%s of %s events were already stored', want - got, want);
+    END IF;
+    RETURN true;
+END
+$$;

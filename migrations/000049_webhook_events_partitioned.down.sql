@@ -3,7 +3,6 @@
 -- legacy table, which takes the name back.
 SET lock_timeout = '5s';
 
-DROP FUNCTION IF EXISTS webhook_events_all_inserted(bigint, bigint);
 DROP TRIGGER IF EXISTS webhook_events_dedupe ON webhook_events;
 DROP FUNCTION IF EXISTS webhook_events_dedupe();
 DELETE FROM partition_policies WHERE table_name = 'webhook_events';

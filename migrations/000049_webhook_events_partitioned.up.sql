@@ -117,22 +117,5 @@ REVOKE EXECUTE ON FUNCTION webhook_events_dedupe() FROM PUBLIC;
 CREATE TRIGGER webhook_events_dedupe BEFORE INSERT ON webhook_events
     FOR EACH ROW EXECUTE FUNCTION webhook_events_dedupe();
 
--- webhook_events_all_inserted raises the unique violation a multi-row
--- insert of want events would have met with a unique constraint when only
--- got were inserted (the trigger skipped a duplicate): that statement must
--- abort its pipelined transaction rather than commit the others' outbox
--- rows alone.
-CREATE FUNCTION webhook_events_all_inserted(want bigint, got bigint) RETURNS boolean
-LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
-BEGIN
-    IF got < want THEN
-        RAISE EXCEPTION 'duplicate key value violates unique constraint "webhook_events_provider_event_id_key"'
-            USING ERRCODE = 'unique_violation', CONSTRAINT = 'webhook_events_provider_event_id_key', TABLE = 'webhook_events',
-                  DETAIL = format('%s of %s events were already stored', want - got, want);
-    END IF;
-    RETURN true;
-END
-$$;
-
 -- The partitions from the cutover on.
 SELECT maintain_partitions('webhook_events');

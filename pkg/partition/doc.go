@@ -9,13 +9,17 @@
 //     DEFINER function of the schema owner: the services' roles keep DML
 //     only. What to keep (days ahead, retention, dedupe horizon) is the
 //     policy row's, not the service's.
-//   - Every replica of a service that keeps partitions (a Keeper) queues
-//     the maintenance job at its start and every Interval, unique per
-//     period, so one replica runs it per period, and any replica does: River
-//     elects one leader per database for all the suite's River clients, so
-//     a PeriodicJob of one service would not be inserted while another
-//     service's client leads. River retries a failed job and rescues the job
-//     of a replica that died.
+//   - Every replica of a service that keeps partitions runs a Keeper: at
+//     its start and every Interval (an hour) it calls maintain_partitions,
+//     which serialises callers per table (an advisory lock) and does
+//     nothing when nothing is due, so no replica needs to be elected and
+//     any replica that is up keeps the partitions. A failed run is retried
+//     after RetryAfter (a minute). Not a River periodic job: River elects
+//     one leader per database for every River client of the suite, and only
+//     the leader's client inserts its periodic jobs, so a periodic job of
+//     webhook-api's is never inserted while dlq-admin's client (or another
+//     of webhook-api's own) leads; a second River client in webhook-api
+//     took the leadership from pspsync's and its scheduled run never came.
 //   - There is no DEFAULT partition: a row with no partition fails its
 //     INSERT loudly (webhook ingest answers 5xx and the PSP retries), so
 //     partitions are made two weeks ahead, and Gauges export how far ahead

@@ -5,29 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
 
 	"github.com/aegis-payments/aegis/pkg/dbgauge"
-	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/partition/sqlcdb"
 )
 
 const (
-	// Queue is the River queue of the maintenance job.
-	Queue = "partition"
 	// DefaultInterval is how often the job runs: partitions are made two
 	// weeks ahead, so an hour leaves hundreds of runs to fail before a row
 	// finds none, and a drop skipped for its lock is tried again soon.
 	DefaultInterval = time.Hour
-	// jobTimeout bounds one run: a few catalog statements per table, each
-	// bounded by maintain_partitions' own lock_timeout.
-	jobTimeout = 2 * time.Minute
+	// runTimeout bounds one table's run: a few catalog statements, each
+	// lock bounded by maintain_partitions' own lock_timeout.
+	runTimeout = 2 * time.Minute
 )
 
 // Result is what one maintenance of a table did.
@@ -45,43 +40,6 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, table string) (Result, er
 	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped}, nil
 }
 
-// MaintainArgs is the River job that maintains Tables' partitions.
-type MaintainArgs struct {
-	Tables []string `json:"tables"`
-}
-
-// Kind names the job in river_job.kind.
-func (MaintainArgs) Kind() string { return "partition_maintain" }
-
-// InsertOpts puts the job on Queue.
-func (MaintainArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: Queue} }
-
-type worker struct {
-	river.WorkerDefaults[MaintainArgs]
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-}
-
-func (w *worker) Timeout(*river.Job[MaintainArgs]) time.Duration { return jobTimeout }
-
-// Work maintains every table of the job; one table failing does not keep
-// the others from theirs, and fails the job so that River retries it.
-func (w *worker) Work(ctx context.Context, job *river.Job[MaintainArgs]) error {
-	var errs []error
-	for _, table := range job.Args.Tables {
-		r, err := Maintain(ctx, w.pool, table)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if r.Created+r.Dropped+r.Skipped > 0 {
-			w.logger.Info("partitions maintained", "table", table, "created", r.Created, "dropped", r.Dropped,
-				"drops_skipped_for_lock", r.Skipped)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Config is a service's partition keeping.
 type Config struct {
 	// Tables are the tables of partition_policies the service keeps (its
@@ -89,22 +47,22 @@ type Config struct {
 	Tables []string
 	// Interval between runs (DefaultInterval when zero).
 	Interval time.Duration
-	// FetchPoll is how often River polls for the job (River's default when
-	// zero).
-	FetchPoll time.Duration
+	// RetryAfter is how soon a run that failed is tried again
+	// (DefaultRetryAfter when zero; at most Interval).
+	RetryAfter time.Duration
 }
 
-// Keeper is a lifecycle.Component: a River client working Queue and a loop
-// that queues the job, unique per Interval, at Start and every Interval.
-type Keeper struct {
-	runner   *jobs.Runner
-	tables   []string
-	interval time.Duration
-	logger   *slog.Logger
+// DefaultRetryAfter is how soon a failed run is tried again.
+const DefaultRetryAfter = time.Minute
 
-	mu   sync.Mutex
-	stop chan struct{}
-	done chan struct{}
+// Keeper maintains its tables' partitions at its start and every Interval.
+// Every replica runs one: maintain_partitions serialises them (an advisory
+// lock per table) and does nothing when nothing is due, so N replicas cost
+// N-1 no-op calls an hour and no replica has to be elected.
+type Keeper struct {
+	pool   *pgxpool.Pool
+	cfg    Config
+	logger *slog.Logger
 }
 
 // New returns the Keeper of cfg.Tables on pool.
@@ -112,88 +70,69 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Keeper, error) {
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("partition: Tables: at least one is required")
 	}
-	if cfg.Interval < 0 {
-		return nil, errors.New("partition: Interval must not be negative")
+	if cfg.Interval < 0 || cfg.RetryAfter < 0 {
+		return nil, errors.New("partition: Interval and RetryAfter must not be negative")
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	cfg.RetryAfter = min(cfg.RetryAfter, cfg.Interval)
 	deps = deps.WithDefaults()
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{pool: pool, logger: deps.Logger}); err != nil {
-		return nil, fmt.Errorf("partition: %w", err)
-	}
-	r, err := jobs.New(pool, jobs.Config{Name: "partition", Workers: workers,
-		Queues:      map[string]river.QueueConfig{Queue: {MaxWorkers: 1}},
-		RescueAfter: jobTimeout, FetchPoll: cfg.FetchPoll,
-		// A rare job on a pool that serves the webhooks: poll, hold no
-		// connection for LISTEN.
-		PollOnly: true}, deps)
-	if err != nil {
-		return nil, err
-	}
-	return &Keeper{runner: r, tables: cfg.Tables, interval: cfg.Interval, logger: deps.Logger}, nil
+	return &Keeper{pool: pool, cfg: cfg, logger: deps.Logger}, nil
 }
 
-// Runner is the Keeper's River client (tests inspect its jobs).
-func (k *Keeper) Runner() *jobs.Runner { return k.runner }
-
-// Start starts River and the loop that queues the job.
-func (k *Keeper) Start(ctx context.Context) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.stop != nil {
-		return nil
-	}
-	if err := k.runner.Start(ctx); err != nil {
-		return err
-	}
-	k.stop, k.done = make(chan struct{}), make(chan struct{})
-	go k.loop(context.WithoutCancel(ctx), k.stop, k.done)
-	return nil
+// Component is the Keeper as a lifecycle component (a supervised loop:
+// a panic is counted and the loop restarted).
+func (k *Keeper) Component(deps lifecycle.Deps) lifecycle.Component {
+	return lifecycle.Supervised("partition", deps, k.Run)
 }
 
-// Stop stops the loop, then River (see jobs.Runner.Stop).
-func (k *Keeper) Stop(ctx context.Context) error {
-	k.mu.Lock()
-	stop, done := k.stop, k.done
-	k.stop = nil
-	k.mu.Unlock()
-	if stop == nil {
-		return nil
-	}
-	close(stop)
-	<-done
-	return k.runner.Stop(ctx)
-}
-
-func (k *Keeper) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(k.interval)
-	defer t.Stop()
+// Run maintains the tables now and then every Interval (RetryAfter after a
+// failure) until ctx ends.
+func (k *Keeper) Run(ctx context.Context) error {
 	for {
-		k.queue(ctx)
+		wait := k.cfg.Interval
+		if err := k.Once(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Partitions are made two weeks ahead: a failed run is retried
+			// long before a row finds none, and AegisPartitionsAheadShort
+			// pages if runs keep failing.
+			k.logger.Warn("partition maintenance failed; retrying", "error", err.Error(), "retry_in", k.cfg.RetryAfter.String())
+			wait = k.cfg.RetryAfter
+		}
+		t := time.NewTimer(wait)
 		select {
-		case <-stop:
-			return
+		case <-ctx.Done():
+			t.Stop()
+			return nil
 		case <-t.C:
 		}
 	}
 }
 
-// queue inserts the job unless one was inserted in this period already
-// (by this replica or another).
-func (k *Keeper) queue(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, dbgauge.Timeout)
-	defer cancel()
-	_, err := k.runner.Client().Insert(ctx, MaintainArgs{Tables: k.tables}, &river.InsertOpts{
-		Queue: Queue, UniqueOpts: river.UniqueOpts{ByPeriod: k.interval},
-	})
-	if err != nil {
-		// The next tick queues it; AegisPartitionsAheadShort pages long
-		// before a row finds no partition.
-		k.logger.Warn("partition: queueing the maintenance job failed", "error", err.Error())
+// Once maintains every table; one table failing does not keep the others
+// from theirs.
+func (k *Keeper) Once(ctx context.Context) error {
+	var errs []error
+	for _, table := range k.cfg.Tables {
+		ctx, cancel := context.WithTimeout(ctx, runTimeout)
+		r, err := Maintain(ctx, k.pool, table)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if r.Created+r.Dropped+r.Skipped > 0 {
+			k.logger.Info("partitions maintained", "table", table, "created", r.Created, "dropped", r.Dropped,
+				"drops_skipped_for_lock", r.Skipped)
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // Gauges reads the partitions of tables when Prometheus scrapes (every

@@ -78,7 +78,7 @@ func partitions(t *testing.T, db *pgtest.DB) map[string]bool {
 	return got
 }
 
-// The job, run by webhook-api's role: partitions wholly older than the
+// The Keeper, as webhook-api's role: partitions wholly older than the
 // retention (90 days) are dropped with their rows, a newer one is kept,
 // and partitions are made up to premake_days (14) ahead. The gauges then
 // say how far ahead they reach and that nothing is overdue.
@@ -92,14 +92,15 @@ func TestKeeperDropsExpiredPartitionsAndMakesFutureOnes(t *testing.T) {
 	require.Greater(t, overdue, float64(15*24*3600), "the oldest partition ended 105 days ago, 15 days past the retention")
 	require.Less(t, overdue, float64(16*24*3600))
 
-	k, err := partition.New(db.As(t, migrations.RoleWebhookAPI), partition.Config{Tables: []string{"webhook_events"},
-		Interval: time.Hour, FetchPoll: 50 * time.Millisecond}, lifecycle.Deps{})
+	k, err := partition.New(db.As(t, migrations.RoleWebhookAPI), partition.Config{Tables: []string{"webhook_events"}},
+		lifecycle.Deps{})
 	require.NoError(t, err)
-	require.NoError(t, k.Start(ctx))
+	c := k.Component(lifecycle.Deps{})
+	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, k.Stop(stopCtx))
+		require.NoError(t, c.Stop(stopCtx))
 	})
 	last := "webhook_events_p" + day(14).Format("20060102")
 	require.Eventually(t, func() bool { return partitions(t, db)[last] }, 30*time.Second, 20*time.Millisecond,
@@ -130,10 +131,10 @@ func TestKeeperDropsExpiredPartitionsAndMakesFutureOnes(t *testing.T) {
 	require.Greater(t, ahead, float64(14*24*3600), "partitions reach past 14 days ahead")
 	require.LessOrEqual(t, ahead, float64(15*24*3600))
 
-	// A second run in the same period is not queued (unique per period).
-	var jobs int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'partition_maintain'`).Scan(&jobs))
-	require.Equal(t, 1, jobs)
+	// A second run finds nothing due.
+	r, err := partition.Maintain(ctx, db.As(t, migrations.RoleWebhookAPI), "webhook_events")
+	require.NoError(t, err)
+	require.Equal(t, partition.Result{}, r)
 }
 
 // maintain_partitions refuses a table no policy lists: the job's role can

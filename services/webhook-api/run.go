@@ -290,7 +290,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	// webhook_events is kept by daily partition (docs/design/data-lifecycle.md):
-	// every replica queues the maintenance job, one runs it per period.
+	// every replica keeps them; maintain_partitions serialises the replicas.
 	keeper, err := partition.New(pool, partition.Config{Tables: []string{partitionedTable}}, deps)
 	if err != nil {
 		return err
@@ -328,7 +328,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// The HTTP server drains its requests, which wait for their commits;
 		lifecycle.Stage{Name: "listeners", Components: cfg.Listeners(router, admin, logger)},
 		// the committers commit what is still queued;
-		lifecycle.Stage{Name: "ingest", Components: append([]lifecycle.Component{committer, keeper}, reconciler...)},
+		lifecycle.Stage{Name: "ingest", Components: append([]lifecycle.Component{committer, keeper.Component(deps)}, reconciler...)},
 		// the notifier stops last: the pool closes when run returns.
 		lifecycle.Stage{Name: "notifier", Components: []lifecycle.Component{
 			lifecycle.Supervised("webhook-api/notifier", deps, notifier.Run)}},

@@ -60,14 +60,18 @@ ORDER BY i.n;
 -- least as new as what was seen, so no row back means stale. track is
 -- false for payout outcomes, which psp_objects does not track: their order
 -- is the worker's to judge, on the events it applied. id is NULL for a
--- duplicate, which webhook_events' dedupe trigger skips as ON CONFLICT DO
--- NOTHING would (sqlc types it int64; the store scans it into a pointer).
+-- duplicate: webhook_events' dedupe trigger skips it (000049); before that
+-- migration, ON CONFLICT DO NOTHING on the table's unique (provider,
+-- event_id) did, so the statement runs on either schema (a conflict target
+-- would not: a partitioned table has no unique index on the key). sqlc
+-- types id int64; the store scans it into a pointer.
 WITH ev AS (
     INSERT INTO webhook_events
         (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
     VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
             nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text,
             @received_at::timestamptz)
+    ON CONFLICT DO NOTHING
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
@@ -84,12 +88,13 @@ SELECT (SELECT id FROM ev) AS id, (SELECT count(*) FROM obj)::int AS fresh;
 -- Records an event that cannot be stored as sent with what of it can be: no
 -- psp_objects entry (it is never acted on) and no outbox row; its body goes
 -- to the dead-letter store beside it. No row back: a duplicate (skipped
--- by webhook_events' dedupe trigger).
+-- by webhook_events' dedupe trigger, or before 000049 by ON CONFLICT).
 INSERT INTO webhook_events
     (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
 VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
         nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text,
         @received_at::timestamptz)
+ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: PayoutOwner :one

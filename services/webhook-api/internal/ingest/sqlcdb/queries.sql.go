@@ -19,6 +19,7 @@ WITH ev AS (
     VALUES ($1::text, $2::text, $3::text, nullif($4::text, ''), nullif($5::text, ''),
             nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text,
             $11::timestamptz)
+    ON CONFLICT DO NOTHING
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
@@ -58,8 +59,11 @@ type InsertEventRow struct {
 // least as new as what was seen, so no row back means stale. track is
 // false for payout outcomes, which psp_objects does not track: their order
 // is the worker's to judge, on the events it applied. id is NULL for a
-// duplicate, which webhook_events' dedupe trigger skips as ON CONFLICT DO
-// NOTHING would (sqlc types it int64; the store scans it into a pointer).
+// duplicate: webhook_events' dedupe trigger skips it (000049); before that
+// migration, ON CONFLICT DO NOTHING on the table's unique (provider,
+// event_id) did, so the statement runs on either schema (a conflict target
+// would not: a partitioned table has no unique index on the key). sqlc
+// types id int64; the store scans it into a pointer.
 func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (InsertEventRow, error) {
 	row := q.db.QueryRow(ctx, insertEvent,
 		arg.Provider,
@@ -192,6 +196,7 @@ INSERT INTO webhook_events
 VALUES ($1::text, $2::text, $3::text, nullif($4::text, ''), nullif($5::text, ''),
         nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text,
         $11::timestamptz)
+ON CONFLICT DO NOTHING
 RETURNING id
 `
 
@@ -212,7 +217,7 @@ type InsertUnstorableParams struct {
 // Records an event that cannot be stored as sent with what of it can be: no
 // psp_objects entry (it is never acted on) and no outbox row; its body goes
 // to the dead-letter store beside it. No row back: a duplicate (skipped
-// by webhook_events' dedupe trigger).
+// by webhook_events' dedupe trigger, or before 000049 by ON CONFLICT).
 func (q *Queries) InsertUnstorable(ctx context.Context, arg InsertUnstorableParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertUnstorable,
 		arg.Provider,

@@ -161,3 +161,26 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no %s exported", name)
 	return 0
 }
+
+// The policy refuses a dedupe horizon under 7 days (Stripe retries for 3,
+// the reconciliation reads a day back) and a retention that does not
+// outlast the horizon by a day: a partition the dedupe looks in is never
+// dropped.
+func TestPolicyRefusesAShortHorizonOrRetention(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	for _, set := range []string{
+		`dedupe_horizon = interval '3 days'`,
+		`retention = interval '7 days'`,
+		`retention = interval '8 days', dedupe_horizon = interval '8 days'`,
+		`premake_days = 1`,
+	} {
+		_, err := db.Pool.Exec(ctx, `UPDATE partition_policies SET `+set+` WHERE table_name = 'webhook_events'`)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, set)
+		require.Equal(t, "23514", pgErr.Code, "%s: a check violation", set)
+	}
+	_, err := db.Pool.Exec(ctx, `UPDATE partition_policies SET retention = interval '30 days', dedupe_horizon = interval '10 days'
+		WHERE table_name = 'webhook_events'`)
+	require.NoError(t, err, "a longer horizon with a retention past it")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 )
@@ -145,5 +146,27 @@ func TestConcurrentSavesOfOneKeyAcrossABoundaryStoreOne(t *testing.T) {
 		events, rows, _ := counts(t, db, id)
 		require.Equal(t, 1, events, id)
 		require.Equal(t, 1, rows, id)
+	}
+}
+
+// A webhook whose day has no partition (the keeper has not made one) fails
+// loudly and stores nothing: not a dead letter and not ErrUnstorable (the
+// API's 400), but an error the API answers 503, so the PSP retries it once
+// the partition exists.
+func TestWebhookWithNoPartitionFailsAndIsRetried(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	far := ingest.NewStore(db.Pool, noNotify{}, at(time.Now().AddDate(1, 0, 0)))
+	problem := credit("evt_far_problem", "pi_far_problem", 0)
+	problem.Event.Problem = "metadata.user_id is missing"
+	for _, p := range []ingest.Pending{credit("evt_far", "pi_far", 0), problem} {
+		id := p.Event.Event.EventID
+		_, err := far.Save(ctx, p)
+		require.Error(t, err, id)
+		require.NotErrorIs(t, err, ingest.ErrUnstorable, id)
+		require.True(t, database.NoPartition(err), "%s: %v", id, err)
+		events, rows, letters := counts(t, db, id)
+		require.Zero(t, events+rows+letters, "%s: nothing stored", id)
 	}
 }

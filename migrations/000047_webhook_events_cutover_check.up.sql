@@ -15,3 +15,22 @@ BEGIN
                    date_trunc('day', now(), 'UTC') + interval '3 days');
 END
 $$;
+
+-- From now on every inserted event's key is recorded in webhook_event_keys
+-- (000044), the dedupe of the partitioned table (000049); 000048 records
+-- the keys of the horizon inserted before. The table's own unique
+-- constraint still decides duplicates here: the trigger records and never
+-- skips a row, so the previous release's ingest works as before. CREATE
+-- TRIGGER takes SHARE ROW EXCLUSIVE, as briefly as the CHECK's lock.
+CREATE FUNCTION webhook_event_keys_track() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    INSERT INTO webhook_event_keys (provider, event_id, received_at)
+    VALUES (NEW.provider, NEW.event_id, NEW.received_at)
+    ON CONFLICT (provider, event_id) DO NOTHING;
+    RETURN NEW;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION webhook_event_keys_track() FROM PUBLIC;
+CREATE TRIGGER webhook_event_keys_track BEFORE INSERT ON webhook_events
+    FOR EACH ROW EXECUTE FUNCTION webhook_event_keys_track();

@@ -1,2 +1,2 @@
--- Nothing to undo: 000047's down drops the constraint.
+-- 000047's down drops the constraint; the keys go with 000044's table.
 SELECT 1;

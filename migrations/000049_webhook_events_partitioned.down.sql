@@ -5,7 +5,6 @@ SET lock_timeout = '5s';
 
 DROP TRIGGER IF EXISTS webhook_events_dedupe ON webhook_events;
 DROP FUNCTION IF EXISTS webhook_events_dedupe();
-DELETE FROM partition_policies WHERE table_name = 'webhook_events';
 ALTER TABLE webhook_events DETACH PARTITION webhook_events_legacy;
 ALTER TABLE webhook_events_legacy DROP CONSTRAINT IF EXISTS webhook_events_received_at_cutover;
 INSERT INTO webhook_events_legacy OVERRIDING SYSTEM VALUE

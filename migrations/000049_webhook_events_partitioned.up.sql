@@ -5,7 +5,7 @@
 -- validated CHECK and scans nothing, and it finds 000045's and 000046's
 -- indexes for the parent's and builds nothing. Daily partitions follow
 -- from the cutover for partition_policies.premake_days; pkg/partition's
--- job keeps them ahead and drops those past the retention.
+-- keeper keeps them ahead and drops those past the retention.
 --
 -- Locks: ALTER TABLE ... RENAME takes ACCESS EXCLUSIVE on the old table
 -- for the rest of the transaction; ingest's inserts wait for it (a few
@@ -16,16 +16,17 @@
 --
 -- Dedupe. (provider, event_id) can no longer be a unique constraint (a
 -- partitioned table's unique keys must hold received_at). Every insert
--- passes webhook_events_dedupe, a BEFORE INSERT row trigger: under a
--- transaction advisory lock on the key, it looks for the key in the
--- partitions of the dedupe horizon and skips the row (no error, no row
--- back: ON CONFLICT DO NOTHING's answer) when it is there. The lock is taken
--- before the look, so two transactions inserting one key run the look one
--- after the other, and under READ COMMITTED the second's look sees the
--- first's committed row. The multi-row insert of ingest's one round trip
--- path turns a skipped row into a unique violation of
--- webhook_events_provider_event_id_key (webhook_events_all_inserted), the
--- error the store already takes for a duplicate there.
+-- passes webhook_events_dedupe, a BEFORE INSERT row trigger: it records the
+-- key in webhook_event_keys (000044; its keys of the horizon were recorded
+-- since 000047) with INSERT ... ON CONFLICT, which takes the key's unique
+-- index entry, so a concurrent insert of the key waits for the first's
+-- transaction and then sees its committed key; a key already there and
+-- younger than the dedupe horizon makes the row a duplicate, skipped (no
+-- error, no row back: ON CONFLICT DO NOTHING's answer). The multi-row
+-- insert of ingest's one round trip path turns a skipped row into a unique
+-- violation of webhook_events_provider_event_id_key
+-- (webhook_events_all_inserted), the error the store already takes for a
+-- duplicate there.
 SET lock_timeout = '5s';
 
 ALTER TABLE webhook_events RENAME TO webhook_events_legacy;
@@ -35,6 +36,9 @@ ALTER TABLE webhook_events_legacy RENAME CONSTRAINT webhook_events_pkey TO webho
 ALTER TABLE webhook_events_legacy
     ADD CONSTRAINT webhook_events_legacy_id_received_at_key UNIQUE USING INDEX webhook_events_id_received_at_key;
 ALTER INDEX webhook_events_provider_event_id_idx RENAME TO webhook_events_legacy_provider_event_id_idx;
+-- The parent's dedupe trigger (below) records the keys from now on.
+DROP TRIGGER webhook_event_keys_track ON webhook_events_legacy;
+DROP FUNCTION webhook_event_keys_track();
 -- Partitions are reached through the parent only.
 REVOKE ALL ON webhook_events_legacy FROM aegis_webhook_api;
 
@@ -82,35 +86,27 @@ $$;
 
 GRANT SELECT, INSERT ON webhook_events TO aegis_webhook_api;
 
--- The horizon of the dedupe: 7 days (the floor partition_policies
--- accepts), well past Stripe's 3 days of retries and the PSP
--- reconciliation's 24 h window. The retention: 90 days, the evidence of
--- what the ledger posted for a quarter; the ledger itself is kept for good.
-INSERT INTO partition_policies (table_name, column_name, premake_days, retention, dedupe_horizon)
-VALUES ('webhook_events', 'received_at', 14, interval '90 days', interval '7 days');
-
 CREATE FUNCTION webhook_events_dedupe() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     horizon interval;
+    fresh   boolean;
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        -- The look below must see what committed while it waited for the
-        -- key's lock: a snapshot taken earlier would let a duplicate in.
-        RAISE EXCEPTION 'webhook_events: insert under READ COMMITTED (the dedupe needs a fresh snapshot after its lock)'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
     SELECT p.dedupe_horizon INTO horizon FROM partition_policies p WHERE p.table_name = 'webhook_events';
     IF horizon IS NULL THEN
         RAISE EXCEPTION 'webhook_events has no dedupe horizon in partition_policies';
     END IF;
-    PERFORM pg_advisory_xact_lock(1701003, hashtext(NEW.provider || ':' || NEW.event_id));
-    IF EXISTS (SELECT 1 FROM webhook_events e
-               WHERE e.provider = NEW.provider AND e.event_id = NEW.event_id
-                 AND e.received_at >= NEW.received_at - horizon) THEN
-        RETURN NULL;
+    -- A key older than the horizon (not trimmed yet) is taken as new and
+    -- its time renewed.
+    INSERT INTO webhook_event_keys AS k (provider, event_id, received_at)
+    VALUES (NEW.provider, NEW.event_id, NEW.received_at)
+    ON CONFLICT (provider, event_id) DO UPDATE SET received_at = EXCLUDED.received_at
+        WHERE k.received_at < EXCLUDED.received_at - horizon
+    RETURNING true INTO fresh;
+    IF fresh THEN
+        RETURN NEW;
     END IF;
-    RETURN NEW;
+    RETURN NULL;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION webhook_events_dedupe() FROM PUBLIC;

@@ -65,6 +65,9 @@ var wantGrants = map[string]map[string]string{
 	"outbound_endpoint_health": {RoleOutboxRelay: "SIUD"},
 	// read only through maintain_partitions and partition_status (000044).
 	"partition_policies": {},
+	// written by webhook_events' dedupe trigger, trimmed by
+	// maintain_partitions (000044, 000049).
+	"webhook_event_keys": {},
 }
 
 // wantFunctions are the SECURITY DEFINER functions (a writer's operation

@@ -28,6 +28,8 @@ const (
 // Result is what one maintenance of a table did.
 type Result struct {
 	Created, Dropped, Skipped int
+	// KeysTrimmed counts the dedupe keys older than the horizon deleted.
+	KeysTrimmed int
 }
 
 // Maintain creates table's partitions ahead and drops those past its
@@ -37,7 +39,7 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, table string) (Result, er
 	if err != nil {
 		return Result{}, fmt.Errorf("maintain partitions of %s: %w", table, err)
 	}
-	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped}, nil
+	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped, KeysTrimmed: r.KeysTrimmed}, nil
 }
 
 // Config is a service's partition keeping.
@@ -127,9 +129,9 @@ func (k *Keeper) Once(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		if r.Created+r.Dropped+r.Skipped > 0 {
+		if r.Created+r.Dropped+r.Skipped+r.KeysTrimmed > 0 {
 			k.logger.Info("partitions maintained", "table", table, "created", r.Created, "dropped", r.Dropped,
-				"drops_skipped_for_lock", r.Skipped)
+				"drops_skipped_for_lock", r.Skipped, "dedupe_keys_trimmed", r.KeysTrimmed)
 		}
 	}
 	return errors.Join(errs...)

@@ -28,8 +28,9 @@ func day(d int) time.Time {
 // setup is a database whose webhook_events has history: the partition
 // migration's legacy partition is replaced (as the owner) by one that ended
 // 105 days ago, a daily partition of 100 days ago and one of 10 days ago,
-// each with one event, and the partitions from tomorrow on are dropped so
-// that the job has some to make.
+// each with one event (and one of an hour ago, in today's partition), and
+// the partitions from tomorrow on are dropped so that the keeper has some
+// to make.
 func setup(t *testing.T) *pgtest.DB {
 	t.Helper()
 	db := pgtest.New(t)
@@ -53,11 +54,11 @@ func setup(t *testing.T) *pgtest.DB {
 		exec(`DROP TABLE ` + p)
 	}
 	exec(fmt.Sprintf(`CREATE TABLE old_legacy PARTITION OF webhook_events FOR VALUES FROM (MINVALUE) TO ('%s')`, day(-105).Format(time.RFC3339)))
-	for _, d := range []int{-100, -10} {
-		exec(fmt.Sprintf(`CREATE TABLE webhook_events_p%s PARTITION OF webhook_events FOR VALUES FROM ('%s') TO ('%s')`,
+	for _, d := range []int{-100, -10, 0} {
+		exec(fmt.Sprintf(`CREATE TABLE IF NOT EXISTS webhook_events_p%s PARTITION OF webhook_events FOR VALUES FROM ('%s') TO ('%s')`,
 			day(d).Format("20060102"), day(d).Format(time.RFC3339), day(d+1).Format(time.RFC3339)))
 	}
-	for i, at := range []time.Time{day(-120), day(-100).Add(time.Hour), day(-10).Add(time.Hour)} {
+	for i, at := range []time.Time{day(-120), day(-100).Add(time.Hour), day(-10).Add(time.Hour), time.Now().Add(-time.Hour)} {
 		exec(`INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id, received_at)
 			VALUES ('stripe', $1, 'charge.succeeded', '{}', 'c', $2)`, fmt.Sprintf("evt_%d", i), at)
 	}
@@ -124,7 +125,18 @@ func TestKeeperDropsExpiredPartitionsAndMakesFutureOnes(t *testing.T) {
 		ids = append(ids, id)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"evt_2"}, ids, "the rows of the dropped partitions are gone, the kept one's stays")
+	require.Equal(t, []string{"evt_2", "evt_3"}, ids, "the rows of the dropped partitions are gone, the kept ones stay")
+
+	var keys []string
+	rows, err = db.Pool.Query(ctx, `SELECT event_id FROM webhook_event_keys ORDER BY event_id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		keys = append(keys, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"evt_3"}, keys, "dedupe keys older than the horizon (7 days) and a day are trimmed")
 
 	require.Zero(t, gauge(t, reg, "aegis_partition_retention_overdue_seconds"))
 	ahead := gauge(t, reg, "aegis_partitions_ahead_seconds")

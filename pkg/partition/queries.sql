@@ -4,9 +4,11 @@
 -- partition_policies.
 
 -- name: Maintain :one
--- Creates the table's partitions ahead and drops those past its retention
--- (maintain_partitions refuses a table with no policy).
-SELECT m.created::int AS created, m.dropped::int AS dropped, m.skipped::int AS skipped
+-- Creates the table's partitions ahead, drops those past its retention and
+-- trims its dedupe keys (maintain_partitions refuses a table with no
+-- policy).
+SELECT m.created::int AS created, m.dropped::int AS dropped, m.skipped::int AS skipped,
+       m.keys_trimmed::int AS keys_trimmed
 FROM maintain_partitions(@table_name::text) m;
 
 -- name: Status :many

@@ -11,26 +11,34 @@ import (
 
 const maintain = `-- name: Maintain :one
 
-SELECT m.created::int AS created, m.dropped::int AS dropped, m.skipped::int AS skipped
+SELECT m.created::int AS created, m.dropped::int AS dropped, m.skipped::int AS skipped,
+       m.keys_trimmed::int AS keys_trimmed
 FROM maintain_partitions($1::text) m
 `
 
 type MaintainRow struct {
-	Created int
-	Dropped int
-	Skipped int
+	Created     int
+	Dropped     int
+	Skipped     int
+	KeysTrimmed int
 }
 
 // The statements of partition maintenance, compiled by sqlc into ./sqlcdb.
 // Both run SECURITY DEFINER functions of migration 000044: the services'
 // roles have DML only, and the functions touch only the tables listed in
 // partition_policies.
-// Creates the table's partitions ahead and drops those past its retention
-// (maintain_partitions refuses a table with no policy).
+// Creates the table's partitions ahead, drops those past its retention and
+// trims its dedupe keys (maintain_partitions refuses a table with no
+// policy).
 func (q *Queries) Maintain(ctx context.Context, tableName string) (MaintainRow, error) {
 	row := q.db.QueryRow(ctx, maintain, tableName)
 	var i MaintainRow
-	err := row.Scan(&i.Created, &i.Dropped, &i.Skipped)
+	err := row.Scan(
+		&i.Created,
+		&i.Dropped,
+		&i.Skipped,
+		&i.KeysTrimmed,
+	)
 	return i, err
 }
 

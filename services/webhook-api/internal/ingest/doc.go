@@ -8,13 +8,13 @@
 //     acknowledged again; this is also Paystack's only replay protection.
 //     webhook_events is partitioned by day on received_at (the store's
 //     clock), so the key is unique only within a partition: its BEFORE
-//     INSERT trigger (migration 000049) looks for the key within the dedupe
-//     horizon (partition_policies, 7 days; Stripe retries for 3) under an
-//     advisory lock on the key taken first, and skips a duplicate as ON
-//     CONFLICT DO NOTHING would; the multi-row insert turns a skipped row
-//     into the unique violation this package takes for a duplicate there
-//     (docs/design/data-lifecycle.md). Ingest must run under READ COMMITTED
-//     (the trigger refuses anything else).
+//     INSERT trigger (migration 000049) records the key in
+//     webhook_event_keys, under a real primary key, and skips the row as ON
+//     CONFLICT DO NOTHING would when the key is there and within the dedupe
+//     horizon (partition_policies, 7 days; Stripe retries for 3); a
+//     concurrent insert of the key waits on its index entry. The multi-row
+//     insert turns a skipped row into the unique violation this package
+//     takes for a duplicate there (docs/design/data-lifecycle.md).
 //   - A webhook whose day has no partition fails (database.NoPartition) and
 //     is answered 503: nothing is stored and the PSP retries it.
 //   - An event we act on that lacks what we need (a payment without

@@ -25,8 +25,8 @@ const backlog = 200_000
 // with a backlog while ingest keeps saving webhooks through the real store,
 // on both commit paths: no save fails, every row is there after the swap,
 // the backlog is the legacy partition, and an old event is still a
-// duplicate (within the dedupe horizon, and in the legacy partition by its
-// own unique constraint too).
+// duplicate, before the cutover (in the legacy partition) and after it (in
+// a daily partition, through the keys recorded before the swap).
 func TestPartitioningWhileIngestRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 200k-row table")
@@ -121,6 +121,23 @@ func TestPartitioningWhileIngestRuns(t *testing.T) {
 	require.Equal(t, ingest.Duplicate, dup.Outcome)
 	many := store.SaveGroup(ctx, []ingest.Pending{credit("evt_old_2", "pi_old_2", 0), credit("evt_new_x", "pi_new_x", 0)})
 	require.Equal(t, []ingest.Outcome{ingest.Duplicate, ingest.Accepted}, outcomes(t, many))
+
+	// After the cutover a retry lands in a daily partition, where only
+	// webhook_event_keys knows the key: the backlog's keys of the horizon
+	// (recorded by 000048) and those saved while the migrations ran (000047's
+	// trigger, then the dedupe's) are there.
+	var cutover time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(hi) FROM partition_bounds('webhook_events') WHERE lo IS NULL`).Scan(&cutover))
+	later := ingest.NewStore(pool, noNotify{}, at(cutover.Add(time.Hour)))
+	for _, id := range []string{"evt_old_3", live[0], live[len(live)-1]} {
+		s, err := later.Save(ctx, credit(id, "pi_"+id, 0))
+		require.NoError(t, err, id)
+		require.Equal(t, ingest.Duplicate, s.Outcome, "%s retried after the cutover", id)
+	}
+	s, err := later.Save(ctx, credit("evt_after_cutover", "pi_after_cutover", 0))
+	require.NoError(t, err)
+	require.Equal(t, ingest.Accepted, s.Outcome)
+	require.Equal(t, "webhook_events_p"+cutover.UTC().Format("20060102"), partitionOf(t, &pgtest.DB{Pool: pool}, "evt_after_cutover"))
 }
 
 // scratchDatabase is an empty database of its own, dropped when t ends.

@@ -83,8 +83,9 @@ func TestDuplicateJustAfterAPartitionBoundaryIsADuplicate(t *testing.T) {
 
 // The dedupe holds under concurrency: an insert of a key waits for a
 // transaction that inserted the same key in the partition before the
-// boundary and, once that commits, is a duplicate (the trigger's advisory
-// lock comes before its look, which then sees the committed row).
+// boundary and, once that commits, is a duplicate (the trigger's insert of
+// the key into webhook_event_keys waits on the key's unique index entry,
+// then sees the committed key).
 func TestConcurrentInsertAcrossABoundaryWaitsAndIsADuplicate(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -105,7 +106,7 @@ func TestConcurrentInsertAcrossABoundaryWaitsAndIsADuplicate(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		var waiting bool
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)`).Scan(&waiting))
 		return waiting
 	}, 10*time.Second, 5*time.Millisecond, "the second insert does not wait for the first")
 	require.NoError(t, tx.Commit(ctx))

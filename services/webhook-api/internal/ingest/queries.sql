@@ -12,8 +12,9 @@
 -- no unique constraint spans its partitions), and
 -- webhook_events_all_inserted turns the skipped row into the unique
 -- violation of webhook_events_provider_event_id_key. The events are
--- inserted in key order: the trigger locks each key, so concurrent groups
--- lock keys in one order. psp_objects gets each object's newest event of the
+-- inserted in key order: the trigger inserts each key into
+-- webhook_event_keys, where a concurrent insert of it waits, so concurrent
+-- groups wait on keys in one order. psp_objects gets each object's newest event of the
 -- group (one upsert per object: a statement cannot update a row twice),
 -- taken in key order so that concurrent groups lock the objects in one
 -- order. An event is fresh when its object's upsert applied and nothing

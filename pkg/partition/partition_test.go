@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -195,4 +198,52 @@ func TestPolicyRefusesAShortHorizonOrRetention(t *testing.T) {
 	_, err := db.Pool.Exec(ctx, `UPDATE partition_policies SET retention = interval '30 days', dedupe_horizon = interval '10 days'
 		WHERE table_name = 'webhook_events'`)
 	require.NoError(t, err, "a longer horizon with a retention past it")
+}
+
+// Between the release that brings migrations 000044 to 000048 and the one
+// that partitions webhook_events (000049), the keeper runs against the
+// unpartitioned table: it only trims the dedupe keys, and the gauges have
+// no line for the table (no AegisPartitionsAheadShort for a table that has
+// no partitions yet).
+func TestKeeperBeforeTheTableIsPartitioned(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("aegis_part_%d", time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), pgtest.AdminURL())
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		require.NoError(t, err)
+	})
+	u, err := url.Parse(pgtest.AdminURL())
+	require.NoError(t, err)
+	u.Path = "/" + name
+	require.NoError(t, migrations.UpTo(u.String(), 48))
+	pool, err := pgxpool.New(ctx, u.String())
+	require.NoError(t, err)
+	defer pool.Close()
+	for i, at := range []time.Time{time.Now().AddDate(0, 0, -9), time.Now().Add(-time.Hour)} {
+		_, err := pool.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id, received_at)
+			VALUES ('stripe', $1, 't', '{}', 'c', $2)`, fmt.Sprintf("evt_%d", i), at)
+		require.NoError(t, err)
+	}
+
+	r, err := partition.Maintain(ctx, pool, "webhook_events")
+	require.NoError(t, err)
+	require.Equal(t, partition.Result{KeysTrimmed: 1}, r, "the 9-day-old key is trimmed, nothing else is done")
+	var keys, events int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_event_keys), (SELECT count(*) FROM webhook_events)`).Scan(&keys, &events))
+	require.Equal(t, 1, keys)
+	require.Equal(t, 2, events, "rows are never deleted")
+
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(partition.Gauges(pool, []string{"webhook_events"}, slog.New(slog.DiscardHandler))))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Empty(t, families, "no gauge for a table with no partitions yet")
 }

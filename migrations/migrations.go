@@ -71,6 +71,25 @@ func Up(databaseURL string) (version uint, err error) {
 	return v, nil
 }
 
+// UpTo applies River's schema and our migrations up to version and no
+// further: tests start from an earlier schema (a table before the migration
+// that changes it) and then Up while the code runs against it.
+func UpTo(databaseURL string, version uint) (err error) {
+	defer redactPassword(databaseURL, &err)
+	if err := riverUp(databaseURL); err != nil {
+		return err
+	}
+	m, err := open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer closeMigrate(m, &err)
+	if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("apply migrations up to %d: %w", version, err)
+	}
+	return nil
+}
+
 // Down reverts every migration. Production is forward-only; tests use this to
 // prove each migration reverses cleanly.
 func Down(databaseURL string) (err error) {

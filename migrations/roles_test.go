@@ -66,6 +66,11 @@ var wantGrants = map[string]map[string]string{
 	// personal-data erasure (000050): dlq-admin records the requests; the
 	// erasure itself is erase_user_data's.
 	"erasures": {RoleDLQAdmin: "SIU"},
+	// read only through maintain_partitions and partition_status (000044).
+	"partition_policies": {},
+	// written by webhook_events' dedupe trigger, trimmed by
+	// maintain_partitions (000044, 000049).
+	"webhook_event_keys": {},
 }
 
 // wantFunctions are the SECURITY DEFINER functions (a writer's operation
@@ -86,6 +91,11 @@ var wantFunctions = map[string][]string{
 	"resend_outbound_message(bigint,uuid)":                                    {RoleDLQAdmin},
 	"recover_outbound_endpoint(uuid,timestamp with time zone,integer)":        {RoleDLQAdmin},
 	"erase_user_data(text,text,text[],boolean)":                               {RoleDLQAdmin},
+	// Retention by time partition (000044, 000049): the only DDL a service
+	// may cause, on the tables of partition_policies.
+	"maintain_partitions(text)": {RoleWebhookAPI},
+	"partition_status()":        {RoleWebhookAPI},
+	"webhook_events_dedupe()":   {},
 }
 
 // wantViews are the views through which a service reads a table another
@@ -198,13 +208,38 @@ func TestServiceRoleGrants(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, dbURL)
 
-	rows, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
+	// Partitions are reached through their parent, whose grants these are:
+	// no service role holds any privilege on a partition itself.
+	rows, err := conn.Query(ctx, `SELECT t.tablename, c.relispartition FROM pg_tables t
+		JOIN pg_class c ON c.oid = format('%I.%I', t.schemaname, t.tablename)::regclass
+		WHERE t.schemaname = 'public' ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type listed struct {
+		Name      string
+		Partition bool
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[listed])
 	if err != nil {
 		t.Fatal(err)
+	}
+	var tables []string
+	for _, l := range all {
+		if !l.Partition {
+			tables = append(tables, l.Name)
+			continue
+		}
+		for _, role := range ServiceRoles() {
+			var holds bool
+			if err := conn.QueryRow(ctx, `SELECT has_any_column_privilege($1, $2, 'SELECT,INSERT,UPDATE,REFERENCES')
+				OR has_table_privilege($1, $2, 'DELETE,TRUNCATE,TRIGGER')`, role, "public."+l.Name).Scan(&holds); err != nil {
+				t.Fatal(err)
+			}
+			if holds {
+				t.Errorf("%s holds privileges on the partition %s: grant the parent, not its partitions", role, l.Name)
+			}
+		}
 	}
 	for _, table := range tables {
 		want, ok := wantGrants[table]

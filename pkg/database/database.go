@@ -218,15 +218,30 @@ func IsPermanent(err error) bool {
 // errors that say the deployment is broken (an undefined table or column,
 // class 42; an internal error, XX): those need an operator, and whoever sent
 // the data should retry later.
+//
+// A row that no partition of its table takes (a table kept by time
+// partition whose partitions do not reach the row's time) is not the data's
+// fault either, though Postgres reports it as a check violation: NoPartition.
 func RefusesData(err error) bool {
 	code := Code(err)
 	switch {
-	case code == CodeUniqueViolation:
+	case code == CodeUniqueViolation, NoPartition(err):
 		return false
 	case pgerrcode.IsDataException(code), pgerrcode.IsIntegrityConstraintViolation(code), pgerrcode.IsProgramLimitExceeded(code):
 		return true
 	}
 	return false
+}
+
+// NoPartition reports whether err is Postgres finding no partition of a
+// partitioned table for a row ("no partition of relation ... found for
+// row"): a check violation (23514) that names no constraint, which every
+// violated CHECK constraint does. The partitions are missing, the deployment
+// is at fault (docs/design/data-lifecycle.md): the sender should retry
+// later.
+func NoPartition(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == ""
 }
 
 // Code returns the Postgres error code carried by err, or "".

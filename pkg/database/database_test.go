@@ -84,6 +84,16 @@ func TestPermanentErrorsOnARealServer(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `INSERT INTO processed_events (consumer_group, event_id) VALUES ('g', 'd'), ('g', 'd')`)
 	require.True(t, database.IsUniqueViolation(err, ""))
 	require.False(t, database.RefusesData(err), "a duplicate is answered as one, not refused")
+	// A row past the last partition of webhook_events: its partitions are
+	// missing, the data is fine.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id, received_at)
+		VALUES ('stripe', 'evt_far', 't', '{}', 'c', now() + interval '400 days')`)
+	require.True(t, database.NoPartition(err), "%v", err)
+	require.False(t, database.RefusesData(err), "no partition is not the sender's fault: %v", err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id)
+		VALUES ('nobody', 'evt_check', 't', '{}', 'c')`)
+	require.False(t, database.NoPartition(err), "a CHECK constraint names itself: %v", err)
+	require.True(t, database.RefusesData(err), "%v", err)
 
 	// A serialization failure is the opposite: the same statement may
 	// succeed on the next try.

@@ -70,6 +70,10 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: open pool: %v", err)
 	}
+	if err := keepPartitions(ctx, pool); err != nil {
+		pool.Close()
+		t.Fatalf("pgtest: %v", err)
+	}
 	t.Cleanup(func() {
 		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -117,6 +121,10 @@ func Tx(t testing.TB) pgx.Tx {
 		if conn, err = pgx.Connect(ctx, withDatabase(AdminURL(), name)); err != nil {
 			t.Fatalf("pgtest: connect to the shared database: %v", err)
 		}
+	}
+	if err := keepPartitions(ctx, conn); err != nil {
+		_ = conn.Close(context.Background())
+		t.Fatalf("pgtest: %v", err)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -309,4 +317,17 @@ func (db *DB) AfterContract(t testing.TB) {
 	if err := migrations.ApplyContractNext(ctx, db.Pool); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+}
+
+// keepPartitions makes the partitions of the tables kept by time partition
+// (partition_policies) current, as the services' job does: a template or
+// shared database migrated days ago has partitions only up to two weeks
+// after that day, and a row past them would fail its insert.
+func keepPartitions(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) error {
+	if _, err := q.Exec(ctx, "SELECT maintain_partitions(table_name) FROM partition_policies"); err != nil {
+		return fmt.Errorf("keep partitions current: %w", err)
+	}
+	return nil
 }

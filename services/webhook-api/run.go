@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
+	"github.com/aegis-payments/aegis/pkg/partition"
 	"github.com/aegis-payments/aegis/pkg/paystackapi"
 	"github.com/aegis-payments/aegis/pkg/service"
 	"github.com/aegis-payments/aegis/pkg/stripeapi"
@@ -287,6 +289,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// webhook_events is kept by daily partition (docs/design/data-lifecycle.md):
+	// every replica keeps them; maintain_partitions serialises the replicas.
+	keeper, err := partition.New(pool, partition.Config{Tables: []string{partitionedTable}}, deps)
+	if err != nil {
+		return err
+	}
+	if err := reg.Register(partition.Gauges(pool, []string{partitionedTable}, logger)); err != nil {
+		return fmt.Errorf("register partition gauges: %w", err)
+	}
 	psps := newPSPClients(cfg)
 	reconciler, err := newReconcileWorker(cfg, pool, store, psps, deps)
 	if err != nil {
@@ -317,12 +328,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// The HTTP server drains its requests, which wait for their commits;
 		lifecycle.Stage{Name: "listeners", Components: cfg.Listeners(router, admin, logger)},
 		// the committers commit what is still queued;
-		lifecycle.Stage{Name: "ingest", Components: append([]lifecycle.Component{committer}, reconciler...)},
+		lifecycle.Stage{Name: "ingest", Components: append([]lifecycle.Component{committer, keeper.Component(deps)}, reconciler...)},
 		// the notifier stops last: the pool closes when run returns.
 		lifecycle.Stage{Name: "notifier", Components: []lifecycle.Component{
 			lifecycle.Supervised("webhook-api/notifier", deps, notifier.Run)}},
 	)
 }
+
+// partitionedTable is the table of partition_policies webhook-api keeps:
+// its own.
+const partitionedTable = "webhook_events"
 
 // newPSPClients is the one client of each PSP with a secret key (nil for
 // one without), shared by the destination checks and the reconciliation.

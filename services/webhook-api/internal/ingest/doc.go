@@ -6,6 +6,17 @@
 // Guarantees:
 //   - A duplicate (same provider and event id) commits nothing new and is
 //     acknowledged again; this is also Paystack's only replay protection.
+//     webhook_events is partitioned by day on received_at (the store's
+//     clock), so the key is unique only within a partition: its BEFORE
+//     INSERT trigger (migration 000049) records the key in
+//     webhook_event_keys, under a real primary key, and skips the row as ON
+//     CONFLICT DO NOTHING would when the key is there and within the dedupe
+//     horizon (partition_policies, 7 days; Stripe retries for 3); a
+//     concurrent insert of the key waits on its index entry. The multi-row
+//     insert turns a skipped row into the unique violation this package
+//     takes for a duplicate there (docs/design/data-lifecycle.md).
+//   - A webhook whose day has no partition fails (database.NoPartition) and
+//     is answered 503: nothing is stored and the PSP retries it.
 //   - An event we act on that lacks what we need (a payment without
 //     metadata.user_id) is stored and goes straight to the dead-letter store
 //     with the reason, in the same transaction: never silently dropped, never a
@@ -22,7 +33,7 @@
 //     same transaction. It is never published, so it moves no money until a
 //     person settles it with the PSP. checkStorable catches what it can
 //     before the transaction; Postgres refusing the data (22, 23 other than
-//     duplicates, 54) is the safety net, taken when such a webhook is alone
+//     duplicates and a row with no partition, 54) is the safety net, taken when such a webhook is alone
 //     in its transaction (the Committer retries a failed group one by one).
 //     A connection or serialization failure stays a 503 the PSP retries.
 //   - A Stripe event created later than now plus the signature tolerance is

@@ -6,9 +6,15 @@
 
 -- name: InsertEvents :many
 -- The one round trip path's insert: every event of a group in one
--- statement, without ON CONFLICT, because a duplicate must abort the whole
--- pipelined transaction (unique violation) so that no outbox row is
--- committed for it. psp_objects gets each object's newest event of the
+-- statement, because a duplicate must abort the whole pipelined
+-- transaction (unique violation) so that no outbox row is committed for
+-- it. webhook_events' dedupe trigger skips a duplicate (migration 000049:
+-- no unique constraint spans its partitions), and
+-- webhook_events_all_inserted turns the skipped row into the unique
+-- violation of webhook_events_provider_event_id_key. The events are
+-- inserted in key order: the trigger inserts each key into
+-- webhook_event_keys, where a concurrent insert of it waits, so concurrent
+-- groups wait on keys in one order. psp_objects gets each object's newest event of the
 -- group (one upsert per object: a statement cannot update a row twice),
 -- taken in key order so that concurrent groups lock the objects in one
 -- order. An event is fresh when its object's upsert applied and nothing
@@ -24,10 +30,12 @@ WITH input AS (
                               occurred_at, payload, correlation_id, status, n)),
 ev AS (
     INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
     SELECT input.provider, input.event_id, input.event_type, nullif(input.object_id, ''), nullif(input.user_id, ''),
-           nullif(input.amount, 0), nullif(input.currency, ''), input.occurred_at, input.payload, input.correlation_id
-    FROM input ORDER BY input.n),
+           nullif(input.amount, 0), nullif(input.currency, ''), input.occurred_at, input.payload, input.correlation_id,
+           @received_at::timestamptz
+    FROM input ORDER BY input.provider, input.event_id, input.n
+    RETURNING 1),
 newest AS (
     SELECT DISTINCT ON (input.provider, input.object_id) input.provider, input.object_id, input.status,
            input.event_type, input.event_id, input.occurred_at
@@ -44,6 +52,7 @@ obj AS (
     RETURNING psp_objects.provider, psp_objects.object_id, psp_objects.occurred_at)
 SELECT coalesce(i.occurred_at >= o.occurred_at, false)::boolean AS fresh
 FROM input i LEFT JOIN obj o ON o.provider = i.provider AND o.object_id = i.object_id
+WHERE webhook_events_all_inserted((SELECT count(*) FROM input), (SELECT count(*) FROM ev))
 ORDER BY i.n;
 
 -- name: InsertEvent :one
@@ -52,13 +61,18 @@ ORDER BY i.n;
 -- least as new as what was seen, so no row back means stale. track is
 -- false for payout outcomes, which psp_objects does not track: their order
 -- is the worker's to judge, on the events it applied. id is NULL for a
--- duplicate (sqlc types it int64; the store scans it into a pointer).
+-- duplicate: webhook_events' dedupe trigger skips it (000049); before that
+-- migration, ON CONFLICT DO NOTHING on the table's unique (provider,
+-- event_id) did, so the statement runs on either schema (a conflict target
+-- would not: a partitioned table has no unique index on the key). sqlc
+-- types id int64; the store scans it into a pointer.
 WITH ev AS (
     INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
     VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
-            nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text)
-    ON CONFLICT (provider, event_id) DO NOTHING
+            nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text,
+            @received_at::timestamptz)
+    ON CONFLICT DO NOTHING
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
@@ -74,12 +88,14 @@ SELECT (SELECT id FROM ev) AS id, (SELECT count(*) FROM obj)::int AS fresh;
 -- name: InsertUnstorable :one
 -- Records an event that cannot be stored as sent with what of it can be: no
 -- psp_objects entry (it is never acted on) and no outbox row; its body goes
--- to the dead-letter store beside it. No row back: a duplicate.
+-- to the dead-letter store beside it. No row back: a duplicate (skipped
+-- by webhook_events' dedupe trigger, or before 000049 by ON CONFLICT).
 INSERT INTO webhook_events
-    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
 VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),
-        nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text)
-ON CONFLICT (provider, event_id) DO NOTHING
+        nullif(@amount::bigint, 0), nullif(@currency::text, ''), @occurred_at::timestamptz, @payload::jsonb, @correlation_id::text,
+        @received_at::timestamptz)
+ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: PayoutOwner :one

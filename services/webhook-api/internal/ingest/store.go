@@ -246,7 +246,7 @@ func (s *Store) saveGroupInOne(ctx context.Context, jobs []*job) error {
 	insert, err := queue(b, func(q *sqlcdb.Queries) {
 		_, _ = q.InsertEvents(ctx, sqlcdb.InsertEventsParams{Providers: providers, EventIDs: eventIDs, EventTypes: types,
 			ObjectIDs: objects, UserIDs: users, Amounts: amounts, Currencies: currencies, OccurredAts: occurred,
-			Payloads: bodies, CorrelationIDs: corrIDs, Statuses: states})
+			Payloads: bodies, CorrelationIDs: corrIDs, Statuses: states, ReceivedAt: s.now()})
 	})
 	if err != nil {
 		return err
@@ -391,7 +391,7 @@ func (s *Store) saveGroupInTwo(ctx context.Context, jobs []*job) error {
 		insert, err := queue(first, func(q *sqlcdb.Queries) {
 			_, _ = q.InsertEvent(ctx, sqlcdb.InsertEventParams{Provider: e.Provider, EventID: e.EventID, EventType: e.Type,
 				ObjectID: e.Reference, UserID: e.UserID, Amount: e.Amount, Currency: e.Currency, OccurredAt: e.OccurredAt,
-				Payload: j.Body, CorrelationID: j.CorrelationID, Status: e.ObjectStatus, Track: !payoutOutcome(e)})
+				Payload: j.Body, CorrelationID: j.CorrelationID, Status: e.ObjectStatus, Track: !payoutOutcome(e), ReceivedAt: s.now()})
 		})
 		if err != nil {
 			return s.fail(ctx, conn, err)
@@ -493,7 +493,7 @@ func queueUnstorable(ctx context.Context, b *pgx.Batch, j *job, now time.Time) e
 		_, _ = q.InsertUnstorable(ctx, sqlcdb.InsertUnstorableParams{Provider: e.Provider, EventID: storedEventID(e.EventID),
 			EventType: clip(e.Type, maxField), ObjectID: keep(e.Reference, maxField), UserID: keep(e.UserID, event.MaxUserID),
 			Amount: e.Amount, Currency: keep(e.Currency, maxField), OccurredAt: storableTime(e.OccurredAt, now),
-			Payload: inboxPayload(j.Body, j.unstorable), CorrelationID: j.CorrelationID})
+			Payload: inboxPayload(j.Body, j.unstorable), CorrelationID: j.CorrelationID, ReceivedAt: now})
 	})
 	if err != nil {
 		return err

@@ -85,6 +85,11 @@ func exported() map[string]string {
 		"aegis_psp_reconciliation_runs_total":                     "webhook-api pspsync",
 		"aegis_psp_reconciliation_last_success_timestamp_seconds": "webhook-api pspsync",
 		"aegis_psp_disagreements_open":                            "webhook-api pspsync",
+
+		"aegis_partitions_ahead_seconds":            "pkg/partition (webhook-api)",
+		"aegis_partition_retention_overdue_seconds": "pkg/partition (webhook-api)",
+		"aegis_partition_retention_seconds":         "pkg/partition (webhook-api)",
+		"aegis_partitions":                          "pkg/partition (webhook-api)",
 	}
 }
 

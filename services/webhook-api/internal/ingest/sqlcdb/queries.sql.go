@@ -15,15 +15,16 @@ import (
 const insertEvent = `-- name: InsertEvent :one
 WITH ev AS (
     INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
     VALUES ($1::text, $2::text, $3::text, nullif($4::text, ''), nullif($5::text, ''),
-            nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text)
-    ON CONFLICT (provider, event_id) DO NOTHING
+            nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text,
+            $11::timestamptz)
+    ON CONFLICT DO NOTHING
     RETURNING id),
 obj AS (
     INSERT INTO psp_objects (provider, object_id, status, event_type, event_id, occurred_at)
-    SELECT $1::text, $4::text, nullif($11::text, ''), $3::text, $2::text, $8::timestamptz
-    FROM ev WHERE $4::text <> '' AND $12::boolean
+    SELECT $1::text, $4::text, nullif($12::text, ''), $3::text, $2::text, $8::timestamptz
+    FROM ev WHERE $4::text <> '' AND $13::boolean
     ON CONFLICT (provider, object_id) DO UPDATE
     SET status = EXCLUDED.status, event_type = EXCLUDED.event_type, event_id = EXCLUDED.event_id,
         occurred_at = EXCLUDED.occurred_at, updated_at = now()
@@ -43,6 +44,7 @@ type InsertEventParams struct {
 	OccurredAt    time.Time
 	Payload       []byte
 	CorrelationID string
+	ReceivedAt    time.Time
 	Status        string
 	Track         bool
 }
@@ -57,7 +59,11 @@ type InsertEventRow struct {
 // least as new as what was seen, so no row back means stale. track is
 // false for payout outcomes, which psp_objects does not track: their order
 // is the worker's to judge, on the events it applied. id is NULL for a
-// duplicate (sqlc types it int64; the store scans it into a pointer).
+// duplicate: webhook_events' dedupe trigger skips it (000049); before that
+// migration, ON CONFLICT DO NOTHING on the table's unique (provider,
+// event_id) did, so the statement runs on either schema (a conflict target
+// would not: a partitioned table has no unique index on the key). sqlc
+// types id int64; the store scans it into a pointer.
 func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (InsertEventRow, error) {
 	row := q.db.QueryRow(ctx, insertEvent,
 		arg.Provider,
@@ -70,6 +76,7 @@ func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (Inser
 		arg.OccurredAt,
 		arg.Payload,
 		arg.CorrelationID,
+		arg.ReceivedAt,
 		arg.Status,
 		arg.Track,
 	)
@@ -90,10 +97,12 @@ WITH input AS (
                               occurred_at, payload, correlation_id, status, n)),
 ev AS (
     INSERT INTO webhook_events
-        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+        (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
     SELECT input.provider, input.event_id, input.event_type, nullif(input.object_id, ''), nullif(input.user_id, ''),
-           nullif(input.amount, 0), nullif(input.currency, ''), input.occurred_at, input.payload, input.correlation_id
-    FROM input ORDER BY input.n),
+           nullif(input.amount, 0), nullif(input.currency, ''), input.occurred_at, input.payload, input.correlation_id,
+           $12::timestamptz
+    FROM input ORDER BY input.provider, input.event_id, input.n
+    RETURNING 1),
 newest AS (
     SELECT DISTINCT ON (input.provider, input.object_id) input.provider, input.object_id, input.status,
            input.event_type, input.event_id, input.occurred_at
@@ -110,6 +119,7 @@ obj AS (
     RETURNING psp_objects.provider, psp_objects.object_id, psp_objects.occurred_at)
 SELECT coalesce(i.occurred_at >= o.occurred_at, false)::boolean AS fresh
 FROM input i LEFT JOIN obj o ON o.provider = i.provider AND o.object_id = i.object_id
+WHERE webhook_events_all_inserted((SELECT count(*) FROM input), (SELECT count(*) FROM ev))
 ORDER BY i.n
 `
 
@@ -125,6 +135,7 @@ type InsertEventsParams struct {
 	Payloads       [][]byte
 	CorrelationIDs []string
 	Statuses       []string
+	ReceivedAt     time.Time
 }
 
 // The SQL of ingest's commit path, compiled by sqlc into package sqlcdb
@@ -133,9 +144,15 @@ type InsertEventsParams struct {
 // each with its generated Params so that a group stays one or two round
 // trips (see doc.go).
 // The one round trip path's insert: every event of a group in one
-// statement, without ON CONFLICT, because a duplicate must abort the whole
-// pipelined transaction (unique violation) so that no outbox row is
-// committed for it. psp_objects gets each object's newest event of the
+// statement, because a duplicate must abort the whole pipelined
+// transaction (unique violation) so that no outbox row is committed for
+// it. webhook_events' dedupe trigger skips a duplicate (migration 000049:
+// no unique constraint spans its partitions), and
+// webhook_events_all_inserted turns the skipped row into the unique
+// violation of webhook_events_provider_event_id_key. The events are
+// inserted in key order: the trigger inserts each key into
+// webhook_event_keys, where a concurrent insert of it waits, so concurrent
+// groups wait on keys in one order. psp_objects gets each object's newest event of the
 // group (one upsert per object: a statement cannot update a row twice),
 // taken in key order so that concurrent groups lock the objects in one
 // order. An event is fresh when its object's upsert applied and nothing
@@ -154,6 +171,7 @@ func (q *Queries) InsertEvents(ctx context.Context, arg InsertEventsParams) ([]b
 		arg.Payloads,
 		arg.CorrelationIDs,
 		arg.Statuses,
+		arg.ReceivedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -175,10 +193,11 @@ func (q *Queries) InsertEvents(ctx context.Context, arg InsertEventsParams) ([]b
 
 const insertUnstorable = `-- name: InsertUnstorable :one
 INSERT INTO webhook_events
-    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id)
+    (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
 VALUES ($1::text, $2::text, $3::text, nullif($4::text, ''), nullif($5::text, ''),
-        nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text)
-ON CONFLICT (provider, event_id) DO NOTHING
+        nullif($6::bigint, 0), nullif($7::text, ''), $8::timestamptz, $9::jsonb, $10::text,
+        $11::timestamptz)
+ON CONFLICT DO NOTHING
 RETURNING id
 `
 
@@ -193,11 +212,13 @@ type InsertUnstorableParams struct {
 	OccurredAt    time.Time
 	Payload       []byte
 	CorrelationID string
+	ReceivedAt    time.Time
 }
 
 // Records an event that cannot be stored as sent with what of it can be: no
 // psp_objects entry (it is never acted on) and no outbox row; its body goes
-// to the dead-letter store beside it. No row back: a duplicate.
+// to the dead-letter store beside it. No row back: a duplicate (skipped
+// by webhook_events' dedupe trigger, or before 000049 by ON CONFLICT).
 func (q *Queries) InsertUnstorable(ctx context.Context, arg InsertUnstorableParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertUnstorable,
 		arg.Provider,
@@ -210,6 +231,7 @@ func (q *Queries) InsertUnstorable(ctx context.Context, arg InsertUnstorablePara
 		arg.OccurredAt,
 		arg.Payload,
 		arg.CorrelationID,
+		arg.ReceivedAt,
 	)
 	var id int64
 	err := row.Scan(&id)

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS webhook_events_provider_event_id_idx;

@@ -75,8 +75,9 @@ type MoneyBackTiming struct {
 // schedule); set shorter than that, it is refused, naming the variables.
 // Set the first two once for every service (the manifests' aegis-config).
 //
-//	PSP_RECONCILE_INTERVAL     how often the PSP reconciliation runs (a River periodic job inserted by
-//	                           webhook-api's elected leader: one run per interval however many replicas);
+//	PSP_RECONCILE_INTERVAL     how often the PSP reconciliation runs (a River job every webhook-api replica
+//	                           inserts at each period's start, UTC multiples of the interval, and at start:
+//	                           one run per period however many replicas);
 //	                           0: only when requested (POST /v1/psp-reconciliation on dlq-admin)
 //	PSP_RECONCILE_RUN_TIMEOUT  the longest one reconciliation run may take; a run still going then is
 //	                           cancelled and handed to another replica (River's job timeout and rescue delay)

@@ -94,6 +94,12 @@ func (e *Env) MoneyBackTiming() MoneyBackTiming {
 		e.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
 		t.ReconcileInterval = 0
 	}
+	if t.ReconcileInterval > 0 && t.ReconcileInterval < time.Second {
+		// The schedule's job is unique per period (pkg/jobs.Schedule):
+		// River's least period is a second.
+		e.Errorf("PSP_RECONCILE_INTERVAL must be 0 (no schedule) or at least 1s")
+		t.ReconcileInterval = PSPReconcileIntervalDefault
+	}
 	if t.ReconcileRunTimeout < time.Second {
 		e.Errorf("PSP_RECONCILE_RUN_TIMEOUT must be at least 1s")
 		t.ReconcileRunTimeout = PSPReconcileRunLimit

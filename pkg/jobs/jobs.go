@@ -159,9 +159,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops working jobs: the schedules stop, OnStop tells the workers, River stops
-// gracefully; at ctx's end the jobs still running are cancelled. It returns
-// once River's goroutines have. A second Stop is harmless.
+// Stop stops working jobs: the schedules stop, OnStop tells the workers,
+// River stops gracefully; at ctx's end the jobs still running are
+// cancelled. It returns once the schedules' and River's goroutines have. A
+// second Stop is harmless.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.started || r.stopped {

@@ -75,8 +75,9 @@ type MoneyBackTiming struct {
 // schedule); set shorter than that, it is refused, naming the variables.
 // Set the first two once for every service (the manifests' aegis-config).
 //
-//	PSP_RECONCILE_INTERVAL     how often the PSP reconciliation runs (a River periodic job inserted by
-//	                           webhook-api's elected leader: one run per interval however many replicas);
+//	PSP_RECONCILE_INTERVAL     how often the PSP reconciliation runs (a River job every webhook-api replica
+//	                           inserts at each period's start, UTC multiples of the interval, and at start:
+//	                           one run per period however many replicas);
 //	                           0: only when requested (POST /v1/psp-reconciliation on dlq-admin)
 //	PSP_RECONCILE_RUN_TIMEOUT  the longest one reconciliation run may take; a run still going then is
 //	                           cancelled and handed to another replica (River's job timeout and rescue delay)
@@ -92,6 +93,12 @@ func (e *Env) MoneyBackTiming() MoneyBackTiming {
 	if t.ReconcileInterval < 0 {
 		e.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
 		t.ReconcileInterval = 0
+	}
+	if t.ReconcileInterval > 0 && t.ReconcileInterval < time.Second {
+		// The schedule's job is unique per period (pkg/jobs.Schedule):
+		// River's least period is a second.
+		e.Errorf("PSP_RECONCILE_INTERVAL must be 0 (no schedule) or at least 1s")
+		t.ReconcileInterval = PSPReconcileIntervalDefault
 	}
 	if t.ReconcileRunTimeout < time.Second {
 		e.Errorf("PSP_RECONCILE_RUN_TIMEOUT must be at least 1s")

@@ -3,9 +3,9 @@
 // job mechanism of every service that has background jobs
 // (docs/design/architecture.md, "Background jobs").
 //
-// A service registers its own workers, queues and periodic jobs in a
-// Config and gets a Runner, a lifecycle.Component: Start starts River; Stop
-// first calls Config.OnStop (a service's workers use it to put their job
+// A service registers its own workers, queues and schedules in a Config
+// and gets a Runner, a lifecycle.Component: Start starts River and the
+// schedules; Stop first stops the schedules, then calls Config.OnStop (a service's workers use it to put their job
 // down at a safe point: a replay between two letters, a PSP reconciliation
 // at once, each snoozing its job for the next client), then stops River
 // gracefully; when Stop's context ends first, it cancels the jobs still
@@ -21,6 +21,20 @@
 // also the job timeout of a worker that states none. River never rescues
 // the job of a worker whose Timeout is negative: a worker that must be
 // rescued returns a positive Timeout (pspsync's returns RescueAfter).
+//
+// Schedules (Schedule) are periodic jobs that run whichever River client
+// leads. River elects one leader per schema (river_leader has one row) and
+// only the leader inserts periodic jobs, only those of its own client;
+// webhook-api and dlq-admin share the schema, so River's periodic jobs
+// would run only for the service that won the election. Instead every
+// replica of the service that owns a schedule inserts its job at the start
+// of each period (UTC multiples of Schedule.Interval, and at the runner's
+// start with RunOnStart), unique per period (River's UniqueOpts.ByPeriod,
+// set here, with River's default states, completed included): a period
+// gets one job however many replicas insert it. A failed insert is logged
+// and tried again within the period; the other replicas insert it too.
+// Config takes no river.PeriodicJob, so none can reach the leader-only
+// enqueuer again.
 //
 // Job kinds that cross services (inserted by one, worked by another) are
 // declared here so both sides agree on the kind, the queue and the args'

@@ -38,8 +38,12 @@ type Config struct {
 	Workers *river.Workers
 	// Queues are the queues this client works, with their concurrency.
 	Queues map[string]river.QueueConfig
-	// PeriodicJobs are inserted by River's elected leader.
-	PeriodicJobs []*river.PeriodicJob
+	// Schedules are the service's periodic jobs. Every replica inserts
+	// them, unique per period (Schedule), not River's elected leader: the
+	// leader is one client of the whole River schema, whichever service's
+	// it is, and River's leader inserts only its own client's periodic
+	// jobs.
+	Schedules []Schedule
 	// RescueAfter is how long a job may run without its worker finishing
 	// it before River hands it to another client (the worker is taken for
 	// dead). Required: it must exceed the longest work call of any worker.
@@ -71,19 +75,26 @@ func (c Config) Validate() error {
 	if c.FetchPoll < 0 {
 		errs = append(errs, config.Invalid("FetchPoll", "must not be negative"))
 	}
+	if err := validateSchedules(c.Schedules); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // Runner is a service's River client as a lifecycle.Component.
 type Runner struct {
-	name     string
-	client   *river.Client[pgx.Tx]
-	onStop   func()
-	stopOnce sync.Once
+	name      string
+	client    *river.Client[pgx.Tx]
+	logger    *slog.Logger
+	schedules []Schedule
+	onStop    func()
+	stopOnce  sync.Once
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
+	mu            sync.Mutex
+	started       bool
+	stopped       bool
+	stopSchedules context.CancelFunc
+	scheduling    sync.WaitGroup
 }
 
 // New returns the runner of cfg's workers on pool.
@@ -99,12 +110,14 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
 	if cfg.FetchPoll > 0 && cfg.FetchPoll < river.FetchCooldownDefault {
 		cooldown = cfg.FetchPoll
 	}
+	logger := deps.Logger.With("component", cfg.Name)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		FetchCooldown:        cooldown,
-		Logger:               deps.Logger.With("component", cfg.Name),
-		Queues:               cfg.Queues,
-		Workers:              cfg.Workers,
-		PeriodicJobs:         cfg.PeriodicJobs,
+		FetchCooldown: cooldown,
+		Logger:        logger,
+		Queues:        cfg.Queues,
+		Workers:       cfg.Workers,
+		// No PeriodicJobs: River's leader would insert them only when this
+		// client leads the schema (Config.Schedules).
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		// A worker without a Timeout of its own is cancelled after
 		// RescueAfter (River's default is a minute). Beware: River never
@@ -119,14 +132,15 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: River client: %w", cfg.Name, err)
 	}
-	return &Runner{name: cfg.Name, client: client, onStop: cfg.OnStop}, nil
+	return &Runner{name: cfg.Name, client: client, logger: logger, schedules: cfg.Schedules, onStop: cfg.OnStop}, nil
 }
 
 // Client is the River client (tests insert and inspect jobs with it).
 func (r *Runner) Client() *river.Client[pgx.Tx] { return r.client }
 
-// Start starts working jobs. Only Stop stops them (ctx's cancellation is
-// not passed on: a service stops its parts in order).
+// Start starts working jobs and inserting the schedules' jobs. Only Stop
+// stops them (ctx's cancellation is not passed on: a service stops its
+// parts in order).
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -136,13 +150,19 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("%s: start River: %w", r.name, err)
 	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopSchedules = cancel
+	for _, s := range r.schedules {
+		r.scheduling.Go(func() { r.runSchedule(sctx, s) })
+	}
 	r.started = true
 	return nil
 }
 
-// Stop stops working jobs: OnStop tells the workers, River stops
-// gracefully; at ctx's end the jobs still running are cancelled. It returns
-// once River's goroutines have. A second Stop is harmless.
+// Stop stops working jobs: the schedules stop, OnStop tells the workers,
+// River stops gracefully; at ctx's end the jobs still running are
+// cancelled. It returns once the schedules' and River's goroutines have. A
+// second Stop is harmless.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.started || r.stopped {
@@ -151,6 +171,9 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	r.stopped = true
 	r.mu.Unlock()
+	// No new scheduled job once stopping: the other replicas insert them.
+	r.stopSchedules()
+	r.scheduling.Wait()
 	if r.onStop != nil {
 		r.stopOnce.Do(r.onStop)
 	}

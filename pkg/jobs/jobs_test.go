@@ -70,4 +70,9 @@ func TestConfigValidation(t *testing.T) {
 	require.ErrorContains(t, err, "Workers")
 	require.ErrorContains(t, err, "Queues")
 	require.ErrorContains(t, err, "RescueAfter")
+	err = jobs.Config{Schedules: []jobs.Schedule{{Interval: time.Millisecond, Job: func() (river.JobArgs, *river.InsertOpts) {
+		return pingArgs{}, nil
+	}}, {Interval: time.Hour}}}.Validate()
+	require.ErrorContains(t, err, "Schedules[0].Interval must be at least 1s")
+	require.ErrorContains(t, err, "Schedules[1].Job is required")
 }

@@ -122,8 +122,9 @@ type FourEyes struct {
 //	                                   released (nothing committed) and polled again. A letter Postgres refuses for its data is stored raw
 //	                                   (class `poison`) instead
 //	REPLAY_RATE                        dead letters per second a bulk replay job replays (0.1 to 10000)
-//	RECONCILE_INTERVAL                 how often the ledger integrity check runs (a River periodic job, one per interval across replicas;
-//	                                   the first 30s after start); `POST /v1/reconciliation` runs one at once
+//	RECONCILE_INTERVAL                 how often the ledger integrity check runs (a River job inserted by every replica at each period's
+//	                                   start, UTC multiples of the interval, one per period across replicas; also at start unless the period's
+//	                                   ran); `POST /v1/reconciliation` runs one at once
 //	RECONCILE_STATEMENT_TIMEOUT        the longest one statement of a ledger integrity check may run
 //	OUTBOUND_ROTATION_OVERLAP          after an endpoint's secret is rotated, how long the previous secret keeps signing too
 //	OUTBOUND_RECOVER_RATE              deliveries per second "recover since" schedules for an endpoint (1 to 10000)

@@ -23,6 +23,7 @@ func TestReadConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"SHUTDOWN_GRACE": "0s"}, "SHUTDOWN_GRACE must be positive"},
 		{map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR must be host:port"},
 		{map[string]string{"PSP_RECONCILE_INTERVAL": "-1m"}, "PSP_RECONCILE_INTERVAL must not be negative"},
+		{map[string]string{"PSP_RECONCILE_INTERVAL": "500ms"}, "PSP_RECONCILE_INTERVAL must be 0 (no schedule) or at least 1s"},
 		{map[string]string{"PSP_RECONCILE_WINDOW": "0s"}, "PSP_RECONCILE_WINDOW must be positive"},
 		{map[string]string{"PSP_RECONCILE_OVERLAP": "-1s"}, "PSP_RECONCILE_OVERLAP must not be negative"},
 		{map[string]string{"PSP_RECONCILE_GRACE": "-1s"}, "PSP_RECONCILE_GRACE must not be negative"},

@@ -96,17 +96,17 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	queues := map[string]river.QueueConfig{replay.Queue: {MaxWorkers: cfg.ReplayWorkers}}
-	var periodic []*river.PeriodicJob
+	var schedules []jobs.Schedule
 	if rec != nil {
 		if err := river.AddWorkerSafely(workers, recon.NewWorker(rec)); err != nil {
 			return nil, fmt.Errorf("jobs: %w", err)
 		}
 		queues[recon.Queue] = river.QueueConfig{MaxWorkers: 1}
 		if cfg.ReconcileInterval > 0 {
-			periodic = append(periodic, recon.PeriodicJob(cfg.ReconcileInterval))
+			schedules = append(schedules, recon.Schedule(cfg.ReconcileInterval))
 		}
 	}
-	r, err := jobs.New(pool, jobs.Config{Name: "jobs", Workers: workers, Queues: queues, PeriodicJobs: periodic,
+	r, err := jobs.New(pool, jobs.Config{Name: "jobs", Workers: workers, Queues: queues, Schedules: schedules,
 		RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll, OnStop: func() { close(stopping) }}, deps)
 	if err != nil {
 		return nil, err

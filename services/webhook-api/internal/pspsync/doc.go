@@ -116,9 +116,11 @@
 // the lease, the retries and the rescue. dlq-admin's POST
 // /v1/psp-reconciliation records the run through request_psp_reconciliation_run
 // and inserts its job with an insert-only River client; the
-// schedule is a River periodic job (PeriodicJob, every
-// PSP_RECONCILE_INTERVAL, unique per period) that River's elected leader
-// inserts, so N replicas request one run per interval; its worker records
+// schedule is a jobs.Schedule (Schedule, every PSP_RECONCILE_INTERVAL,
+// unique per period) that every replica inserts, so N replicas request one
+// run per interval whichever River client of the schema leads (dlq-admin's
+// shares the schema; River's own periodic jobs run only on the leader's
+// client); its worker records
 // the run and queues its job. The record's partial unique index still
 // admits one run requested or running: the API's 409, and a scheduled
 // request while a run is active is skipped (that run is the period's).

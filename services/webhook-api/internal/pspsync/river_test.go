@@ -29,10 +29,10 @@ func (h hangingSource) Events(ctx context.Context, _ time.Time) ([]pspsync.Pulle
 	return nil, ctx.Err()
 }
 
-// The schedule is a River periodic job: with two clients (two replicas)
-// the elected leader requests one scheduled run for the period, and the
-// run is worked once. Its job is unique per period, so a second insert of
-// it in the same period (a restart, a new leader) is skipped.
+// The schedule is a jobs.Schedule: with two clients (two replicas), both
+// insert the scheduled job, one scheduled run is requested for the period,
+// and the run is worked once. Its job is unique per period, so a second
+// insert of it in the same period (a restart, another replica) is skipped.
 func TestScheduleRequestsOneRunPerPeriodWithTwoClients(t *testing.T) {
 	e := newBareEnv(t, pspsync.Config{Window: time.Hour, Grace: time.Hour})
 	e.psp.Pay(t, "stripe", "alice", 1000, "usd")
@@ -60,7 +60,7 @@ func TestScheduleRequestsOneRunPerPeriodWithTwoClients(t *testing.T) {
 	require.Equal(t, 1, r.Recovered)
 	require.Equal(t, 1, e.count(`SELECT attempts FROM psp_reconciliation_runs WHERE id = $1`, id))
 
-	args, opts := pspsync.ScheduledJob(time.Hour)
+	args, opts := pspsync.Schedule(time.Hour).Args()
 	res, err := e.enq.Insert(context.Background(), args, opts)
 	require.NoError(t, err)
 	require.True(t, res.UniqueSkippedAsDuplicate, "one scheduled job per period")

@@ -49,8 +49,9 @@ type RunnerConfig struct {
 
 // NewRunner returns webhook-api's River client (a lifecycle.Component) that
 // works the runs (queue jobs.PSPReconcileQueue) and, with an interval,
-// schedules them: River's elected leader inserts one scheduled job per
-// period, so N replicas request one run.
+// schedules them: every replica inserts the scheduled job, unique per
+// period (jobs.Schedule), so N replicas request one run, whichever River
+// client of the schema leads.
 func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig, deps lifecycle.Deps) (*jobs.Runner, *Worker, error) {
 	if cfg.Interval < 0 {
 		return nil, nil, errors.New("pspsync: Interval must not be negative")
@@ -79,15 +80,15 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 	if err := river.AddWorkerSafely(workers, &scheduler{runs: runs, logger: deps.Logger}); err != nil {
 		return nil, nil, fmt.Errorf("pspsync: %w", err)
 	}
-	var periodic []*river.PeriodicJob
+	var schedules []jobs.Schedule
 	if cfg.Interval > 0 {
-		periodic = append(periodic, PeriodicJob(cfg.Interval))
+		schedules = append(schedules, Schedule(cfg.Interval))
 	}
 	r, err := jobs.New(pool, jobs.Config{Name: "psp-reconcile", Workers: workers,
 		// Two: the scheduled job is not queued behind a long run (one run
 		// is active at a time all the same: the run table's index).
-		Queues:       map[string]river.QueueConfig{jobs.PSPReconcileQueue: {MaxWorkers: 2}},
-		PeriodicJobs: periodic, RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll,
+		Queues:    map[string]river.QueueConfig{jobs.PSPReconcileQueue: {MaxWorkers: 2}},
+		Schedules: schedules, RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll,
 		// webhook-api's pool serves the webhooks: River polls (a requested
 		// run starts within a second) rather than hold one of its
 		// connections for LISTEN.
@@ -105,22 +106,13 @@ type ScheduledArgs struct{}
 // Kind names the job in river_job.kind.
 func (ScheduledArgs) Kind() string { return "psp_reconcile_scheduled" }
 
-// PeriodicJob requests a run every interval, the first at the leader's
-// start unless one was requested in the current period already (a restart
-// or a new leader does not request it twice).
-func PeriodicJob(interval time.Duration) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval), func() (river.JobArgs, *river.InsertOpts) {
-		return ScheduledJob(interval)
-	}, &river.PeriodicJobOpts{RunOnStart: true})
-}
-
-// ScheduledJob is the job PeriodicJob inserts: unique per period.
-func ScheduledJob(interval time.Duration) (river.JobArgs, *river.InsertOpts) {
-	return ScheduledArgs{}, &river.InsertOpts{
-		Queue:       jobs.PSPReconcileQueue,
-		MaxAttempts: 3,
-		UniqueOpts:  river.UniqueOpts{ByPeriod: interval},
-	}
+// Schedule requests a run every interval (one per period), the first at a
+// replica's start unless one was requested in the current period already
+// (a restart or another replica does not request it twice).
+func Schedule(interval time.Duration) jobs.Schedule {
+	return jobs.Schedule{Interval: interval, RunOnStart: true, Job: func() (river.JobArgs, *river.InsertOpts) {
+		return ScheduledArgs{}, &river.InsertOpts{Queue: jobs.PSPReconcileQueue, MaxAttempts: 3}
+	}}
 }
 
 // scheduler requests a scheduled run: the run record and its River job in

@@ -31,10 +31,13 @@
 // latest stored run at each scrape (metrics.go).
 //
 // Runs are scheduled and can be asked for (POST /v1/reconciliation). The
-// schedule is a River periodic job (scheduled.go, run by package jobs):
-// River's elected leader inserts one every RECONCILE_INTERVAL, unique per
-// period, the first when the leader starts unless this period's already ran,
-// so N replicas run one check per interval. A failed scheduled run is not
+// schedule is a pkg/jobs Schedule (scheduled.go, run by package jobs):
+// every replica inserts the check's River job at the start of each
+// RECONCILE_INTERVAL period (UTC multiples of the interval), unique per
+// period, and when it starts unless this period's already ran, so N
+// replicas run one check per interval whichever River client of the shared
+// schema leads (River's own periodic jobs are inserted only by the
+// leader's client, which may be webhook-api's). A failed scheduled run is not
 // retried; the next period's is. A scheduled run is still skipped while a
 // manual one runs (a transaction-scoped advisory lock).
 package recon

@@ -12,12 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/aegis-payments/aegis/pkg/alert"
 	"github.com/aegis-payments/aegis/pkg/fixture"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/payoutstate"
 	"github.com/aegis-payments/aegis/pkg/pgtest"
@@ -230,24 +230,20 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	// Two replicas' clients: River's leader inserts the periodic job once
-	// per period (unique by period), so the check runs once.
+	// Two replicas' clients: each inserts the scheduled job (unique by
+	// period), so the check runs once.
 	var stops []func()
 	for range 2 {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, recon.NewWorker(b.rec))
-		client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{
-			Queues:            map[string]river.QueueConfig{recon.Queue: {MaxWorkers: 1}},
-			Workers:           workers,
-			PeriodicJobs:      []*river.PeriodicJob{recon.PeriodicJob(time.Hour)},
-			FetchPollInterval: 20 * time.Millisecond,
-			FetchCooldown:     20 * time.Millisecond,
-			Logger:            slog.New(slog.DiscardHandler),
-		})
+		r, err := jobs.New(b.db.Pool, jobs.Config{Name: "recon-test", Workers: workers,
+			Queues:    map[string]river.QueueConfig{recon.Queue: {MaxWorkers: 1}},
+			Schedules: []jobs.Schedule{recon.Schedule(time.Hour)}, RescueAfter: time.Minute,
+			FetchPoll: 20 * time.Millisecond}, lifecycle.Deps{Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
-		require.NoError(t, client.Start(ctx))
+		require.NoError(t, r.Start(ctx))
 		var once sync.Once
-		stop := func() { once.Do(func() { require.NoError(t, client.Stop(ctx)) }) }
+		stop := func() { once.Do(func() { require.NoError(t, r.Stop(ctx)) }) }
 		t.Cleanup(stop)
 		stops = append(stops, stop)
 	}
@@ -270,9 +266,9 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	var runs int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM reconciliation_runs`).Scan(&runs))
 	require.Equal(t, 1, runs, "one check per period across replicas")
-	var jobs int
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, recon.ScheduledArgs{}.Kind()).Scan(&jobs))
-	require.Equal(t, 1, jobs, "one scheduled job across replicas, none left unworked")
+	var scheduled int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, recon.ScheduledArgs{}.Kind()).Scan(&scheduled))
+	require.Equal(t, 1, scheduled, "one scheduled job across replicas, none left unworked")
 }
 
 // gaugeValue reads a registered, label-less gauge.

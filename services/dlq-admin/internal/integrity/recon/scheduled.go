@@ -6,32 +6,34 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/aegis-payments/aegis/pkg/jobs"
 )
 
 // Queue is the River queue scheduled reconciliations run in.
 const Queue = "reconcile"
 
-// ScheduledArgs is the River job of one scheduled reconciliation. River's
-// leader inserts it every RECONCILE_INTERVAL (PeriodicJob), unique per
-// period, so N replicas run one check per interval.
+// ScheduledArgs is the River job of one scheduled reconciliation. Every
+// dlq-admin replica inserts it every RECONCILE_INTERVAL (Schedule), unique
+// per period, so N replicas run one check per interval, whichever River
+// client of the schema leads.
 type ScheduledArgs struct{}
 
 // Kind names the job in river_job.kind.
 func (ScheduledArgs) Kind() string { return "reconcile" }
 
-// PeriodicJob schedules a reconciliation every interval, the first at the
-// leader's start unless one ran within the current period already (a
-// restart does not run it twice).
-func PeriodicJob(interval time.Duration) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval), func() (river.JobArgs, *river.InsertOpts) {
+// Schedule schedules a reconciliation every interval (one per period), the
+// first at a replica's start unless one ran within the current period
+// already (a restart does not run it twice).
+func Schedule(interval time.Duration) jobs.Schedule {
+	return jobs.Schedule{Interval: interval, RunOnStart: true, Job: func() (river.JobArgs, *river.InsertOpts) {
 		return ScheduledArgs{}, &river.InsertOpts{
 			Queue: Queue,
 			// A failed check is not retried: the next period's runs, as
 			// before River (and an alert already said what failed).
 			MaxAttempts: 1,
-			UniqueOpts:  river.UniqueOpts{ByPeriod: interval},
 		}
-	}, &river.PeriodicJobOpts{RunOnStart: true})
+	}}
 }
 
 // Worker runs scheduled reconciliations on River.

@@ -69,7 +69,7 @@ var wantGrants = map[string]map[string]string{
 	// read only through maintain_partitions and partition_status (000044).
 	"partition_policies": {},
 	// written by webhook_events' dedupe trigger, trimmed by
-	// maintain_partitions (000044, 000049).
+	// maintain_partitions (000044, 000056).
 	"webhook_event_keys": {},
 }
 
@@ -91,7 +91,7 @@ var wantFunctions = map[string][]string{
 	"resend_outbound_message(bigint,uuid)":                                    {RoleDLQAdmin},
 	"recover_outbound_endpoint(uuid,timestamp with time zone,integer)":        {RoleDLQAdmin},
 	"erase_user_data(text,text,text[],boolean)":                               {RoleDLQAdmin},
-	// Retention by time partition (000044, 000049): the only DDL a service
+	// Retention by time partition (000044, 000056): the only DDL a service
 	// may cause, on the tables of partition_policies.
 	"maintain_partitions(text)": {RoleWebhookAPI},
 	"partition_status()":        {RoleWebhookAPI},

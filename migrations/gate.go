@@ -39,7 +39,7 @@ func ContractMigrations() []ContractMigration {
 // the hold is read, recorded and acted on by one run at a time.
 const gateLockKey int64 = 0x6165676973676174
 
-// gateTimeout bounds the gate's own statements (the lock wait included: a
+// gateTimeout bounds the connection and the wait for the gate's lock (a
 // second migrate waits for the first's run, as golang-migrate's lock does).
 const gateTimeout = 10 * time.Minute
 
@@ -108,15 +108,19 @@ func UpGated(databaseURL string, g Gate) (res GateResult, err error) {
 	if g.Release == "" {
 		return GateResult{}, errors.New("migrate: the release is required to hold contract migrations")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), gateTimeout)
+	// The migrations themselves take no context (golang-migrate's API):
+	// only the connection and the wait for the lock are bounded, so that a
+	// long migration does not fail the gate's bookkeeping after it.
+	ctx := context.Background()
+	lockCtx, cancel := context.WithTimeout(ctx, gateTimeout)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, databaseURL)
+	conn, err := pgx.Connect(lockCtx, databaseURL)
 	if err != nil {
 		return GateResult{}, fmt.Errorf("connect for the migration gate: %w", err)
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	defer func() { _ = conn.Close(ctx) }()
 	// A session lock: released with the connection, whatever happens.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, gateLockKey); err != nil {
+	if _, err := conn.Exec(lockCtx, `SELECT pg_advisory_lock($1)`, gateLockKey); err != nil {
 		return GateResult{}, fmt.Errorf("migration gate lock: %w", err)
 	}
 	if _, err := conn.Exec(ctx, gateCreateSQL); err != nil {

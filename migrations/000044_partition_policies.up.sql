@@ -162,9 +162,9 @@ GRANT EXECUTE ON FUNCTION partition_status() TO aegis_webhook_api;
 
 -- webhook_events_all_inserted raises the unique violation a multi-row
 -- insert of want events would have met with a unique constraint when only
--- got were inserted (000049's dedupe trigger skipped a duplicate): that
+-- got were inserted (000056's dedupe trigger skipped a duplicate): that
 -- statement must abort its pipelined transaction rather than commit the
--- others' outbox rows alone. Created ahead of 000049 so that ingest's
+-- others' outbox rows alone. Created ahead of 000056 so that ingest's
 -- queries run on the table before and after it is partitioned.
 CREATE FUNCTION webhook_events_all_inserted(want bigint, got bigint) RETURNS boolean
 LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
@@ -182,13 +182,13 @@ $$;
 -- evidence of what the ledger posted for a quarter (the ledger itself is
 -- kept for good); a duplicate is looked for 7 days back (the floor: well
 -- past Stripe's 3 days of retries and the PSP reconciliation's 24 h
--- window). 000045 to 000049 partition the table.
+-- window). 000045 to 000048 and 000056 partition the table.
 INSERT INTO partition_policies (table_name, column_name, premake_days, retention, dedupe_horizon, key_table)
 VALUES ('webhook_events', 'received_at', 14, interval '90 days', interval '7 days', 'webhook_event_keys');
 
 -- webhook_event_keys: webhook_events' dedupe keys of the horizon, one row
 -- per (provider, event_id) under a real primary key, which no partitioned
--- table can have without its partition key. The dedupe (000049's trigger)
+-- table can have without its partition key. The dedupe (000056's trigger)
 -- is one INSERT ... ON CONFLICT here: a key inserted by a concurrent
 -- transaction makes it wait for that one's end, as a unique index does,
 -- and then see its committed row. Looking for the key in the partitions

@@ -1,6 +1,6 @@
 -- Step 2 of partitioning webhook_events: a CHECK that every row is older
 -- than the cutover, the upper bound the table will have as the first
--- partition, so that ATTACH (000049) needs no scan under its lock. The
+-- partition, so that ATTACH (000056) needs no scan under its lock. The
 -- cutover is midnight UTC three days after this migration runs: rows keep
 -- arriving (received_at is now) until the swap, and until the cutover they
 -- go to this table as the partition [MINVALUE, cutover). NOT VALID: adding
@@ -17,7 +17,7 @@ END
 $$;
 
 -- From now on every inserted event's key is recorded in webhook_event_keys
--- (000044), the dedupe of the partitioned table (000049); 000048 records
+-- (000044), the dedupe of the partitioned table (000056); 000048 records
 -- the keys of the horizon inserted before. The table's own unique
 -- constraint still decides duplicates here: the trigger records and never
 -- skips a row, so the previous release's ingest works as before. CREATE

@@ -24,6 +24,11 @@
 // 000017 grants them to the roles that work jobs, and one `migrate` (make
 // dev, compose, every service start, every test database) applies both.
 //
+// Production's `migrate` runs UpGated (gate.go), which holds a contract
+// migration (ContractMigrations: one the previous release's code cannot run
+// on) back across one release; everything else (make dev, tests, chaos,
+// bench) runs Up, which applies every migration.
+//
 // Errors from Up and Down never carry the database password: net/url and
 // golang-migrate quote the URL in some of theirs, and `migrate` prints them.
 package migrations

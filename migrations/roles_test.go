@@ -51,6 +51,7 @@ var wantGrants = map[string]map[string]string{
 	"audit_log":                  {RoleDLQAdmin: "SI"},
 	"transaction_outbox":         {RoleWebhookAPI: "Ii", RoleOutboxRelay: "SUD", RolePayoutWorker: "Ii", RoleDLQAdmin: "SI"},
 	"schema_migrations":          {},
+	"schema_contract_holds":      {},
 	"river_job":                  {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
 	"river_leader":               {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
 	"river_queue":                {RoleWebhookAPI: "SIUD", RoleDLQAdmin: "SIUD"},
@@ -69,7 +70,7 @@ var wantGrants = map[string]map[string]string{
 	// read only through maintain_partitions and partition_status (000044).
 	"partition_policies": {},
 	// written by webhook_events' dedupe trigger, trimmed by
-	// maintain_partitions (000044, 000049).
+	// maintain_partitions (000044, 000056).
 	"webhook_event_keys": {},
 }
 
@@ -91,7 +92,7 @@ var wantFunctions = map[string][]string{
 	"resend_outbound_message(bigint,uuid)":                                    {RoleDLQAdmin},
 	"recover_outbound_endpoint(uuid,timestamp with time zone,integer)":        {RoleDLQAdmin},
 	"erase_user_data(text,text,text[],boolean)":                               {RoleDLQAdmin},
-	// Retention by time partition (000044, 000049): the only DDL a service
+	// Retention by time partition (000044, 000056): the only DDL a service
 	// may cause, on the tables of partition_policies.
 	"maintain_partitions(text)": {RoleWebhookAPI},
 	"partition_status()":        {RoleWebhookAPI},
@@ -168,8 +169,10 @@ func migrated(t *testing.T) string {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + name
-	if _, err := Up(u.String()); err != nil {
-		t.Fatalf("Up: %v", err)
+	// Production's migrate (UpGated) makes schema_contract_holds too; with
+	// Contract it applies every migration, as Up does.
+	if _, err := UpGated(u.String(), Gate{Release: "test", Contract: true}); err != nil {
+		t.Fatalf("UpGated: %v", err)
 	}
 	return u.String()
 }

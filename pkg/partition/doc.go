@@ -26,6 +26,13 @@
 //     they reach and how long the oldest one has been past its retention:
 //     AegisPartitionsAheadShort and AegisPartitionRetentionBehind page
 //     before either costs anything.
+//   - Each run trims every dedupe key past the horizon and a day: it calls
+//     maintain_partitions again while a call trims a full batch (100 000
+//     keys), for up to TrimBudget (5 minutes: hundreds of millions of keys
+//     at the measured rate); a run that spends it with keys left is
+//     followed by another after RetryAfter. aegis_partition_keys_trim_behind_seconds
+//     says how long runs have ended with keys left
+//     (AegisDedupeKeysTrimBehind).
 //
 // A drop waits at most 200 ms for its ACCESS EXCLUSIVE lock on the parent
 // (inserts queue behind a waiting drop) and is otherwise skipped until the

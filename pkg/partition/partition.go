@@ -20,9 +20,20 @@ const (
 	// weeks ahead, so an hour leaves hundreds of runs to fail before a row
 	// finds none, and a drop skipped for its lock is tried again soon.
 	DefaultInterval = time.Hour
-	// runTimeout bounds one table's run: a few catalog statements, each
-	// lock bounded by maintain_partitions' own lock_timeout.
+	// runTimeout bounds one call of maintain_partitions: a few catalog
+	// statements, each lock bounded by its own lock_timeout, and at most
+	// keysPerCall keys deleted.
 	runTimeout = 2 * time.Minute
+	// keysPerCall is the most dedupe keys one maintain_partitions call
+	// trims (000044: batches of 10 000, up to 100 000, in the call's one
+	// transaction). A call that trimmed this many may have left more.
+	keysPerCall = 100_000
+	// DefaultTrimBudget is how long one run may go on trimming dedupe keys,
+	// call after call: at the rate measured in docs/design/data-lifecycle.md
+	// (over a million keys a second) that is hundreds of millions of keys,
+	// weeks of 100 events/s. A run that spends it with keys left is followed by another
+	// after RetryAfter, not Interval.
+	DefaultTrimBudget = 5 * time.Minute
 )
 
 // Result is what one maintenance of a table did.
@@ -49,9 +60,14 @@ type Config struct {
 	Tables []string
 	// Interval between runs (DefaultInterval when zero).
 	Interval time.Duration
-	// RetryAfter is how soon a run that failed is tried again
-	// (DefaultRetryAfter when zero; at most Interval).
+	// RetryAfter is how soon a run that failed, or that spent TrimBudget
+	// with dedupe keys left, is tried again (DefaultRetryAfter when zero; at
+	// most Interval).
 	RetryAfter time.Duration
+	// TrimBudget is how long one run may keep calling maintain_partitions
+	// while each call trims a full keysPerCall (DefaultTrimBudget when
+	// zero).
+	TrimBudget time.Duration
 }
 
 // DefaultRetryAfter is how soon a failed run is tried again.
@@ -62,9 +78,12 @@ const DefaultRetryAfter = time.Minute
 // lock per table) and does nothing when nothing is due, so N replicas cost
 // N-1 no-op calls an hour and no replica has to be elected.
 type Keeper struct {
-	pool   *pgxpool.Pool
-	cfg    Config
-	logger *slog.Logger
+	pool    *pgxpool.Pool
+	cfg     Config
+	logger  *slog.Logger
+	clock   func() time.Time
+	trimmed *prometheus.CounterVec
+	behind  *prometheus.GaugeVec
 }
 
 // New returns the Keeper of cfg.Tables on pool.
@@ -72,8 +91,11 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Keeper, error) {
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("partition: Tables: at least one is required")
 	}
-	if cfg.Interval < 0 || cfg.RetryAfter < 0 {
-		return nil, errors.New("partition: Interval and RetryAfter must not be negative")
+	if cfg.Interval < 0 || cfg.RetryAfter < 0 || cfg.TrimBudget < 0 {
+		return nil, errors.New("partition: Interval, RetryAfter and TrimBudget must not be negative")
+	}
+	if cfg.TrimBudget == 0 {
+		cfg.TrimBudget = DefaultTrimBudget
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
@@ -83,7 +105,26 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Keeper, error) {
 	}
 	cfg.RetryAfter = min(cfg.RetryAfter, cfg.Interval)
 	deps = deps.WithDefaults()
-	return &Keeper{pool: pool, cfg: cfg, logger: deps.Logger}, nil
+	k := &Keeper{pool: pool, cfg: cfg, logger: deps.Logger, clock: deps.Clock,
+		trimmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aegis_partition_keys_trimmed_total",
+			Help: "Dedupe keys older than the horizon and a day this replica's keeper deleted.",
+		}, []string{"table"}),
+		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aegis_partition_keys_trim_behind_seconds",
+			Help: "How long this replica's keeper has ended its runs with expired dedupe keys possibly left (its trim budget spent, or the run failed); 0 once a run trimmed them all.",
+		}, []string{"table"}),
+	}
+	for _, c := range []prometheus.Collector{k.trimmed, k.behind} {
+		if err := deps.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("partition: register metrics: %w", err)
+		}
+	}
+	for _, t := range cfg.Tables {
+		k.trimmed.WithLabelValues(t)
+		k.behind.WithLabelValues(t).Set(0)
+	}
+	return k, nil
 }
 
 // Component is the Keeper as a lifecycle component (a supervised loop:
@@ -93,11 +134,15 @@ func (k *Keeper) Component(deps lifecycle.Deps) lifecycle.Component {
 }
 
 // Run maintains the tables now and then every Interval (RetryAfter after a
-// failure) until ctx ends.
+// failure, or after a run that spent its TrimBudget with keys left) until
+// ctx ends.
 func (k *Keeper) Run(ctx context.Context) error {
+	behindSince := map[string]time.Time{}
 	for {
 		wait := k.cfg.Interval
-		if err := k.Once(ctx); err != nil {
+		caughtUp, err := k.once(ctx, behindSince)
+		switch {
+		case err != nil:
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -105,6 +150,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 			// long before a row finds none, and AegisPartitionsAheadShort
 			// pages if runs keep failing.
 			k.logger.Warn("partition maintenance failed; retrying", "error", err.Error(), "retry_in", k.cfg.RetryAfter.String())
+			wait = k.cfg.RetryAfter
+		case !caughtUp:
 			wait = k.cfg.RetryAfter
 		}
 		t := time.NewTimer(wait)
@@ -118,23 +165,73 @@ func (k *Keeper) Run(ctx context.Context) error {
 }
 
 // Once maintains every table; one table failing does not keep the others
-// from theirs.
+// from theirs. It keeps calling maintain_partitions while each call trims
+// a full batch of dedupe keys, for at most TrimBudget a table.
 func (k *Keeper) Once(ctx context.Context) error {
+	_, err := k.once(ctx, map[string]time.Time{})
+	return err
+}
+
+// once is Once; it reports whether every table's expired keys were all
+// trimmed, and keeps behindSince (per table, since when runs have ended
+// with keys possibly left) for the behind gauge.
+func (k *Keeper) once(ctx context.Context, behindSince map[string]time.Time) (caughtUp bool, err error) {
 	var errs []error
+	caughtUp = true
 	for _, table := range k.cfg.Tables {
-		ctx, cancel := context.WithTimeout(ctx, runTimeout)
-		r, err := Maintain(ctx, k.pool, table)
-		cancel()
+		start := k.clock()
+		done, err := k.maintain(ctx, table)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if done && err == nil {
+			delete(behindSince, table)
+			k.behind.WithLabelValues(table).Set(0)
 			continue
 		}
-		if r.Created+r.Dropped+r.Skipped+r.KeysTrimmed > 0 {
-			k.logger.Info("partitions maintained", "table", table, "created", r.Created, "dropped", r.Dropped,
-				"drops_skipped_for_lock", r.Skipped, "dedupe_keys_trimmed", r.KeysTrimmed)
+		caughtUp = false
+		if _, ok := behindSince[table]; !ok {
+			behindSince[table] = start
+		}
+		k.behind.WithLabelValues(table).Set(k.clock().Sub(behindSince[table]).Seconds())
+	}
+	return caughtUp, errors.Join(errs...)
+}
+
+// maintain runs maintain_partitions on table, again while a call trims
+// keysPerCall keys and TrimBudget is not spent; done is false when the
+// budget ran out with keys possibly left.
+func (k *Keeper) maintain(ctx context.Context, table string) (done bool, err error) {
+	start := k.clock()
+	var total Result
+	calls := 0
+	defer func() {
+		if total.Created+total.Dropped+total.Skipped+total.KeysTrimmed > 0 || (!done && err == nil) {
+			k.logger.Info("partitions maintained", "table", table, "created", total.Created, "dropped", total.Dropped,
+				"drops_skipped_for_lock", total.Skipped, "dedupe_keys_trimmed", total.KeysTrimmed, "calls", calls,
+				"took", k.clock().Sub(start).String(), "dedupe_keys_left", !done && err == nil)
+		}
+	}()
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, runTimeout)
+		r, err := Maintain(callCtx, k.pool, table)
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		calls++
+		k.trimmed.WithLabelValues(table).Add(float64(r.KeysTrimmed))
+		total.Created += r.Created
+		total.Dropped += r.Dropped
+		total.Skipped += r.Skipped
+		total.KeysTrimmed += r.KeysTrimmed
+		if r.KeysTrimmed < keysPerCall {
+			return true, nil
+		}
+		if k.clock().Sub(start) >= k.cfg.TrimBudget {
+			return false, nil
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Gauges reads the partitions of tables when Prometheus scrapes (every

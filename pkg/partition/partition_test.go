@@ -201,7 +201,7 @@ func TestPolicyRefusesAShortHorizonOrRetention(t *testing.T) {
 }
 
 // Between the release that brings migrations 000044 to 000048 and the one
-// that partitions webhook_events (000049), the keeper runs against the
+// that partitions webhook_events (000056), the keeper runs against the
 // unpartitioned table: it only trims the dedupe keys, and the gauges have
 // no line for the table (no AegisPartitionsAheadShort for a table that has
 // no partitions yet).

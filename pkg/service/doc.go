@@ -1,8 +1,10 @@
 // Package service is the frame every Aegis binary runs in: SIGINT/SIGTERM
 // handling, the settings all services share (DATABASE_URL, HTTP_ADDR,
 // LOG_LEVEL, SHUTDOWN_GRACE, SHUTDOWN_DRAIN, ADMIN_ADDR), the JSON logger, and the `migrate` subcommand
-// that applies the embedded schema and exits (what `make migrate` and the
-// compose migration step run).
+// that applies the embedded schema and exits (what `make migrate`, the
+// compose migration step and the Kubernetes migrate Job run). `migrate`
+// holds a contract migration back until another release runs it
+// (migrations.UpGated); `migrate --contract` applies it at once.
 //
 // ADMIN_ADDR moves /metrics and the detailed /readyz (which names each
 // dependency and its error) to a listener of their own, so that only the

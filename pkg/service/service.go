@@ -251,7 +251,16 @@ func dispatch(ctx context.Context, name string, args []string, run RunFunc, gete
 	}
 	switch args[0] {
 	case "migrate":
-		return Migrate(getenv, stdout, name) //nolint:contextcheck // a migration runs to its end: not cancelled half-way by a signal
+		contract := false
+		for _, a := range args[1:] {
+			switch a {
+			case "--contract", "-contract":
+				contract = true
+			default:
+				return fmt.Errorf("migrate: unknown argument %q (want none or --contract)", a)
+			}
+		}
+		return Migrate(getenv, stdout, name, contract) //nolint:contextcheck // a migration runs to its end: not cancelled half-way by a signal
 	case "healthcheck":
 		return Healthcheck(ctx, getenv)
 	case "version", "--version", "-version":
@@ -294,18 +303,35 @@ func Healthcheck(ctx context.Context, getenv func(string) string) error {
 	return nil
 }
 
-// Migrate applies the embedded migrations to DATABASE_URL.
-func Migrate(getenv func(string) string, stdout io.Writer, name string) error {
+// Migrate applies the embedded migrations to DATABASE_URL, holding back a
+// contract migration (migrations.ContractMigrations) that no other release
+// has stopped before yet: the release that first reaches it records itself
+// and stops before it; the next release's `migrate` applies it, its rollout
+// starting only once the holding release is all that runs. contract
+// (`migrate --contract`) applies it now, for an operator who knows no pod
+// of the previous release is left, and for dev builds (every one is
+// release "dev", so none differs from the one that held it).
+func Migrate(getenv func(string) string, stdout io.Writer, name string, contract bool) error {
 	env := config.New(getenv)
 	base := ReadBase(env, name, ":0")
 	if err := env.Err(); err != nil {
 		return err
 	}
 	logger := base.Logger(stdout)
-	v, err := migrations.Up(base.DatabaseURL)
+	release := buildinfo.Get().Version
+	r, err := migrations.UpGated(base.DatabaseURL, migrations.Gate{Release: release, Contract: contract})
 	if err != nil {
 		return err
 	}
-	logger.Info("schema migrated", "version", v)
+	for _, v := range r.Applied {
+		logger.Info("contract migration applied", "migration", v, "release", release, "forced", contract)
+	}
+	if h := r.Held; h != nil {
+		logger.Warn("contract migration held back until the next release",
+			"migration", h.Version, "why", h.Why, "held_by", h.By, "held_since", h.At.UTC().Format(time.RFC3339),
+			"release", release,
+			"applied_by", "the migrate of any release other than "+h.By+" (its rollout starts once "+h.By+" is all that runs), or `migrate --contract` once no pod of the release before "+h.By+" is left")
+	}
+	logger.Info("schema migrated", "version", r.Version, "fresh_database", r.Fresh)
 	return nil
 }

@@ -8,7 +8,7 @@
 //     acknowledged again; this is also Paystack's only replay protection.
 //     webhook_events is partitioned by day on received_at (the store's
 //     clock), so the key is unique only within a partition: its BEFORE
-//     INSERT trigger (migration 000049) records the key in
+//     INSERT trigger (migration 000056) records the key in
 //     webhook_event_keys, under a real primary key, and skips the row as ON
 //     CONFLICT DO NOTHING would when the key is there and within the dedupe
 //     horizon (partition_policies, 7 days; Stripe retries for 3); a

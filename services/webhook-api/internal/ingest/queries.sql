@@ -8,7 +8,7 @@
 -- The one round trip path's insert: every event of a group in one
 -- statement, because a duplicate must abort the whole pipelined
 -- transaction (unique violation) so that no outbox row is committed for
--- it. webhook_events' dedupe trigger skips a duplicate (migration 000049:
+-- it. webhook_events' dedupe trigger skips a duplicate (migration 000056:
 -- no unique constraint spans its partitions), and
 -- webhook_events_all_inserted turns the skipped row into the unique
 -- violation of webhook_events_provider_event_id_key. The events are
@@ -61,7 +61,7 @@ ORDER BY i.n;
 -- least as new as what was seen, so no row back means stale. track is
 -- false for payout outcomes, which psp_objects does not track: their order
 -- is the worker's to judge, on the events it applied. id is NULL for a
--- duplicate: webhook_events' dedupe trigger skips it (000049); before that
+-- duplicate: webhook_events' dedupe trigger skips it (000056); before that
 -- migration, ON CONFLICT DO NOTHING on the table's unique (provider,
 -- event_id) did, so the statement runs on either schema (a conflict target
 -- would not: a partitioned table has no unique index on the key). sqlc
@@ -89,7 +89,7 @@ SELECT (SELECT id FROM ev) AS id, (SELECT count(*) FROM obj)::int AS fresh;
 -- Records an event that cannot be stored as sent with what of it can be: no
 -- psp_objects entry (it is never acted on) and no outbox row; its body goes
 -- to the dead-letter store beside it. No row back: a duplicate (skipped
--- by webhook_events' dedupe trigger, or before 000049 by ON CONFLICT).
+-- by webhook_events' dedupe trigger, or before 000056 by ON CONFLICT).
 INSERT INTO webhook_events
     (provider, event_id, event_type, object_id, user_id, amount, currency, occurred_at, payload, correlation_id, received_at)
 VALUES (@provider::text, @event_id::text, @event_type::text, nullif(@object_id::text, ''), nullif(@user_id::text, ''),

@@ -90,6 +90,8 @@ func exported() map[string]string {
 		"aegis_partition_retention_overdue_seconds": "pkg/partition (webhook-api)",
 		"aegis_partition_retention_seconds":         "pkg/partition (webhook-api)",
 		"aegis_partitions":                          "pkg/partition (webhook-api)",
+		"aegis_partition_keys_trimmed_total":        "pkg/partition (webhook-api)",
+		"aegis_partition_keys_trim_behind_seconds":  "pkg/partition (webhook-api)",
 	}
 }
 

@@ -95,7 +95,7 @@ func (v planValues) values() map[string]any {
 		"Providers": []string{"stripe"}, "EventIDs": []string{event}, "EventTypes": []string{"payment_intent.succeeded"},
 		"ObjectIDs": []string{"pi_" + event}, "UserIDs": []string{user}, "Amounts": []int64{5000}, "Currencies": []string{"usd"},
 		"OccurredAts": []time.Time{v.Now}, "Payloads": []string{`{}`}, "CorrelationIDs": []string{""},
-		"Statuses": []string{"succeeded"}, "Topics": []string{"aegis.webhook.pending"}, "PartitionKeys": []string{user},
+		"Statuses": []string{"succeeded"}, "ReceivedAt": v.Now, "Topics": []string{"aegis.webhook.pending"}, "PartitionKeys": []string{user},
 		"Headers": []string{`{}`}, "MaxRetries": []int32{6}, "NextRetryAts": []time.Time{v.Now},
 		// The relay: its default batch, lease and purge batch.
 		"Owner": "soak-explain", "LockedUntil": v.Now.Add(time.Minute), "Now": v.Now, "Batch": 2000, "IDs": ids,

@@ -36,7 +36,7 @@ type PSPReconcileArgs struct {
 }
 
 // Kind names the job in river_job.kind.
-func (PSPReconcileArgs) Kind() string { return "psp_reconcile" }
+func (PSPReconcileArgs) Kind() string { return KindPSPRun }
 
 // InsertOpts puts the job in PSPReconcileQueue, one River job per run.
 func (PSPReconcileArgs) InsertOpts() river.InsertOpts {

@@ -70,6 +70,10 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
+	// PSPRunTimeout is PSP_RECONCILE_RUN_TIMEOUT: webhook-api works the
+	// runs, but this service's River client may lead the shared schema,
+	// and River's rescuer, on the leader, judges a run by it.
+	PSPRunTimeout time.Duration
 	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one dead letter is
 	// retried in place before it is released and polled again.
 	StoreRetryFor time.Duration
@@ -164,6 +168,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		PaystackAPIBase:           env.String("PAYSTACK_API_BASE", ""),
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
+		PSPRunTimeout:             env.PSPReconcileRunTimeout(),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
 		FourEyes: FourEyes{
 			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
@@ -308,8 +313,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reconciler.WithStatementTimeout(cfg.ReconcileStatementTimeout)
 	// Bulk replays and the scheduled reconciliation run on River (package
 	// jobs); creating a replay job queues its River job in one transaction.
+	// Its Kinds are webhook-api's too (pkg/jobs.Kinds): whichever client
+	// leads the River schema rescues both services' jobs.
 	runner, err := jobs.New(pool, replays, reconciler, jobs.Config{ReplayRate: cfg.ReplayRate,
-		ReconcileInterval: cfg.ReconcileInterval}, deps)
+		ReconcileInterval: cfg.ReconcileInterval, Kinds: jobs.Kinds{PSPRunTimeout: cfg.PSPRunTimeout}}, deps)
 	if err != nil {
 		return err
 	}

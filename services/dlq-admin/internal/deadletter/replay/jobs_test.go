@@ -313,7 +313,7 @@ func TestStoppedClientsJobIsFinishedByAnother(t *testing.T) {
 
 // A replica that crashed while working a job (its process gone: River's job
 // left running, the replay_jobs row held by its token) does not keep the job
-// for ever: River's rescuer hands it to a live client once RescueAfter has
+// for ever: River's rescuer hands it to a live client once the kind's timeout has
 // passed, which finishes it without replaying a letter twice. (A worker
 // Timeout of -1 made River skip the job: it stayed running.)
 func TestCrashedReplicasJobIsRescued(t *testing.T) {
@@ -334,7 +334,7 @@ func TestCrashedReplicasJobIsRescued(t *testing.T) {
 		cursor_id = $3, locked_by = 'dead-runner' WHERE id = $1`, job.ID, t0, ids[2])
 	require.NoError(t, err)
 
-	b.runner(t, "runner-b", jobs.Config{ReplayRate: 2000, ReplaySlice: time.Second, RescueAfter: 2 * time.Second})
+	b.runner(t, "runner-b", jobs.Config{ReplayRate: 2000, ReplaySlice: time.Second, Kinds: jobs.Kinds{ReplayTimeout: 2 * time.Second}})
 	job = b.waitFinished(t, job.ID)
 	require.Equal(t, replay.JobDone, job.Status)
 	require.Equal(t, len(ids), job.Replayed)

@@ -35,6 +35,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
@@ -120,7 +121,8 @@ type FourEyes struct {
 //	                                   approval by the requester's person (names compared NFKC, case folded, spaces collapsed); a token not
 //	                                   listed is a person of its own name; a name that is no configured token is a configuration error
 //	DLQ_CONSUMER_GROUP                 the consumer group that moves `<topic>.dlq` records into the dead-letter store
-//	DLQ_CHECK_INTERVAL                 how often the dead-letter depth is measured and new letters are alerted on
+//	DLQ_CHECK_INTERVAL                 how often the dead-letter depth is measured and new letters are alerted on, and how often
+//	                                   replay jobs whose River job is gone are looked for (ended as failed, logged as an error)
 //	DLQ_DEPTH_ALERT_THRESHOLD          open dead letters of one topic above which an alert is raised
 //	DLQ_STORE_RETRY_FOR                how long one dead letter is retried in place while Postgres cannot store it; then it is
 //	                                   released (nothing committed) and polled again. A letter Postgres refuses for its data is stored raw
@@ -369,6 +371,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
+			// A replay job whose River job is gone (attempts spent,
+			// cancelled, deleted) is ended as failed and logged as an
+			// error, not left queued or running for ever.
+			loop("replay-orphans", func(ctx context.Context) error {
+				return watch.Run(ctx, watch.Task{Every: cfg.Monitor.CheckInterval,
+					Do: func(ctx context.Context) error { _, err := replays.EndOrphanedJobs(ctx); return err },
+					Failed: func(err error) {
+						logger.WarnContext(ctx, "replay jobs whose River job is gone: check failed", "error", err.Error())
+					}})
+			}),
 			loop("stall", stalls.Run),
 			runner,
 		}},

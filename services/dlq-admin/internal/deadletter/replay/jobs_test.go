@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -404,4 +405,56 @@ func TestCreateJobQueuesOneRiverJob(t *testing.T) {
 	job, err := b.svc.CreateJob(context.Background(), "bob", request(2))
 	require.NoError(t, err)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'replay_job' AND queue = 'replay' AND state = 'available' AND (args->>'replay_job_id')::bigint = $1`, job.ID))
+}
+
+// A replay job whose River job is gone (discarded after its last attempt,
+// or deleted) would stay queued or running for ever with its letters open
+// and nothing said: EndOrphanedJobs ends it as failed, says why, audits it.
+// A job whose River job is live is left alone, and an ended job is not
+// ended twice.
+func TestOrphanedJobIsEndedAsFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mixed(t, 4)
+	orphan, err := b.svc.CreateJob(ctx, "bob", request(2))
+	require.NoError(t, err)
+	live, err := b.svc.CreateJob(ctx, "bob", request(2))
+	require.NoError(t, err)
+	// As dlq-admin runs it: with its role's grants.
+	pool := b.db.As(t, migrations.RoleDLQAdmin)
+	sweeper := replay.New(pool, store.New(pool), lifecycle.Deps{Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return t0.Add(time.Hour) }})
+
+	ended, err := sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ended, "both River jobs are available")
+
+	// What River does to a job whose last attempt failed.
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE args->>'replay_job_id' = $1`,
+		fmt.Sprint(orphan.ID))
+	require.NoError(t, err)
+	ended, err = sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{orphan.ID}, ended)
+	got, err := b.svc.Job(ctx, orphan.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobFailed, got.Status)
+	require.NotNil(t, got.LastError)
+	require.Contains(t, *got.LastError, "River job ended without finishing it")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_cancel' AND actor = $1 AND target_id = $2`,
+		replay.OrphanActor, fmt.Sprint(orphan.ID)))
+	got, err = b.svc.Job(ctx, live.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobQueued, got.Status, "its River job is live")
+
+	ended, err = sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ended, "ended once")
+
+	// A River job deleted (River's cleaner, an operator) orphans it too.
+	_, err = b.db.Pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'replay_job_id' = $1`, fmt.Sprint(live.ID))
+	require.NoError(t, err)
+	ended, err = sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{live.ID}, ended)
 }

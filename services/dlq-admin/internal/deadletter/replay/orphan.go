@@ -1,0 +1,107 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/jobs"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
+)
+
+// OrphanActor is the audit_log actor of a job ended because its River job
+// is gone.
+const OrphanActor = "dlq-admin"
+
+// orphanReason is the last_error of such a job.
+const orphanReason = "its River job ended without finishing it (attempts spent, cancelled or deleted); " +
+	"create a new replay job for the letters still open"
+
+// maxOrphanCheck bounds the active jobs one EndOrphanedJobs looks at (the
+// oldest first; the next call looks at the rest once these are ended).
+const maxOrphanCheck = 100
+
+// liveJobStates are a River job's states in which it will still be worked.
+func liveJobStates() []rivertype.JobState {
+	return []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+		rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+}
+
+// EndOrphanedJobs ends, as failed, every queued or running replay job whose
+// River job will never work it (discarded after its last attempt,
+// cancelled, or deleted), audits it and logs it as an error, and returns
+// their ids. Without it such a job would say queued or running for ever,
+// and nothing would tell an operator that its letters are still open: it
+// is the replay's counterpart of jobs.EndOrphanedPSPRun. dlq-admin runs it
+// on its watch loop (DLQ_CHECK_INTERVAL).
+//
+// A job and its River job are inserted in one transaction, so a job read
+// here has its River job visible to the list that follows; River's jobs are
+// read through River's client (JobListTx), never by SQL on its tables. A job
+// that finished meanwhile is left as it is (EndOrphanedJob matches only a
+// job still queued or running).
+func (s *Service) EndOrphanedJobs(ctx context.Context) (_ []int64, err error) {
+	defer fault.Mark(&err, what)
+	var ended []int64
+	err = database.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		ended = ended[:0]
+		q := s.q.WithTx(tx)
+		ids, err := q.ActiveJobIDs(ctx, maxOrphanCheck)
+		if err != nil {
+			return fmt.Errorf("list active replay jobs: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		// A client without a pool: JobListTx works on the transaction.
+		client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
+		if err != nil {
+			return fmt.Errorf("replay jobs' River jobs: River client: %w", err)
+		}
+		for _, id := range ids {
+			res, err := client.JobListTx(ctx, tx, river.NewJobListParams().
+				Kinds(jobs.KindReplay).States(liveJobStates()...).
+				Where("args->>'replay_job_id' = @id", river.NamedArgs{"id": strconv.FormatInt(id, 10)}).First(1))
+			if err != nil {
+				return fmt.Errorf("list replay job %d's River job: %w", id, err)
+			}
+			if len(res.Jobs) > 0 {
+				continue
+			}
+			now := s.now()
+			row, err := q.EndOrphanedJob(ctx, sqlcdb.EndOrphanedJobParams{ID: id, FinishedAt: now, LastError: orphanReason})
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue // it finished meanwhile
+			}
+			job, err := toJob(jobRow(row), err)
+			if err != nil {
+				return fmt.Errorf("end orphaned replay job %d: %w", id, err)
+			}
+			if err := audit.Write(ctx, tx, audit.Entry{Actor: OrphanActor, Action: store.ActionReplayJobStop,
+				TargetType: store.TargetReplayJob, TargetID: audit.ID(id), At: now,
+				Detail: map[string]any{"replayed": job.Replayed, "why": orphanReason}}); err != nil {
+				return err
+			}
+			ended = append(ended, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ended {
+		s.logger.ErrorContext(ctx, "replay job abandoned: its River job is gone; ended as failed, its remaining letters are still open",
+			"replay_job_id", id)
+	}
+	return ended, nil
+}

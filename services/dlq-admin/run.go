@@ -35,7 +35,6 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/payouts"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/review/resolution"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/ui"
-	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/depth"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch/stall"
 )
@@ -352,6 +351,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Outbound: newOutbound(pool, cfg.Outbound)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
+	orphans, err := replay.NewOrphanWatcher(replays, cfg.Monitor.CheckInterval, reg)
+	if err != nil {
+		return err
+	}
 	if err := ui.Mount(router); err != nil {
 		return err
 	}
@@ -372,15 +375,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
 			// A replay job whose River job is gone (attempts spent,
-			// cancelled, deleted) is ended as failed and logged as an
-			// error, not left queued or running for ever.
-			loop("replay-orphans", func(ctx context.Context) error {
-				return watch.Run(ctx, watch.Task{Every: cfg.Monitor.CheckInterval,
-					Do: func(ctx context.Context) error { _, err := replays.EndOrphanedJobs(ctx); return err },
-					Failed: func(err error) {
-						logger.WarnContext(ctx, "replay jobs whose River job is gone: check failed", "error", err.Error())
-					}})
-			}),
+			// cancelled, deleted) is ended as failed and alerted on, not
+			// left queued or running for ever.
+			loop("replay-orphans", orphans.Run),
 			loop("stall", stalls.Run),
 			runner,
 		}},

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/migrations"
@@ -451,10 +454,22 @@ func TestOrphanedJobIsEndedAsFailed(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ended, "ended once")
 
-	// A River job deleted (River's cleaner, an operator) orphans it too.
+	// A River job deleted (River's cleaner, an operator) orphans it too;
+	// the watcher counts it for AegisReplayJobAbandoned.
 	_, err = b.db.Pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'replay_job_id' = $1`, fmt.Sprint(live.ID))
 	require.NoError(t, err)
-	ended, err = sweeper.EndOrphanedJobs(ctx)
+	reg := prometheus.NewRegistry()
+	w, err := replay.NewOrphanWatcher(sweeper, time.Minute, reg)
 	require.NoError(t, err)
-	require.Equal(t, []int64{live.ID}, ended)
+	n, err := w.Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(`
+# HELP aegis_replay_jobs_abandoned_total Replay jobs ended as failed because their River job was gone (attempts spent, cancelled or deleted).
+# TYPE aegis_replay_jobs_abandoned_total counter
+aegis_replay_jobs_abandoned_total 1
+`), "aegis_replay_jobs_abandoned_total"))
+	got, err = b.svc.Job(ctx, live.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobFailed, got.Status)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -17,6 +19,7 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/fault"
+	"github.com/aegis-payments/aegis/services/dlq-admin/internal/watch"
 )
 
 // OrphanActor is the audit_log actor of a job ended because its River job
@@ -104,4 +107,45 @@ func (s *Service) EndOrphanedJobs(ctx context.Context) (_ []int64, err error) {
 			"replay_job_id", id)
 	}
 	return ended, nil
+}
+
+// OrphanWatcher runs EndOrphanedJobs every interval (DLQ_CHECK_INTERVAL)
+// and counts the jobs it ended in aegis_replay_jobs_abandoned_total, which
+// AegisReplayJobAbandoned alerts on: the row says failed and why, the alert
+// tells an operator its letters are still open.
+type OrphanWatcher struct {
+	svc   *Service
+	every time.Duration
+	ended prometheus.Counter
+}
+
+// NewOrphanWatcher returns svc's watcher; reg takes its counter.
+func NewOrphanWatcher(svc *Service, every time.Duration, reg prometheus.Registerer) (*OrphanWatcher, error) {
+	if every <= 0 {
+		return nil, errors.New("replay orphan watcher: the interval must be positive")
+	}
+	w := &OrphanWatcher{svc: svc, every: every, ended: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "aegis_replay_jobs_abandoned_total",
+		Help: "Replay jobs ended as failed because their River job was gone (attempts spent, cancelled or deleted).",
+	})}
+	if err := reg.Register(w.ended); err != nil {
+		return nil, fmt.Errorf("replay orphan watcher: %w", err)
+	}
+	return w, nil
+}
+
+// Check ends the orphaned jobs once and counts them.
+func (w *OrphanWatcher) Check(ctx context.Context) (int, error) {
+	ended, err := w.svc.EndOrphanedJobs(ctx)
+	w.ended.Add(float64(len(ended)))
+	return len(ended), err
+}
+
+// Run checks at once and then every interval until ctx ends.
+func (w *OrphanWatcher) Run(ctx context.Context) error {
+	return watch.Run(ctx, watch.Task{Every: w.every,
+		Do: func(ctx context.Context) error { _, err := w.Check(ctx); return err },
+		Failed: func(err error) {
+			w.svc.logger.WarnContext(ctx, "replay jobs whose River job is gone: check failed", "error", err.Error())
+		}})
 }

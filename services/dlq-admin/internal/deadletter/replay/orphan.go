@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/aegis-payments/aegis/pkg/database"
 	"github.com/aegis-payments/aegis/pkg/jobs"
@@ -34,12 +30,6 @@ const orphanReason = "its River job ended without finishing it (attempts spent, 
 // oldest first; the next call looks at the rest once these are ended).
 const maxOrphanCheck = 100
 
-// liveJobStates are a River job's states in which it will still be worked.
-func liveJobStates() []rivertype.JobState {
-	return []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-		rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
-}
-
 // EndOrphanedJobs ends, as failed, every queued or running replay job whose
 // River job will never work it (discarded after its last attempt,
 // cancelled, or deleted), audits it and logs it as an error, and returns
@@ -49,9 +39,9 @@ func liveJobStates() []rivertype.JobState {
 // on its watch loop (DLQ_CHECK_INTERVAL).
 //
 // A job and its River job are inserted in one transaction, so a job read
-// here has its River job visible to the list that follows; River's jobs are
-// read through River's client (JobListTx), never by SQL on its tables. A job
-// that finished meanwhile is left as it is (EndOrphanedJob matches only a
+// here has its River job visible to the question that follows
+// (jobs.HasLiveJob: River's client, never SQL on its tables). A job that
+// finished meanwhile is left as it is (EndOrphanedJob matches only a
 // job still queued or running).
 func (s *Service) EndOrphanedJobs(ctx context.Context) (_ []int64, err error) {
 	defer fault.Mark(&err, what)
@@ -66,19 +56,12 @@ func (s *Service) EndOrphanedJobs(ctx context.Context) (_ []int64, err error) {
 		if len(ids) == 0 {
 			return nil
 		}
-		// A client without a pool: JobListTx works on the transaction.
-		client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
-		if err != nil {
-			return fmt.Errorf("replay jobs' River jobs: River client: %w", err)
-		}
 		for _, id := range ids {
-			res, err := client.JobListTx(ctx, tx, river.NewJobListParams().
-				Kinds(jobs.KindReplay).States(liveJobStates()...).
-				Where("args->>'replay_job_id' = @id", river.NamedArgs{"id": strconv.FormatInt(id, 10)}).First(1))
+			live, err := jobs.HasLiveJob(ctx, tx, jobs.KindReplay, "replay_job_id", id)
 			if err != nil {
-				return fmt.Errorf("list replay job %d's River job: %w", id, err)
+				return fmt.Errorf("replay job %d: %w", id, err)
 			}
-			if len(res.Jobs) > 0 {
+			if live {
 				continue
 			}
 			now := s.now()

@@ -70,7 +70,7 @@ type MoneyBackTiming struct {
 }
 
 // MoneyBackTiming reads PSP_RECONCILE_INTERVAL, PSP_RECONCILE_RUN_TIMEOUT
-// and MONEY_BACK_CREDIT_WAIT and holds them to the rule above: unset, the
+// (PSPReconcileRunTimeout) and MONEY_BACK_CREDIT_WAIT and holds them to the rule above: unset, the
 // wait is MinMoneyBackCreditWait (MoneyBackCreditWaitOnDemand without a
 // schedule); set shorter than that, it is refused, naming the variables.
 // Set the first two once for every service (the manifests' aegis-config).
@@ -79,8 +79,6 @@ type MoneyBackTiming struct {
 //	                           inserts at each period's start, UTC multiples of the interval, and at start:
 //	                           one run per period however many replicas);
 //	                           0: only when requested (POST /v1/psp-reconciliation on dlq-admin)
-//	PSP_RECONCILE_RUN_TIMEOUT  the longest one reconciliation run may take; a run still going then is
-//	                           cancelled and handed to another replica (River's job timeout and rescue delay)
 //	MONEY_BACK_CREDIT_WAIT     how long a refund or dispute that arrives before its payment's credit is
 //	                           published again, delayed, waiting for the credit before it is dead-lettered;
 //	                           unset: PSP_RECONCILE_INTERVAL + PSP_RECONCILE_RUN_TIMEOUT + 1m (46m with the
@@ -88,7 +86,7 @@ type MoneyBackTiming struct {
 func (e *Env) MoneyBackTiming() MoneyBackTiming {
 	t := MoneyBackTiming{
 		ReconcileInterval:   e.Duration("PSP_RECONCILE_INTERVAL", PSPReconcileIntervalDefault),
-		ReconcileRunTimeout: e.Duration("PSP_RECONCILE_RUN_TIMEOUT", PSPReconcileRunLimit),
+		ReconcileRunTimeout: e.PSPReconcileRunTimeout(),
 	}
 	if t.ReconcileInterval < 0 {
 		e.Errorf("PSP_RECONCILE_INTERVAL must not be negative (0 turns the schedule off)")
@@ -99,10 +97,6 @@ func (e *Env) MoneyBackTiming() MoneyBackTiming {
 		// River's least period is a second.
 		e.Errorf("PSP_RECONCILE_INTERVAL must be 0 (no schedule) or at least 1s")
 		t.ReconcileInterval = PSPReconcileIntervalDefault
-	}
-	if t.ReconcileRunTimeout < time.Second {
-		e.Errorf("PSP_RECONCILE_RUN_TIMEOUT must be at least 1s")
-		t.ReconcileRunTimeout = PSPReconcileRunLimit
 	}
 	floor := MinMoneyBackCreditWait(t.ReconcileInterval, t.ReconcileRunTimeout)
 	def := floor
@@ -119,4 +113,24 @@ func (e *Env) MoneyBackTiming() MoneyBackTiming {
 			"set it to at least %s, or unset it", t.CreditWait, t.ReconcileInterval, t.ReconcileRunTimeout, CreditPropagation, floor)
 	}
 	return t
+}
+
+// PSPReconcileRunTimeout reads PSP_RECONCILE_RUN_TIMEOUT: the timeout of a
+// PSP reconciliation run's River job. webhook-api works the runs; dlq-admin
+// reads it too, because River's rescuer runs on whichever service's client
+// leads the shared River schema and judges a run by this timeout
+// (pkg/jobs.Kinds): set it once for every service.
+//
+//	PSP_RECONCILE_RUN_TIMEOUT  the longest one reconciliation run may take; a run still going then is
+//	                           cancelled, and a run whose replica died is handed to another replica once
+//	                           this long has passed since it started (River's job timeout and rescue delay,
+//	                           applied by whichever service's River client leads: set it once, for every
+//	                           service)
+func (e *Env) PSPReconcileRunTimeout() time.Duration {
+	d := e.Duration("PSP_RECONCILE_RUN_TIMEOUT", PSPReconcileRunLimit)
+	if d < time.Second {
+		e.Errorf("PSP_RECONCILE_RUN_TIMEOUT must be at least 1s")
+		return PSPReconcileRunLimit
+	}
+	return d
 }

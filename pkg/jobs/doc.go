@@ -16,11 +16,25 @@
 //
 // What every client shares: River logs through the service's slog logger;
 // the reindexer is off (REINDEX needs the indexes' owner, the migrator, and
-// the services' roles have DML only: migrations 000017 and 000018); the
-// rescue of a crashed worker's job comes after Config.RescueAfter, which is
-// also the job timeout of a worker that states none. River never rescues
-// the job of a worker whose Timeout is negative: a worker that must be
-// rescued returns a positive Timeout (pspsync's returns RescueAfter).
+// the services' roles have DML only: migrations 000017 and 000018); River's
+// default retry policy (none is set).
+//
+// Every client knows every job kind of the schema (Kinds). River's rescuer
+// runs on the schema's leader only, whichever service's client that is, and
+// judges a stuck job by the leader's worker for its kind: without one it
+// discards the job; with one, it leaves the job alone within the worker's
+// Timeout and retries it after (attempts left). So each kind is declared
+// here once, with its queue and timeout; the services' workers take their
+// Timeout from Kinds, and New registers, for every kind of a queue the
+// client does not work, a stand-in worker with the kind's timeout and
+// River's default retry, whose Work fails (it is never handed a job: the
+// client does not fetch that queue). The rescue horizon is the shortest
+// timeout (Kinds.RescueAfter): a job is rescued once its own kind's timeout
+// has passed, and not before, whichever client leads. Every client must be
+// given the same Kinds (only the PSP run's timeout is a setting,
+// PSP_RECONCILE_RUN_TIMEOUT, read by both services). A worker whose kind is
+// not declared (tests') gets the horizon as its timeout; River never
+// rescues the job of a worker whose Timeout is negative, so none is.
 //
 // Schedules (Schedule) are periodic jobs that run whichever River client
 // leads. River elects one leader per schema (river_leader has one row) and
@@ -37,6 +51,6 @@
 // enqueuer again.
 //
 // Job kinds that cross services (inserted by one, worked by another) are
-// declared here so both sides agree on the kind, the queue and the args'
-// JSON: PSPReconcileArgs.
+// declared here with their args so both sides agree on the kind, the queue
+// and the args' JSON: PSPReconcileArgs.
 package jobs

@@ -44,10 +44,11 @@ type Config struct {
 	// it is, and River's leader inserts only its own client's periodic
 	// jobs.
 	Schedules []Schedule
-	// RescueAfter is how long a job may run without its worker finishing
-	// it before River hands it to another client (the worker is taken for
-	// dead). Required: it must exceed the longest work call of any worker.
-	RescueAfter time.Duration
+	// Kinds is every job kind's timeout (zero fields: the defaults); every
+	// client of the suite must have the same (Kinds). The rescue horizon is
+	// Kinds.RescueAfter, and a worker that states no Timeout (a test's) gets
+	// that.
+	Kinds Kinds
 	// FetchPoll is how often River polls for jobs when no notification
 	// came (zero: River's default, 1s).
 	FetchPoll time.Duration
@@ -69,8 +70,8 @@ func (c Config) Validate() error {
 	if len(c.Queues) == 0 {
 		errs = append(errs, config.Invalid("Queues", "at least one is required"))
 	}
-	if c.RescueAfter <= 0 {
-		errs = append(errs, config.Invalid("RescueAfter", "must be positive"))
+	if err := c.Kinds.WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.FetchPoll < 0 {
 		errs = append(errs, config.Invalid("FetchPoll", "must not be negative"))
@@ -111,6 +112,14 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
 		cooldown = cfg.FetchPoll
 	}
 	logger := deps.Logger.With("component", cfg.Name)
+	kinds := cfg.Kinds.WithDefaults()
+	// River's rescuer runs on the schema's leader only, and judges every
+	// job by the leader's worker for its kind: this client must know the
+	// other services' kinds as they do.
+	if err := kinds.addStandIns(cfg.Workers, cfg.Queues); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	rescueAfter := kinds.RescueAfter()
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		FetchCooldown: cooldown,
 		Logger:        logger,
@@ -118,11 +127,15 @@ func New(pool *pgxpool.Pool, cfg Config, deps lifecycle.Deps) (*Runner, error) {
 		Workers:       cfg.Workers,
 		// No PeriodicJobs: River's leader would insert them only when this
 		// client leads the schema (Config.Schedules).
-		RescueStuckJobsAfter: cfg.RescueAfter,
+		// The suite's horizon, no longer than any kind's timeout: each job
+		// is rescued once its own kind's timeout has passed (Kinds).
+		RescueStuckJobsAfter: rescueAfter,
 		// A worker without a Timeout of its own is cancelled after
 		// RescueAfter (River's default is a minute). Beware: River never
 		// rescues the job of a worker whose Timeout is negative (none).
-		JobTimeout: cfg.RescueAfter,
+		JobTimeout: rescueAfter,
+		// No RetryPolicy: River's default on every client, so a rescued
+		// job's retry is the same whichever client leads.
 		// REINDEX needs the indexes' owner, the migrator; the services'
 		// roles are not (migrations 000017 and 000018 grant DML only).
 		ReindexerSchedule: river.NeverSchedule(),

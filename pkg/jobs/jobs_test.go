@@ -43,7 +43,7 @@ func TestRunnerWorksWhatInsertOnlyQueues(t *testing.T) {
 	require.NoError(t, river.AddWorkerSafely(workers, w))
 	stops := 0
 	r, err := jobs.New(db.Pool, jobs.Config{Name: "test", Workers: workers,
-		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}}, RescueAfter: time.Minute,
+		Queues:    map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
 		FetchPoll: 20 * time.Millisecond, OnStop: func() { stops++ }}, lifecycle.Deps{Logger: logger})
 	require.NoError(t, err)
 	require.NoError(t, r.Stop(ctx), "stop before start")
@@ -69,7 +69,8 @@ func TestConfigValidation(t *testing.T) {
 	err := jobs.Config{}.Validate()
 	require.ErrorContains(t, err, "Workers")
 	require.ErrorContains(t, err, "Queues")
-	require.ErrorContains(t, err, "RescueAfter")
+	err = jobs.Config{Kinds: jobs.Kinds{PSPRunTimeout: -time.Second}}.Validate()
+	require.ErrorContains(t, err, "Kinds.PSPRunTimeout must be at least 1s")
 	err = jobs.Config{Schedules: []jobs.Schedule{{Interval: time.Millisecond, Job: func() (river.JobArgs, *river.InsertOpts) {
 		return pingArgs{}, nil
 	}}, {Interval: time.Hour}}}.Validate()

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/aegis-payments/aegis/pkg/jobs/sqlcdb"
 )
@@ -36,17 +33,13 @@ type PSPReconcileArgs struct {
 }
 
 // Kind names the job in river_job.kind.
-func (PSPReconcileArgs) Kind() string { return "psp_reconcile" }
+func (PSPReconcileArgs) Kind() string { return KindPSPRun }
 
 // InsertOpts puts the job in PSPReconcileQueue, one River job per run.
 func (PSPReconcileArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: PSPReconcileQueue, MaxAttempts: PSPReconcileMaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
-
-// liveJobStates are a River job's states in which it will still be worked.
-var liveJobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
 
 // EndOrphanedPSPRun ends, as failed with why, the requested or running
 // psp_reconciliation_runs row whose River job will never work it
@@ -89,16 +82,9 @@ func EndOrphanedPSPRun(ctx context.Context, tx pgx.Tx, why string) (id int64, ok
 
 // runHasLiveJob reports whether run's River job will still be worked.
 func runHasLiveJob(ctx context.Context, tx pgx.Tx, run int64) (bool, error) {
-	// A client without a pool: JobListTx works on the caller's transaction.
-	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
+	live, err := HasLiveJob(ctx, tx, PSPReconcileArgs{}.Kind(), "run_id", run)
 	if err != nil {
-		return false, fmt.Errorf("list psp reconciliation run %d's job: River client: %w", run, err)
+		return false, fmt.Errorf("psp reconciliation run %d: %w", run, err)
 	}
-	res, err := client.JobListTx(ctx, tx, river.NewJobListParams().
-		Kinds(PSPReconcileArgs{}.Kind()).States(liveJobStates...).
-		Where("args->>'run_id' = @run_id", river.NamedArgs{"run_id": strconv.FormatInt(run, 10)}).First(1))
-	if err != nil {
-		return false, fmt.Errorf("list psp reconciliation run %d's job: %w", run, err)
-	}
-	return len(res.Jobs) > 0, nil
+	return live, nil
 }

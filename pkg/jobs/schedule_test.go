@@ -79,9 +79,9 @@ func (s *service) runner(t *testing.T, db *pgtest.DB, interval time.Duration) *j
 	workers := river.NewWorkers()
 	require.NoError(t, s.addTo(workers, &s.worked))
 	r, err := jobs.New(db.Pool, jobs.Config{Name: s.name, Workers: workers,
-		Queues:      map[string]river.QueueConfig{s.queue: {MaxWorkers: 1}},
-		Schedules:   s.schedule(interval),
-		RescueAfter: time.Minute, FetchPoll: 50 * time.Millisecond, PollOnly: s.pollOnly},
+		Queues:    map[string]river.QueueConfig{s.queue: {MaxWorkers: 1}},
+		Schedules: s.schedule(interval),
+		FetchPoll: 50 * time.Millisecond, PollOnly: s.pollOnly},
 		lifecycle.Deps{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	return r

@@ -70,6 +70,10 @@ type Config struct {
 	ReplayRate float64
 	// ReconcileInterval is RECONCILE_INTERVAL.
 	ReconcileInterval time.Duration
+	// PSPRunTimeout is PSP_RECONCILE_RUN_TIMEOUT: webhook-api works the
+	// runs, but this service's River client may lead the shared schema,
+	// and River's rescuer, on the leader, judges a run by it.
+	PSPRunTimeout time.Duration
 	// StoreRetryFor is DLQ_STORE_RETRY_FOR: how long one dead letter is
 	// retried in place before it is released and polled again.
 	StoreRetryFor time.Duration
@@ -116,7 +120,8 @@ type FourEyes struct {
 //	                                   approval by the requester's person (names compared NFKC, case folded, spaces collapsed); a token not
 //	                                   listed is a person of its own name; a name that is no configured token is a configuration error
 //	DLQ_CONSUMER_GROUP                 the consumer group that moves `<topic>.dlq` records into the dead-letter store
-//	DLQ_CHECK_INTERVAL                 how often the dead-letter depth is measured and new letters are alerted on
+//	DLQ_CHECK_INTERVAL                 how often the dead-letter depth is measured and new letters are alerted on, and how often
+//	                                   replay jobs whose River job is gone are looked for (ended as failed, logged as an error)
 //	DLQ_DEPTH_ALERT_THRESHOLD          open dead letters of one topic above which an alert is raised
 //	DLQ_STORE_RETRY_FOR                how long one dead letter is retried in place while Postgres cannot store it; then it is
 //	                                   released (nothing committed) and polled again. A letter Postgres refuses for its data is stored raw
@@ -164,6 +169,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		PaystackAPIBase:           env.String("PAYSTACK_API_BASE", ""),
 		ReconcileInterval:         env.Duration("RECONCILE_INTERVAL", defaultReconcileInterval),
 		ReconcileStatementTimeout: env.Duration("RECONCILE_STATEMENT_TIMEOUT", recon.DefaultStatementTimeout),
+		PSPRunTimeout:             env.PSPReconcileRunTimeout(),
 		StoreRetryFor:             env.Duration("DLQ_STORE_RETRY_FOR", time.Minute),
 		FourEyes: FourEyes{
 			RequireSecondApprover: env.Bool("REQUIRE_SECOND_APPROVER", false),
@@ -308,8 +314,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reconciler.WithStatementTimeout(cfg.ReconcileStatementTimeout)
 	// Bulk replays and the scheduled reconciliation run on River (package
 	// jobs); creating a replay job queues its River job in one transaction.
+	// Its Kinds are webhook-api's too (pkg/jobs.Kinds): whichever client
+	// leads the River schema rescues both services' jobs.
 	runner, err := jobs.New(pool, replays, reconciler, jobs.Config{ReplayRate: cfg.ReplayRate,
-		ReconcileInterval: cfg.ReconcileInterval}, deps)
+		ReconcileInterval: cfg.ReconcileInterval, Kinds: jobs.Kinds{PSPRunTimeout: cfg.PSPRunTimeout}}, deps)
 	if err != nil {
 		return err
 	}
@@ -343,6 +351,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Outbound: newOutbound(pool, cfg.Outbound)})
 	// webhook-api works the PSP reconciliation; dlq-admin alerts on its runs.
 	pspWatch := pspruns.NewWatcher(pool, alerter, cfg.Monitor.CheckInterval, deps)
+	orphans, err := replay.NewOrphanWatcher(replays, cfg.Monitor.CheckInterval, reg)
+	if err != nil {
+		return err
+	}
 	if err := ui.Mount(router); err != nil {
 		return err
 	}
@@ -362,6 +374,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		lifecycle.Stage{Name: "jobs", Components: []lifecycle.Component{
 			loop("monitor", mon.Run),
 			loop("psp-reconciliation-alerts", pspWatch.Run),
+			// A replay job whose River job is gone (attempts spent,
+			// cancelled, deleted) is ended as failed and alerted on, not
+			// left queued or running for ever.
+			loop("replay-orphans", orphans.Run),
 			loop("stall", stalls.Run),
 			runner,
 		}},

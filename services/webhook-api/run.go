@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/eventproof"
 	"github.com/aegis-payments/aegis/pkg/httpserver"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 	"github.com/aegis-payments/aegis/pkg/outbox"
 	"github.com/aegis-payments/aegis/pkg/panics"
@@ -69,7 +70,8 @@ type ReconcileConfig struct {
 	// Interval between scheduled runs; 0: only on demand.
 	Interval time.Duration
 	// RunTimeout bounds one run (PSP_RECONCILE_RUN_TIMEOUT; River's job
-	// timeout and rescue delay, pspsync.RunnerConfig.RescueAfter).
+	// timeout and rescue delay, pspsync.RunnerConfig.Kinds.PSPRunTimeout;
+	// dlq-admin reads it too: pkg/jobs.Kinds).
 	RunTimeout      time.Duration
 	StripeSecretKey string
 	StripeAPIBase   string
@@ -376,7 +378,7 @@ func newReconcileWorker(cfg Config, pool *pgxpool.Pool, store *ingest.Store, psp
 	// /v1/psp-reconciliation and this service's schedule queue them, this
 	// service works them.
 	runner, _, err := pspsync.NewRunner(pool, runs, pspsync.NewReconciler(rc.Config, runs, store, sources, deps),
-		pspsync.RunnerConfig{Interval: rc.Interval, RescueAfter: rc.RunTimeout}, deps)
+		pspsync.RunnerConfig{Interval: rc.Interval, Kinds: jobs.Kinds{PSPRunTimeout: rc.RunTimeout}}, deps)
 	if err != nil {
 		return nil, err
 	}

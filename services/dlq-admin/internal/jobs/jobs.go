@@ -17,14 +17,6 @@ import (
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/integrity/recon"
 )
 
-// Defaults.
-const (
-	// DefaultRescueAfter is how long a job may run without its worker
-	// finishing it before River hands it to another client (the worker is
-	// taken for dead). Longer than a replay slice and a reconciliation.
-	DefaultRescueAfter = 5 * time.Minute
-)
-
 // Config is the runner's settings.
 type Config struct {
 	// ReplayRate is REPLAY_RATE.
@@ -39,8 +31,12 @@ type Config struct {
 	ReplayWorkers int
 	// ReconcileInterval is RECONCILE_INTERVAL; zero schedules none (tests).
 	ReconcileInterval time.Duration
-	// RescueAfter: see DefaultRescueAfter.
-	RescueAfter time.Duration
+	// Kinds is the suite's job kinds' timeouts (pkg/jobs.Kinds): the same
+	// on every River client of the schema, webhook-api's included (its
+	// PSPRunTimeout is PSP_RECONCILE_RUN_TIMEOUT). A replay job is retried
+	// once Kinds.ReplayTimeout has passed since its worker took it (the
+	// worker is taken for dead).
+	Kinds jobs.Kinds
 	// FetchPoll is how often River polls for jobs when no notification
 	// came (zero: River's default, 1s).
 	FetchPoll time.Duration
@@ -53,9 +49,7 @@ func (c Config) withDefaults() Config {
 	if c.ReplayWorkers == 0 {
 		c.ReplayWorkers = 2
 	}
-	if c.RescueAfter == 0 {
-		c.RescueAfter = DefaultRescueAfter
-	}
+	c.Kinds = c.Kinds.WithDefaults()
 	return c
 }
 
@@ -65,14 +59,17 @@ func (c Config) Validate() error {
 	if c.ReplayWorkers < 1 {
 		errs = append(errs, config.Invalid("ReplayWorkers", "must be at least 1"))
 	}
-	if c.RescueAfter <= c.ReplaySlice {
-		errs = append(errs, config.Invalid("RescueAfter", "must be longer than ReplaySlice: a live worker's job would be rescued"))
+	if c.Kinds.ReplayTimeout <= c.ReplaySlice {
+		errs = append(errs, config.Invalid("Kinds.ReplayTimeout", "must be longer than ReplaySlice: a live worker's job would be rescued"))
 	}
 	if c.ReconcileInterval < 0 {
 		errs = append(errs, config.Invalid("ReconcileInterval", "must not be negative"))
 	}
 	return errors.Join(errs...)
 }
+
+// Kinds is the suite's job kinds' timeouts (pkg/jobs.Kinds).
+type Kinds = jobs.Kinds
 
 // Runner is dlq-admin's River client as a lifecycle.Component.
 type Runner = jobs.Runner
@@ -87,7 +84,7 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 	}
 	stopping := make(chan struct{})
 	rw, err := replay.NewWorker(replays, replay.WorkerConfig{Rate: cfg.ReplayRate, Slice: cfg.ReplaySlice,
-		Batch: cfg.ReplayBatch, Stopping: stopping})
+		Batch: cfg.ReplayBatch, Timeout: cfg.Kinds.ReplayTimeout, Stopping: stopping})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +95,7 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 	queues := map[string]river.QueueConfig{replay.Queue: {MaxWorkers: cfg.ReplayWorkers}}
 	var schedules []jobs.Schedule
 	if rec != nil {
-		if err := river.AddWorkerSafely(workers, recon.NewWorker(rec)); err != nil {
+		if err := river.AddWorkerSafely(workers, recon.NewWorker(rec, cfg.Kinds)); err != nil {
 			return nil, fmt.Errorf("jobs: %w", err)
 		}
 		queues[recon.Queue] = river.QueueConfig{MaxWorkers: 1}
@@ -107,7 +104,7 @@ func New(pool *pgxpool.Pool, replays *replay.Service, rec *recon.Reconciler, cfg
 		}
 	}
 	r, err := jobs.New(pool, jobs.Config{Name: "jobs", Workers: workers, Queues: queues, Schedules: schedules,
-		RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll, OnStop: func() { close(stopping) }}, deps)
+		Kinds: cfg.Kinds, FetchPoll: cfg.FetchPoll, OnStop: func() { close(stopping) }}, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,8 @@ func TestConfigValidation(t *testing.T) {
 	db := pgtest.New(t)
 	deps := lifecycle.Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	svc := replay.New(db.Pool, store.New(db.Pool), deps)
-	_, err := jobs.New(db.Pool, svc, nil, jobs.Config{ReplaySlice: time.Minute, RescueAfter: time.Minute}, deps)
-	require.ErrorContains(t, err, "RescueAfter")
+	_, err := jobs.New(db.Pool, svc, nil, jobs.Config{ReplaySlice: time.Minute, Kinds: jobs.Kinds{ReplayTimeout: time.Minute}}, deps)
+	require.ErrorContains(t, err, "Kinds.ReplayTimeout")
 	_, err = jobs.New(db.Pool, svc, nil, jobs.Config{ReplayRate: -1}, deps)
 	require.ErrorContains(t, err, "Rate")
 }

@@ -130,7 +130,9 @@
 // running under a fencing token (River's job id and attempt, and a random
 // suffix) in locked_by, and stores the report only while the token holds
 // the run (Finish; ErrNotHeld otherwise). A crashed worker's job is rescued
-// after RescueAfter (DefaultRescueAfter) and retried: the new attempt
+// once the kind's timeout (DefaultRescueAfter, PSP_RECONCILE_RUN_TIMEOUT)
+// has passed since it started, by whichever service's River client leads
+// (pkg/jobs.Kinds), and retried: the new attempt
 // takes the run over with its token. Whatever the earlier attempt did
 // before it stopped, or does if it was alive after all, is harmless twice:
 // a recovered event is stored through the webhook path, deduplicated by

@@ -116,7 +116,7 @@ func TestCrashedWorkersRunIsRescuedAndFinishedOnce(t *testing.T) {
 		locked_by = 'river-1-1-dead', attempts = 1 WHERE id = $1`, id)
 	require.NoError(t, err)
 
-	e.startRunner(e.rec, pspsync.RunnerConfig{RescueAfter: 5 * time.Second})
+	e.startRunner(e.rec, pspsync.RunnerConfig{Kinds: jobs.Kinds{PSPRunTimeout: 5 * time.Second}})
 	e.finished(id)
 	r := e.read(id)
 	require.Equal(t, 1, r.Recovered)

@@ -14,34 +14,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
-	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/dbgauge"
 	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
 )
 
 // DefaultRescueAfter bounds one attempt at a run (River's job timeout: the
-// run is cancelled, handed back and retried) and is how long a run's River
-// job may be running before River takes its worker for dead and hands the
-// job to another client (River rescues only jobs with a timeout: a worker
-// without one would hold a dead worker's run for ever). A run reads a day
-// of each PSP's record; half an hour is well above what that takes, and a
-// live attempt that outlasts it is cancelled, and its report would be
-// refused anyway (ErrNotHeld).
+// run is cancelled, handed back and retried) and is how long after its
+// start a run's River job is taken for a dead worker's and handed to
+// another client (River rescues only jobs with a timeout: a worker without
+// one would hold a dead worker's run for ever). A run reads a day of each
+// PSP's record; half an hour is well above what that takes, and a live
+// attempt that outlasts it is cancelled, and its report would be refused
+// anyway (ErrNotHeld). It is the kind's timeout in pkg/jobs
+// (jobs.DefaultPSPRunTimeout): River's rescuer runs on whichever service's
+// client leads the shared schema, and every client states this timeout for
+// the kind (dlq-admin's through its stand-in worker).
 //
-// PSP_RECONCILE_RUN_TIMEOUT sets it (RunnerConfig.RescueAfter); the payout
-// worker's MONEY_BACK_CREDIT_WAIT counts on this bound
-// (config.MinMoneyBackCreditWait), so its default is that shared value.
-const DefaultRescueAfter = config.PSPReconcileRunLimit
+// PSP_RECONCILE_RUN_TIMEOUT sets it (RunnerConfig.Kinds.PSPRunTimeout, and
+// dlq-admin reads it too); the payout worker's MONEY_BACK_CREDIT_WAIT
+// counts on this bound (config.MinMoneyBackCreditWait), so its default is
+// that shared value.
+const DefaultRescueAfter = jobs.DefaultPSPRunTimeout
 
 // RunnerConfig is webhook-api's River client for the reconciliation.
 type RunnerConfig struct {
 	// Interval between scheduled runs (PSP_RECONCILE_INTERVAL); 0: only
 	// runs an operator requests.
 	Interval time.Duration
-	// RescueAfter is both the run's timeout and the rescue delay: see
-	// DefaultRescueAfter (zero takes it).
-	RescueAfter time.Duration
+	// Kinds is the suite's job kinds' timeouts (pkg/jobs.Kinds), the same
+	// as dlq-admin's: PSPRunTimeout is both the run's timeout and the
+	// rescue delay (see DefaultRescueAfter; zero takes it).
+	Kinds jobs.Kinds
 	// FetchPoll is how often River looks for jobs without a notification
 	// (zero: River's default).
 	FetchPoll time.Duration
@@ -56,16 +60,14 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 	if cfg.Interval < 0 {
 		return nil, nil, errors.New("pspsync: Interval must not be negative")
 	}
-	if cfg.RescueAfter == 0 {
-		cfg.RescueAfter = DefaultRescueAfter
-	}
+	cfg.Kinds = cfg.Kinds.WithDefaults()
 	deps = deps.WithDefaults()
 	stopping := make(chan struct{})
 	w, err := NewWorker(runs, rec, stopping, deps)
 	if err != nil {
 		return nil, nil, err
 	}
-	w.timeout = cfg.RescueAfter
+	w.timeout = cfg.Kinds.PSPRunTimeout
 	if cfg.Interval > 0 {
 		// Scheduled runs are due every Interval: their age can be alerted
 		// on (AegisPSPReconciliationStale). On demand only, it cannot.
@@ -77,7 +79,7 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, nil, fmt.Errorf("pspsync: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &scheduler{runs: runs, logger: deps.Logger}); err != nil {
+	if err := river.AddWorkerSafely(workers, &scheduler{runs: runs, logger: deps.Logger, timeout: cfg.Kinds.PSPScheduleTimeout}); err != nil {
 		return nil, nil, fmt.Errorf("pspsync: %w", err)
 	}
 	var schedules []jobs.Schedule
@@ -88,7 +90,7 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 		// Two: the scheduled job is not queued behind a long run (one run
 		// is active at a time all the same: the run table's index).
 		Queues:    map[string]river.QueueConfig{jobs.PSPReconcileQueue: {MaxWorkers: 2}},
-		Schedules: schedules, RescueAfter: cfg.RescueAfter, FetchPoll: cfg.FetchPoll,
+		Schedules: schedules, Kinds: cfg.Kinds, FetchPoll: cfg.FetchPoll,
 		// webhook-api's pool serves the webhooks: River polls (a requested
 		// run starts within a second) rather than hold one of its
 		// connections for LISTEN.
@@ -104,7 +106,7 @@ func NewRunner(pool *pgxpool.Pool, runs *Runs, rec *Reconciler, cfg RunnerConfig
 type ScheduledArgs struct{}
 
 // Kind names the job in river_job.kind.
-func (ScheduledArgs) Kind() string { return "psp_reconcile_scheduled" }
+func (ScheduledArgs) Kind() string { return jobs.KindPSPSchedule }
 
 // Schedule requests a run every interval (one per period), the first at a
 // replica's start unless one was requested in the current period already
@@ -121,9 +123,14 @@ func Schedule(interval time.Duration) jobs.Schedule {
 // ended as failed first, so it never blocks the runs after it.
 type scheduler struct {
 	river.WorkerDefaults[ScheduledArgs]
-	runs   *Runs
-	logger *slog.Logger
+	runs    *Runs
+	logger  *slog.Logger
+	timeout time.Duration
 }
+
+// Timeout is the kind's (jobs.Kinds.PSPScheduleTimeout), as every River
+// client of the suite states it.
+func (s *scheduler) Timeout(*river.Job[ScheduledArgs]) time.Duration { return s.timeout }
 
 func (s *scheduler) Work(ctx context.Context, _ *river.Job[ScheduledArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
@@ -201,8 +208,9 @@ func NewWorker(runs *Runs, rec *Reconciler, stopping <-chan struct{}, deps lifec
 	return w, nil
 }
 
-// Timeout bounds one attempt: RescueAfter (River's default, a minute, would
-// cancel most runs; none at all would make River never rescue the job).
+// Timeout bounds one attempt: the kind's, jobs.Kinds.PSPRunTimeout (River's
+// default, a minute, would cancel most runs; none at all would make River
+// never rescue the job).
 func (w *Worker) Timeout(*river.Job[jobs.PSPReconcileArgs]) time.Duration { return w.timeout }
 
 // Work works run rj.Args.RunID. Its result is River's instruction: nil when

@@ -74,7 +74,11 @@
 // creates its job in the transaction that records the approval.
 //
 // River owns scheduling, retries (a Postgres error: backoff) and the rescue
-// of a job whose worker died. A work call replays for one slice
+// of a job whose worker died, once the kind's timeout (pkg/jobs
+// Kinds.ReplayTimeout, 5 minutes) has passed, by whichever River client
+// leads the schema (webhook-api's knows the kind too); a job whose River
+// job is gone (attempts spent, cancelled, deleted) is ended as failed by
+// EndOrphanedJobs rather than left running for ever. A work call replays for one slice
 // (WorkerConfig.Slice) and snoozes the job, so River hears of it often and
 // shutdown waits a slice at most (a stopping worker snoozes at the next
 // letter). What makes a replay happen once is ours, not River's: each work

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aegis-payments/aegis/migrations"
 	"github.com/aegis-payments/aegis/pkg/dlq"
 	"github.com/aegis-payments/aegis/pkg/kafkax"
 	"github.com/aegis-payments/aegis/pkg/lifecycle"
@@ -313,7 +317,7 @@ func TestStoppedClientsJobIsFinishedByAnother(t *testing.T) {
 
 // A replica that crashed while working a job (its process gone: River's job
 // left running, the replay_jobs row held by its token) does not keep the job
-// for ever: River's rescuer hands it to a live client once RescueAfter has
+// for ever: River's rescuer hands it to a live client once the kind's timeout has
 // passed, which finishes it without replaying a letter twice. (A worker
 // Timeout of -1 made River skip the job: it stayed running.)
 func TestCrashedReplicasJobIsRescued(t *testing.T) {
@@ -334,7 +338,7 @@ func TestCrashedReplicasJobIsRescued(t *testing.T) {
 		cursor_id = $3, locked_by = 'dead-runner' WHERE id = $1`, job.ID, t0, ids[2])
 	require.NoError(t, err)
 
-	b.runner(t, "runner-b", jobs.Config{ReplayRate: 2000, ReplaySlice: time.Second, RescueAfter: 2 * time.Second})
+	b.runner(t, "runner-b", jobs.Config{ReplayRate: 2000, ReplaySlice: time.Second, Kinds: jobs.Kinds{ReplayTimeout: 2 * time.Second}})
 	job = b.waitFinished(t, job.ID)
 	require.Equal(t, replay.JobDone, job.Status)
 	require.Equal(t, len(ids), job.Replayed)
@@ -404,4 +408,68 @@ func TestCreateJobQueuesOneRiverJob(t *testing.T) {
 	job, err := b.svc.CreateJob(context.Background(), "bob", request(2))
 	require.NoError(t, err)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'replay_job' AND queue = 'replay' AND state = 'available' AND (args->>'replay_job_id')::bigint = $1`, job.ID))
+}
+
+// A replay job whose River job is gone (discarded after its last attempt,
+// or deleted) would stay queued or running for ever with its letters open
+// and nothing said: EndOrphanedJobs ends it as failed, says why, audits it.
+// A job whose River job is live is left alone, and an ended job is not
+// ended twice.
+func TestOrphanedJobIsEndedAsFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mixed(t, 4)
+	orphan, err := b.svc.CreateJob(ctx, "bob", request(2))
+	require.NoError(t, err)
+	live, err := b.svc.CreateJob(ctx, "bob", request(2))
+	require.NoError(t, err)
+	// As dlq-admin runs it: with its role's grants.
+	pool := b.db.As(t, migrations.RoleDLQAdmin)
+	sweeper := replay.New(pool, store.New(pool), lifecycle.Deps{Logger: slog.New(slog.DiscardHandler), Clock: func() time.Time { return t0.Add(time.Hour) }})
+
+	ended, err := sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ended, "both River jobs are available")
+
+	// What River does to a job whose last attempt failed.
+	_, err = b.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE args->>'replay_job_id' = $1`,
+		fmt.Sprint(orphan.ID))
+	require.NoError(t, err)
+	ended, err = sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{orphan.ID}, ended)
+	got, err := b.svc.Job(ctx, orphan.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobFailed, got.Status)
+	require.NotNil(t, got.LastError)
+	require.Contains(t, *got.LastError, "River job ended without finishing it")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_log WHERE action = 'replay_job_cancel' AND actor = $1 AND target_id = $2`,
+		replay.OrphanActor, fmt.Sprint(orphan.ID)))
+	got, err = b.svc.Job(ctx, live.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobQueued, got.Status, "its River job is live")
+
+	ended, err = sweeper.EndOrphanedJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ended, "ended once")
+
+	// A River job deleted (River's cleaner, an operator) orphans it too;
+	// the watcher counts it for AegisReplayJobAbandoned.
+	_, err = b.db.Pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'replay_job_id' = $1`, fmt.Sprint(live.ID))
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	w, err := replay.NewOrphanWatcher(sweeper, time.Minute, reg)
+	require.NoError(t, err)
+	n, err := w.Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(`
+# HELP aegis_replay_jobs_abandoned_total Replay jobs ended as failed because their River job was gone (attempts spent, cancelled or deleted).
+# TYPE aegis_replay_jobs_abandoned_total counter
+aegis_replay_jobs_abandoned_total 1
+`), "aegis_replay_jobs_abandoned_total"))
+	got, err = b.svc.Job(ctx, live.ID)
+	require.NoError(t, err)
+	require.Equal(t, replay.JobFailed, got.Status)
 }

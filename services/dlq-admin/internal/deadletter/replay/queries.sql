@@ -78,6 +78,21 @@ WHERE id = @id AND status IN ('queued', 'running')
 RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
     failed, last_error, cursor_id, created_at, started_at, finished_at;
 
+-- name: ActiveJobIDs :many
+-- The jobs still queued or running, oldest first: each must have a River
+-- job that will still work it (EndOrphanedJobs).
+SELECT id FROM replay_jobs WHERE status IN ('queued', 'running') ORDER BY id LIMIT @max_rows;
+
+-- name: EndOrphanedJob :one
+-- Ends, as failed with why, a job still queued or running whose River job
+-- will never work it; no row when it ended meanwhile.
+UPDATE replay_jobs
+SET status = 'failed', finished_at = @finished_at::timestamptz, last_error = @last_error::text, locked_by = NULL,
+    locked_until = NULL
+WHERE id = @id AND status IN ('queued', 'running')
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at;
+
 -- name: RecordJobLetter :exec
 INSERT INTO replay_job_letters (job_id, dead_letter_id, outcome, outbox_id, subject_state, error, at)
 VALUES (@job_id, @dead_letter_id, @outcome, sqlc.narg(outbox_id), nullif(@subject_state::text, ''), nullif(@error::text, ''), @at);

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aegis-payments/aegis/pkg/config"
 	"github.com/aegis-payments/aegis/pkg/database"
+	"github.com/aegis-payments/aegis/pkg/jobs"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/audit"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/replay/sqlcdb"
 	"github.com/aegis-payments/aegis/services/dlq-admin/internal/deadletter/store"
@@ -28,8 +29,10 @@ const (
 )
 
 // Queue is the River queue bulk replays run in (one per kind of work, so
-// that a long replay never holds up a reconciliation).
-const Queue = "replay"
+// that a long replay never holds up a reconciliation): jobs.ReplayQueue,
+// declared with the kind in pkg/jobs so that every River client of the
+// suite knows it.
+const Queue = jobs.ReplayQueue
 
 // maxAttempts bounds River's retries of one replay job. Attempts are spent
 // only by errors (a Postgres outage) and by crashes River rescues; slices and
@@ -44,7 +47,7 @@ type JobArgs struct {
 }
 
 // Kind names the job in river_job.kind.
-func (JobArgs) Kind() string { return "replay_job" }
+func (JobArgs) Kind() string { return jobs.KindReplay }
 
 // InsertOpts puts the job in Queue, one River job per replay job.
 func (JobArgs) InsertOpts() river.InsertOpts {
@@ -74,10 +77,14 @@ type WorkerConfig struct {
 	// Rate is the most letters replayed per second by one job (REPLAY_RATE).
 	Rate float64
 	// Slice is how long one River work call replays before it snoozes the
-	// job: it bounds how long a job runs without River hearing of it,
-	// hence how soon River's rescuer may take a crashed worker's job
-	// (RescueAfter must exceed it), and how long shutdown waits for it.
+	// job: it bounds how long a job runs without River hearing of it, and
+	// how long shutdown waits for it. Timeout must exceed it.
 	Slice time.Duration
+	// Timeout is the kind's (jobs.Kinds.ReplayTimeout, zero: its default):
+	// River's timeout of one work call, and how long after it started
+	// River's rescuer, on whichever client leads, takes a crashed worker's
+	// job for a retry.
+	Timeout time.Duration
 	// Batch is how many letter ids are read at a time.
 	Batch int
 	// Stopping, when closed, makes a worker stop between two letters and
@@ -95,6 +102,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.Batch == 0 {
 		c.Batch = DefaultBatch
 	}
+	if c.Timeout == 0 {
+		c.Timeout = jobs.DefaultReplayTimeout
+	}
 	return c
 }
 
@@ -109,6 +119,9 @@ func (c WorkerConfig) Validate() error {
 	}
 	if c.Batch < 1 {
 		errs = append(errs, config.Invalid("Batch", "must be at least 1"))
+	}
+	if c.Timeout <= c.Slice {
+		errs = append(errs, config.Invalid("Timeout", "must be longer than Slice: a live worker's job would be cancelled and rescued"))
 	}
 	return errors.Join(errs...)
 }
@@ -130,12 +143,13 @@ func NewWorker(svc *Service, cfg WorkerConfig) (*Worker, error) {
 	return &Worker{svc: svc, cfg: cfg, logger: svc.logger}, nil
 }
 
-// Timeout is the client's (jobs.Config.RescueAfter, longer than a slice):
+// Timeout is the kind's (jobs.Kinds.ReplayTimeout, longer than a slice):
 // a work call bounds itself (Slice), so the timeout never cuts a live one
-// short. It must be positive: River's rescuer never rescues the job of a
-// worker whose timeout is negative, and a crashed replica's job would stay
-// running for ever.
-func (w *Worker) Timeout(*river.Job[JobArgs]) time.Duration { return 0 }
+// short. Every River client of the suite states the same for the kind
+// (pkg/jobs' stand-in on webhook-api's), so a crashed replica's job is
+// retried after it whichever client leads. It must be positive: River's
+// rescuer never rescues the job of a worker whose timeout is negative.
+func (w *Worker) Timeout(*river.Job[JobArgs]) time.Duration { return w.cfg.Timeout }
 
 // Work works replay job job.Args.ReplayJobID for one slice. Its result is
 // River's instruction: nil when the job is over (done, cancelled, taken

@@ -235,10 +235,10 @@ func TestScheduleRunsTheCheck(t *testing.T) {
 	var stops []func()
 	for range 2 {
 		workers := river.NewWorkers()
-		river.AddWorker(workers, recon.NewWorker(b.rec))
+		river.AddWorker(workers, recon.NewWorker(b.rec, jobs.Kinds{}))
 		r, err := jobs.New(b.db.Pool, jobs.Config{Name: "recon-test", Workers: workers,
 			Queues:    map[string]river.QueueConfig{recon.Queue: {MaxWorkers: 1}},
-			Schedules: []jobs.Schedule{recon.Schedule(time.Hour)}, RescueAfter: time.Minute,
+			Schedules: []jobs.Schedule{recon.Schedule(time.Hour)},
 			FetchPoll: 20 * time.Millisecond}, lifecycle.Deps{Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		require.NoError(t, r.Start(ctx))

@@ -10,8 +10,9 @@ import (
 	"github.com/aegis-payments/aegis/pkg/jobs"
 )
 
-// Queue is the River queue scheduled reconciliations run in.
-const Queue = "reconcile"
+// Queue is the River queue scheduled reconciliations run in
+// (jobs.LedgerCheckQueue, declared with the kind in pkg/jobs).
+const Queue = jobs.LedgerCheckQueue
 
 // ScheduledArgs is the River job of one scheduled reconciliation. Every
 // dlq-admin replica inserts it every RECONCILE_INTERVAL (Schedule), unique
@@ -20,7 +21,7 @@ const Queue = "reconcile"
 type ScheduledArgs struct{}
 
 // Kind names the job in river_job.kind.
-func (ScheduledArgs) Kind() string { return "reconcile" }
+func (ScheduledArgs) Kind() string { return jobs.KindLedgerCheck }
 
 // Schedule schedules a reconciliation every interval (one per period), the
 // first at a replica's start unless one ran within the current period
@@ -39,21 +40,23 @@ func Schedule(interval time.Duration) jobs.Schedule {
 // Worker runs scheduled reconciliations on River.
 type Worker struct {
 	river.WorkerDefaults[ScheduledArgs]
-	r *Reconciler
+	r       *Reconciler
+	timeout time.Duration
 }
 
-// NewWorker returns River's worker for r's scheduled checks.
-func NewWorker(r *Reconciler) *Worker { return &Worker{r: r} }
+// NewWorker returns River's worker for r's scheduled checks, with the
+// kind's timeout from kinds (jobs.Kinds.LedgerCheckTimeout).
+func NewWorker(r *Reconciler, kinds jobs.Kinds) *Worker {
+	return &Worker{r: r, timeout: kinds.WithDefaults().LedgerCheckTimeout}
+}
 
-// JobTimeout bounds one scheduled check, and is how long a crashed
-// replica's check stays running before River rescues it (a negative timeout
-// would leave it running for ever). Generous: a check is a few statements,
-// each bounded by RECONCILE_STATEMENT_TIMEOUT, and the next period's check
-// runs anyway.
-const JobTimeout = time.Hour
-
-// Timeout is JobTimeout.
-func (w *Worker) Timeout(*river.Job[ScheduledArgs]) time.Duration { return JobTimeout }
+// Timeout bounds one scheduled check, and is how long a crashed replica's
+// check stays running before River rescues it, whichever client of the
+// schema leads (every one states the same for the kind: pkg/jobs). A
+// negative timeout would leave it running for ever. Generous (an hour by
+// default): a check is a few statements, each bounded by
+// RECONCILE_STATEMENT_TIMEOUT, and the next period's check runs anyway.
+func (w *Worker) Timeout(*river.Job[ScheduledArgs]) time.Duration { return w.timeout }
 
 // Work runs one scheduled check. A check already running (a manual one) is
 // this period's check.

@@ -37,6 +37,7 @@ func exported() map[string]string {
 		"aegis_dlq_ingested_total":                             "dlq-admin intake",
 		"aegis_dlq_ingested_malformed_total":                   "dlq-admin intake",
 		"aegis_dlq_stored_raw_total":                           "dlq-admin intake",
+		"aegis_replay_jobs_abandoned_total":                    "dlq-admin replay",
 		"aegis_consumer_group_lag":                             "dlq-admin stall",
 		"aegis_consumer_group_last_progress_timestamp_seconds": "dlq-admin stall",
 		"aegis_consumer_group_stalled":                         "dlq-admin stall",

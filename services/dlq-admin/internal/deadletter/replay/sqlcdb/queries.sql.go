@@ -12,6 +12,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const activeJobIDs = `-- name: ActiveJobIDs :many
+SELECT id FROM replay_jobs WHERE status IN ('queued', 'running') ORDER BY id LIMIT $1
+`
+
+// The jobs still queued or running, oldest first: each must have a River
+// job that will still work it (EndOrphanedJobs).
+func (q *Queries) ActiveJobIDs(ctx context.Context, maxRows int) ([]int64, error) {
+	rows, err := q.db.Query(ctx, activeJobIDs, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const advance = `-- name: Advance :one
 UPDATE replay_jobs
 SET replayed = replayed + $1::int, skipped = skipped + $2::int, failed = failed + $3::int,
@@ -157,6 +183,68 @@ func (q *Queries) CreditPosted(ctx context.Context, reference string) (bool, err
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
+}
+
+const endOrphanedJob = `-- name: EndOrphanedJob :one
+UPDATE replay_jobs
+SET status = 'failed', finished_at = $1::timestamptz, last_error = $2::text, locked_by = NULL,
+    locked_until = NULL
+WHERE id = $3 AND status IN ('queued', 'running')
+RETURNING id, actor, coalesce(reason, '')::text AS reason, filter, max, upto_id, status, matched, replayed, noop, skipped,
+    failed, last_error, cursor_id, created_at, started_at, finished_at
+`
+
+type EndOrphanedJobParams struct {
+	FinishedAt time.Time
+	LastError  string
+	ID         int64
+}
+
+type EndOrphanedJobRow struct {
+	ID         int64
+	Actor      string
+	Reason     string
+	Filter     []byte
+	Max        int
+	UptoID     int64
+	Status     string
+	Matched    int
+	Replayed   int
+	Noop       int
+	Skipped    int
+	Failed     int
+	LastError  *string
+	CursorID   int64
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// Ends, as failed with why, a job still queued or running whose River job
+// will never work it; no row when it ended meanwhile.
+func (q *Queries) EndOrphanedJob(ctx context.Context, arg EndOrphanedJobParams) (EndOrphanedJobRow, error) {
+	row := q.db.QueryRow(ctx, endOrphanedJob, arg.FinishedAt, arg.LastError, arg.ID)
+	var i EndOrphanedJobRow
+	err := row.Scan(
+		&i.ID,
+		&i.Actor,
+		&i.Reason,
+		&i.Filter,
+		&i.Max,
+		&i.UptoID,
+		&i.Status,
+		&i.Matched,
+		&i.Replayed,
+		&i.Noop,
+		&i.Skipped,
+		&i.Failed,
+		&i.LastError,
+		&i.CursorID,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
 }
 
 const evidenceApplied = `-- name: EvidenceApplied :one

@@ -10,10 +10,14 @@
 // origin, so a record delivered twice is stored once.
 //
 // Every service writes its letters through a Writer, the one dead-letter
-// path: Insert (relay, ingest: straight into dead_letters in the
-// transaction that gives up), Stage (the payout worker's handlers: through
-// the outbox in the transaction that records the state the failure left)
-// or Written after the consumer published the record itself. The writer
+// path: Insert (relay, ingest, the payout worker's sweeper: straight into
+// dead_letters in the transaction that gives up; a sweeper's letter has no
+// origin offset, so only a direct insert keeps it from being stored twice
+// when its record is published twice), Stage (the payout worker's
+// handlers: through the outbox in the transaction that records the state
+// the failure left; the letter carries its record's origin, which makes a
+// second publish a no-op) or Written after the consumer published the
+// record itself. The writer
 // counts each letter once in aegis_dead_letters_total{source,topic,class}
 // (the scrape adds service and pod) and logs it; it never pages (dlq-admin does, see pkg/alert).
 //

@@ -615,8 +615,15 @@ func (w *world) reconcile() {
 // deadLetter returns the dead-letter outbox row for topic's DLQ.
 func (w *world) deadLetters(topic string) []map[string]string {
 	w.t.Helper()
+	// The handlers' letters are staged in the outbox; the sweeper's are
+	// written to dead_letters directly.
 	rows, err := w.db.Pool.Query(context.Background(),
-		`SELECT headers FROM transaction_outbox WHERE topic = $1 ORDER BY id`, kafkax.DLQTopic(topic))
+		`SELECT headers FROM (
+			SELECT headers, created_at AS at FROM transaction_outbox WHERE topic = $1
+			UNION ALL
+			SELECT headers || jsonb_build_object('error_class', error_class, 'event_type', event_type), created_at
+			FROM dead_letters WHERE original_topic = $2 AND source = 'sweeper') l ORDER BY at`,
+		kafkax.DLQTopic(topic), topic)
 	require.NoError(w.t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[map[string]string])
 	require.NoError(w.t, err)

@@ -136,6 +136,12 @@ func TestPayoutThePSPNoLongerKnowsNeedsReview(t *testing.T) {
 	require.Len(t, letters, 1, "ops find it with the other dead letters")
 	require.Equal(t, string(payout.ClassPSPMissing), letters[0]["error_class"])
 	require.Equal(t, "payout.requested", letters[0]["event_type"])
+	// In dead_letters with the parked payout, not staged for Kafka: a
+	// sweeper's letter has no origin offset, so a second publish of it (the
+	// relay delivers at least once) would be stored as a second letter.
+	require.Equal(t, 1, w.count(`SELECT count(*) FROM dead_letters WHERE source = 'sweeper' AND status = 'open'
+		AND convert_from(payload, 'UTF8')::jsonb->>'payout_id' = $1`, pid))
+	require.Zero(t, w.count(`SELECT count(*) FROM transaction_outbox WHERE topic = 'aegis.transactions.dlq'`))
 	// One page for the stuck payout: dlq-admin's when it stores the letter;
 	// the sweeper only counts it.
 	require.Eventually(t, func() bool { return w.deadLettersCounted("aegis.transactions", string(payout.ClassPSPMissing)) == 1.0 }, 10*time.Second, 20*time.Millisecond)

@@ -339,9 +339,20 @@ func (pr *Processor) sweptToReview(ctx context.Context, tx pgx.Tx, p *Payout, ms
 		l.RetryHistory = append(l.RetryHistory, dlq.Attempt{At: now, Error: msg, Class: string(class)})
 	}
 	pr.logger.ErrorContext(ctx, "payout needs review (sweeper)", "payout_id", p.ID, "error_class", string(class), "error", msg)
-	// One page for the stuck payout: dlq-admin's, when it stores this
-	// letter (alert.DeadLetterKey); the sweeper itself does not page.
-	return pr.letters.Stage(ctx, tx, l)
+	// The letter goes straight into dead_letters, in the transaction that
+	// parks the payout, not through the outbox: no record failed, so it has
+	// no origin offset, and dlq-admin could not tell a second publish of it
+	// (the relay delivers at least once) from a second letter. One page for
+	// the stuck payout: dlq-admin's, when its sweep finds the new letter
+	// (alert.DeadLetterKey); the sweeper itself does not page. Counted
+	// before the commit, as a staged letter is: a rolled back sweep is
+	// retried and may count again, but no letter goes uncounted.
+	if _, inserted, err := pr.letters.Insert(ctx, tx, l); err != nil {
+		return fmt.Errorf("write payout %s dead letter: %w", p.ID, err)
+	} else if inserted {
+		pr.letters.Written(ctx, l)
+	}
+	return nil
 }
 
 // lookupMismatch says why the object a lookup found is not the payout's,

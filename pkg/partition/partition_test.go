@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -207,24 +205,9 @@ func TestPolicyRefusesAShortHorizonOrRetention(t *testing.T) {
 // no partitions yet).
 func TestKeeperBeforeTheTableIsPartitioned(t *testing.T) {
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("aegis_part_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), pgtest.AdminURL())
-		require.NoError(t, err)
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		require.NoError(t, err)
-	})
-	u, err := url.Parse(pgtest.AdminURL())
-	require.NoError(t, err)
-	u.Path = "/" + name
-	require.NoError(t, migrations.UpTo(u.String(), 48))
-	pool, err := pgxpool.New(ctx, u.String())
+	dbURL := pgtest.Empty(t)
+	require.NoError(t, migrations.UpTo(dbURL, 48))
+	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
 	for i, at := range []time.Time{time.Now().AddDate(0, 0, -9), time.Now().Add(-time.Hour)} {

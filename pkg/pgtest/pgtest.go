@@ -331,3 +331,32 @@ func keepPartitions(ctx context.Context, q interface {
 	}
 	return nil
 }
+
+// Empty creates an empty database of its own (no migrations, no template)
+// and returns its URL; it is dropped when t ends. For tests of the
+// migrations themselves: a schema migrated step by step, as production's is.
+func Empty(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer admin.Close(ctx)
+	name := "aegis_empty_" + randSuffix(t.Name())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), AdminURL())
+		if err != nil {
+			t.Logf("pgtest: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(AdminURL(), name)
+}

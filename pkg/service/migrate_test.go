@@ -2,12 +2,9 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -21,27 +18,7 @@ import (
 // binary is release "dev", which no later migrate differs from.
 func TestMigrateHoldsContractMigrationsUnlessAsked(t *testing.T) {
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("aegis_migrate_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), pgtest.AdminURL())
-		if err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(pgtest.AdminURL())
-	require.NoError(t, err)
-	u.Path = "/" + name
-	dbURL := u.String()
+	dbURL := pgtest.Empty(t)
 	require.NoError(t, migrations.UpTo(dbURL, 43))
 	getenv := func(k string) string { return map[string]string{"DATABASE_URL": dbURL}[k] }
 	run := func(context.Context, func(string) string, io.Writer) error {
@@ -68,6 +45,6 @@ func TestMigrateHoldsContractMigrationsUnlessAsked(t *testing.T) {
 	require.Equal(t, 56, version())
 	require.Contains(t, out.String(), "contract migration applied")
 
-	err = dispatch(ctx, "webhook-api", []string{"migrate", "--contracts"}, run, getenv, io.Discard)
+	err := dispatch(ctx, "webhook-api", []string{"migrate", "--contracts"}, run, getenv, io.Discard)
 	require.ErrorContains(t, err, "--contract")
 }

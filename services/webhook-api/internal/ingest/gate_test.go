@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aegis-payments/aegis/migrations"
+	"github.com/aegis-payments/aegis/pkg/pgtest"
 	"github.com/aegis-payments/aegis/services/webhook-api/internal/ingest"
 )
 
@@ -22,7 +23,7 @@ const swap = 56
 // release B's applies it. Ingest saves and finds duplicates at each step.
 func TestMigrateHoldsTheSwapUntilTheNextRelease(t *testing.T) {
 	ctx := context.Background()
-	dbURL := scratchDatabase(t)
+	dbURL := pgtest.Empty(t)
 	require.NoError(t, migrations.UpTo(dbURL, 43))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestMigrateHoldsTheSwapUntilTheNextRelease(t *testing.T) {
 // everything.
 func TestMigrateContractAppliesTheHeldSwap(t *testing.T) {
 	ctx := context.Background()
-	dbURL := scratchDatabase(t)
+	dbURL := pgtest.Empty(t)
 	require.NoError(t, migrations.UpTo(dbURL, 43))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestMigrateContractAppliesTheHeldSwap(t *testing.T) {
 	require.True(t, partitioned(t, pool))
 	usable(t, store, "c2")
 
-	fresh := scratchDatabase(t)
+	fresh := pgtest.Empty(t)
 	r, err = migrations.UpGated(fresh, migrations.Gate{Release: "v1.4.0"})
 	require.NoError(t, err)
 	require.True(t, r.Fresh)

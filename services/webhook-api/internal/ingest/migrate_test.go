@@ -3,13 +3,11 @@ package ingest_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +30,7 @@ func TestPartitioningWhileIngestRuns(t *testing.T) {
 		t.Skip("builds a 200k-row table")
 	}
 	ctx := context.Background()
-	dbURL := scratchDatabase(t)
+	dbURL := pgtest.Empty(t)
 	// 000044 makes the function ingest's multi-row insert calls: the
 	// release with this code migrates to it first (docs/operations/
 	// partition-webhook-events.md), then 000045 to 000048 and 000056 run under it.
@@ -138,31 +136,4 @@ func TestPartitioningWhileIngestRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ingest.Accepted, s.Outcome)
 	require.Equal(t, "webhook_events_p"+cutover.UTC().Format("20060102"), partitionOf(t, &pgtest.DB{Pool: pool}, "evt_after_cutover"))
-}
-
-// scratchDatabase is an empty database of its own, dropped when t ends.
-func scratchDatabase(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("aegis_part_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), pgtest.AdminURL())
-		if err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(pgtest.AdminURL())
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
 }

@@ -590,6 +590,50 @@ func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
 	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows: each key's head and the row behind it")
 }
 
+// Published rows are deleted, so the queue is often empty when autovacuum
+// analyzes it: its statistics then say no row, whatever the table's size.
+// A burst that arrives before the next analyze must still be claimed by one
+// walk of the claim index that stops after the batch. Planned for an empty
+// table, Claim otherwise read every unfinished row through the key index,
+// probed each row's key, and sorted them all: a minute a claim on a 200k
+// backlog, and the relay stopped relaying (the soak of 2026-11-29).
+func TestClaimWalksTheIndexAfterAnAnalyzeOfAnEmptyQueue(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	backlog := `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
+		FROM generate_series(1, 20000) i`
+	for _, q := range []string{backlog, "DELETE FROM transaction_outbox", "ANALYZE transaction_outbox", backlog} {
+		_, err := db.Pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	var tuples float64
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE relname = 'transaction_outbox'").Scan(&tuples))
+	require.Zero(t, tuples, "the statistics say the queue is empty")
+
+	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
+	require.NoError(t, err)
+	defer pool.Close()
+	now := time.Now()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		_, err = pool.Exec(ctx, "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		plan := claimPlan(t, pool, now)
+		require.Equal(t, 1, strings.Count(plan, "using transaction_outbox_claim_idx"), "%s: the walk of unfinished rows, once:\n%s", mode, plan)
+		require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "%s: the head probe and the run:\n%s", mode, plan)
+		require.Equal(t, 1, strings.Count(plan, "Sort Key"), "%s: only the batch's own order is sorted, never the backlog:\n%s", mode, plan)
+		require.NotContains(t, plan, "Hash Join", "%s: the batch is joined to its rows by id, not by hashing the table", mode)
+		require.NotContains(t, plan, "JIT", "%s: a claim is never compiled", mode)
+	}
+
+	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 2000)
+	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows: each key's head and the row behind it")
+}
+
 // The store's sessions commit asynchronously (Claim's commit is on every
 // row's latency path), but a dead-lettering transaction commits
 // synchronously: its letter is announced on Kafka after the commit.

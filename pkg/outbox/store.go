@@ -41,17 +41,27 @@ type Store struct {
 }
 
 // StoreSettings are the session settings of the pool a Store runs on
-// (database.Options.Settings). Claim must walk the index of unfinished rows
-// in id order and stop after the batch: that is what bounds its cost by the
-// batch, not by the backlog. Postgres chooses that plan only when it expects
-// more due heads than the batch; on a table whose statistics predate a burst
-// (reltuples unknown or small: the backlog arrived since the last analyze)
-// it expects a few hundred and reads every unfinished row with a bitmap
-// scan, then sorts them — 300–1,000 ms per claim on a 100k backlog against
-// 30–60 ms for the index walk, until autovacuum's analyze catches up. With
-// bitmap scans off the walk is the plan either way; none of the store's other
-// statements is better served by a bitmap scan (they look rows up by id or
-// walk one index in order).
+// (database.Options.Settings). Every statement of the store is small and
+// index-driven: Claim walks the index of unfinished rows in id order,
+// probes each candidate's key in the key index and stops after the batch,
+// which bounds its cost by the batch, not by the backlog; the rest look
+// rows up by id. The queue's statistics cannot be trusted to lead the
+// planner there. After a burst they lag behind the backlog (reltuples
+// unknown or small); and published rows are deleted, so autovacuum often
+// analyzes the table empty, and its statistics then say no row whatever the
+// table's size until the next analyze. For so small a table the planner's
+// cheapest plans read every unfinished row (a bitmap scan, or a scan of the
+// key index) and sort them, probing each row's key, or hash the whole table
+// to join the batch to it: 300 ms to a minute a claim on a 100k–200k
+// backlog against milliseconds for the walk, and in the soak of 2026-11-29
+// the relay relayed nothing for minutes. So the store's sessions turn off
+// what those plans need and the walk does not: bitmap scans, sorts (a sort
+// nothing can spare, the batch's own order, is still made: the settings
+// price a plan out only where another exists), hash and merge joins; and
+// Claim's key look-ups are written so that only the key index serves them
+// without a sort (queries.sql). And JIT: the settings price the plans they
+// turn off at 10^10, above jit_above_cost, and compiling took 750 ms of an
+// 8 ms claim.
 //
 // The store's transactions commit with synchronous_commit off: Claim's
 // commit is on the path of every relayed row (a relay publishes only after
@@ -67,7 +77,10 @@ type Store struct {
 // exception: MarkDeadLetter makes its own transaction's commit synchronous,
 // since its letter is announced on Kafka after the commit.
 func StoreSettings() map[string]string {
-	return map[string]string{"enable_bitmapscan": "off", "synchronous_commit": "off"}
+	return map[string]string{
+		"enable_bitmapscan": "off", "enable_sort": "off", "enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off",
+		"synchronous_commit": "off",
+	}
 }
 
 // NewStore returns a Store on pool, which should be opened with

@@ -188,9 +188,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer stopTracing() // last: flushes the spans of the shutdown too
 
 	// The outbox store's settings fit outbound delivery too: no statement
-	// timeout, and its intake turns synchronous_commit back on for its
-	// own transactions. Outbound attempts hold a connection only to claim
-	// and to record, never across a POST.
+	// timeout; its statements, like the store's, are small and index-driven
+	// (a claim of due deliveries, look-ups by id, batched deletes), so they
+	// lose nothing to the planner settings; and its intake turns
+	// synchronous_commit back on for its own transactions. Outbound attempts
+	// hold a connection only to claim and to record, never across a POST.
 	reg := httpserver.NewRegistry()
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, database.Options{MaxConns: 16, ApplicationName: cfg.Name,
 		Settings: outbox.StoreSettings(), Registerer: reg})

@@ -33,6 +33,12 @@
 //     followed by another after RetryAfter. aegis_partition_keys_trim_behind_seconds
 //     says how long runs have ended with keys left
 //     (AegisDedupeKeysTrimBehind).
+//   - A policy's time scale (partition_policies.time_scale, migration
+//     000051) compresses its day, retention and horizon for soaks and
+//     tests, set only by Rescale on an empty table; the Keeper runs every
+//     Interval / scale, so it keeps as many runs per partition at any
+//     scale. A deployment's policy is never scaled: Gauges export the scale
+//     and AegisPartitionPolicyScaled pages above 1.
 //
 // A drop waits at most 200 ms for its ACCESS EXCLUSIVE lock on the parent
 // (inserts queue behind a waiting drop) and is otherwise skipped until the

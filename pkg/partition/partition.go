@@ -46,11 +46,33 @@ type Result struct {
 // Maintain creates table's partitions ahead and drops those past its
 // retention, in one transaction of its own.
 func Maintain(ctx context.Context, pool *pgxpool.Pool, table string) (Result, error) {
+	r, _, err := maintainScaled(ctx, pool, table)
+	return r, err
+}
+
+// maintainScaled is Maintain, also returning the policy's time scale
+// (partition_policies.time_scale: 1 in a deployment).
+func maintainScaled(ctx context.Context, pool *pgxpool.Pool, table string) (Result, int, error) {
 	r, err := sqlcdb.New(pool).Maintain(ctx, table)
 	if err != nil {
-		return Result{}, fmt.Errorf("maintain partitions of %s: %w", table, err)
+		return Result{}, 0, fmt.Errorf("maintain partitions of %s: %w", table, err)
 	}
-	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped, KeysTrimmed: r.KeysTrimmed}, nil
+	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped, KeysTrimmed: r.KeysTrimmed}, r.TimeScale, nil
+}
+
+// Rescale sets table's time scale (migration 000051's rescale_partitions):
+// a partition spans a day / scale, and the policy's premake, retention and
+// dedupe horizon shrink with it, so that a soak or a test sees partitions
+// made and dropped within minutes. The table must be empty, and pool the
+// schema owner's: it is for a database made for a soak or a test, never a
+// deployment's (AegisPartitionPolicyScaled pages on one). It returns the
+// partitions made.
+func Rescale(ctx context.Context, pool *pgxpool.Pool, table string, scale int) (int, error) {
+	n, err := sqlcdb.New(pool).Rescale(ctx, sqlcdb.RescaleParams{TableName: table, TimeScale: scale})
+	if err != nil {
+		return 0, fmt.Errorf("rescale partitions of %s by %d: %w", table, scale, err)
+	}
+	return n, nil
 }
 
 // Config is a service's partition keeping.
@@ -58,7 +80,9 @@ type Config struct {
 	// Tables are the tables of partition_policies the service keeps (its
 	// own; maintain_partitions refuses one with no policy).
 	Tables []string
-	// Interval between runs (DefaultInterval when zero).
+	// Interval between runs (DefaultInterval when zero), divided by the
+	// policy's time scale (1 in a deployment): a keeper runs as often per
+	// partition at any scale.
 	Interval time.Duration
 	// RetryAfter is how soon a run that failed, or that spent TrimBudget
 	// with dedupe keys left, is tried again (DefaultRetryAfter when zero; at
@@ -139,8 +163,8 @@ func (k *Keeper) Component(deps lifecycle.Deps) lifecycle.Component {
 func (k *Keeper) Run(ctx context.Context) error {
 	behindSince := map[string]time.Time{}
 	for {
-		wait := k.cfg.Interval
-		caughtUp, err := k.once(ctx, behindSince)
+		caughtUp, scale, err := k.once(ctx, behindSince)
+		wait := k.cfg.Interval / time.Duration(max(1, scale))
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -149,10 +173,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 			// Partitions are made two weeks ahead: a failed run is retried
 			// long before a row finds none, and AegisPartitionsAheadShort
 			// pages if runs keep failing.
-			k.logger.Warn("partition maintenance failed; retrying", "error", err.Error(), "retry_in", k.cfg.RetryAfter.String())
-			wait = k.cfg.RetryAfter
+			wait = min(wait, k.cfg.RetryAfter)
+			k.logger.Warn("partition maintenance failed; retrying", "error", err.Error(), "retry_in", wait.String())
 		case !caughtUp:
-			wait = k.cfg.RetryAfter
+			wait = min(wait, k.cfg.RetryAfter)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -168,19 +192,21 @@ func (k *Keeper) Run(ctx context.Context) error {
 // from theirs. It keeps calling maintain_partitions while each call trims
 // a full batch of dedupe keys, for at most TrimBudget a table.
 func (k *Keeper) Once(ctx context.Context) error {
-	_, err := k.once(ctx, map[string]time.Time{})
+	_, _, err := k.once(ctx, map[string]time.Time{})
 	return err
 }
 
 // once is Once; it reports whether every table's expired keys were all
-// trimmed, and keeps behindSince (per table, since when runs have ended
-// with keys possibly left) for the behind gauge.
-func (k *Keeper) once(ctx context.Context, behindSince map[string]time.Time) (caughtUp bool, err error) {
+// trimmed and the largest time scale of their policies, and keeps
+// behindSince (per table, since when runs have ended with keys possibly
+// left) for the behind gauge.
+func (k *Keeper) once(ctx context.Context, behindSince map[string]time.Time) (caughtUp bool, scale int, err error) {
 	var errs []error
 	caughtUp = true
 	for _, table := range k.cfg.Tables {
 		start := k.clock()
-		done, err := k.maintain(ctx, table)
+		done, s, err := k.maintain(ctx, table)
+		scale = max(scale, s)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -195,13 +221,13 @@ func (k *Keeper) once(ctx context.Context, behindSince map[string]time.Time) (ca
 		}
 		k.behind.WithLabelValues(table).Set(k.clock().Sub(behindSince[table]).Seconds())
 	}
-	return caughtUp, errors.Join(errs...)
+	return caughtUp, scale, errors.Join(errs...)
 }
 
 // maintain runs maintain_partitions on table, again while a call trims
 // keysPerCall keys and TrimBudget is not spent; done is false when the
-// budget ran out with keys possibly left.
-func (k *Keeper) maintain(ctx context.Context, table string) (done bool, err error) {
+// budget ran out with keys possibly left; scale is the policy's time scale.
+func (k *Keeper) maintain(ctx context.Context, table string) (done bool, scale int, err error) {
 	start := k.clock()
 	var total Result
 	calls := 0
@@ -214,11 +240,12 @@ func (k *Keeper) maintain(ctx context.Context, table string) (done bool, err err
 	}()
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, runTimeout)
-		r, err := Maintain(callCtx, k.pool, table)
+		r, s, err := maintainScaled(callCtx, k.pool, table)
 		cancel()
 		if err != nil {
-			return false, err
+			return false, scale, err
 		}
+		scale = s
 		calls++
 		k.trimmed.WithLabelValues(table).Add(float64(r.KeysTrimmed))
 		total.Created += r.Created
@@ -226,10 +253,10 @@ func (k *Keeper) maintain(ctx context.Context, table string) (done bool, err err
 		total.Skipped += r.Skipped
 		total.KeysTrimmed += r.KeysTrimmed
 		if r.KeysTrimmed < keysPerCall {
-			return true, nil
+			return true, scale, nil
 		}
 		if k.clock().Sub(start) >= k.cfg.TrimBudget {
-			return false, nil
+			return false, scale, nil
 		}
 	}
 }
@@ -248,6 +275,9 @@ func Gauges(pool *pgxpool.Pool, tables []string, logger *slog.Logger) *dbgauge.C
 		[]string{"table"}, nil)
 	countDesc := prometheus.NewDesc("aegis_partitions",
 		"How many partitions the table has.", []string{"table"}, nil)
+	scaleDesc := prometheus.NewDesc("aegis_partition_time_scale",
+		"The table's policy time scale (partition_policies.time_scale): 1 in a deployment; N compresses a day of partitions, retention and dedupe horizon into a day / N, for soaks and tests only.",
+		[]string{"table"}, nil)
 	want := make(map[string]bool, len(tables))
 	for _, t := range tables {
 		want[t] = true
@@ -265,7 +295,8 @@ func Gauges(pool *pgxpool.Pool, tables []string, logger *slog.Logger) *dbgauge.C
 			emit(overdueDesc, r.OverdueSeconds, r.TableName)
 			emit(retentionDesc, r.RetentionSeconds, r.TableName)
 			emit(countDesc, float64(r.Partitions), r.TableName)
+			emit(scaleDesc, float64(r.TimeScale), r.TableName)
 		}
 		return nil
-	}, aheadDesc, overdueDesc, retentionDesc, countDesc)
+	}, aheadDesc, overdueDesc, retentionDesc, countDesc, scaleDesc)
 }

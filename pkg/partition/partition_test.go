@@ -66,6 +66,21 @@ func setup(t *testing.T) *pgtest.DB {
 	return db
 }
 
+// startKeeper runs a Keeper of webhook_events as webhook-api's role at its
+// defaults until the test ends.
+func startKeeper(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	k, err := partition.New(db.As(t, migrations.RoleWebhookAPI), partition.Config{Tables: []string{"webhook_events"}}, lifecycle.Deps{})
+	require.NoError(t, err)
+	c := k.Component(lifecycle.Deps{})
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Stop(stopCtx))
+	})
+}
+
 func partitions(t *testing.T, db *pgtest.DB) map[string]bool {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), `SELECT part::text FROM partition_bounds('webhook_events')`)
@@ -94,16 +109,7 @@ func TestKeeperDropsExpiredPartitionsAndMakesFutureOnes(t *testing.T) {
 	require.Greater(t, overdue, float64(15*24*3600), "the oldest partition ended 105 days ago, 15 days past the retention")
 	require.Less(t, overdue, float64(16*24*3600))
 
-	k, err := partition.New(db.As(t, migrations.RoleWebhookAPI), partition.Config{Tables: []string{"webhook_events"}},
-		lifecycle.Deps{})
-	require.NoError(t, err)
-	c := k.Component(lifecycle.Deps{})
-	require.NoError(t, c.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(stopCtx))
-	})
+	startKeeper(t, db)
 	last := "webhook_events_p" + day(14).Format("20060102")
 	require.Eventually(t, func() bool { return partitions(t, db)[last] }, 30*time.Second, 20*time.Millisecond,
 		"the job made no partitions ahead")
@@ -198,15 +204,15 @@ func TestPolicyRefusesAShortHorizonOrRetention(t *testing.T) {
 	require.NoError(t, err, "a longer horizon with a retention past it")
 }
 
-// Between the release that brings migrations 000044 to 000048 and the one
-// that partitions webhook_events (000056), the keeper runs against the
+// While the contract migration that partitions webhook_events (000056) is
+// held back (every migration before it applied), the keeper runs against the
 // unpartitioned table: it only trims the dedupe keys, and the gauges have
 // no line for the table (no AegisPartitionsAheadShort for a table that has
 // no partitions yet).
 func TestKeeperBeforeTheTableIsPartitioned(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.Empty(t)
-	require.NoError(t, migrations.UpTo(dbURL, 48))
+	require.NoError(t, migrations.UpTo(dbURL, 55))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
@@ -229,4 +235,64 @@ func TestKeeperBeforeTheTableIsPartitioned(t *testing.T) {
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	require.Empty(t, families, "no gauge for a table with no partitions yet")
+}
+
+// A scaled policy (Rescale, for soaks and tests) is the default one
+// compressed: at 86 400 a partition spans a second, the dedupe horizon is
+// 7 s, the retention 90 s, and the floors still hold at that scale. The
+// keeper, which runs by the scale, then makes partitions ahead and drops an
+// expired one with its row within seconds, and its key is trimmed once past
+// the horizon, so the event is new again. A table holding a row is never
+// rescaled.
+func TestScaledPolicyMakesAndDropsPartitionsWithinSeconds(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	insert := func(id string) int64 {
+		t.Helper()
+		tag, err := db.Pool.Exec(ctx, `INSERT INTO webhook_events (provider, event_id, event_type, payload, correlation_id)
+			VALUES ('stripe', $1, 'charge.succeeded', '{}', 'c')`, id)
+		require.NoError(t, err)
+		return tag.RowsAffected()
+	}
+	require.EqualValues(t, 1, insert("evt_held"))
+	_, err := partition.Rescale(ctx, db.Pool, "webhook_events", 86400)
+	require.ErrorContains(t, err, "holds rows")
+	_, err = db.Pool.Exec(ctx, `DELETE FROM webhook_events`)
+	require.NoError(t, err)
+
+	made, err := partition.Rescale(ctx, db.Pool, "webhook_events", 86400)
+	require.NoError(t, err)
+	require.Equal(t, 15, made, "the current partition and premake_days (14) ahead")
+	var retention, horizon float64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT extract(epoch FROM retention)::float8, extract(epoch FROM dedupe_horizon)::float8
+		FROM partition_policies WHERE table_name = 'webhook_events'`).Scan(&retention, &horizon))
+	require.InDelta(t, 90, retention, 0.001)
+	require.InDelta(t, 7, horizon, 0.001)
+	for _, set := range []string{`dedupe_horizon = interval '6 seconds'`, `retention = interval '8 seconds'`, `time_scale = 0`} {
+		_, err := db.Pool.Exec(ctx, `UPDATE partition_policies SET `+set+` WHERE table_name = 'webhook_events'`)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, set)
+		require.Equal(t, "23514", pgErr.Code, "%s: a check violation", set)
+	}
+	_, err = db.Pool.Exec(ctx, `UPDATE partition_policies SET retention = interval '9 seconds' WHERE table_name = 'webhook_events'`)
+	require.NoError(t, err, "9 s outlasts the 7 s horizon by more than a day / 86 400")
+
+	require.EqualValues(t, 1, insert("evt_a"))
+	require.EqualValues(t, 0, insert("evt_a"), "a duplicate within the horizon")
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(partition.Gauges(db.As(t, migrations.RoleWebhookAPI), []string{"webhook_events"}, slog.New(slog.DiscardHandler))))
+	require.Equal(t, float64(86400), gauge(t, reg, "aegis_partition_time_scale"))
+
+	// An hour's interval at this scale is 42 ms.
+	startKeeper(t, db)
+	var events, keys int
+	require.Eventually(t, func() bool {
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_events), (SELECT count(*) FROM webhook_event_keys)`).Scan(&events, &keys))
+		return events == 0 && keys == 0
+	}, 30*time.Second, 100*time.Millisecond, "evt_a's partition is dropped past the 9 s retention and its key trimmed past the horizon")
+	require.EqualValues(t, 1, insert("evt_a"), "past the horizon the event is new again")
+	ahead := gauge(t, reg, "aegis_partitions_ahead_seconds")
+	require.Greater(t, ahead, 13.0, "partitions are kept 14 s ahead")
+	require.LessOrEqual(t, ahead, 16.0)
+	require.Zero(t, gauge(t, reg, "aegis_partition_retention_overdue_seconds"))
 }

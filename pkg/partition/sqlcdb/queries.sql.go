@@ -12,7 +12,7 @@ import (
 const maintain = `-- name: Maintain :one
 
 SELECT m.created::int AS created, m.dropped::int AS dropped, m.skipped::int AS skipped,
-       m.keys_trimmed::int AS keys_trimmed
+       m.keys_trimmed::int AS keys_trimmed, m.time_scale::int AS time_scale
 FROM maintain_partitions($1::text) m
 `
 
@@ -21,10 +21,11 @@ type MaintainRow struct {
 	Dropped     int
 	Skipped     int
 	KeysTrimmed int
+	TimeScale   int
 }
 
 // The statements of partition maintenance, compiled by sqlc into ./sqlcdb.
-// Both run SECURITY DEFINER functions of migration 000044: the services'
+// Both run SECURITY DEFINER functions of migrations 000044 and 000051: the services'
 // roles have DML only, and the functions touch only the tables listed in
 // partition_policies.
 // Creates the table's partitions ahead, drops those past its retention and
@@ -38,14 +39,33 @@ func (q *Queries) Maintain(ctx context.Context, tableName string) (MaintainRow, 
 		&i.Dropped,
 		&i.Skipped,
 		&i.KeysTrimmed,
+		&i.TimeScale,
 	)
 	return i, err
+}
+
+const rescale = `-- name: Rescale :one
+SELECT rescale_partitions($1::text, $2::int)::int AS created
+`
+
+type RescaleParams struct {
+	TableName string
+	TimeScale int
+}
+
+// Sets the table's time scale, its partitions made again at the new width
+// (rescale_partitions: owner only, an empty table only).
+func (q *Queries) Rescale(ctx context.Context, arg RescaleParams) (int, error) {
+	row := q.db.QueryRow(ctx, rescale, arg.TableName, arg.TimeScale)
+	var created int
+	err := row.Scan(&created)
+	return created, err
 }
 
 const status = `-- name: Status :many
 SELECT s.table_name::text AS table_name, s.ahead_seconds::float8 AS ahead_seconds,
        s.overdue_seconds::float8 AS overdue_seconds, s.retention_seconds::float8 AS retention_seconds,
-       s.partitions::int AS partitions
+       s.partitions::int AS partitions, s.time_scale::int AS time_scale
 FROM partition_status() s
 `
 
@@ -55,10 +75,11 @@ type StatusRow struct {
 	OverdueSeconds   float64
 	RetentionSeconds float64
 	Partitions       int
+	TimeScale        int
 }
 
 // Each policy table's partitions: how far ahead they reach, how long the
-// oldest has been past the retention.
+// oldest has been past the retention, the policy's time scale.
 func (q *Queries) Status(ctx context.Context) ([]StatusRow, error) {
 	rows, err := q.db.Query(ctx, status)
 	if err != nil {
@@ -74,6 +95,7 @@ func (q *Queries) Status(ctx context.Context) ([]StatusRow, error) {
 			&i.OverdueSeconds,
 			&i.RetentionSeconds,
 			&i.Partitions,
+			&i.TimeScale,
 		); err != nil {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ func run() (bool, error) {
 	duration := flag.Duration("duration", 10*time.Minute, "length of the steady load")
 	rate := flag.Float64("rate", 0, "offered webhooks per second (default: -share of the sustainable rate a step search finds)")
 	share := flag.Float64("share", 0.7, "share of the sustainable rate to offer")
-	step := flag.Duration("step", 10*time.Second, "length of each step of the search")
+	step := flag.Duration("step", bench.SoakStep, "length of each step of the search")
 	window := flag.Duration("window", 0, "reporting window (default 5m; a run shorter than six windows is cut into six)")
 	sample := flag.Duration("sample", time.Minute, "how often table sizes, vacuum counters and plans are read")
 	scale := flag.Float64("time-scale", bench.SoakTimeScale, "divides the services' retention settings (1: their defaults)")

@@ -39,7 +39,8 @@ type SoakConfig struct {
 	// search finds the sustainable rate and the soak offers Share of it.
 	Rate  float64
 	Share float64
-	// StepDuration is each step's length in the search.
+	// StepDuration is each step's length in the search (SoakStep when
+	// zero).
 	StepDuration time.Duration
 	// Window is the reporting window (0: windowFor(Duration)).
 	Window time.Duration
@@ -83,6 +84,12 @@ type SoakResult struct {
 	Date time.Time
 }
 
+// SoakStep is how long each step of the soak's search is held: longer
+// than the bench's, since the rate is to be kept for an hour, and a rate
+// held for ten seconds (the smoke run of 2026-11-29: 3,440 /s) fell behind
+// within a minute at 70 % of it.
+const SoakStep = 30 * time.Second
+
 // Soak runs the soak.
 func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 	if sc.Duration <= 0 {
@@ -92,7 +99,7 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 		sc.Share = 0.7
 	}
 	if sc.StepDuration <= 0 {
-		sc.StepDuration = 10 * time.Second
+		sc.StepDuration = SoakStep
 	}
 	if sc.Sample <= 0 {
 		sc.Sample = time.Minute
@@ -115,7 +122,7 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 	if !sc.Keep {
 		defer r.dropDB(soakDB)
 	}
-	run, stop, err := r.startSuite(ctx, soakDB, "soak", retentionEnv(settings, sc.TimeScale))
+	run, stop, err := r.startSuite(ctx, soakDB, "soak", retentionEnv(settings, sc.TimeScale), int(sc.TimeScale))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +169,7 @@ func (e *e2eRun) soakSearch(ctx context.Context, sc SoakConfig, res *SoakResult)
 	res.Bare = bare
 	saved := r.cfg.Duration
 	r.cfg.Duration = sc.StepDuration
-	steps, err := e.stepUp(ctx, "soak search", stepRates(bare, soakSearchSteps), e.creditStep)
+	steps, err := e.stepUp(ctx, "soak search", stepRates(bare, soakSearchSteps), e2eCreditFine*bare, e.creditStep)
 	r.cfg.Duration = saved
 	res.Steps = steps
 	if err != nil {

@@ -6,13 +6,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aegis-payments/aegis/pkg/outbox"
 )
 
 // Plan changes on the hot statements. Every sample, the soak EXPLAINs
@@ -42,9 +47,12 @@ import (
 // Postgres's choice by cost, so both are watched.
 
 // hotStatement is one statement whose plan the soak watches: the service
-// that sends it, the generated file and the method that sends it.
+// that sends it, the generated file and the method that sends it, and the
+// session settings the service's pool runs it with (they are the
+// planner's too: the relay's pool turns bitmap scans and sorts off).
 type hotStatement struct {
 	Service, File, Method string
+	Settings              map[string]string
 }
 
 // The generated files of the hot statements, from the repository root.
@@ -59,14 +67,14 @@ var (
 // that settles a published batch, and the worker's credit batch
 // (creditStatements).
 var hotStatements = []hotStatement{
-	{"webhook-api", ingestQueries, "InsertEvents"},
-	{"webhook-api", outboxQueries, "InsertMessages"},
-	{"outbox-relay", outboxQueries, "Claim"},
-	{"outbox-relay", outboxQueries, "DeletePublished"},
-	{"payout-worker", ledgerQueries, "CreditClaim"},
-	{"payout-worker", ledgerQueries, "CreditWallet"},
-	{"payout-worker", ledgerQueries, "CreditEntries"},
-	{"payout-worker", ledgerQueries, "Repay"},
+	{"webhook-api", ingestQueries, "InsertEvents", nil},
+	{"webhook-api", outboxQueries, "InsertMessages", nil},
+	{"outbox-relay", outboxQueries, "Claim", outbox.StoreSettings()},
+	{"outbox-relay", outboxQueries, "DeletePublished", outbox.StoreSettings()},
+	{"payout-worker", ledgerQueries, "CreditClaim", nil},
+	{"payout-worker", ledgerQueries, "CreditWallet", nil},
+	{"payout-worker", ledgerQueries, "CreditEntries", nil},
+	{"payout-worker", ledgerQueries, "Repay", nil},
 }
 
 // planValues are the representative values of the hot statements'
@@ -334,11 +342,30 @@ func (w *planWatch) sample(ctx context.Context, at time.Duration) error {
 }
 
 // explainCustom is EXPLAIN of the statement with its values bound (the
-// extended protocol, as the service sends it): a custom plan.
+// extended protocol, as the service sends it), under its service's
+// settings: a custom plan.
 func (w *planWatch) explainCustom(ctx context.Context, st explainStatement) ([]byte, error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := setLocal(ctx, tx, st.Settings); err != nil {
+		return nil, err
+	}
 	var out []byte
-	err := w.pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON, COSTS OFF)\n"+st.SQL, st.Args...).Scan(&out)
+	err = tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON, COSTS OFF)\n"+st.SQL, st.Args...).Scan(&out)
 	return out, err
+}
+
+// setLocal applies settings for the rest of tx.
+func setLocal(ctx context.Context, tx pgx.Tx, settings map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if _, err := tx.Exec(ctx, "SELECT set_config($1, $2, true)", k, settings[k]); err != nil {
+			return fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // explainGeneric is the statement's generic plan: prepared on one
@@ -353,6 +380,9 @@ func (w *planWatch) explainGeneric(ctx context.Context, st explainStatement) ([]
 	defer func() { _ = tx.Rollback(ctx) }()
 	const name = "aegis_soak_generic"
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		return nil, err
+	}
+	if err := setLocal(ctx, tx, st.Settings); err != nil {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, "PREPARE "+name+" AS\n"+st.SQL); err != nil {

@@ -59,6 +59,10 @@ func (s *SoakResult) Markdown(machine, command, plot, note string) string {
 		for _, r := range s.Retention {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Env, r.Reader, r.Real, r.Value)
 		}
+		fmt.Fprintf(&b, "\nThe partition policies are scaled by the same factor (`partition_policies.time_scale`, set by "+
+			"`rescale_partitions` on the fresh database): a partition spans %s instead of a day, and each policy's premake, "+
+			"retention and dedupe horizon shrink with it. Made and dropped during the run: under Table sizes.\n",
+			(24 * time.Hour / time.Duration(s.Config.TimeScale)).Round(time.Millisecond))
 	}
 
 	b.WriteString("\n## Per window\n\n")
@@ -90,6 +94,7 @@ func (s *SoakResult) Markdown(machine, command, plot, note string) string {
 
 	b.WriteString("\n## Table sizes\n\n")
 	b.WriteString(sizeSection(s.Samples))
+	b.WriteString(partitionSection(s.Samples))
 
 	b.WriteString("\n## Vacuum and analyze\n\n")
 	if s.Autovacuum {
@@ -218,6 +223,30 @@ func sizeSection(samples []tableSample) string {
 	}
 	if small > 0 {
 		fmt.Fprintf(&b, "\n%d more tables stayed under 1 MiB without growing over the last quarter.\n", small)
+	}
+	return b.String()
+}
+
+// partitionSection renders what the run did to the partitions of the
+// tables kept by time partition (none: nothing).
+func partitionSection(samples []tableSample) string {
+	churns := partitionChurns(samples)
+	if len(churns) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nPartitions of the tables kept by time partition (partition_policies; made ahead and dropped past the retention " +
+		"by webhook-api's keeper, as in a deployment, at the policy's time scale):\n\n" +
+		"| table | partition span | at the start: partitions, oldest from, newest to | at the end | made | dropped |\n|---|---|---|---|---|---|\n")
+	span := func(p partitionSpan) string {
+		oldest := "MINVALUE"
+		if p.Oldest.Unix() != 0 {
+			oldest = p.Oldest.UTC().Format("15:04:05")
+		}
+		return fmt.Sprintf("%d, %s, %s", p.Count, oldest, p.Newest.UTC().Format("15:04:05"))
+	}
+	for _, c := range churns {
+		fmt.Fprintf(&b, "| %s | %s (time scale %d) | %s | %s | %d | %d |\n", c.Name, c.Width, c.Last.TimeScale, span(c.First), span(c.Last), c.Made, c.Dropped)
 	}
 	return b.String()
 }

@@ -24,11 +24,34 @@ type tableStat struct {
 }
 
 // tableSample is every table of the soak's database at one moment (At,
-// from the soak's start).
+// from the soak's start), and the partitions of each table kept by time
+// partition.
 type tableSample struct {
-	At     time.Duration
-	Tables map[string]tableStat
+	At         time.Duration
+	Tables     map[string]tableStat
+	Partitions map[string]partitionSpan
 }
+
+// partitionSpan is a table of partition_policies at a sample: how many
+// partitions it has, the lower bound of its oldest (zero: MINVALUE) and the
+// upper bound of its newest, and its policy's time scale.
+type partitionSpan struct {
+	Count     int64
+	Oldest    time.Time
+	Newest    time.Time
+	TimeScale int64
+}
+
+// sqlPartitionSpans reads every partition_policies table's partitions
+// (migrations 000044 and 000051: partition_bounds is the catalog's view of
+// them). A table not partitioned has no line.
+const sqlPartitionSpans = `
+SELECT p.table_name, count(b.part)::bigint, coalesce(min(b.lo), 'epoch'::timestamptz), max(b.hi), p.time_scale::bigint
+FROM partition_policies p
+JOIN pg_class c ON c.oid = p.table_name::regclass AND c.relkind = 'p'
+JOIN LATERAL partition_bounds(p.table_name::regclass) b ON true
+GROUP BY p.table_name, p.time_scale
+ORDER BY 1`
 
 // sqlTableStats reads every ordinary and partitioned table of the public
 // schema, each partition counted in its root (pg_partition_root: a
@@ -66,7 +89,57 @@ func sampleTables(ctx context.Context, pool *pgxpool.Pool, at time.Duration) (ta
 		}
 		s.Tables[name] = t
 	}
+	if err := rows.Err(); err != nil {
+		return tableSample{}, fmt.Errorf("read table sizes: %w", err)
+	}
+	rows.Close()
+	rows, err = pool.Query(ctx, sqlPartitionSpans)
+	if err != nil {
+		return tableSample{}, fmt.Errorf("read partitions: %w", err)
+	}
+	defer rows.Close()
+	s.Partitions = map[string]partitionSpan{}
+	for rows.Next() {
+		var name string
+		var p partitionSpan
+		if err := rows.Scan(&name, &p.Count, &p.Oldest, &p.Newest, &p.TimeScale); err != nil {
+			return tableSample{}, fmt.Errorf("read partitions: %w", err)
+		}
+		s.Partitions[name] = p
+	}
 	return s, rows.Err()
+}
+
+// partitionChurn is what a run did to one table's partitions: made and
+// dropped, from its first sample to its last (each partition spans a day /
+// TimeScale; made is how far the newest bound moved, in partitions).
+type partitionChurn struct {
+	Name          string
+	First, Last   partitionSpan
+	Made, Dropped int64
+	Width         time.Duration
+}
+
+// partitionChurns lists the churn of every table partitioned at the first
+// and the last sample, in name order.
+func partitionChurns(samples []tableSample) []partitionChurn {
+	if len(samples) == 0 {
+		return nil
+	}
+	first, last := samples[0].Partitions, samples[len(samples)-1].Partitions
+	var out []partitionChurn
+	for _, n := range slices.Sorted(maps.Keys(last)) {
+		a, ok := first[n]
+		if !ok {
+			continue
+		}
+		b := last[n]
+		c := partitionChurn{Name: n, First: a, Last: b, Width: 24 * time.Hour / time.Duration(max(1, b.TimeScale))}
+		c.Made = int64(b.Newest.Sub(a.Newest) / c.Width)
+		c.Dropped = a.Count + c.Made - b.Count
+		out = append(out, c)
+	}
+	return out
 }
 
 // plateauShare: a table has reached its plateau when it grew by less than

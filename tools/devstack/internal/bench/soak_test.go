@@ -264,6 +264,34 @@ func TestSampleTablesSumsPartitions(t *testing.T) {
 	if _, ok := s.Tables["ledger_transactions"]; !ok {
 		t.Error("plain table ledger_transactions missing")
 	}
+	// webhook_events is kept by time partition: its partitions are read
+	// from the catalog, one a day at scale 1.
+	var n int64
+	var newest time.Time
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*), max(hi) FROM partition_bounds('webhook_events')`).Scan(&n, &newest); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := s.Partitions["webhook_events"]; !ok || p.Count != n || p.TimeScale != 1 || !p.Newest.Equal(newest) || !p.Oldest.Before(p.Newest) {
+		t.Errorf("webhook_events partitions %+v (present %v); want %d partitions up to %s at scale 1", p, ok, n, newest)
+	}
+}
+
+// The churn of a partitioned table over a run: how far its newest bound
+// moved in partitions (made) and how many of its partitions went (dropped).
+func TestPartitionChurnCountsMadeAndDropped(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	samples := []tableSample{
+		{At: 0, Partitions: map[string]partitionSpan{"webhook_events": {Count: 15, Oldest: at, Newest: at.Add(15 * 30 * time.Second), TimeScale: 2880}}},
+		{At: time.Hour, Partitions: map[string]partitionSpan{"webhook_events": {Count: 105, Oldest: at.Add(30 * time.Minute), Newest: at.Add(time.Hour + 15*30*time.Second), TimeScale: 2880}}},
+	}
+	got := partitionChurns(samples)
+	if len(got) != 1 || got[0].Width != 30*time.Second || got[0].Made != 120 || got[0].Dropped != 30 {
+		t.Fatalf("churn %+v; want 30 s partitions, 120 made, 30 dropped", got)
+	}
+	md := partitionSection(samples)
+	if !strings.Contains(md, "| webhook_events | 30s (time scale 2880) | 15, 12:00:00, 12:07:30 | 105, 12:30:00, 13:07:30 | 120 | 30 |") {
+		t.Errorf("partition section:\n%s", md)
+	}
 }
 
 // A table that stops growing levels off; one that keeps growing does not.
@@ -334,7 +362,7 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 			{At: 0, Tables: map[string]tableStat{"transaction_outbox": {Total: 5 << 20, Index: 2 << 20}, "tiny": {Total: 8192}}},
 			{At: time.Minute, Tables: map[string]tableStat{"transaction_outbox": {Total: 9 << 20, Index: 3 << 20, Vacuum: 2, Dead: 500}, "tiny": {Total: 8192}}},
 		},
-		Plans: []planHistory{{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim"}, Kind: planCustom, Samples: 3,
+		Plans: []planHistory{{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim", nil}, Kind: planCustom, Samples: 3,
 			Seen: []planSeen{{At: 0, Fingerprint: "aaaaaaaaaaaa", Shape: "LockRows\n  -> Index Scan using a on t\n"},
 				{At: 2 * time.Minute, Fingerprint: "bbbbbbbbbbbb", Shape: "LockRows\n  -> Seq Scan on t\n"}}}},
 		LoadStart: "1.0", LoadEnd: "2.0",
@@ -403,7 +431,7 @@ func TestPlanChangesShowEachDistinctChangeOnce(t *testing.T) {
 	if got, want := lineDiff(a, b), "  Update\n-   -> Index Scan using i on t\n+   -> Sort\n+     -> Seq Scan on t\n    -> Result\n"; got != want {
 		t.Fatalf("diff:\n%s\nwant:\n%s", got, want)
 	}
-	h := planHistory{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim"}}
+	h := planHistory{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim", nil}}
 	for i, fp := range []string{"a", "b", "a", "b", "a"} {
 		shape := a
 		if fp == "b" {

@@ -93,6 +93,7 @@ func exported() map[string]string {
 		"aegis_partitions":                          "pkg/partition (webhook-api)",
 		"aegis_partition_keys_trimmed_total":        "pkg/partition (webhook-api)",
 		"aegis_partition_keys_trim_behind_seconds":  "pkg/partition (webhook-api)",
+		"aegis_partition_time_scale":                "pkg/partition (webhook-api)",
 	}
 }
 

@@ -23,7 +23,12 @@
 // the later rows of its key and nothing else. One claim may take a run of a
 // key's consecutive due rows (a hot key drains a batch per cycle, not a row):
 // the relay produces them in order and hands back the rows behind one that
-// failed.
+// failed. A claim's cost is bounded by its batch, not by the backlog: it
+// looks for heads in a window of the backlog (ClaimWindow rows from the
+// claimer's Cursor, which moves on past a window that yielded less than a
+// batch and wraps at the end, so a window of blocked keys delays the keys
+// behind it by a claim, never stops them), and shares the room the heads
+// leave among the keys with rows behind their heads.
 //
 // The key is therefore the unit of order, and a writer chooses it by what
 // must wait for what: a row that must not hold back the rows of its

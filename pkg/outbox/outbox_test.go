@@ -513,10 +513,95 @@ func TestQueueNotifyWakesListenersInTheWritersRoundTrip(t *testing.T) {
 	<-done
 }
 
+// A claim looks for heads in a window of the backlog, so its cost is
+// bounded by the window, not the backlog; the claimer's cursor moves the
+// window on when it yields less than a batch, so keys behind a window of
+// blocked rows (here a key whose head waits an hour for its retry) are
+// reached by the next claim, and it comes back to the front once it reaches
+// the end.
+func TestClaimFromMovesPastAWindowOfBlockedRows(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	store := outbox.NewStore(db.Pool)
+	window := outbox.ClaimWindow(10)
+	var stuck []outbox.Message
+	for i := range window + 200 {
+		stuck = append(stuck, msg("stuck", i))
+	}
+	stuckIDs := insert(t, db, stuck...)
+	_, err := db.Pool.Exec(ctx, `UPDATE transaction_outbox SET status = 'failed', retry_count = 1, next_retry_at = now() + interval '1 hour'
+		WHERE id = $1`, stuckIDs[0])
+	require.NoError(t, err)
+	var others []outbox.Message
+	for i := range 5 {
+		others = append(others, msg(fmt.Sprintf("other-%d", i), 0))
+	}
+	otherIDs := insert(t, db, others...)
+
+	now := time.Now()
+	got, err := store.Claim(ctx, now, 10, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Empty(t, got, "the front window holds only the blocked key's rows")
+
+	var c outbox.Cursor
+	got, err = store.ClaimFrom(ctx, &c, now, 10, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = store.ClaimFrom(ctx, &c, now, 10, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, otherIDs, ids(got), "the next window: the other keys' heads, none of the blocked key's rows")
+
+	// The end was reached: the cursor is back at the front, where a row of
+	// a key that became due is taken.
+	_, err = db.Pool.Exec(ctx, `UPDATE transaction_outbox SET next_retry_at = now() - interval '1 second' WHERE id = $1`, stuckIDs[0])
+	require.NoError(t, err)
+	got, err = store.ClaimFrom(ctx, &c, now, 10, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Equal(t, stuckIDs[:10], ids(got), "the blocked key, due again: its head and the run behind it, from the front")
+}
+
+// With many keys behind their heads, the room the heads leave is shared
+// position by position: each key's head and its next row, never one key's
+// whole backlog read behind every head.
+func TestClaimSharesTheRoomAmongTheKeysWithRuns(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 100), jsonb_build_object('i', i)
+		FROM generate_series(0, 999) i`)
+	require.NoError(t, err)
+	got, err := outbox.NewStore(db.Pool).Claim(ctx, time.Now(), 200, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 200)
+	perKey := map[string][]int64{}
+	for _, r := range got {
+		perKey[r.PartitionKey] = append(perKey[r.PartitionKey], r.ID)
+	}
+	require.Len(t, perKey, 100, "every key's head")
+	for k, ids := range perKey {
+		require.Len(t, ids, 2, "%s: its head and the row behind it", k)
+	}
+}
+
+// requireKeyLookups fails unless every scan of the primary key in plan is a
+// look-up (it has an Index Cond): a scan without one reads the whole table.
+func requireKeyLookups(t *testing.T, plan string) {
+	t.Helper()
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "using transaction_outbox_pkey") {
+			require.True(t, i+1 < len(lines) && strings.Contains(lines[i+1], "Index Cond"), "a scan of the whole primary key:\n%s", plan)
+		}
+	}
+}
+
 // claimPlan is Claim's plan for a batch of 2000 at now on pool.
 func claimPlan(t *testing.T, pool *pgxpool.Pool, now time.Time) string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "EXPLAIN "+sqlcdb.Claim, "relay-1", now.Add(time.Minute), now, 2000)
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+sqlcdb.Claim, int64(0), outbox.ClaimWindow(2000), now, 2000, "relay-1", now.Add(time.Minute))
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -581,8 +666,9 @@ func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
 	require.NoError(t, err)
 	now := time.Now()
 	plan := claimPlan(t, pool, now)
-	require.Equal(t, 1, strings.Count(plan, "using transaction_outbox_claim_idx"), "the walk of unfinished rows, once:\n%s", plan)
-	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "the head probe and the run:\n%s", plan)
+	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_claim_idx"), "the window and the walk of unfinished rows in it:\n%s", plan)
+	requireKeyLookups(t, plan)
+	require.Equal(t, 3, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "the head probe, the probe for a row behind each head, and the run:\n%s", plan)
 
 	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
 	require.NoError(t, err)
@@ -621,8 +707,9 @@ func TestClaimWalksTheIndexAfterAnAnalyzeOfAnEmptyQueue(t *testing.T) {
 		_, err = pool.Exec(ctx, "SET plan_cache_mode = "+mode)
 		require.NoError(t, err)
 		plan := claimPlan(t, pool, now)
-		require.Equal(t, 1, strings.Count(plan, "using transaction_outbox_claim_idx"), "%s: the walk of unfinished rows, once:\n%s", mode, plan)
-		require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "%s: the head probe and the run:\n%s", mode, plan)
+		require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_claim_idx"), "%s: the window and the walk of unfinished rows in it:\n%s", mode, plan)
+		requireKeyLookups(t, plan)
+		require.Equal(t, 3, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "%s: the head probe, the probe for a row behind each head, and the run:\n%s", mode, plan)
 		require.Equal(t, 1, strings.Count(plan, "Sort Key"), "%s: only the batch's own order is sorted, never the backlog:\n%s", mode, plan)
 		require.NotContains(t, plan, "Hash Join", "%s: the batch is joined to its rows by id, not by hashing the table", mode)
 		require.NotContains(t, plan, "JIT", "%s: a claim is never compiled", mode)

@@ -92,14 +92,57 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: sqlcdb.N
 // leave, runs of consecutive rows behind them. See queries.sql (Claim) for the
 // ordering rule. Rows of one key are handed out in id order and only as a prefix of
 // the key's unfinished rows, so publishing a batch in order keeps each key's
-// order.
+// order. It looks for heads from the front of the backlog (a Cursor of its
+// own); a claimer that claims again and again uses ClaimFrom.
 func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.Duration, owner string) ([]Row, error) {
-	got, err := s.q.Claim(ctx, sqlcdb.ClaimParams{Owner: owner, LockedUntil: now.Add(lease), Now: now, Batch: limit})
+	var c Cursor
+	return s.ClaimFrom(ctx, &c, now, limit, lease, owner)
+}
+
+// A Cursor is one claimer's place in the backlog: its next claim looks for
+// heads among the ClaimWindow unfinished rows after it. The zero value is
+// the front. A claim that took a full batch leaves it where it is (there may
+// be more in that window); one that took less from a full window moves it
+// past the window, so rows behind a window of blocked keys (a failing
+// head's backlog, keys another claimer holds) are reached the next time;
+// one whose window reached the backlog's end sets it back to the front.
+// Each claim thus reads at most a window, and every row is looked at
+// within backlog / ClaimWindow claims.
+type Cursor struct {
+	after int64
+}
+
+// ClaimWindow is how many unfinished rows a claim of limit looks for heads
+// in: four batches, so that one claim finds a batch of heads among keys
+// with a few rows each, and at least 1,000.
+func ClaimWindow(limit int) int { return max(4*limit, 1000) }
+
+// ClaimFrom is Claim from c's place in the backlog, and moves c on.
+func (s *Store) ClaimFrom(ctx context.Context, c *Cursor, now time.Time, limit int, lease time.Duration, owner string) ([]Row, error) {
+	scan := ClaimWindow(limit)
+	res, err := s.q.Claim(ctx, sqlcdb.ClaimParams{Owner: owner, LockedUntil: now.Add(lease), Now: now, Batch: limit,
+		After: c.after, Scan: scan})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", err)
 	}
+	// One row of NULLs when nothing was claimed; the window's end and size
+	// on every row.
+	got := make([]sqlcdb.ClaimRow, 0, len(res))
+	for _, r := range res {
+		if r.ID != nil {
+			got = append(got, r)
+		}
+	}
+	if len(res) > 0 {
+		switch w := res[0]; {
+		case w.WindowRows < scan:
+			c.after = 0
+		case len(got) < limit:
+			c.after = w.WindowEnd
+		}
+	}
 	// UPDATE ... RETURNING does not promise the CTE's order.
-	slices.SortFunc(got, func(a, b sqlcdb.ClaimRow) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(got, func(a, b sqlcdb.ClaimRow) int { return cmp.Compare(*a.ID, *b.ID) })
 	// A run is only safe as a prefix: if a follower changed between the
 	// statement's snapshot and its update (an old owner settling it late) it
 	// is missing, and the rows behind it must not go out before it. Hand
@@ -107,17 +150,17 @@ func (s *Store) Claim(ctx context.Context, now time.Time, limit int, lease time.
 	out := make([]Row, 0, len(got))
 	next := map[string]int64{}
 	var cut []int64
-	for _, c := range got {
-		if c.Pos != next[c.PartitionKey] {
-			next[c.PartitionKey] = -1 // the run is broken: everything behind it goes back
-			cut = append(cut, c.ID)
+	for _, r := range got {
+		if *r.Pos != next[*r.PartitionKey] {
+			next[*r.PartitionKey] = -1 // the run is broken: everything behind it goes back
+			cut = append(cut, *r.ID)
 			continue
 		}
-		next[c.PartitionKey]++
-		row := Row{ID: c.ID, Topic: c.Topic, EventType: c.EventType, PartitionKey: c.PartitionKey, Payload: c.Payload,
-			CorrelationID: c.CorrelationID, RetryCount: c.RetryCount, MaxRetries: c.MaxRetries, CreatedAt: c.CreatedAt}
-		if err := json.Unmarshal(c.Headers, &row.Headers); err != nil {
-			return nil, fmt.Errorf("claim outbox batch: decode headers of outbox row %d: %w", c.ID, err)
+		next[*r.PartitionKey]++
+		row := Row{ID: *r.ID, Topic: *r.Topic, EventType: *r.EventType, PartitionKey: *r.PartitionKey, Payload: r.Payload,
+			CorrelationID: *r.CorrelationID, RetryCount: int(*r.RetryCount), MaxRetries: int(*r.MaxRetries), CreatedAt: *r.CreatedAt}
+		if err := json.Unmarshal(r.Headers, &row.Headers); err != nil {
+			return nil, fmt.Errorf("claim outbox batch: decode headers of outbox row %d: %w", *r.ID, err)
 		}
 		out = append(out, row)
 	}

@@ -169,6 +169,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	var settling chan error // the background settle's outcome; nil when none is in flight
+	var cursor outbox.Cursor // this loop's place in the backlog (outbox.Cursor)
 	claimedBeside := false  // a claim ran while the settle in flight was running
 	failures := 0
 	for {
@@ -197,7 +198,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		var b *batch
 		err := r.panics.Call(ctx, r.logger, "outbox-relay/loop", func() error {
 			var err error
-			b, err = r.claimAndPublish(ctx)
+			b, err = r.claimAndPublish(ctx, &cursor)
 			return err
 		})
 		n := b.size()
@@ -268,23 +269,24 @@ func (b *batch) size() int {
 // Cycle claims, publishes and settles one batch and reports its size. It is
 // exported for tests and benchmarks that drive the relay step by step.
 func (r *Relay) Cycle(ctx context.Context) (int, error) {
-	b, err := r.claimAndPublish(ctx)
+	var cursor outbox.Cursor
+	b, err := r.claimAndPublish(ctx, &cursor)
 	if b == nil {
 		return 0, err
 	}
 	return len(b.rows), r.settleBatch(b)
 }
 
-// claimAndPublish claims a batch and publishes it. It returns nil when
-// nothing was claimed or the rows were handed back; otherwise the caller
-// must settle the batch.
-func (r *Relay) claimAndPublish(ctx context.Context) (*batch, error) {
+// claimAndPublish claims a batch from cursor's place and publishes it. It
+// returns nil when nothing was claimed or the rows were handed back;
+// otherwise the caller must settle the batch.
+func (r *Relay) claimAndPublish(ctx context.Context, cursor *outbox.Cursor) (*batch, error) {
 	if r.breaker.State() == breaker.Open {
 		return nil, errclass.New(errclass.BreakerOpen, errors.New("kafka breaker open"))
 	}
 	t0 := time.Now()
 	seq := r.claims.Add(1)
-	rows, err := r.store.Claim(ctx, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
+	rows, err := r.store.ClaimFrom(ctx, cursor, r.now(), r.cfg.BatchSize, r.cfg.Lease, r.cfg.Owner)
 	if err != nil {
 		return nil, err
 	}

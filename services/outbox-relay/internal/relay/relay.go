@@ -168,9 +168,9 @@ func (r *Relay) Wake() {
 func (r *Relay) Run(ctx context.Context) error {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
-	var settling chan error // the background settle's outcome; nil when none is in flight
+	var settling chan error  // the background settle's outcome; nil when none is in flight
 	var cursor outbox.Cursor // this loop's place in the backlog (outbox.Cursor)
-	claimedBeside := false  // a claim ran while the settle in flight was running
+	claimedBeside := false   // a claim ran while the settle in flight was running
 	failures := 0
 	for {
 		again := false // a settle that may have blocked rows just ended

@@ -105,8 +105,10 @@ func (v planValues) values() map[string]any {
 		"OccurredAts": []time.Time{v.Now}, "Payloads": []string{`{}`}, "CorrelationIDs": []string{""},
 		"Statuses": []string{"succeeded"}, "ReceivedAt": v.Now, "Topics": []string{"aegis.webhook.pending"}, "PartitionKeys": []string{user},
 		"Headers": []string{`{}`}, "MaxRetries": []int32{6}, "NextRetryAts": []time.Time{v.Now},
-		// The relay: its default batch, lease and purge batch.
+		// The relay: its default batch, lease and purge batch; its claim
+		// window from the front (outbox.Cursor's zero value).
 		"Owner": "soak-explain", "LockedUntil": v.Now.Add(time.Minute), "Now": v.Now, "Batch": 2000, "IDs": ids,
+		"After": int64(0), "Scan": outbox.ClaimWindow(2000),
 		// The worker's credit batch.
 		"ConsumerGroup": "payout-worker", "EventID": event, "TxID": v.TxID, "CreditTx": v.TxID,
 		"Reference": "stripe:pi_" + event, "CorrelationID": "", "UserID": user, "Currency": "usd", "Amount": int64(5000),

@@ -161,13 +161,14 @@ chaos: build
 ## soak: whether speed lasts: the whole suite at 70% of its sustainable end-to-end credit rate (a step
 ## search finds it; SOAK_FLAGS="-rate 300" sets the rate) for DURATION (10m; DURATION=1h for the report),
 ## retention scaled down so it runs: per-window throughput and p99, table sizes, vacuums, plan changes,
-## CPU per process; writes docs/reports/soak.md and docs/reports/soak.svg, the measurements to
+## CPU per process and where it went (each service's CPU profile of the first and the last window, kept in
+## bin/soak-profiles); writes docs/reports/soak.md and docs/reports/soak.svg, the measurements to
 ## bin/soak.json (`bin/aegis-soak -render bin/soak.json -out docs/reports/soak.md` writes the report
 ## again). The chaos soak is make chaos PROFILE=soak
 SOAK_FLAGS ?=
 soak: build
 	@scripts/devdeps.sh
-	$(BIN)/aegis-soak -duration $(DURATION) -out docs/reports/soak.md -logs $(BIN)/soak.log -json $(BIN)/soak.json $(SOAK_FLAGS)
+	$(BIN)/aegis-soak -duration $(DURATION) -out docs/reports/soak.md -logs $(BIN)/soak.log -json $(BIN)/soak.json -profiles $(BIN)/soak-profiles $(SOAK_FLAGS)
 
 ## compose-check: validate docker-compose.yml (with dev.env's local secrets), with and without the dev profile
 compose-check:

@@ -53,6 +53,7 @@ func run() (bool, error) {
 	sample := flag.Duration("sample", time.Minute, "how often table sizes, vacuum counters and plans are read")
 	scale := flag.Float64("time-scale", bench.SoakTimeScale, "divides the services' retention settings (1: their defaults)")
 	keep := flag.Bool("keep", false, "keep the soak's database (aegis_soak) for inspection")
+	profiles := flag.String("profiles", "", "write each service's CPU profile of the first and the last window to this directory")
 	out := flag.String("out", "", "write the report to this Markdown file (and the plot beside it)")
 	plot := flag.String("plot", "", "write the SVG plot to this file (default: soak.svg beside -out)")
 	note := flag.String("note", "", "a sentence for the report under the command (e.g. that the machine was shared)")
@@ -107,7 +108,7 @@ func run() (bool, error) {
 	defer release()
 	machine := bench.Machine(ctx, admin)
 	res, err := bench.New(cfg).Soak(ctx, bench.SoakConfig{Duration: *duration, Rate: *rate, Share: *share, StepDuration: *step,
-		Window: *window, Sample: *sample, TimeScale: *scale, Keep: *keep})
+		Window: *window, Sample: *sample, TimeScale: *scale, Keep: *keep, ProfileDir: *profiles})
 	if err != nil {
 		return false, err
 	}
@@ -182,7 +183,7 @@ func soakFlags() string {
 	var fl []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "duration", "out", "plot", "note", "bin", "logs", "keep", "json", "render":
+		case "duration", "out", "plot", "note", "bin", "logs", "keep", "json", "render", "profiles":
 		default:
 			fl = append(fl, "-"+f.Name+" "+f.Value.String())
 		}

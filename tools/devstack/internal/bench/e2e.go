@@ -197,7 +197,7 @@ func (r *Runner) e2eOnce(ctx context.Context, label string, overload bool) (e2eM
 	}
 	m.BareBefore = bare
 
-	run, stopSuite, err := r.startSuite(ctx, "aegis_bench_e2e", label, nil, 0)
+	run, stopSuite, err := r.startSuite(ctx, "aegis_bench_e2e", label, nil, nil, 0)
 	if err != nil {
 		return m, err
 	}
@@ -242,7 +242,8 @@ const partitionedTable = "webhook_events"
 // above 1 (partition.Rescale); on a server without autovacuum it does autovacuum's
 // work meanwhile (standInForAutovacuum). stop ends the suite and closes the
 // pool; the database stays (the next run recreates it).
-func (r *Runner) startSuite(ctx context.Context, dbName, label string, env map[string]string, partitionScale int) (run *e2eRun, stop func(), err error) {
+func (r *Runner) startSuite(ctx context.Context, dbName, label string, env map[string]string, serviceEnv map[string]map[string]string,
+	partitionScale int) (run *e2eRun, stop func(), err error) {
 	url, pool, err := r.freshDB(ctx, dbName)
 	if err != nil {
 		return nil, nil, err
@@ -274,6 +275,7 @@ func (r *Runner) startSuite(ctx context.Context, dbName, label string, env map[s
 		PSPSettleDelay: "0", // payouts stay AWAITING_RESPONSE: the measured end
 		KafkaEnv:       map[string]string{"KAFKA_PARTITIONS": strconv.Itoa(partitions)},
 		Env:            env,
+		ServiceEnv:     serviceEnv,
 	}, r.cfg.Logs)
 	if err != nil {
 		pool.Close()

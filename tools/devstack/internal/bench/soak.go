@@ -51,6 +51,9 @@ type SoakConfig struct {
 	TimeScale float64
 	// Keep keeps the soak's database afterwards.
 	Keep bool
+	// ProfileDir, when set, receives each service's CPU profile of the
+	// first and the last window (SoakProfile).
+	ProfileDir string
 }
 
 // SoakResult is what a soak measured.
@@ -78,6 +81,7 @@ type SoakResult struct {
 	Why       string
 	Samples   []tableSample
 	Plans     []planHistory
+	Profiles  []SoakProfile
 	LoadStart string
 	LoadEnd   string
 	// Date is when the soak ended.
@@ -122,7 +126,14 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 	if !sc.Keep {
 		defer r.dropDB(soakDB)
 	}
-	run, stop, err := r.startSuite(ctx, soakDB, "soak", retentionEnv(settings, sc.TimeScale), int(sc.TimeScale))
+	var prof *profiler
+	var serviceEnv map[string]map[string]string
+	if sc.ProfileDir != "" {
+		if prof, serviceEnv, err = newProfiler(sc.ProfileDir); err != nil {
+			return nil, err
+		}
+	}
+	run, stop, err := r.startSuite(ctx, soakDB, "soak", retentionEnv(settings, sc.TimeScale), serviceEnv, int(sc.TimeScale))
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +156,7 @@ func (r *Runner) Soak(ctx context.Context, sc SoakConfig) (*SoakResult, error) {
 	}
 
 	plans := newPlanWatch(repo, run.pool)
-	if err := run.soakLoad(ctx, res, plans); err != nil {
+	if err := run.soakLoad(ctx, res, plans, prof); err != nil {
 		return res, err
 	}
 	res.Plans = plans.history
@@ -205,7 +216,7 @@ type soakAck struct {
 // soakLoad offers res.Rate webhooks/s open loop for the configured
 // duration, meanwhile reading the credits, the tables and the plans and
 // measuring each window's CPU; then waits for the backlog and fills res.
-func (e *e2eRun) soakLoad(ctx context.Context, res *SoakResult, plans *planWatch) error {
+func (e *e2eRun) soakLoad(ctx context.Context, res *SoakResult, plans *planWatch, prof *profiler) error {
 	sc := res.Config
 	n := int(res.Rate * sc.Duration.Seconds())
 	res.Sent = n
@@ -299,6 +310,27 @@ func (e *e2eRun) soakLoad(ctx context.Context, res *SoakResult, plans *planWatch
 			e.r.progress("soak: window %d of %d ended at %s: %s", i+1, nw, clock(end), usageString(usage[i]))
 		}
 	}()
+
+	// The CPU profiles, mid-window in the first window and the last.
+	if prof != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range profiledWindows(nw) {
+				end := min(time.Duration(i+1)*res.Window, sc.Duration)
+				from := time.Duration(i) * res.Window
+				at := from + max(0, (end-from-soakProfileLen)/2)
+				select {
+				case <-bg.Done():
+					return
+				case <-time.After(time.Until(start.Add(at))):
+				}
+				p := prof.capture(bg, i+1, e.r.progress)
+				res.Profiles = append(res.Profiles, p)
+				e.r.progress("soak: window %d profiled: %d files in %s", i+1, len(p.Files), prof.dir)
+			}
+		}()
+	}
 
 	openLoop(ctx, res.Rate, n, e2eSenders, func(it item) {
 		id := "evt_soak_" + strconv.Itoa(it.n)

@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -91,6 +93,7 @@ func (s *SoakResult) Markdown(machine, command, plot, note string) string {
 	b.WriteString("CPU time over wall time per window (1.00 is one core busy; /proc, as `make bench` measures it); " +
 		"RSS at the last window's end (Postgres: its backends' private memory).\n\n")
 	b.WriteString(usageTable(s.Windows))
+	b.WriteString(profileSection(s.Profiles))
 
 	b.WriteString("\n## Table sizes\n\n")
 	b.WriteString(sizeSection(s.Samples))
@@ -461,4 +464,56 @@ func (s *SoakResult) SoakPlot() string {
 	cpu.draw(&b, marginL+panelW+100, top+rowH)
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// profileSection lists, per service, where its CPU went in each profiled
+// window (the first and the last), side by side.
+func profileSection(ps []SoakProfile) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n### Where the CPU went\n\n")
+	fmt.Fprintf(&b, "A CPU profile of each service for %s in the middle of window", soakProfileLen)
+	var names []string
+	for _, p := range ps {
+		names = append(names, strconv.Itoa(p.Window))
+	}
+	fmt.Fprintf(&b, "s %s (`go tool pprof -top` on the files: %s): the functions with the most CPU in themselves, "+
+		"as a share of the service's samples.\n", strings.Join(names, " and "), "`"+filepath.Dir(firstFile(ps))+"`")
+	services := map[string]bool{}
+	for _, p := range ps {
+		for _, t := range p.Tops {
+			services[t.Service] = true
+		}
+	}
+	for _, svc := range sortedKeys(services) {
+		fmt.Fprintf(&b, "\n**%s**\n\n| window | CPU sampled | heaviest functions (flat) |\n|---|---|---|\n", svc)
+		for _, p := range ps {
+			for _, t := range p.Tops {
+				if t.Service != svc {
+					continue
+				}
+				var fs []string
+				for _, f := range t.Top {
+					fs = append(fs, fmt.Sprintf("`%s` %.0f %%", f.Func, 100*f.Share))
+				}
+				cores := 0.0
+				if t.Len > 0 {
+					cores = t.CPU.Seconds() / t.Len.Seconds()
+				}
+				fmt.Fprintf(&b, "| %d | %s (%.2f cores) | %s |\n", p.Window, t.CPU.Round(10*time.Millisecond), cores, strings.Join(fs, ", "))
+			}
+		}
+	}
+	return b.String()
+}
+
+func firstFile(ps []SoakProfile) string {
+	for _, p := range ps {
+		if len(p.Files) > 0 {
+			return p.Files[0]
+		}
+	}
+	return "."
 }

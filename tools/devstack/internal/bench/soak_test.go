@@ -365,6 +365,12 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		Plans: []planHistory{{hotStatement: hotStatement{"outbox-relay", outboxQueries, "Claim", nil}, Kind: planCustom, Samples: 3,
 			Seen: []planSeen{{At: 0, Fingerprint: "aaaaaaaaaaaa", Shape: "LockRows\n  -> Index Scan using a on t\n"},
 				{At: 2 * time.Minute, Fingerprint: "bbbbbbbbbbbb", Shape: "LockRows\n  -> Seq Scan on t\n"}}}},
+		Profiles: []SoakProfile{
+			{Window: 1, Files: []string{"bin/soak-profiles/w01-payout-worker.pprof"}, Tops: []ProfileTop{{Service: "payout-worker",
+				CPU: 9 * s, Len: 30 * s, Top: []FuncShare{{"runtime.futex", 0.2}, {"encoding/json.Unmarshal", 0.1}}}}},
+			{Window: 6, Files: []string{"bin/soak-profiles/w06-payout-worker.pprof"}, Tops: []ProfileTop{{Service: "payout-worker",
+				CPU: 15 * s, Len: 30 * s, Top: []FuncShare{{"runtime.futex", 0.3}}}}},
+		},
 		LoadStart: "1.0", LoadEnd: "2.0",
 	}
 	res.OK, res.Why = soakVerdict(res.Windows)
@@ -398,7 +404,9 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"`autovacuum = off`",
 		"| Claim | outbox-relay | custom | 3 | `aaaaaaaaaaaa` 0:00, `bbbbbbbbbbbb` 2:00 | 1 |",
 		"### Claim (outbox-relay), custom plan: 1 plan change\n", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
-		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
+		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00",
+		"in the middle of windows 1 and 6", "`bin/soak-profiles`", "**payout-worker**",
+		"| 1 | 9s (0.30 cores) | `runtime.futex` 20 %, `encoding/json.Unmarshal` 10 % |", "| 6 | 15s (0.50 cores) | `runtime.futex` 30 % |", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)

@@ -92,6 +92,10 @@ type Config struct {
 	PSPSettleDelay string
 	// Env adds or overrides variables for every service.
 	Env map[string]string
+	// ServiceEnv adds or overrides variables for one process, by its name
+	// (payout-worker, payout-worker-2 for a second replica), over Env: a
+	// setting that must differ per process, such as PPROF_ADDR.
+	ServiceEnv map[string]map[string]string
 	// Replicas runs extra relay and worker replicas (0 means one each).
 	RelayReplicas, WorkerReplicas int
 	// KafkaEnv adds variables for the Kafka stand-in (KAFKA_ADMIN_ADDR).
@@ -235,6 +239,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (*Stack, error) {
 				name = fmt.Sprintf("%s-%d", svc.name, r+1)
 			}
 			env := with(svc.env)
+			for k, v := range cfg.ServiceEnv[name] {
+				env[k] = v
+			}
 			env["DATABASE_URL"] = dbURLs[svc.name]
 			env["HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
 			if err := s.Launch(name, svc.bin, env); err != nil {

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/aegis-payments/aegis/pkg/proctest"
+)
+
+// soakProfileLen is how long each CPU profile samples: long enough for a
+// few thousand samples per busy process, short against a window.
+const soakProfileLen = 30 * time.Second
+
+// soakProfiled are the services the soak profiles (each serves
+// net/http/pprof on its own PPROF_ADDR for the run).
+func soakProfiled() []string {
+	return []string{"webhook-api", "outbox-relay", "payout-worker", "dlq-admin"}
+}
+
+// SoakProfile is one window's CPU profiles: a file per service, for
+// `go tool pprof -top FILE`, and each one's summary for the report.
+type SoakProfile struct {
+	Window int
+	Files  []string
+	Tops   []ProfileTop
+}
+
+// ProfileTop is one service's profile in short: the CPU it sampled and
+// the functions with the most of it (flat: in the function itself).
+type ProfileTop struct {
+	Service string
+	CPU     time.Duration
+	Len     time.Duration
+	Top     []FuncShare
+}
+
+// FuncShare is a function's share of a profile's CPU.
+type FuncShare struct {
+	Func  string
+	Share float64
+}
+
+// profileTopN is how many functions a summary lists.
+const profileTopN = 8
+
+// readTop summarises a CPU profile file.
+func readTop(service, file string) (ProfileTop, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return ProfileTop{}, err
+	}
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		return ProfileTop{}, fmt.Errorf("parse %s: %w", file, err)
+	}
+	return summarise(service, prof), nil
+}
+
+// summarise sums the profile's CPU samples by the function they were
+// taken in and keeps the heaviest profileTopN.
+func summarise(service string, prof *profile.Profile) ProfileTop {
+	cpu := len(prof.SampleType) - 1 // cpu nanoseconds, after the sample count
+	flat := map[string]int64{}
+	var total int64
+	for _, smp := range prof.Sample {
+		if cpu < 0 || len(smp.Value) <= cpu || len(smp.Location) == 0 || len(smp.Location[0].Line) == 0 {
+			continue
+		}
+		v := smp.Value[cpu]
+		total += v
+		if fn := smp.Location[0].Line[0].Function; fn != nil {
+			flat[fn.Name] += v
+		}
+	}
+	top := ProfileTop{Service: service, CPU: time.Duration(total), Len: time.Duration(prof.DurationNanos)}
+	for name, v := range flat {
+		top.Top = append(top.Top, FuncShare{Func: name, Share: float64(v) / float64(max(total, 1))})
+	}
+	sort.Slice(top.Top, func(i, j int) bool {
+		if top.Top[i].Share != top.Top[j].Share {
+			return top.Top[i].Share > top.Top[j].Share
+		}
+		return top.Top[i].Func < top.Top[j].Func
+	})
+	top.Top = top.Top[:min(len(top.Top), profileTopN)]
+	return top
+}
+
+// profiler takes the services' CPU profiles during a soak, so that a
+// decay is explained by where the time went in the first window and in
+// the last, not guessed.
+type profiler struct {
+	dir    string
+	addrs  map[string]string
+	client *http.Client
+}
+
+// newProfiler picks a pprof address for every profiled service and
+// returns the variables that give it to each (stack.Config.ServiceEnv).
+func newProfiler(dir string) (*profiler, map[string]map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("profiles: %w", err)
+	}
+	p := &profiler{dir: dir, addrs: map[string]string{}, client: &http.Client{Timeout: soakProfileLen + 30*time.Second}}
+	env := map[string]map[string]string{}
+	for _, svc := range soakProfiled() {
+		port, err := proctest.Port()
+		if err != nil {
+			return nil, nil, fmt.Errorf("profiles: %w", err)
+		}
+		p.addrs[svc] = "127.0.0.1:" + strconv.Itoa(port)
+		env[svc] = map[string]string{"PPROF_ADDR": p.addrs[svc]}
+	}
+	return p, env, nil
+}
+
+// capture profiles every service's CPU for soakProfileLen at once and
+// writes dir/wNN-<service>.pprof; a service it could not profile is left
+// out and said.
+func (p *profiler) capture(ctx context.Context, window int, say func(string, ...any)) SoakProfile {
+	out := SoakProfile{Window: window}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, svc := range soakProfiled() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			file := filepath.Join(p.dir, fmt.Sprintf("w%02d-%s.pprof", window, svc))
+			if err := p.fetch(ctx, svc, file); err != nil {
+				say("soak: profile of %s in window %d: %v", svc, window, err)
+				return
+			}
+			top, err := readTop(svc, file)
+			if err != nil {
+				say("soak: profile of %s in window %d: %v", svc, window, err)
+			}
+			mu.Lock()
+			out.Files = append(out.Files, file)
+			if err == nil {
+				out.Tops = append(out.Tops, top)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Strings(out.Files)
+	sort.Slice(out.Tops, func(i, j int) bool { return out.Tops[i].Service < out.Tops[j].Service })
+	return out
+}
+
+func (p *profiler) fetch(ctx context.Context, svc, file string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addrs[svc], int(soakProfileLen.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof answered %d", resp.StatusCode)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return f.Close()
+}
+
+// profiledWindows are the windows profiled: the first and the last, whose
+// comparison is the soak's verdict.
+func profiledWindows(n int) []int {
+	if n <= 1 {
+		return []int{0}
+	}
+	return []int{0, n - 1}
+}

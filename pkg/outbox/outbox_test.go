@@ -598,6 +598,40 @@ func requireKeyLookups(t *testing.T, plan string) {
 	}
 }
 
+// requireBatchWalk requires the shape of a claim whose cost is its batch's,
+// whatever the statistics say: the claim index walked for the window and
+// for the unfinished rows in it, each key looked up in the key index (the
+// head probe, the row behind each head, the run), the batch's own order
+// the only sort, no hash of the table, no JIT.
+func requireBatchWalk(t *testing.T, mode, plan string) {
+	t.Helper()
+	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_claim_idx"), "%s: the window and the walk of unfinished rows in it:\n%s", mode, plan)
+	requireKeyLookups(t, plan)
+	require.Equal(t, 3, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "%s: the head probe, the probe for a row behind each head, and the run:\n%s", mode, plan)
+	require.Equal(t, 1, strings.Count(plan, "Sort Key"), "%s: only the batch's own order is sorted, never the backlog:\n%s", mode, plan)
+	require.NotContains(t, plan, "Hash Join", "%s: the batch is joined to its rows by id, not by hashing the table", mode)
+	require.NotContains(t, plan, "JIT", "%s: a claim is never compiled", mode)
+}
+
+// storePool is a one-connection pool on the store's settings.
+func storePool(t *testing.T, db *pgtest.DB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := database.Connect(context.Background(), db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// claimsTheFirstBatch requires a claim of 2000 on a backlog of 1000 keys or
+// more to hand out the backlog's first 2000 rows, in id order.
+func claimsTheFirstBatch(t *testing.T, pool *pgxpool.Pool, now time.Time) {
+	t.Helper()
+	got, err := outbox.NewStore(pool).Claim(context.Background(), now, 2000, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 2000)
+	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows")
+}
+
 // claimPlan is Claim's plan for a batch of 2000 at now on pool.
 func claimPlan(t *testing.T, pool *pgxpool.Pool, now time.Time) string {
 	t.Helper()
@@ -620,19 +654,14 @@ func TestClaimWalksTheIndexOnABacklogWithoutStatistics(t *testing.T) {
 		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 2000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
 		FROM generate_series(1, 20000) i`)
 	require.NoError(t, err)
-	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := storePool(t, db)
 	now := time.Now()
 	plan := claimPlan(t, pool, now)
 	require.Contains(t, plan, "Index Scan using transaction_outbox_claim_idx", plan)
 	require.NotContains(t, plan, "Bitmap Heap Scan", plan)
 
 	// And the store on that pool claims the first batch in id order.
-	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
-	require.NoError(t, err)
-	require.Len(t, got, 2000)
-	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the first 2000 rows, one head of each key")
+	claimsTheFirstBatch(t, pool, now)
 }
 
 // A VACUUM while nothing is unfinished leaves the queue's partial indexes
@@ -659,21 +688,13 @@ func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
 		FROM generate_series(1, 20000) i`)
 	require.NoError(t, err)
 
-	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := storePool(t, db)
 	_, err = pool.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 	require.NoError(t, err)
 	now := time.Now()
-	plan := claimPlan(t, pool, now)
-	require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_claim_idx"), "the window and the walk of unfinished rows in it:\n%s", plan)
-	requireKeyLookups(t, plan)
-	require.Equal(t, 3, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "the head probe, the probe for a row behind each head, and the run:\n%s", plan)
+	requireBatchWalk(t, "generic", claimPlan(t, pool, now))
 
-	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
-	require.NoError(t, err)
-	require.Len(t, got, 2000)
-	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows: each key's head and the row behind it")
+	claimsTheFirstBatch(t, pool, now)
 }
 
 // Published rows are deleted, so the queue is often empty when autovacuum
@@ -699,26 +720,15 @@ func TestClaimWalksTheIndexAfterAnAnalyzeOfAnEmptyQueue(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE relname = 'transaction_outbox'").Scan(&tuples))
 	require.Zero(t, tuples, "the statistics say the queue is empty")
 
-	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := storePool(t, db)
 	now := time.Now()
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		_, err = pool.Exec(ctx, "SET plan_cache_mode = "+mode)
+		_, err := pool.Exec(ctx, "SET plan_cache_mode = "+mode)
 		require.NoError(t, err)
-		plan := claimPlan(t, pool, now)
-		require.Equal(t, 2, strings.Count(plan, "using transaction_outbox_claim_idx"), "%s: the window and the walk of unfinished rows in it:\n%s", mode, plan)
-		requireKeyLookups(t, plan)
-		require.Equal(t, 3, strings.Count(plan, "using transaction_outbox_unfinished_key_idx"), "%s: the head probe, the probe for a row behind each head, and the run:\n%s", mode, plan)
-		require.Equal(t, 1, strings.Count(plan, "Sort Key"), "%s: only the batch's own order is sorted, never the backlog:\n%s", mode, plan)
-		require.NotContains(t, plan, "Hash Join", "%s: the batch is joined to its rows by id, not by hashing the table", mode)
-		require.NotContains(t, plan, "JIT", "%s: a claim is never compiled", mode)
+		requireBatchWalk(t, mode, claimPlan(t, pool, now))
 	}
 
-	got, err := outbox.NewStore(pool).Claim(ctx, now, 2000, time.Minute, "relay-1")
-	require.NoError(t, err)
-	require.Len(t, got, 2000)
-	require.Equal(t, got[0].ID+1999, got[len(got)-1].ID, "the backlog's first 2000 rows: each key's head and the row behind it")
+	claimsTheFirstBatch(t, pool, now)
 }
 
 // The store's sessions commit asynchronously (Claim's commit is on every
@@ -728,9 +738,7 @@ func TestDeadLetteringCommitsSynchronouslyOnTheStoresAsyncSessions(t *testing.T)
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	pool, err := database.Connect(ctx, db.URL, database.Options{MaxConns: 1, Settings: outbox.StoreSettings()})
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := storePool(t, db)
 	var setting string
 	require.NoError(t, pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting))
 	require.Equal(t, "off", setting, "the store's sessions")

@@ -48,7 +48,7 @@ SELECT pg_notify(@channel::text, '');
 -- runs, position by position ((pos, id) order), so many keys share a
 -- batch and a run is always a prefix of its key's backlog. The UPDATE checks
 -- a follower is still unfinished and due: the Go side cuts a run at the
--- first position that did not survive that check (see Store.Claim).
+-- first position that did not survive that check (see Store.ClaimFrom).
 WITH win AS (
     SELECT coalesce(max(w.id), 0)::bigint AS hi, count(*)::int AS n
     FROM (

@@ -195,7 +195,7 @@ type ClaimRow struct {
 // runs, position by position ((pos, id) order), so many keys share a
 // batch and a run is always a prefix of its key's backlog. The UPDATE checks
 // a follower is still unfinished and due: the Go side cuts a run at the
-// first position that did not survive that check (see Store.Claim).
+// first position that did not survive that check (see Store.ClaimFrom).
 // The room the heads leave, and how far each head's run can reach into it:
 // runs are taken position by position, so with r heads that have a row
 // behind them none needs more than ceil(room / r) rows (one hot key: all

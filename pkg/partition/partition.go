@@ -41,23 +41,19 @@ type Result struct {
 	Created, Dropped, Skipped int
 	// KeysTrimmed counts the dedupe keys older than the horizon deleted.
 	KeysTrimmed int
+	// TimeScale is the policy's (partition_policies.time_scale): 1 in a
+	// deployment.
+	TimeScale int
 }
 
 // Maintain creates table's partitions ahead and drops those past its
 // retention, in one transaction of its own.
 func Maintain(ctx context.Context, pool *pgxpool.Pool, table string) (Result, error) {
-	r, _, err := maintainScaled(ctx, pool, table)
-	return r, err
-}
-
-// maintainScaled is Maintain, also returning the policy's time scale
-// (partition_policies.time_scale: 1 in a deployment).
-func maintainScaled(ctx context.Context, pool *pgxpool.Pool, table string) (Result, int, error) {
 	r, err := sqlcdb.New(pool).Maintain(ctx, table)
 	if err != nil {
-		return Result{}, 0, fmt.Errorf("maintain partitions of %s: %w", table, err)
+		return Result{}, fmt.Errorf("maintain partitions of %s: %w", table, err)
 	}
-	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped, KeysTrimmed: r.KeysTrimmed}, r.TimeScale, nil
+	return Result{Created: r.Created, Dropped: r.Dropped, Skipped: r.Skipped, KeysTrimmed: r.KeysTrimmed, TimeScale: r.TimeScale}, nil
 }
 
 // Rescale sets table's time scale (migration 000051's rescale_partitions):
@@ -240,12 +236,12 @@ func (k *Keeper) maintain(ctx context.Context, table string) (done bool, scale i
 	}()
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, runTimeout)
-		r, s, err := maintainScaled(callCtx, k.pool, table)
+		r, err := Maintain(callCtx, k.pool, table)
 		cancel()
 		if err != nil {
 			return false, scale, err
 		}
-		scale = s
+		scale = r.TimeScale
 		calls++
 		k.trimmed.WithLabelValues(table).Add(float64(r.KeysTrimmed))
 		total.Created += r.Created

@@ -90,6 +90,9 @@ func run() (bool, error) {
 		if sv.Result == nil {
 			return false, fmt.Errorf("read %s: no soak result in it", *render)
 		}
+		if err := sv.Result.ReadProfiles(); err != nil {
+			return false, err
+		}
 		return sv.Result.OK, report(sv, *out, *plot, *note)
 	}
 	cfg := bench.Config{BinDir: *binDir, AdminURL: admin, RedisURL: redis, Progress: os.Stderr}

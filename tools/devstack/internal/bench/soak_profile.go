@@ -2,13 +2,16 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,14 +38,20 @@ type SoakProfile struct {
 	Tops   []ProfileTop
 }
 
-// ProfileTop is one service's profile in short: the CPU it sampled and
-// the functions with the most of it (flat: in the function itself).
+// ProfileTop is one service's profile in short: the CPU it sampled, the
+// functions with the most of it in themselves (Top: flat, mostly the
+// runtime and syscalls), and Aegis's own functions with the most of it in
+// themselves and what they call (Own: cumulative, which says the stage).
 type ProfileTop struct {
 	Service string
 	CPU     time.Duration
 	Len     time.Duration
 	Top     []FuncShare
+	Own     []FuncShare
 }
+
+// ownPrefix starts the name of every function of Aegis's own code.
+const ownPrefix = "github.com/aegis-payments/aegis/"
 
 // FuncShare is a function's share of a profile's CPU.
 type FuncShare struct {
@@ -71,7 +80,7 @@ func readTop(service, file string) (ProfileTop, error) {
 // taken in and keeps the heaviest profileTopN.
 func summarise(service string, prof *profile.Profile) ProfileTop {
 	cpu := len(prof.SampleType) - 1 // cpu nanoseconds, after the sample count
-	flat := map[string]int64{}
+	flat, cum := map[string]int64{}, map[string]int64{}
 	var total int64
 	for _, smp := range prof.Sample {
 		if cpu < 0 || len(smp.Value) <= cpu || len(smp.Location) == 0 || len(smp.Location[0].Line) == 0 {
@@ -82,19 +91,35 @@ func summarise(service string, prof *profile.Profile) ProfileTop {
 		if fn := smp.Location[0].Line[0].Function; fn != nil {
 			flat[fn.Name] += v
 		}
-	}
-	top := ProfileTop{Service: service, CPU: time.Duration(total), Len: time.Duration(prof.DurationNanos)}
-	for name, v := range flat {
-		top.Top = append(top.Top, FuncShare{Func: name, Share: float64(v) / float64(max(total, 1))})
-	}
-	sort.Slice(top.Top, func(i, j int) bool {
-		if top.Top[i].Share != top.Top[j].Share {
-			return top.Top[i].Share > top.Top[j].Share
+		// Each of our functions on the stack once, however deep it recurses.
+		seen := map[string]bool{}
+		for _, loc := range smp.Location {
+			for _, l := range loc.Line {
+				if l.Function != nil && strings.HasPrefix(l.Function.Name, ownPrefix) && !seen[l.Function.Name] {
+					seen[l.Function.Name] = true
+					cum[l.Function.Name] += v
+				}
+			}
 		}
-		return top.Top[i].Func < top.Top[j].Func
+	}
+	return ProfileTop{Service: service, CPU: time.Duration(total), Len: time.Duration(prof.DurationNanos),
+		Top: heaviest(flat, total, ""), Own: heaviest(cum, total, ownPrefix)}
+}
+
+// heaviest is the profileTopN functions of byFunc with the most CPU, as
+// shares of total, their names without trim.
+func heaviest(byFunc map[string]int64, total int64, trim string) []FuncShare {
+	var fs []FuncShare
+	for name, v := range byFunc {
+		fs = append(fs, FuncShare{Func: strings.TrimPrefix(name, trim), Share: float64(v) / float64(max(total, 1))})
+	}
+	sort.Slice(fs, func(i, j int) bool {
+		if fs[i].Share != fs[j].Share {
+			return fs[i].Share > fs[j].Share
+		}
+		return fs[i].Func < fs[j].Func
 	})
-	top.Top = top.Top[:min(len(top.Top), profileTopN)]
-	return top
+	return fs[:min(len(fs), profileTopN)]
 }
 
 // profiler takes the services' CPU profiles during a soak, so that a
@@ -191,4 +216,27 @@ func profiledWindows(n int) []int {
 		return []int{0}
 	}
 	return []int{0, n - 1}
+}
+
+// ReadProfiles summarises the profile files again, where they are still
+// on disk (aegis-soak -render: a report from an earlier run's JSON gets the
+// summary of the present code).
+func (s *SoakResult) ReadProfiles() error {
+profiles:
+	for i, p := range s.Profiles {
+		var tops []ProfileTop
+		for _, file := range p.Files {
+			svc := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), fmt.Sprintf("w%02d-", p.Window)), ".pprof")
+			top, err := readTop(svc, file)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue profiles // gone: the window's summaries in the JSON stand
+			}
+			if err != nil {
+				return err
+			}
+			tops = append(tops, top)
+		}
+		s.Profiles[i].Tops = tops
+	}
+	return nil
 }

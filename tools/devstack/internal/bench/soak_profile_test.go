@@ -15,7 +15,8 @@ import (
 )
 
 // cpuProfile is a CPU profile as the runtime writes one: samples counted
-// and timed, each in the function of its first location.
+// and timed, each a stack of functions named by a slash-separated list
+// (the innermost first).
 func cpuProfile(samples map[string]int64) *profile.Profile {
 	p := &profile.Profile{
 		SampleType:    []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
@@ -23,14 +24,22 @@ func cpuProfile(samples map[string]int64) *profile.Profile {
 		Period:        10_000_000,
 		DurationNanos: int64(30 * time.Second),
 	}
-	id := uint64(1)
-	for name, ns := range samples {
-		fn := &profile.Function{ID: id, Name: name}
-		loc := &profile.Location{ID: id, Line: []profile.Line{{Function: fn}}}
-		p.Function = append(p.Function, fn)
-		p.Location = append(p.Location, loc)
-		p.Sample = append(p.Sample, &profile.Sample{Location: []*profile.Location{loc}, Value: []int64{ns / 10_000_000, ns}})
-		id++
+	locs := map[string]*profile.Location{}
+	for stack, ns := range samples {
+		smp := &profile.Sample{Value: []int64{ns / 10_000_000, ns}}
+		for _, name := range strings.Split(stack, "|") {
+			loc, ok := locs[name]
+			if !ok {
+				id := uint64(len(locs) + 1)
+				fn := &profile.Function{ID: id, Name: name}
+				loc = &profile.Location{ID: id, Line: []profile.Line{{Function: fn}}}
+				locs[name] = loc
+				p.Function = append(p.Function, fn)
+				p.Location = append(p.Location, loc)
+			}
+			smp.Location = append(smp.Location, loc)
+		}
+		p.Sample = append(p.Sample, smp)
 	}
 	return p
 }
@@ -39,7 +48,13 @@ func cpuProfile(samples map[string]int64) *profile.Profile {
 // keeps the file and summarises it by the functions with the most CPU.
 func TestProfilerCapturesAndSummarises(t *testing.T) {
 	var body bytes.Buffer
-	if err := cpuProfile(map[string]int64{"a.heavy": 6e9, "b.light": 2e9, "c.least": 1e9, "d.rest": 1e9}).Write(&body); err != nil {
+	own := "github.com/aegis-payments/aegis/pkg/consumer."
+	if err := cpuProfile(map[string]int64{
+		"a.heavy|" + own + "handle|" + own + "run":               6e9,
+		"b.light|" + own + "run":                                 2e9,
+		"c.least|" + own + "run|" + own + "retry|" + own + "run": 1e9, // run recursing counts once
+		"d.rest": 1e9,
+	}).Write(&body); err != nil {
 		t.Fatal(err)
 	}
 	var asked string
@@ -78,6 +93,39 @@ func TestProfilerCapturesAndSummarises(t *testing.T) {
 	if len(top.Top) != 4 || top.Top[0] != (FuncShare{"a.heavy", 0.6}) || top.Top[1] != (FuncShare{"b.light", 0.2}) ||
 		top.Top[2].Func != "c.least" || top.Top[3].Func != "d.rest" {
 		t.Errorf("top: %+v", top.Top)
+	}
+	if len(top.Own) != 3 || top.Own[0] != (FuncShare{"pkg/consumer.run", 0.9}) || top.Own[1] != (FuncShare{"pkg/consumer.handle", 0.6}) ||
+		top.Own[2] != (FuncShare{"pkg/consumer.retry", 0.1}) {
+		t.Errorf("own: %+v", top.Own)
+	}
+}
+
+// A report rendered again from a run's JSON summarises the files that are
+// still there; a window whose files are gone keeps its summaries.
+func TestReadProfilesSummarisesTheKeptFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "w01-payout-worker.pprof")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cpuProfile(map[string]int64{"a.f|github.com/aegis-payments/aegis/pkg/x.g": 1e9}).Write(f); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	old := []ProfileTop{{Service: "payout-worker", CPU: time.Second}}
+	res := &SoakResult{Profiles: []SoakProfile{
+		{Window: 1, Files: []string{file}, Tops: old},
+		{Window: 12, Files: []string{filepath.Join(dir, "w12-payout-worker.pprof")}, Tops: old},
+	}}
+	if err := res.ReadProfiles(); err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Profiles[0].Tops; len(got) != 1 || got[0].Service != "payout-worker" || len(got[0].Own) != 1 || got[0].Own[0].Func != "pkg/x.g" {
+		t.Errorf("window 1: %+v", got)
+	}
+	if got := res.Profiles[1].Tops; len(got) != 1 || got[0].Own != nil {
+		t.Errorf("window 12 (no file): %+v", got)
 	}
 }
 

@@ -479,8 +479,9 @@ func profileSection(ps []SoakProfile) string {
 	for _, p := range ps {
 		names = append(names, strconv.Itoa(p.Window))
 	}
-	fmt.Fprintf(&b, "s %s (`go tool pprof -top` on the files: %s): the functions with the most CPU in themselves, "+
-		"as a share of the service's samples.\n", strings.Join(names, " and "), "`"+filepath.Dir(firstFile(ps))+"`")
+	fmt.Fprintf(&b, "s %s (`go tool pprof -top` on the files: %s), as shares of the service's samples: Aegis's own "+
+		"functions with the most CPU in themselves and what they call (cumulative: the stage), and the functions with the most "+
+		"in themselves (flat: mostly the runtime and system calls).\n", strings.Join(names, " and "), "`"+filepath.Dir(firstFile(ps))+"`")
 	services := map[string]bool{}
 	for _, p := range ps {
 		for _, t := range p.Tops {
@@ -488,25 +489,30 @@ func profileSection(ps []SoakProfile) string {
 		}
 	}
 	for _, svc := range sortedKeys(services) {
-		fmt.Fprintf(&b, "\n**%s**\n\n| window | CPU sampled | heaviest functions (flat) |\n|---|---|---|\n", svc)
+		fmt.Fprintf(&b, "\n**%s**\n\n| window | CPU sampled | Aegis's heaviest (cumulative) | heaviest (flat) |\n|---|---|---|---|\n", svc)
 		for _, p := range ps {
 			for _, t := range p.Tops {
 				if t.Service != svc {
 					continue
 				}
-				var fs []string
-				for _, f := range t.Top {
-					fs = append(fs, fmt.Sprintf("`%s` %.0f %%", f.Func, 100*f.Share))
-				}
 				cores := 0.0
 				if t.Len > 0 {
 					cores = t.CPU.Seconds() / t.Len.Seconds()
 				}
-				fmt.Fprintf(&b, "| %d | %s (%.2f cores) | %s |\n", p.Window, t.CPU.Round(10*time.Millisecond), cores, strings.Join(fs, ", "))
+				fmt.Fprintf(&b, "| %d | %s (%.2f cores) | %s | %s |\n", p.Window, t.CPU.Round(10*time.Millisecond), cores,
+					shares(t.Own), shares(t.Top))
 			}
 		}
 	}
 	return b.String()
+}
+
+func shares(fs []FuncShare) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("`%s` %.0f %%", f.Func, 100*f.Share))
+	}
+	return strings.Join(out, ", ")
 }
 
 func firstFile(ps []SoakProfile) string {

@@ -367,7 +367,8 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 				{At: 2 * time.Minute, Fingerprint: "bbbbbbbbbbbb", Shape: "LockRows\n  -> Seq Scan on t\n"}}}},
 		Profiles: []SoakProfile{
 			{Window: 1, Files: []string{"bin/soak-profiles/w01-payout-worker.pprof"}, Tops: []ProfileTop{{Service: "payout-worker",
-				CPU: 9 * s, Len: 30 * s, Top: []FuncShare{{"runtime.futex", 0.2}, {"encoding/json.Unmarshal", 0.1}}}}},
+				CPU: 9 * s, Len: 30 * s, Top: []FuncShare{{"runtime.futex", 0.2}, {"encoding/json.Unmarshal", 0.1}},
+				Own: []FuncShare{{"pkg/consumer.(*Consumer).run", 0.7}}}}},
 			{Window: 6, Files: []string{"bin/soak-profiles/w06-payout-worker.pprof"}, Tops: []ProfileTop{{Service: "payout-worker",
 				CPU: 15 * s, Len: 30 * s, Top: []FuncShare{{"runtime.futex", 0.3}}}}},
 		},
@@ -406,7 +407,8 @@ func TestSoakReportRendersEverySection(t *testing.T) {
 		"### Claim (outbox-relay), custom plan: 1 plan change\n", "| 2:00 | `aaaaaaaaaaaa` | `bbbbbbbbbbbb` |",
 		"`aaaaaaaaaaaa` → `bbbbbbbbbbbb` (first at 2:00",
 		"in the middle of windows 1 and 6", "`bin/soak-profiles`", "**payout-worker**",
-		"| 1 | 9s (0.30 cores) | `runtime.futex` 20 %, `encoding/json.Unmarshal` 10 % |", "| 6 | 15s (0.50 cores) | `runtime.futex` 30 % |", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
+		"| 1 | 9s (0.30 cores) | `pkg/consumer.(*Consumer).run` 70 % | `runtime.futex` 20 %, `encoding/json.Unmarshal` 10 % |",
+		"| 6 | 15s (0.50 cores) |  | `runtime.futex` 30 % |", "  LockRows\n-   -> Index Scan using a on t\n+   -> Seq Scan on t\n",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)

@@ -37,7 +37,9 @@
 // throughput, p50/p99 webhook → credited, errors and CPU per process; every
 // minute the tables' and indexes' sizes (partitions summed under their
 // root), the vacuum counters and the hot statements' plans (EXPLAINed from
-// the sqlc-generated text, fingerprinted by shape: soak_plans.go). Its
+// the sqlc-generated text, fingerprinted by shape: soak_plans.go); in the
+// middle of the first and the last window, a CPU profile of each service
+// (soak_profile.go), so that a decay says where the time went. Its
 // verdict compares the last window with the first.
 //
 // Timing lives here, never in tests: tests assert outcomes, benchmarks

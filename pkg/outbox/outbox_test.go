@@ -731,6 +731,43 @@ func TestClaimWalksTheIndexAfterAnAnalyzeOfAnEmptyQueue(t *testing.T) {
 	claimsTheFirstBatch(t, pool, now)
 }
 
+// While the relay keeps up, the queue holds a few rows when it is analyzed,
+// and the claim planned for so small a table updates its batch by reading
+// the table through (a sequential scan matched against the picked ids):
+// the plan the one-hour soak of 2026-11-29 saw twice. A prepared claim keeps
+// that plan when a burst then arrives, until the next analyze, and reads
+// the whole backlog for every batch. The batch's rows are looked up by id
+// in the primary key, whatever the table's size.
+func TestClaimLooksItsBatchUpByIdOnASmallQueue(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	rows := `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
+		FROM generate_series(1, $1::int) i`
+	_, err := db.Pool.Exec(ctx, rows, 50)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, "ANALYZE transaction_outbox")
+	require.NoError(t, err)
+	pool := storePool(t, db)
+	now := time.Now()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		_, err := pool.Exec(ctx, "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		plan := claimPlan(t, pool, now)
+		require.NotContains(t, plan, "Seq Scan", "%s: the batch's rows are looked up by id:\n%s", mode, plan)
+		requireKeyLookups(t, plan)
+	}
+
+	// And a burst after it is claimed a full batch at a time.
+	_, err = db.Pool.Exec(ctx, rows, 20000)
+	require.NoError(t, err)
+	got, err := outbox.NewStore(pool).Claim(ctx, time.Now(), 2000, time.Minute, "relay-1")
+	require.NoError(t, err)
+	require.Len(t, got, 2000)
+}
+
 // The store's sessions commit asynchronously (Claim's commit is on every
 // row's latency path), but a dead-lettering transaction commits
 // synchronously: its letter is announced on Kafka after the commit.

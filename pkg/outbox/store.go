@@ -57,7 +57,10 @@ type Store struct {
 // the relay relayed nothing for minutes. So the store's sessions turn off
 // what those plans need and the walk does not: bitmap scans, sorts (a sort
 // nothing can spare, the batch's own order, is still made: the settings
-// price a plan out only where another exists), hash and merge joins; and
+// price a plan out only where another exists), hash and merge joins, and
+// sequential scans (planned for the few rows a queue that keeps up holds
+// when it is analyzed, the claim read its batch by scanning the table, a
+// plan a prepared statement keeps when a burst arrives); and
 // Claim's key look-ups are written so that only the key index serves them
 // without a sort (queries.sql). And JIT: the settings price the plans they
 // turn off at 10^10, above jit_above_cost, and compiling took 750 ms of an
@@ -78,7 +81,8 @@ type Store struct {
 // since its letter is announced on Kafka after the commit.
 func StoreSettings() map[string]string {
 	return map[string]string{
-		"enable_bitmapscan": "off", "enable_sort": "off", "enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off",
+		"enable_bitmapscan": "off", "enable_sort": "off", "enable_hashjoin": "off", "enable_mergejoin": "off", "enable_seqscan": "off",
+		"jit": "off",
 		"synchronous_commit": "off",
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,33 @@ func TestSummarizeCountsUndoneAsOverTheBound(t *testing.T) {
 	out = out[:2]
 	if st := summarize(100, start, out, done, nil); !st.ok() {
 		t.Fatalf("a step with all done in 20 ms did not hold: %+v", st)
+	}
+}
+
+// A watched process that exits during the window (a database backend whose
+// connection closed) counts as nothing, not as its whole life taken off the
+// others': the soak's last window read -8.95 cores for Postgres.
+func TestUsageMeterIgnoresAProcessThatExited(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// The child has spent CPU before the window begins.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if ticks, err := cpuTicks(cmd.Process.Pid); err == nil && ticks >= 5 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m := &usageMeter{}
+	m.watch("both", false, cmd.Process.Pid, os.Getpid())
+	m.begin()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	u := m.end()
+	if len(u) != 1 || u[0].Cores < 0 {
+		t.Fatalf("usage %+v: the exited process's life was taken off", u)
 	}
 }
 

@@ -118,7 +118,8 @@ type watched struct {
 	name    string
 	pids    []int
 	private bool // RssAnon (see readRSS)
-	start   int64
+	// start is each process's CPU ticks at begin (those it could read).
+	start map[int]int64
 }
 
 // usageMeter measures CPU and memory of the watched processes over an
@@ -135,10 +136,11 @@ func (m *usageMeter) watch(name string, private bool, pids ...int) {
 func (m *usageMeter) begin() {
 	m.t0 = time.Now()
 	for _, p := range m.procs {
-		p.start = 0
+		p.start = map[int]int64{}
 		for _, pid := range p.pids {
-			t, _ := cpuTicks(pid) // a process gone is counted as nothing
-			p.start += t
+			if t, err := cpuTicks(pid); err == nil { // a process gone is counted as nothing
+				p.start[pid] = t
+			}
 		}
 	}
 }
@@ -147,13 +149,19 @@ func (m *usageMeter) end() []procUsage {
 	wall := time.Since(m.t0).Seconds()
 	out := make([]procUsage, 0, len(m.procs))
 	for _, p := range m.procs {
+		// Each process's own ticks since begin: one that exited meanwhile
+		// (a database backend whose connection closed) loses its share of
+		// the window, rather than taking its whole life off the others'.
 		var ticks, rss int64
 		for _, pid := range p.pids {
-			t, _ := cpuTicks(pid)
-			ticks += t
+			t0, ok := p.start[pid]
+			t, err := cpuTicks(pid)
+			if ok && err == nil && t >= t0 {
+				ticks += t - t0
+			}
 			rss += readRSS(pid, p.private)
 		}
-		out = append(out, procUsage{Name: p.name, Cores: float64(ticks-p.start) / clockTicks / wall, RSSMiB: float64(rss) / 1024})
+		out = append(out, procUsage{Name: p.name, Cores: float64(ticks) / clockTicks / wall, RSSMiB: float64(rss) / 1024})
 	}
 	return out
 }

@@ -82,7 +82,7 @@ type Store struct {
 func StoreSettings() map[string]string {
 	return map[string]string{
 		"enable_bitmapscan": "off", "enable_sort": "off", "enable_hashjoin": "off", "enable_mergejoin": "off", "enable_seqscan": "off",
-		"jit": "off",
+		"jit":                "off",
 		"synchronous_commit": "off",
 	}
 }

@@ -152,7 +152,7 @@ func newProfiler(dir string) (*profiler, map[string]map[string]string, error) {
 
 // capture profiles every service's CPU for soakProfileLen at once and
 // writes dir/wNN-<service>.pprof; a service it could not profile is left
-// out and said.
+// out and said (say is called by one goroutine at a time).
 func (p *profiler) capture(ctx context.Context, window int, say func(string, ...any)) SoakProfile {
 	out := SoakProfile{Window: window}
 	var mu sync.Mutex
@@ -162,20 +162,23 @@ func (p *profiler) capture(ctx context.Context, window int, say func(string, ...
 		go func() {
 			defer wg.Done()
 			file := filepath.Join(p.dir, fmt.Sprintf("w%02d-%s.pprof", window, svc))
-			if err := p.fetch(ctx, svc, file); err != nil {
-				say("soak: profile of %s in window %d: %v", svc, window, err)
-				return
+			fetchErr := p.fetch(ctx, svc, file)
+			err := fetchErr
+			var top ProfileTop
+			if err == nil {
+				top, err = readTop(svc, file)
 			}
-			top, err := readTop(svc, file)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
 				say("soak: profile of %s in window %d: %v", svc, window, err)
 			}
-			mu.Lock()
-			out.Files = append(out.Files, file)
+			if fetchErr == nil {
+				out.Files = append(out.Files, file)
+			}
 			if err == nil {
 				out.Tops = append(out.Tops, top)
 			}
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -613,6 +613,27 @@ func requireBatchWalk(t *testing.T, mode, plan string) {
 	require.NotContains(t, plan, "JIT", "%s: a claim is never compiled", mode)
 }
 
+// insertBacklog inserts n unfinished rows of 1 KiB over 1000 keys.
+func insertBacklog(t *testing.T, db *pgtest.DB, n int) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `
+		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
+		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
+		FROM generate_series(1, $1::int) i`, n)
+	require.NoError(t, err)
+}
+
+// forEachPlanMode hands check Claim's custom plan and its generic plan on
+// pool (the one a prepared statement may settle on).
+func forEachPlanMode(t *testing.T, pool *pgxpool.Pool, now time.Time, check func(mode, plan string)) {
+	t.Helper()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		_, err := pool.Exec(context.Background(), "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		check(mode, claimPlan(t, pool, now))
+	}
+}
+
 // storePool is a one-connection pool on the store's settings.
 func storePool(t *testing.T, db *pgtest.DB) *pgxpool.Pool {
 	t.Helper()
@@ -708,25 +729,19 @@ func TestClaimWalksTheIndexAfterAnAnalyzeOfAnEmptyQueue(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	backlog := `
-		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
-		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
-		FROM generate_series(1, 20000) i`
-	for _, q := range []string{backlog, "DELETE FROM transaction_outbox", "ANALYZE transaction_outbox", backlog} {
+	insertBacklog(t, db, 20000)
+	for _, q := range []string{"DELETE FROM transaction_outbox", "ANALYZE transaction_outbox"} {
 		_, err := db.Pool.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
+	insertBacklog(t, db, 20000)
 	var tuples float64
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE relname = 'transaction_outbox'").Scan(&tuples))
 	require.Zero(t, tuples, "the statistics say the queue is empty")
 
 	pool := storePool(t, db)
 	now := time.Now()
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		_, err := pool.Exec(ctx, "SET plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		requireBatchWalk(t, mode, claimPlan(t, pool, now))
-	}
+	forEachPlanMode(t, pool, now, func(mode, plan string) { requireBatchWalk(t, mode, plan) })
 
 	claimsTheFirstBatch(t, pool, now)
 }
@@ -742,27 +757,17 @@ func TestClaimLooksItsBatchUpByIdOnASmallQueue(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	rows := `
-		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
-		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
-		FROM generate_series(1, $1::int) i`
-	_, err := db.Pool.Exec(ctx, rows, 50)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, "ANALYZE transaction_outbox")
+	insertBacklog(t, db, 50)
+	_, err := db.Pool.Exec(ctx, "ANALYZE transaction_outbox")
 	require.NoError(t, err)
 	pool := storePool(t, db)
-	now := time.Now()
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		_, err := pool.Exec(ctx, "SET plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		plan := claimPlan(t, pool, now)
+	forEachPlanMode(t, pool, time.Now(), func(mode, plan string) {
 		require.NotContains(t, plan, "Seq Scan", "%s: the batch's rows are looked up by id:\n%s", mode, plan)
 		requireKeyLookups(t, plan)
-	}
+	})
 
 	// And a burst after it is claimed a full batch at a time.
-	_, err = db.Pool.Exec(ctx, rows, 20000)
-	require.NoError(t, err)
+	insertBacklog(t, db, 20000)
 	got, err := outbox.NewStore(pool).Claim(ctx, time.Now(), 2000, time.Minute, "relay-1")
 	require.NoError(t, err)
 	require.Len(t, got, 2000)

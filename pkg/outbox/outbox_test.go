@@ -703,11 +703,7 @@ func TestClaimLooksKeysUpInTheirIndexAfterAVacuumOfAnEmptyQueue(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, "VACUUM ANALYZE transaction_outbox")
 	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO transaction_outbox (topic, event_type, partition_key, payload)
-		SELECT 'aegis.webhook.pending', 'bench', 'user-' || (i % 1000), jsonb_build_object('i', i, 'pad', repeat('x', 1000))
-		FROM generate_series(1, 20000) i`)
-	require.NoError(t, err)
+	insertBacklog(t, db, 20000)
 
 	pool := storePool(t, db)
 	_, err = pool.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
